@@ -1,0 +1,51 @@
+// fp8lm doctor: what this machine offers fp8lm, and what --precision auto will pick.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/cpu_features.h"
+#include "core/precision.h"
+#include "fp8/quantize.h"
+#include "kernels/cuda/device_query.h"
+
+namespace fp8lm::cli {
+namespace {
+
+const char* yes_no(bool b) { return b ? "yes" : "no"; }
+
+void run_doctor() {
+  const CpuFeatures& cpu = cpu_features();
+  fmt::print("fp8lm {}\n", FP8LM_VERSION);
+  fmt::print("cpu: {}\n", cpu.model);
+  fmt::print("  avx2 {} · avx512 {} · avx512_bf16 {} · amx_bf16 {}\n", yes_no(cpu.avx2),
+             yes_no(cpu.avx512), yes_no(cpu.avx512_bf16), yes_no(cpu.amx_bf16));
+  fmt::print("  fp8 quantize kernels: {}\n", isa_name(best_isa()));
+
+  const cuda::DeviceQuery q = cuda::query_devices();
+  if (!q.built) {
+    fmt::print("cuda: not built\n");
+  } else if (q.devices.empty()) {
+    fmt::print("cuda: built (runtime {}) · no CUDA device ({})\n", q.runtime, q.why_none);
+  } else {
+    fmt::print("cuda: built (runtime {})\n", q.runtime);
+    for (const auto& d : q.devices) {
+      fmt::print("  cuda:{} {} · compute capability {}.{} · {:.1f} GiB\n", d.index, d.name,
+                 d.cc_major, d.cc_minor, static_cast<double>(d.memory_bytes) / (1 << 30));
+    }
+  }
+
+  const PrecisionChoice c = resolve_cpu_precision(Precision::Auto, cpu);
+  fmt::print("precision auto -> {} on cpu ({})\n", c.label(), c.reason);
+  for (const auto& d : q.devices) {
+    const PrecisionChoice g = resolve_cuda_precision(Precision::Auto, d.cc_major, d.cc_minor);
+    fmt::print("precision auto -> {} on cuda:{} ({})\n", g.label(), d.index, g.reason);
+  }
+}
+
+}  // namespace
+
+void add_doctor_command(CLI::App& app) {
+  app.add_subcommand("doctor", "Show the CPU, GPUs and the precision --precision auto picks")
+      ->callback(run_doctor);
+}
+
+}  // namespace fp8lm::cli

@@ -1,0 +1,160 @@
+// fp8lm fp8 table|encode|decode: look at the two FP8 formats code by code.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/parse.h"
+#include "core/error.h"
+#include "fp8/quantize.h"
+
+namespace fp8lm::cli {
+namespace {
+
+// float as number_float_t, so JSON numbers print in float's shortest round-trip form.
+using Json = nlohmann::basic_json<std::map, std::vector, std::string, bool, std::int64_t,
+                                  std::uint64_t, float>;
+
+// Shortest text that reads back to the same float ("448", "0.001953125", "nan", "-inf").
+std::string float_text(float v) { return fmt::format("{}", v); }
+
+// JSON has no NaN or Inf; those travel as strings.
+Json json_float(float v) { return std::isfinite(v) ? Json(v) : Json(float_text(v)); }
+
+std::string code_text(uint8_t code) { return fmt::format("0x{:02x}", code); }
+
+std::string bit_fields(uint8_t code, Fp8Format f) {
+  const int man_bits = fp8_spec(f).man_bits, exp_bits = fp8_spec(f).exp_bits;
+  const auto bits = [&](int value, int width) {
+    std::string s;
+    for (int b = width - 1; b >= 0; --b) s += ((value >> b) & 1) ? '1' : '0';
+    return s;
+  };
+  return fmt::format("{}.{}.{}", code >> 7, bits((code >> man_bits) & ((1 << exp_bits) - 1), exp_bits),
+                     bits(code & ((1 << man_bits) - 1), man_bits));
+}
+
+struct Fp8Options {
+  std::string format = "";
+  bool json = false;
+  bool no_saturate = false;
+  std::string scale = "1";
+  std::vector<std::string> values;
+};
+
+// Values from the arguments, or whitespace-separated on stdin when none were given.
+std::vector<std::string> values_or_stdin(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a.starts_with("--")) throw Error(fmt::format("unknown flag '{}' (see --help)", a));
+  }
+  if (!args.empty()) return args;
+  std::vector<std::string> tokens;
+  for (std::string t; std::cin >> t;) tokens.push_back(t);
+  return tokens;
+}
+
+void run_table(const Fp8Options& o) {
+  const Fp8Format f = parse_format_flag(o.format);
+  Json rows = Json::array();
+  for (int c = 0; c < 256; ++c) {
+    const auto code = static_cast<uint8_t>(c);
+    const float v = fp8_decode(code, f);
+    if (o.json) {
+      rows.push_back({{"code", code_text(code)}, {"bits", bit_fields(code, f)}, {"value", json_float(v)}});
+    } else {
+      fmt::print("{} {} {}\n", code_text(code), bit_fields(code, f), float_text(v));
+    }
+  }
+  if (o.json) fmt::print("{}\n", rows.dump());
+}
+
+void run_encode(const Fp8Options& o) {
+  const Fp8Format f = parse_format_flag(o.format);
+  const float scale = parse_float(o.scale);
+  if (!std::isfinite(scale) || !(scale > 0.0f)) {
+    throw Error(fmt::format("--scale {}: the scale must be a finite number > 0", o.scale));
+  }
+  const std::vector<std::string> tokens = values_or_stdin(o.values);
+  std::vector<float> x;
+  for (const auto& t : tokens) x.push_back(parse_float(t));
+  std::vector<uint8_t> codes(x.size());
+  quantize(codes.data(), x.data(), static_cast<int64_t>(x.size()), scale, f, !o.no_saturate);
+  const float scale_inv = 1.0f / scale;
+  Json rows = Json::array();
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float fp8_value = fp8_decode(codes[i], f);
+    const float value = fp8_value * scale_inv;
+    if (o.json) {
+      rows.push_back({{"input", json_float(x[i])},
+                      {"code", code_text(codes[i])},
+                      {"fp8_value", json_float(fp8_value)},
+                      {"value", json_float(value)}});
+    } else {
+      fmt::print("{} {} {}\n", float_text(x[i]), code_text(codes[i]), float_text(value));
+    }
+  }
+  if (o.json) fmt::print("{}\n", rows.dump());
+}
+
+void run_decode(const Fp8Options& o) {
+  const Fp8Format f = parse_format_flag(o.format);
+  Json rows = Json::array();
+  for (const auto& t : values_or_stdin(o.values)) {
+    const uint8_t code = parse_code(t);
+    const float v = fp8_decode(code, f);
+    if (o.json) {
+      rows.push_back({{"code", code_text(code)}, {"value", json_float(v)}});
+    } else {
+      fmt::print("{} {}\n", code_text(code), float_text(v));
+    }
+  }
+  if (o.json) fmt::print("{}\n", rows.dump());
+}
+
+}  // namespace
+
+void add_fp8_command(CLI::App& app) {
+  auto* fp8 = app.add_subcommand("fp8", "Inspect the FP8 formats: table, encode, decode");
+  fp8->require_subcommand(1);
+  auto opts = std::make_shared<Fp8Options>();
+  const auto add_common = [&](CLI::App* sub) {
+    sub->add_option("--format", opts->format, "e4m3 or e5m2")->required();
+    sub->add_flag("--json", opts->json, "print JSON instead of text");
+  };
+
+  auto* table = fp8->add_subcommand("table", "All 256 codes: 0xNN sign.exponent.mantissa value");
+  add_common(table);
+  table->callback([opts] { run_table(*opts); });
+
+  auto* encode = fp8->add_subcommand(
+      "encode", "Encode values (arguments, or stdin when none): input 0xNN decoded/scale");
+  add_common(encode);
+  encode->add_flag("--no-saturate", opts->no_saturate,
+                   "overflow to Inf (E5M2) or NaN (E4M3) instead of clamping to max");
+  encode->add_option("--scale", opts->scale, "multiply by this before the cast (default 1)");
+  // Values are taken as extras so that "-inf" and "-nan" are not mistaken for flags;
+  // anything that is not a number (a mistyped flag included) is rejected by the parser.
+  encode->allow_extras();
+  encode->footer("VALUES: numbers to encode (e.g. 1.5 -inf nan); none: read stdin");
+  encode->callback([opts, encode] {
+    opts->values = encode->remaining();
+    run_encode(*opts);
+  });
+
+  auto* decode = fp8->add_subcommand("decode", "Decode codes (0xNN or decimal; stdin when none)");
+  add_common(decode);
+  decode->allow_extras();
+  decode->footer("CODES: 0xNN or decimal; none: read stdin");
+  decode->callback([opts, decode] {
+    opts->values = decode->remaining();
+    run_decode(*opts);
+  });
+}
+
+}  // namespace fp8lm::cli

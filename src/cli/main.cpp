@@ -1,0 +1,47 @@
+// The fp8lm command: parses, then hands over to a subcommand. Every failure is one line on
+// stderr, "error: ...", and a non-zero exit.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fp8lm: FP8 mixed-precision training and inference for GPT-style models", "fp8lm"};
+  app.set_version_flag("--version", "fp8lm " FP8LM_VERSION);
+  app.require_subcommand(1);
+  fp8lm::cli::add_fp8_command(app);
+  fp8lm::cli::add_doctor_command(app);
+  try {
+    // CLI11 reports a mistyped command as "a subcommand is required"; name it instead.
+    const auto known = [&](const char* name) {
+      for (const CLI::App* sub : app.get_subcommands({})) {
+        if (sub->check_name(name)) return true;
+      }
+      return false;
+    };
+    if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
+      throw fp8lm::Error(fmt::format("unknown command '{}' (see fp8lm --help)", argv[1]));
+    }
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "error: {} (see fp8lm --help)\n", e.what());
+    return 2;
+  } catch (const fp8lm::Error& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: internal: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

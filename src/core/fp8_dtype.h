@@ -1,0 +1,86 @@
+#pragma once
+// The two OCP 8-bit float formats (DESIGN.md §3) as scalar codecs. Encode is round to nearest,
+// ties to even; saturating by default (finite overflow and ±Inf become ±max, as GPUs do with
+// satfinite), or non-saturating (overflow becomes Inf in E5M2, NaN in E4M3). Decode is exact.
+// These bit-level codecs are the ones the kernels vectorize; minifloat.h is their oracle.
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "core/minifloat.h"
+
+namespace fp8lm {
+
+enum class Fp8Format : uint8_t { E4M3, E5M2 };
+
+std::string_view fp8_format_name(Fp8Format f);
+// Accepts e4m3 / e5m2 in any case; nullopt for anything else.
+std::optional<Fp8Format> parse_fp8_format(std::string_view name);
+
+constexpr const MinifloatSpec& fp8_spec(Fp8Format f) {
+  return f == Fp8Format::E4M3 ? kE4M3Spec : kE5M2Spec;
+}
+// Largest finite magnitude: 448 (E4M3), 57344 (E5M2).
+constexpr float fp8_max(Fp8Format f) { return f == Fp8Format::E4M3 ? 448.0f : 57344.0f; }
+
+// Bit-level constants of a format, shared by the scalar and SIMD encoders.
+struct Fp8Consts {
+  int man_shift;            // 23 - mantissa bits: float mantissa bits dropped
+  uint32_t rebias;          // (127 - bias) << 23, subtracted to move to the FP8 exponent
+  uint32_t min_normal_bits; // float bits of 2^(1-bias); below it the result is subnormal
+  float subnormal_magic;    // 2^(1-bias-mantissa+23): adding it rounds to the subnormal spacing
+  uint32_t magic_bits;
+  uint32_t max_code;        // largest finite magnitude code
+  uint32_t overflow_code;   // non-saturating overflow: Inf (E5M2) or NaN (E4M3)
+  uint32_t nan_code;        // produced for NaN inputs
+};
+
+constexpr Fp8Consts fp8_consts(Fp8Format f) {
+  if (f == Fp8Format::E4M3) return {20, 120u << 23, 0x3c800000u, 0x1p14f, 0x46800000u, 0x7e, 0x7f, 0x7f};
+  return {21, 112u << 23, 0x38800000u, 0x1p7f, 0x43000000u, 0x7b, 0x7c, 0x7e};
+}
+
+// Encodes one float. *saturated / *flushed (optional) report overflow past max (or ±Inf) and
+// a non-zero input that became ±0.
+template <Fp8Format F>
+inline uint8_t fp8_encode(float x, bool saturate = true, bool* saturated = nullptr,
+                          bool* flushed = nullptr) {
+  constexpr Fp8Consts c = fp8_consts(F);
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t sign = (u >> 24) & 0x80u;
+  const uint32_t a = u & 0x7fffffffu;
+  if (saturated) *saturated = false;
+  if (flushed) *flushed = false;
+  if (a > 0x7f800000u) return static_cast<uint8_t>(sign | c.nan_code);
+  uint32_t code;
+  if (a < c.min_normal_bits) {
+    // The FPU's own round-to-nearest-even does the work: the magic number's ulp equals the
+    // subnormal spacing, so the sum's low bits count spacings (reaching min normal exactly).
+    code = std::bit_cast<uint32_t>(std::bit_cast<float>(a) + c.subnormal_magic) - c.magic_bits;
+    if (flushed) *flushed = a != 0 && code == 0;
+  } else {
+    // Rebias and drop the low mantissa bits, ties to even; a carry bumps the exponent. The
+    // code is computed unbounded, so anything past max (Inf included) compares above it.
+    const uint32_t half_minus_one = (1u << (c.man_shift - 1)) - 1;
+    code = (a - c.rebias + half_minus_one + ((a >> c.man_shift) & 1u)) >> c.man_shift;
+  }
+  if (code > c.max_code) {
+    if (saturated) *saturated = true;
+    code = saturate ? c.max_code : c.overflow_code;
+  }
+  return static_cast<uint8_t>(sign | code);
+}
+
+inline uint8_t fp8_encode(float x, Fp8Format f, bool saturate = true) {
+  return f == Fp8Format::E4M3 ? fp8_encode<Fp8Format::E4M3>(x, saturate)
+                              : fp8_encode<Fp8Format::E5M2>(x, saturate);
+}
+
+// All 256 decoded values of a format (exact; NaN codes decode to NaN).
+const std::array<float, 256>& fp8_decode_table(Fp8Format f);
+
+inline float fp8_decode(uint8_t code, Fp8Format f) { return fp8_decode_table(f)[code]; }
+
+}  // namespace fp8lm

@@ -1,0 +1,31 @@
+#pragma once
+// The precision policy of DESIGN.md §4: what `--precision auto` picks on a device, and
+// whether an explicit request can run there.
+#include <string>
+#include <string_view>
+
+#include "core/cpu_features.h"
+
+namespace fp8lm {
+
+enum class Precision { Auto, Fp8, Bf16, Fp32 };
+
+std::string_view precision_name(Precision p);  // "auto", "fp8", "bf16", "fp32"
+Precision parse_precision(std::string_view name);  // throws Error listing the choices
+
+struct PrecisionChoice {
+  Precision precision = Precision::Fp32;
+  bool emulated = false;  // computed faithfully without hardware support for the format
+  std::string reason;     // one line: why this precision was chosen
+  std::string label() const;  // e.g. "fp8 (emulated)"
+};
+
+// CPU: every precision runs; fp8 is always emulated, bf16 is native with AVX512-BF16 or AMX.
+// auto -> bf16 where native, else fp32.
+PrecisionChoice resolve_cpu_precision(Precision requested, const CpuFeatures& cpu);
+
+// CUDA: fp8 needs compute capability >= 8.9, bf16 >= 8.0. auto picks the best; an explicit
+// request the GPU cannot do throws Error (never a silent downgrade).
+PrecisionChoice resolve_cuda_precision(Precision requested, int cc_major, int cc_minor);
+
+}  // namespace fp8lm

@@ -1,0 +1,39 @@
+#pragma once
+// Quantize FP32 to FP8 with a per-tensor scale, in one pass that also takes the amax and
+// counts what the cast lost (DESIGN.md §3): q = cast(x * scale), amax = max|x| of the unscaled
+// input (NaN ignored, Inf counted). Every ISA variant gives the same bits as the scalar one.
+#include <cstdint>
+#include <string_view>
+
+#include "core/fp8_dtype.h"
+
+namespace fp8lm {
+
+struct CastStats {
+  float amax = 0.0f;      // max |x| before scaling; NaN ignored, Inf counted
+  int64_t saturated = 0;  // |x * scale| rounded past the format's max, or was ±Inf
+  int64_t flushed = 0;    // x * scale was non-zero and became ±0
+};
+
+enum class Isa { Scalar, Avx2, Avx512 };
+
+std::string_view isa_name(Isa isa);
+bool isa_supported(Isa isa);  // this CPU (and OS) can run the variant
+Isa best_isa();
+
+// Runtime-dispatched to the best supported ISA.
+CastStats quantize(uint8_t* codes, const float* x, int64_t n, float scale, Fp8Format format,
+                   bool saturate = true);
+// y = decode(code) * scale_inv, element-wise.
+void dequantize(float* y, const uint8_t* codes, int64_t n, float scale_inv, Fp8Format format);
+// max |x|, NaN ignored: the first pass of current scaling.
+float absmax(const float* x, int64_t n);
+
+// One variant explicitly (tests and benchmarks). Calling an unsupported ISA is a bug.
+CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float scale,
+                   Fp8Format format, bool saturate = true);
+void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_inv,
+                Fp8Format format);
+float absmax(Isa isa, const float* x, int64_t n);
+
+}  // namespace fp8lm

@@ -1,0 +1,120 @@
+// AVX2 quantize: eight lanes of the scalar bit codec (core/fp8_dtype.h). AVX2 has no masked
+// byte stores, so the last n % 8 elements go through the scalar twin.
+#include <immintrin.h>
+
+#include <bit>
+#include <cmath>
+
+#include "fp8/quantize_isa.h"
+
+namespace fp8lm::isa {
+namespace {
+
+// Gathers the low byte of each 32-bit lane into the low 8 bytes.
+inline __m128i pack_low_bytes(__m256i v) {
+  const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        -1, -1);
+  const __m256i bytes = _mm256_shuffle_epi8(v, pick);
+  return _mm_unpacklo_epi32(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
+}
+
+inline int lanes_set(__m256i mask) {
+  return std::popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(mask))));
+}
+
+inline float reduce_max(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+template <Fp8Format F>
+CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float scale,
+                              bool saturate) {
+  constexpr Fp8Consts c = fp8_consts(F);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf_bits = _mm256_set1_epi32(0x7f800000);
+  // Signed compares are safe: |bits| <= 0x7fffffff, and codes are small non-negative ints.
+  const __m256i min_normal_minus_one = _mm256_set1_epi32(static_cast<int>(c.min_normal_bits) - 1);
+  const __m256 magic = _mm256_set1_ps(c.subnormal_magic);
+  const __m256i magic_bits = _mm256_set1_epi32(static_cast<int>(c.magic_bits));
+  const __m256i rebias = _mm256_set1_epi32(static_cast<int>(c.rebias));
+  const __m256i half_minus_one = _mm256_set1_epi32((1 << (c.man_shift - 1)) - 1);
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i max_code = _mm256_set1_epi32(static_cast<int>(c.max_code));
+  const __m256i overflow_code =
+      _mm256_set1_epi32(static_cast<int>(saturate ? c.max_code : c.overflow_code));
+  const __m256i nan_code = _mm256_set1_epi32(static_cast<int>(c.nan_code));
+  const __m256i zero = _mm256_setzero_si256();
+
+  __m256 amax = _mm256_setzero_ps();
+  int64_t saturated = 0, flushed = 0;
+  const int64_t body = n - n % 8;
+  for (int64_t i = 0; i < body; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    amax = _mm256_max_ps(_mm256_and_ps(xv, _mm256_castsi256_ps(abs_mask)), amax);
+    const __m256i u = _mm256_castps_si256(_mm256_mul_ps(xv, vscale));
+    const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 24), _mm256_set1_epi32(0x80));
+    const __m256i a = _mm256_and_si256(u, abs_mask);
+    const __m256i is_nan = _mm256_cmpgt_epi32(a, inf_bits);
+    const __m256i is_sub = _mm256_cmpgt_epi32(min_normal_minus_one, a);
+
+    const __m256i sub_code = _mm256_sub_epi32(
+        _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)), magic_bits);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(a, c.man_shift), one);
+    const __m256i norm_code = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_sub_epi32(a, rebias), _mm256_add_epi32(half_minus_one, odd)),
+        c.man_shift);
+    __m256i code = _mm256_blendv_epi8(norm_code, sub_code, is_sub);
+
+    const __m256i over = _mm256_andnot_si256(is_nan, _mm256_cmpgt_epi32(code, max_code));
+    const __m256i flush = _mm256_and_si256(
+        is_sub, _mm256_andnot_si256(_mm256_cmpeq_epi32(a, zero), _mm256_cmpeq_epi32(code, zero)));
+    code = _mm256_blendv_epi8(code, overflow_code, over);
+    code = _mm256_blendv_epi8(code, nan_code, is_nan);
+    code = _mm256_or_si256(code, sign);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i), pack_low_bytes(code));
+    saturated += lanes_set(over);
+    flushed += lanes_set(flush);
+  }
+  const CastStats tail = quantize_scalar(codes + body, x + body, n - body, scale, F, saturate);
+  return {max_ignoring_nan(tail.amax, reduce_max(amax)), saturated + tail.saturated,
+          flushed + tail.flushed};
+}
+
+}  // namespace
+
+CastStats quantize_avx2(uint8_t* codes, const float* x, int64_t n, float scale, Fp8Format format,
+                        bool saturate) {
+  return format == Fp8Format::E4M3
+             ? quantize_one_format<Fp8Format::E4M3>(codes, x, n, scale, saturate)
+             : quantize_one_format<Fp8Format::E5M2>(codes, x, n, scale, saturate);
+}
+
+void dequantize_avx2(float* y, const uint8_t* codes, int64_t n, float scale_inv,
+                     Fp8Format format) {
+  const float* table = fp8_decode_table(format).data();
+  const __m256 vscale = _mm256_set1_ps(scale_inv);
+  const int64_t body = n - n % 8;
+  for (int64_t i = 0; i < body; i += 8) {
+    const __m256i idx =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_i32gather_ps(table, idx, 4), vscale));
+  }
+  dequantize_scalar(y + body, codes + body, n - body, scale_inv, format);
+}
+
+float absmax_avx2(const float* x, int64_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 amax = _mm256_setzero_ps();
+  const int64_t body = n - n % 8;
+  for (int64_t i = 0; i < body; i += 8) {
+    amax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), amax);
+  }
+  return max_ignoring_nan(absmax_scalar(x + body, n - body), reduce_max(amax));
+}
+
+}  // namespace fp8lm::isa

@@ -1,0 +1,99 @@
+// AVX-512 (F, BW, VL, DQ) quantize: sixteen lanes of the scalar bit codec (core/fp8_dtype.h),
+// tails handled with masked loads and stores so every length runs the same code.
+#include <immintrin.h>
+
+#include <bit>
+
+#include "fp8/quantize_isa.h"
+
+namespace fp8lm::isa {
+namespace {
+
+// Lanes holding data when `left` elements remain: all sixteen, or the tail.
+inline __mmask16 live_lanes(int64_t left) {
+  return left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+template <Fp8Format F>
+CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float scale,
+                              bool saturate) {
+  constexpr Fp8Consts c = fp8_consts(F);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf_bits = _mm512_set1_epi32(0x7f800000);
+  const __m512i min_normal = _mm512_set1_epi32(static_cast<int>(c.min_normal_bits));
+  const __m512 magic = _mm512_set1_ps(c.subnormal_magic);
+  const __m512i magic_bits = _mm512_set1_epi32(static_cast<int>(c.magic_bits));
+  const __m512i rebias = _mm512_set1_epi32(static_cast<int>(c.rebias));
+  const __m512i half_minus_one = _mm512_set1_epi32((1 << (c.man_shift - 1)) - 1);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i max_code = _mm512_set1_epi32(static_cast<int>(c.max_code));
+  const __m512i overflow_code =
+      _mm512_set1_epi32(static_cast<int>(saturate ? c.max_code : c.overflow_code));
+  const __m512i nan_code = _mm512_set1_epi32(static_cast<int>(c.nan_code));
+  const __m512i zero = _mm512_setzero_si512();
+
+  __m512 amax = _mm512_setzero_ps();
+  int64_t saturated = 0, flushed = 0;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 live = live_lanes(n - i);
+    const __m512 xv = _mm512_maskz_loadu_ps(live, x + i);
+    amax = _mm512_max_ps(_mm512_abs_ps(xv), amax);  // a NaN lane keeps amax
+    const __m512i u = _mm512_castps_si512(_mm512_mul_ps(xv, vscale));
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
+    const __m512i a = _mm512_and_si512(u, abs_mask);
+    const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(a, inf_bits);
+    const __mmask16 is_sub = _mm512_cmplt_epu32_mask(a, min_normal);
+
+    const __m512i sub_code = _mm512_sub_epi32(
+        _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)), magic_bits);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, c.man_shift), one);
+    const __m512i norm_code = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_sub_epi32(a, rebias), _mm512_add_epi32(half_minus_one, odd)),
+        c.man_shift);
+    __m512i code = _mm512_mask_blend_epi32(is_sub, norm_code, sub_code);
+
+    const __mmask16 over = _mm512_cmpgt_epu32_mask(code, max_code) & ~is_nan & live;
+    const __mmask16 flush = is_sub & _mm512_cmpeq_epi32_mask(code, zero) &
+                            _mm512_cmpneq_epi32_mask(a, zero) & live;
+    code = _mm512_mask_blend_epi32(over, code, overflow_code);
+    code = _mm512_mask_blend_epi32(is_nan, code, nan_code);
+    code = _mm512_or_si512(code, sign);
+    _mm512_mask_cvtepi32_storeu_epi8(codes + i, live, code);
+    saturated += std::popcount(static_cast<unsigned>(over));
+    flushed += std::popcount(static_cast<unsigned>(flush));
+  }
+  return {_mm512_reduce_max_ps(amax), saturated, flushed};
+}
+
+}  // namespace
+
+CastStats quantize_avx512(uint8_t* codes, const float* x, int64_t n, float scale,
+                          Fp8Format format, bool saturate) {
+  return format == Fp8Format::E4M3
+             ? quantize_one_format<Fp8Format::E4M3>(codes, x, n, scale, saturate)
+             : quantize_one_format<Fp8Format::E5M2>(codes, x, n, scale, saturate);
+}
+
+void dequantize_avx512(float* y, const uint8_t* codes, int64_t n, float scale_inv,
+                       Fp8Format format) {
+  const float* table = fp8_decode_table(format).data();
+  const __m512 vscale = _mm512_set1_ps(scale_inv);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 live = live_lanes(n - i);
+    const __m512i idx = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(live, codes + i));
+    const __m512 v = _mm512_i32gather_ps(idx, table, 4);
+    _mm512_mask_storeu_ps(y + i, live, _mm512_mul_ps(v, vscale));
+  }
+}
+
+float absmax_avx512(const float* x, int64_t n) {
+  __m512 amax = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 live = live_lanes(n - i);
+    amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + i)), amax);
+  }
+  return _mm512_reduce_max_ps(amax);
+}
+
+}  // namespace fp8lm::isa

@@ -1,0 +1,45 @@
+// The scalar twin: one element at a time through the bit codec. The SIMD variants must match
+// it bit for bit, and it in turn is checked against the double-precision minifloat reference.
+#include <cmath>
+
+#include "fp8/quantize_isa.h"
+
+namespace fp8lm::isa {
+namespace {
+
+template <Fp8Format F>
+CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float scale,
+                              bool saturate) {
+  CastStats s;
+  for (int64_t i = 0; i < n; ++i) {
+    bool sat = false, flush = false;
+    codes[i] = fp8_encode<F>(x[i] * scale, saturate, &sat, &flush);
+    s.amax = max_ignoring_nan(std::fabs(x[i]), s.amax);
+    s.saturated += sat;
+    s.flushed += flush;
+  }
+  return s;
+}
+
+}  // namespace
+
+CastStats quantize_scalar(uint8_t* codes, const float* x, int64_t n, float scale,
+                          Fp8Format format, bool saturate) {
+  return format == Fp8Format::E4M3
+             ? quantize_one_format<Fp8Format::E4M3>(codes, x, n, scale, saturate)
+             : quantize_one_format<Fp8Format::E5M2>(codes, x, n, scale, saturate);
+}
+
+void dequantize_scalar(float* y, const uint8_t* codes, int64_t n, float scale_inv,
+                       Fp8Format format) {
+  const auto& table = fp8_decode_table(format);
+  for (int64_t i = 0; i < n; ++i) y[i] = table[codes[i]] * scale_inv;
+}
+
+float absmax_scalar(const float* x, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) m = max_ignoring_nan(std::fabs(x[i]), m);
+  return m;
+}
+
+}  // namespace fp8lm::isa

@@ -1,0 +1,50 @@
+#pragma once
+// FP8 recipes, with Transformer Engine's names, fields and defaults (DESIGN.md §3).
+#include <optional>
+#include <string_view>
+
+#include "core/fp8_dtype.h"
+
+namespace fp8lm {
+
+// Which FP8 format each tensor gets. E4M3: all of them. HYBRID: E4M3 forward (inputs,
+// weights), E5M2 backward (gradients), whose range matters more than precision.
+enum class Format { E4M3, Hybrid };
+
+enum class AmaxComputeAlgo { Max, MostRecent };
+
+inline constexpr int kMaxAmaxHistoryLen = 65536;
+
+struct DelayedScaling {
+  int margin = 0;  // scale = (fp8_max / amax) / 2^margin
+  Format format = Format::Hybrid;
+  int amax_history_len = 1024;
+  AmaxComputeAlgo amax_compute_algo = AmaxComputeAlgo::Max;
+  bool reduce_amax = true;  // max-reduce new amaxes across processes before the update
+
+  // Throws Error naming the field for a history length outside [1, kMaxAmaxHistoryLen] or a
+  // negative margin.
+  void validate() const;
+};
+
+// The scale comes from each tensor's own amax, in the same step (two passes over the data).
+struct CurrentScaling {
+  int margin = 0;
+  Format format = Format::Hybrid;
+  void validate() const;
+};
+
+enum class Direction { Forward, Backward };
+
+constexpr Fp8Format tensor_format(Format recipe_format, Direction dir) {
+  return recipe_format == Format::Hybrid && dir == Direction::Backward ? Fp8Format::E5M2
+                                                                       : Fp8Format::E4M3;
+}
+
+std::string_view format_name(Format f);                  // "e4m3" | "hybrid"
+std::string_view amax_compute_algo_name(AmaxComputeAlgo a);  // "max" | "most_recent"
+// Parsers throw Error with the accepted names; "e5m2" is rejected with the reason.
+Format parse_format(std::string_view name);
+AmaxComputeAlgo parse_amax_compute_algo(std::string_view name);
+
+}  // namespace fp8lm

@@ -1,0 +1,93 @@
+#pragma once
+// Per-tensor FP8 scaling state and Transformer Engine's update rules (DESIGN.md §3).
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "fp8/quantize.h"
+#include "fp8/recipe.h"
+
+namespace fp8lm {
+
+// What the last cast through a slot lost; TE does not report these.
+struct LastCast {
+  int64_t n = 0, saturated = 0, flushed = 0;
+  double saturated_fraction() const { return n ? static_cast<double>(saturated) / static_cast<double>(n) : 0.0; }
+  double flushed_fraction() const { return n ? static_cast<double>(flushed) / static_cast<double>(n) : 0.0; }
+};
+
+// One tensor's quantization state: q = cast(x * scale), x ≈ q * scale_inv.
+struct ScalingState {
+  Fp8Format format = Fp8Format::E4M3;
+  float scale = 1.0f;
+  float scale_inv = 1.0f;
+  // TE's layout: [0] accumulates this step's amax; the rest hold past steps' amaxes.
+  std::vector<float> amax_history;
+  LastCast last_cast;
+
+  ScalingState() : amax_history(1, 0.0f) {}
+  ScalingState(Fp8Format f, int history_len) : format(f), amax_history(history_len, 0.0f) {}
+
+  // Max-accumulates into amax_history[0]; a NaN sticks (so the update keeps the scale).
+  void record_amax(float amax);
+  void set_scale(float s) {
+    scale = s;
+    scale_inv = 1.0f / s;
+  }
+  // Quantizes with the current scale, records the amax and the cast's losses.
+  CastStats cast(uint8_t* codes, const float* x, int64_t n, bool saturate = true);
+};
+
+// The scale for an amax: (fp8_max / amax) / 2^margin when amax is finite and > 0, else
+// `previous`. A scale that overflows becomes FLT_MAX; one that underflows becomes FLT_MIN
+// (so scale_inv stays finite).
+float compute_scale(float amax, float fp8_max, int margin, float previous);
+
+// Delayed scaling, one slot, after its amax has been reduced across processes:
+// amax = max(history) or history[0] (most_recent); roll the history so the newest amax moves
+// to the end and [0] restarts at 0 (not rolled if [0] is 0: the module did not run); then
+// scale = compute_scale(amax, ...). The max propagates NaN, as torch.max does in TE.
+void update_delayed_scaling(ScalingState& s, const DelayedScaling& recipe);
+
+// Current scaling: scale from x's own amax (first pass), then the cast (second pass).
+CastStats cast_current_scaling(ScalingState& s, const CurrentScaling& recipe, uint8_t* codes,
+                               const float* x, int64_t n);
+
+// TE's slot layout per GEMM: forward input, weight, output; backward grad_output, grad_input.
+enum class Slot { Input, Weight, Output, GradOutput, GradInput };
+constexpr Direction slot_direction(Slot s) {
+  return s == Slot::GradOutput || s == Slot::GradInput ? Direction::Backward : Direction::Forward;
+}
+std::string_view slot_name(Slot s);  // "input", "weight", "output", "grad_output", "grad_input"
+
+class Fp8Meta {
+ public:
+  Fp8Meta() : Fp8Meta(Format::Hybrid, 1) {}
+  Fp8Meta(Format format, int amax_history_len);
+  explicit Fp8Meta(const DelayedScaling& r) : Fp8Meta(r.format, r.amax_history_len) {}
+
+  ScalingState& operator[](Slot s);
+  const ScalingState& operator[](Slot s) const;
+  std::span<ScalingState> slots(Direction d) {
+    return d == Direction::Forward ? std::span<ScalingState>(fwd_) : std::span<ScalingState>(bwd_);
+  }
+
+ private:
+  std::array<ScalingState, 3> fwd_;
+  std::array<ScalingState, 2> bwd_;
+};
+
+// Max-reduces a buffer of amaxes in place across processes (every rank gets the max).
+// An empty function means one process.
+using AmaxReducer = std::function<void(std::span<float>)>;
+
+// Updates one direction's slots of every GEMM in one go: the newest amaxes are gathered,
+// reduced (when recipe.reduce_amax and a reducer is given), written back, then each slot
+// follows update_delayed_scaling.
+void update_delayed_scaling(std::span<Fp8Meta* const> metas, Direction dir,
+                            const DelayedScaling& recipe, const AmaxReducer& reduce = {});
+
+}  // namespace fp8lm

@@ -1,0 +1,30 @@
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/device_query.h"
+
+namespace fp8lm::cuda {
+
+DeviceQuery query_devices() {
+  DeviceQuery q;
+  q.built = true;
+  int version = 0;
+  if (cudaRuntimeGetVersion(&version) == cudaSuccess) {
+    q.runtime = std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+  }
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    q.why_none = cudaGetErrorString(err);
+    cudaGetLastError();  // clear the sticky error so later calls start clean
+    return q;
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    q.devices.push_back({i, prop.name, prop.major, prop.minor, prop.totalGlobalMem});
+  }
+  if (q.devices.empty()) q.why_none = "no CUDA device";
+  return q;
+}
+
+}  // namespace fp8lm::cuda

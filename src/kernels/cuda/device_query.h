@@ -1,0 +1,26 @@
+#pragma once
+// The CUDA devices this process can see. Built as a CUDA translation unit when FP8LM_CUDA is
+// on, and as a stub saying "not built" otherwise; without a GPU or driver it finds none.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace fp8lm::cuda {
+
+struct Device {
+  int index = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  size_t memory_bytes = 0;
+};
+
+struct DeviceQuery {
+  bool built = false;         // fp8lm was compiled with the CUDA backend
+  std::string runtime;        // CUDA runtime version, e.g. "13.0"
+  std::vector<Device> devices;
+  std::string why_none;       // when devices is empty: the runtime's reason
+};
+
+DeviceQuery query_devices();
+
+}  // namespace fp8lm::cuda

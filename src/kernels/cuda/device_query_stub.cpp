@@ -1,0 +1,8 @@
+// Used when fp8lm is built without the CUDA backend (FP8LM_CUDA=OFF or no nvcc).
+#include "kernels/cuda/device_query.h"
+
+namespace fp8lm::cuda {
+
+DeviceQuery query_devices() { return {false, "", {}, "CUDA support not built"}; }
+
+}  // namespace fp8lm::cuda
