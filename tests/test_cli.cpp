@@ -1,0 +1,143 @@
+// The fp8lm command as a user runs it: output formats, stdin, JSON, and one-line errors with
+// a non-zero exit for bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "core/fp8_dtype.h"
+
+namespace fp8lm {
+namespace {
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs the fp8lm binary through the shell; stderr is captured in a temp file.
+CliResult fp8lm(const std::string& args, const std::string& stdin_text = "") {
+  const std::string err_file = testing::TempDir() + "fp8lm_cli_stderr.txt";
+  std::string cmd = std::string(FP8LM_BIN) + " " + args + " 2>" + err_file;
+  cmd = "printf '%s' '" + stdin_text + "' | " + cmd;
+  CliResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (FILE* e = fopen(err_file.c_str(), "r")) {
+    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
+    fclose(e);
+  }
+  return r;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+TEST(Cli, TableListsAll256CodesWithBitsAndValues) {
+  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    const CliResult r = fp8lm("fp8 table --format " + std::string(fp8_format_name(f)));
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto ls = lines(r.out);
+    ASSERT_EQ(ls.size(), 256u);
+    for (int c = 0; c < 256; ++c) {
+      std::istringstream row(ls[c]);
+      std::string code, bits, value;
+      row >> code >> bits >> value;
+      EXPECT_EQ(std::stoi(code, nullptr, 16), c) << ls[c];
+      EXPECT_EQ(bits.size(), 10u) << ls[c];  // s.eeee.mmm / s.eeeee.mm
+      const float want = fp8_decode(static_cast<uint8_t>(c), f);
+      const float got = std::strtof(value.c_str(), nullptr);  // reads back exactly
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << ls[c];
+      } else {
+        EXPECT_EQ(got, want) << ls[c];
+      }
+    }
+  }
+  EXPECT_EQ(lines(fp8lm("fp8 table --format e4m3").out)[0x7e], "0x7e 0.1111.110 448");
+  EXPECT_EQ(lines(fp8lm("fp8 table --format e5m2").out)[0x7c], "0x7c 0.11111.00 inf");
+}
+
+TEST(Cli, EncodeRoundsSaturatesAndReadsStdin) {
+  CliResult r = fp8lm("fp8 encode --format e4m3 1 -1.5 464 465 -inf nan 0.001");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out), (std::vector<std::string>{"1 0x38 1", "-1.5 0xbc -1.5", "464 0x7e 448", "465 0x7e 448",
+                                                    "-inf 0xfe -448", "nan 0x7f nan", "0.001 0x01 0.001953125"}));
+  r = fp8lm("fp8 encode --format e5m2 --no-saturate 61440 -1e9");
+  EXPECT_EQ(lines(r.out), (std::vector<std::string>{"61440 0x7c inf", "-1000000000 0xfc -inf"}));
+  r = fp8lm("fp8 encode --format e4m3 --scale 4", "0.25\n 125 \n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out), (std::vector<std::string>{"0.25 0x38 0.25", "125 0x7e 112"}));  // 500 saturates to 448, then /4
+}
+
+TEST(Cli, EncodeJsonParses) {
+  const CliResult r = fp8lm("fp8 encode --format e4m3 --json 0.1 inf");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["code"], "0x1d");
+  EXPECT_EQ(j[0]["input"].get<float>(), 0.1f);
+  EXPECT_EQ(j[0]["value"].get<float>(), 0.1015625f);
+  EXPECT_EQ(j[1]["input"], "inf");
+  EXPECT_EQ(j[1]["code"], "0x7e");
+}
+
+TEST(Cli, DecodeAcceptsHexAndDecimal) {
+  const CliResult r = fp8lm("fp8 decode --format e5m2 0x7b 124 0X01");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out), (std::vector<std::string>{"0x7b 57344", "0x7c inf", "0x01 1.5258789e-05"}));
+}
+
+TEST(Cli, BadInputIsOneLineErrorAndNonZeroExit) {
+  const char* bad[] = {
+      "fp8 table --format e3m4",          "fp8 table",
+      "fp8 encode --format e4m3 abc",     "fp8 encode --format e4m3 1.5x",
+      "fp8 encode --format e4m3 --scale nan 1", "fp8 encode --format e4m3 --scale 0 1",
+      "fp8 encode --format e4m3 --scale -2 1",  "fp8 encode --format e4m3 --scale inf 1",
+      "fp8 encode --format e4m3 --bogus 1",     "fp8 decode --format e4m3 0x100",
+      "fp8 decode --format e4m3 -1",      "fp8 decode --format e4m3 0xzz",
+      "fp8 frobnicate",                   "frobnicate",
+      "doctor --verbose",                 "",
+  };
+  for (const char* args : bad) {
+    const CliResult r = fp8lm(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_EQ(lines(r.err).size(), 1u) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args << " printed: " << r.out;
+  }
+}
+
+TEST(Cli, HelpAndVersion) {
+  CliResult r = fp8lm("--version");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.rfind("fp8lm ", 0), 0u);
+  r = fp8lm("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("doctor"), std::string::npos);
+}
+
+TEST(Cli, DoctorReportsCpuCudaAndPrecision) {
+  const CliResult r = fp8lm("doctor");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("cpu: "), std::string::npos);
+  EXPECT_NE(r.out.find("avx512_bf16 "), std::string::npos);
+  EXPECT_NE(r.out.find("cuda: "), std::string::npos);
+  EXPECT_NE(r.out.find("precision auto -> "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fp8lm

@@ -1,0 +1,126 @@
+// The quantize kernels: the scalar twin against the double-precision reference element by
+// element, and every SIMD variant against the scalar twin bit for bit, for every length from
+// 0 to 1025 (all tail shapes of 8- and 16-wide loops) and unaligned starts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "fp8/quantize.h"
+#include "test_util.h"
+
+namespace fp8lm {
+namespace {
+
+std::vector<Isa> simd_isas() {
+  std::vector<Isa> v;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512})
+    if (isa_supported(isa)) v.push_back(isa);
+  return v;
+}
+
+TEST(Quantize, ScalarMatchesReferenceCodesAmaxAndCounts) {
+  const auto x = test::random_with_specials(20000, 1);
+  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (float scale : {1.0f, 224.0f, 0.0078125f, 3.7f}) {
+      for (bool sat : {true, false}) {
+        std::vector<uint8_t> codes(x.size());
+        const CastStats got = quantize(Isa::Scalar, codes.data(), x.data(), static_cast<int64_t>(x.size()), scale, f, sat);
+        float amax = 0.0f;
+        int64_t saturated = 0, flushed = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          const float scaled = x[i] * scale;
+          bool over = false;
+          const uint32_t want = minifloat_encode_reference(scaled, fp8_spec(f), sat, &over);
+          ASSERT_EQ(codes[i], want) << "x=" << x[i] << " scale=" << scale;
+          amax = std::fmax(amax, std::fabs(x[i]));  // fmax ignores NaN
+          saturated += over;
+          flushed += scaled != 0 && !std::isnan(scaled) && (want & 0x7f) == 0;
+        }
+        EXPECT_EQ(got.amax, amax);
+        EXPECT_EQ(got.saturated, saturated);
+        EXPECT_EQ(got.flushed, flushed);
+        EXPECT_GT(saturated, 0) << "the input should exercise saturation";
+        EXPECT_GT(flushed, 0) << "the input should exercise flush to zero";
+      }
+    }
+  }
+}
+
+TEST(Quantize, SimdMatchesScalarBitForBitAtEveryLength) {
+  const auto pool = test::random_with_specials(1025 + 1, 2);
+  for (Isa isa : simd_isas()) {
+    for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+      for (bool sat : {true, false}) {
+        for (int64_t n = 0; n <= 1025; ++n) {
+          const float* x = pool.data() + (n % 2);  // odd starts: unaligned loads
+          const float scale = n % 3 == 0 ? 1.0f : 37.5f;
+          std::vector<uint8_t> want(n + 1, 0xaa), got(n + 1, 0xaa);
+          const CastStats w = quantize(Isa::Scalar, want.data(), x, n, scale, f, sat);
+          const CastStats g = quantize(isa, got.data(), x, n, scale, f, sat);
+          ASSERT_EQ(got, want) << isa_name(isa) << " n=" << n;  // incl. the guard byte past n
+          ASSERT_EQ(std::bit_cast<uint32_t>(g.amax), std::bit_cast<uint32_t>(w.amax)) << isa_name(isa) << " n=" << n;
+          ASSERT_EQ(g.saturated, w.saturated) << isa_name(isa) << " n=" << n;
+          ASSERT_EQ(g.flushed, w.flushed) << isa_name(isa) << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(Quantize, AmaxIgnoresNanAndCountsInf) {
+  const std::vector<float> x = {1.0f, NAN, -3.0f, 2.0f};
+  const std::vector<float> with_inf = {1.0f, -INFINITY, NAN};
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (!isa_supported(isa)) continue;
+    std::vector<uint8_t> codes(4);
+    EXPECT_EQ(quantize(isa, codes.data(), x.data(), 4, 1.0f, Fp8Format::E4M3).amax, 3.0f) << isa_name(isa);
+    EXPECT_EQ(absmax(isa, x.data(), 4), 3.0f) << isa_name(isa);
+    EXPECT_EQ(quantize(isa, codes.data(), with_inf.data(), 3, 1.0f, Fp8Format::E5M2).amax, INFINITY);
+    EXPECT_EQ(absmax(isa, with_inf.data(), 3), INFINITY) << isa_name(isa);
+    EXPECT_EQ(absmax(isa, x.data(), 0), 0.0f) << isa_name(isa);
+  }
+}
+
+TEST(Quantize, AbsmaxSimdMatchesScalarAtEveryLength) {
+  const auto pool = test::random_with_specials(1025, 3);
+  for (Isa isa : simd_isas()) {
+    for (int64_t n = 0; n <= 1025; ++n) {
+      ASSERT_EQ(absmax(isa, pool.data(), n), absmax(Isa::Scalar, pool.data(), n)) << n;
+    }
+  }
+}
+
+TEST(Dequantize, EveryIsaDecodesTimesScaleInv) {
+  std::vector<uint8_t> codes(1025 + 3);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7 + 3);
+  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (!isa_supported(isa)) continue;
+      for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 255, 1025}) {
+        std::vector<float> y(n + 1, 12345.0f);
+        dequantize(isa, y.data(), codes.data() + 1, n, 0.25f, f);
+        for (int64_t i = 0; i < n; ++i) {
+          const float want = fp8_decode(codes[i + 1], f) * 0.25f;
+          if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(y[i])) << isa_name(isa) << " " << i;
+          } else {
+            ASSERT_EQ(y[i], want) << isa_name(isa) << " " << i;
+          }
+        }
+        EXPECT_EQ(y[n], 12345.0f) << "wrote past n: " << isa_name(isa);
+      }
+    }
+  }
+}
+
+TEST(Quantize, DispatchPicksTheWidestSupportedIsa) {
+  const Isa best = best_isa();
+  EXPECT_TRUE(isa_supported(best));
+  if (isa_supported(Isa::Avx512)) {
+    EXPECT_EQ(best, Isa::Avx512);
+  }
+}
+
+}  // namespace
+}  // namespace fp8lm

@@ -1,0 +1,29 @@
+#pragma once
+// Shared test inputs: random tensors salted with the values casts get wrong.
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace fp8lm::test {
+
+// Normal values at a random spread of magnitudes (so some underflow and some overflow a
+// cast), about one in eight replaced by a special: ±0, ±Inf, NaN, float subnormals,
+// FP8 boundaries and midpoints.
+inline std::vector<float> random_with_specials(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-24, 20);
+  std::uniform_int_distribution<int> pick(0, 7 + 13);
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_TRUE_MIN, -1e-40f,
+                            448.0f, 464.0f, -57344.0f, 61440.0f, 0x1p-10f, 0x1p-17f};
+  std::vector<float> x(n);
+  for (auto& v : x) {
+    const int k = pick(rng);
+    v = k < 8 ? std::ldexp(normal(rng), exponent(rng)) : specials[k - 8];
+  }
+  return x;
+}
+
+}  // namespace fp8lm::test
