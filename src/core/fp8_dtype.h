@@ -24,6 +24,8 @@ constexpr const MinifloatSpec& fp8_spec(Fp8Format f) {
 }
 // Largest finite magnitude: 448 (E4M3), 57344 (E5M2).
 constexpr float fp8_max(Fp8Format f) { return f == Fp8Format::E4M3 ? 448.0f : 57344.0f; }
+// Smallest positive (subnormal) value: 2^-9 (E4M3), 2^-16 (E5M2).
+constexpr float fp8_min_subnormal(Fp8Format f) { return f == Fp8Format::E4M3 ? 0x1p-9f : 0x1p-16f; }
 
 // Bit-level constants of a format, shared by the scalar and SIMD encoders.
 struct Fp8Consts {

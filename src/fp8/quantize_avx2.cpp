@@ -19,8 +19,12 @@ inline __m128i pack_low_bytes(__m256i v) {
   return _mm_unpacklo_epi32(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
 }
 
-inline int lanes_set(__m256i mask) {
-  return std::popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(mask))));
+inline int64_t sum_lanes(__m256i v) {
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
+  int64_t sum = 0;
+  for (int32_t l : lanes) sum += l;
+  return sum;
 }
 
 inline float reduce_max(__m256 v) {
@@ -41,8 +45,13 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
   const __m256i min_normal_minus_one = _mm256_set1_epi32(static_cast<int>(c.min_normal_bits) - 1);
   const __m256 magic = _mm256_set1_ps(c.subnormal_magic);
   const __m256i magic_bits = _mm256_set1_epi32(static_cast<int>(c.magic_bits));
-  const __m256i rebias = _mm256_set1_epi32(static_cast<int>(c.rebias));
-  const __m256i half_minus_one = _mm256_set1_epi32((1 << (c.man_shift - 1)) - 1);
+  // a - rebias + (half - 1) folded into one constant (mod 2^32, as the scalar codec wraps).
+  const __m256i round_bias =
+      _mm256_set1_epi32(static_cast<int>((1u << (c.man_shift - 1)) - 1u - c.rebias));
+  // A non-zero magnitude flushes to zero exactly when it is at most half the smallest
+  // subnormal (the tie goes to the even zero): 0 < a <= half_bits.
+  const __m256i half_min_subnormal_plus_one =
+      _mm256_set1_epi32(static_cast<int>(std::bit_cast<uint32_t>(fp8_min_subnormal(F) / 2) + 1));
   const __m256i one = _mm256_set1_epi32(1);
   const __m256i max_code = _mm256_set1_epi32(static_cast<int>(c.max_code));
   const __m256i overflow_code =
@@ -51,7 +60,8 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
   const __m256i zero = _mm256_setzero_si256();
 
   __m256 amax = _mm256_setzero_ps();
-  int64_t saturated = 0, flushed = 0;
+  // Compare masks are -1 per set lane, so subtracting them counts in vector lanes.
+  __m256i saturated = zero, flushed = zero;
   const int64_t body = n - n % 8;
   for (int64_t i = 0; i < body; i += 8) {
     const __m256 xv = _mm256_loadu_ps(x + i);
@@ -65,24 +75,23 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
     const __m256i sub_code = _mm256_sub_epi32(
         _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)), magic_bits);
     const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(a, c.man_shift), one);
-    const __m256i norm_code = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_sub_epi32(a, rebias), _mm256_add_epi32(half_minus_one, odd)),
-        c.man_shift);
+    const __m256i norm_code =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(a, round_bias), odd), c.man_shift);
     __m256i code = _mm256_blendv_epi8(norm_code, sub_code, is_sub);
 
     const __m256i over = _mm256_andnot_si256(is_nan, _mm256_cmpgt_epi32(code, max_code));
-    const __m256i flush = _mm256_and_si256(
-        is_sub, _mm256_andnot_si256(_mm256_cmpeq_epi32(a, zero), _mm256_cmpeq_epi32(code, zero)));
+    const __m256i flush = _mm256_andnot_si256(_mm256_cmpeq_epi32(a, zero),
+                                              _mm256_cmpgt_epi32(half_min_subnormal_plus_one, a));
     code = _mm256_blendv_epi8(code, overflow_code, over);
     code = _mm256_blendv_epi8(code, nan_code, is_nan);
     code = _mm256_or_si256(code, sign);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i), pack_low_bytes(code));
-    saturated += lanes_set(over);
-    flushed += lanes_set(flush);
+    saturated = _mm256_sub_epi32(saturated, over);
+    flushed = _mm256_sub_epi32(flushed, flush);
   }
   const CastStats tail = quantize_scalar(codes + body, x + body, n - body, scale, F, saturate);
-  return {max_ignoring_nan(tail.amax, reduce_max(amax)), saturated + tail.saturated,
-          flushed + tail.flushed};
+  return {max_ignoring_nan(tail.amax, reduce_max(amax)), sum_lanes(saturated) + tail.saturated,
+          sum_lanes(flushed) + tail.flushed};
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <bit>
 
+
 #include "fp8/quantize_isa.h"
 
 namespace fp8lm::isa {
@@ -24,8 +25,13 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
   const __m512i min_normal = _mm512_set1_epi32(static_cast<int>(c.min_normal_bits));
   const __m512 magic = _mm512_set1_ps(c.subnormal_magic);
   const __m512i magic_bits = _mm512_set1_epi32(static_cast<int>(c.magic_bits));
-  const __m512i rebias = _mm512_set1_epi32(static_cast<int>(c.rebias));
-  const __m512i half_minus_one = _mm512_set1_epi32((1 << (c.man_shift - 1)) - 1);
+  // a - rebias + (half - 1) folded into one constant (mod 2^32, as the scalar codec wraps).
+  const __m512i round_bias =
+      _mm512_set1_epi32(static_cast<int>((1u << (c.man_shift - 1)) - 1u - c.rebias));
+  // A non-zero magnitude flushes to zero exactly when it is at most half the smallest
+  // subnormal (the tie goes to the even zero): (a - 1) < half_bits, unsigned, in one compare.
+  const __m512i half_min_subnormal =
+      _mm512_set1_epi32(static_cast<int>(std::bit_cast<uint32_t>(fp8_min_subnormal(F) / 2)));
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i max_code = _mm512_set1_epi32(static_cast<int>(c.max_code));
   const __m512i overflow_code =
@@ -33,14 +39,13 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
   const __m512i nan_code = _mm512_set1_epi32(static_cast<int>(c.nan_code));
   const __m512i zero = _mm512_setzero_si512();
 
+  // Counts stay in vector lanes (one add per block, no mask-to-GPR moves); a lane counts at
+  // most n/16 events, far below int32's limit for any tensor that fits in memory.
   __m512 amax = _mm512_setzero_ps();
-  int64_t saturated = 0, flushed = 0;
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 live = live_lanes(n - i);
-    const __m512 xv = _mm512_maskz_loadu_ps(live, x + i);
+  __m512i saturated = zero, flushed = zero;
+  const auto encode_block = [&](const __m512 xv, const __mmask16 live) {
     amax = _mm512_max_ps(_mm512_abs_ps(xv), amax);  // a NaN lane keeps amax
     const __m512i u = _mm512_castps_si512(_mm512_mul_ps(xv, vscale));
-    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
     const __m512i a = _mm512_and_si512(u, abs_mask);
     const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(a, inf_bits);
     const __mmask16 is_sub = _mm512_cmplt_epu32_mask(a, min_normal);
@@ -48,22 +53,32 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
     const __m512i sub_code = _mm512_sub_epi32(
         _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)), magic_bits);
     const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, c.man_shift), one);
-    const __m512i norm_code = _mm512_srli_epi32(
-        _mm512_add_epi32(_mm512_sub_epi32(a, rebias), _mm512_add_epi32(half_minus_one, odd)),
-        c.man_shift);
+    const __m512i norm_code =
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(a, round_bias), odd), c.man_shift);
     __m512i code = _mm512_mask_blend_epi32(is_sub, norm_code, sub_code);
 
     const __mmask16 over = _mm512_cmpgt_epu32_mask(code, max_code) & ~is_nan & live;
-    const __mmask16 flush = is_sub & _mm512_cmpeq_epi32_mask(code, zero) &
-                            _mm512_cmpneq_epi32_mask(a, zero) & live;
+    const __mmask16 flush =
+        _mm512_mask_cmplt_epu32_mask(live, _mm512_sub_epi32(a, one), half_min_subnormal);
+    saturated = _mm512_mask_add_epi32(saturated, over, saturated, one);
+    flushed = _mm512_mask_add_epi32(flushed, flush, flushed, one);
     code = _mm512_mask_blend_epi32(over, code, overflow_code);
     code = _mm512_mask_blend_epi32(is_nan, code, nan_code);
-    code = _mm512_or_si512(code, sign);
-    _mm512_mask_cvtepi32_storeu_epi8(codes + i, live, code);
-    saturated += std::popcount(static_cast<unsigned>(over));
-    flushed += std::popcount(static_cast<unsigned>(flush));
+    // code | ((u >> 24) & 0x80): the sign joins in one ternary-logic op.
+    return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80), 0xf8);
+  };
+  const int64_t body = n - n % 16;
+  for (int64_t i = 0; i < body; i += 16) {
+    const __m512i code = encode_block(_mm512_loadu_ps(x + i), __mmask16(0xffff));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(code));
   }
-  return {_mm512_reduce_max_ps(amax), saturated, flushed};
+  if (body < n) {
+    const __mmask16 live = live_lanes(n - body);
+    const __m512i code = encode_block(_mm512_maskz_loadu_ps(live, x + body), live);
+    _mm512_mask_cvtepi32_storeu_epi8(codes + body, live, code);
+  }
+  return {_mm512_reduce_max_ps(amax), _mm512_reduce_add_epi32(saturated),
+          _mm512_reduce_add_epi32(flushed)};
 }
 
 }  // namespace
