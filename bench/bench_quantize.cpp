@@ -1,7 +1,7 @@
 // Quantize throughput, GB/s of FP32 read, for each ISA beside memcpy of the same FP32 buffer
 // (the machine's copy bandwidth, measured in the same run). Goal: the vectorized path within
 // 2x of memcpy. After the usual Google Benchmark table, a summary prints each path as a
-// ratio of memcpy at the same size.
+// ratio of memcpy at the same size (medians, with --benchmark_repetitions=N).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -58,12 +58,13 @@ constexpr int64_t kMiB = 1 << 20;
 // Remembers each run's GB/s so the summary can compare paths at the same size.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
-  std::map<std::string, double> gbps;  // "name/size" -> GB/s
+  std::map<std::string, double> gbps;  // "name/size" -> GB/s (the median when repeated)
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       if (r.error_occurred) continue;
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
       const auto it = r.counters.find("bytes_per_second");
-      if (it != r.counters.end()) gbps[r.benchmark_name()] = it->second.value / 1e9;
+      if (it != r.counters.end()) gbps[r.run_name.str()] = it->second.value / 1e9;
     }
     ConsoleReporter::ReportRuns(runs);
   }
