@@ -1,0 +1,112 @@
+// GEMMs of every precision against the double-accumulating reference, for all transposes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "fp8/quantize.h"
+#include "kernels/cpu/gemm.h"
+
+namespace fp8lm::cpu {
+namespace {
+
+std::vector<float> random_vector(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// FP32 accumulation of K products (any order, any blocking) differs from the exact sum by at
+// most about K * 2^-24 * sum|a_k b_k|; the bound is computed per element from the operands.
+void expect_within_fp32_accumulation(const std::vector<float>& got, const std::vector<float>& A,
+                                     const std::vector<float>& B, Trans ta, Trans tb, int64_t M,
+                                     int64_t N, int64_t K, float alpha, const std::vector<float>& want) {
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double abs_sum = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = ta == Trans::N ? A[m * K + k] : A[k * M + m];
+        const double b = tb == Trans::N ? B[k * N + n] : B[n * K + k];
+        abs_sum += std::fabs(a * b);
+      }
+      const double tol = (static_cast<double>(K) + 2) * 0x1p-24 * std::fabs(alpha) * abs_sum + 1e-30;
+      ASSERT_NEAR(got[m * N + n], want[m * N + n], tol) << "m=" << m << " n=" << n << " K=" << K;
+    }
+  }
+}
+
+struct Shape {
+  int64_t M, N, K;
+};
+const Shape kShapes[] = {{1, 1, 1}, {7, 5, 3}, {64, 96, 128}, {33, 257, 65}};
+
+TEST(GemmF32, MatchesReferenceForAllTransposes) {
+  for (const Shape& s : kShapes) {
+    for (Trans ta : {Trans::N, Trans::T}) {
+      for (Trans tb : {Trans::N, Trans::T}) {
+        const auto A = random_vector(s.M * s.K, 1), B = random_vector(s.K * s.N, 2);
+        auto C = random_vector(s.M * s.N, 3);
+        auto want = C;
+        for (float beta : {0.0f, 1.0f}) {
+          gemm_f32(ta, tb, s.M, s.N, s.K, 0.5f, A.data(), B.data(), beta, C.data());
+          ref::gemm(ta, tb, s.M, s.N, s.K, 0.5f, A.data(), B.data(), beta, want.data());
+          expect_within_fp32_accumulation(C, A, B, ta, tb, s.M, s.N, s.K, 0.5f, want);
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmBf16, MatchesReferenceOnTheRoundedOperands) {
+  for (const Shape& s : kShapes) {
+    for (Trans ta : {Trans::N, Trans::T}) {
+      for (Trans tb : {Trans::N, Trans::T}) {
+        auto A = random_vector(s.M * s.K, 4), B = random_vector(s.K * s.N, 5);
+        std::vector<bf16_t> a16(A.size()), b16(B.size());
+        fp32_to_bf16(a16.data(), A.data(), static_cast<int64_t>(A.size()));
+        fp32_to_bf16(b16.data(), B.data(), static_cast<int64_t>(B.size()));
+        for (size_t i = 0; i < A.size(); ++i) A[i] = bf16_to_float(a16[i]);
+        for (size_t i = 0; i < B.size(); ++i) B[i] = bf16_to_float(b16[i]);
+        std::vector<float> C(static_cast<size_t>(s.M * s.N), 1.0f), want = C;
+        gemm_bf16(ta, tb, s.M, s.N, s.K, 2.0f, a16.data(), b16.data(), 1.0f, C.data());
+        ref::gemm(ta, tb, s.M, s.N, s.K, 2.0f, A.data(), B.data(), 1.0f, want.data());
+        // bf16 x bf16 products are exact in FP32, so only the accumulation differs.
+        expect_within_fp32_accumulation(C, A, B, ta, tb, s.M, s.N, s.K, 2.0f, want);
+      }
+    }
+  }
+}
+
+TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
+  for (const Shape& s : kShapes) {
+    for (Fp8Format fb : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+      const auto X = random_vector(s.M * s.K, 6), W = random_vector(s.K * s.N, 7);
+      std::vector<uint8_t> qa(X.size()), qb(W.size());
+      const float sa = 64.0f, sb = 16.0f;
+      quantize(qa.data(), X.data(), static_cast<int64_t>(X.size()), sa, Fp8Format::E4M3);
+      quantize(qb.data(), W.data(), static_cast<int64_t>(W.size()), sb, fb);
+      std::vector<float> A(X.size()), B(W.size());
+      dequantize(A.data(), qa.data(), static_cast<int64_t>(A.size()), 1.0f, Fp8Format::E4M3);
+      dequantize(B.data(), qb.data(), static_cast<int64_t>(B.size()), 1.0f, fb);
+      std::vector<float> C(static_cast<size_t>(s.M * s.N)), want = C;
+      const float alpha = (1.0f / sa) * (1.0f / sb);
+      gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, alpha, qa.data(), Fp8Format::E4M3, qb.data(), fb, 0.0f, C.data());
+      ref::gemm(Trans::N, Trans::T, s.M, s.N, s.K, alpha, A.data(), B.data(), 0.0f, want.data());
+      expect_within_fp32_accumulation(C, A, B, Trans::N, Trans::T, s.M, s.N, s.K, alpha, want);
+    }
+  }
+}
+
+TEST(GemmF32, RepeatedCallsAreBitIdentical) {
+  const auto A = random_vector(128 * 256, 8), B = random_vector(256 * 192, 9);
+  std::vector<float> C1(128 * 192), C2(128 * 192);
+  gemm_f32(Trans::N, Trans::T, 128, 192, 256, 1.0f, A.data(), B.data(), 0.0f, C1.data());
+  gemm_f32(Trans::N, Trans::T, 128, 192, 256, 1.0f, A.data(), B.data(), 0.0f, C2.data());
+  EXPECT_EQ(C1, C2);
+}
+
+}  // namespace
+}  // namespace fp8lm::cpu
