@@ -6,5 +6,6 @@ namespace fp8lm::cli {
 
 void add_fp8_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
+void add_train_command(CLI::App& app);
 
 }  // namespace fp8lm::cli

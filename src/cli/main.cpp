@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   fp8lm::cli::add_fp8_command(app);
   fp8lm::cli::add_doctor_command(app);
+  fp8lm::cli::add_train_command(app);
   try {
     // CLI11 reports a mistyped command as "a subcommand is required"; name it instead.
     const auto known = [&](const char* name) {

@@ -20,8 +20,7 @@ void ScalingState::record_amax(float amax) {
 
 CastStats ScalingState::cast(uint8_t* codes, const float* x, int64_t n, bool saturate) {
   const CastStats stats = quantize(codes, x, n, scale, format, saturate);
-  record_amax(stats.amax);
-  last_cast = {n, stats.saturated, stats.flushed};
+  record_cast(stats, n);
   return stats;
 }
 

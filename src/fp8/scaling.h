@@ -39,6 +39,11 @@ struct ScalingState {
   }
   // Quantizes with the current scale, records the amax and the cast's losses.
   CastStats cast(uint8_t* codes, const float* x, int64_t n, bool saturate = true);
+  // Records a cast of n values that a fused producer did with this slot's scale.
+  void record_cast(const CastStats& stats, int64_t n) {
+    record_amax(stats.amax);
+    last_cast = {n, stats.saturated, stats.flushed};
+  }
 };
 
 // The scale for an amax: (fp8_max / amax) / 2^margin when amax is finite and > 0, else

@@ -1,0 +1,237 @@
+// fp8lm train: parses the run's configuration (built-in stride demo < --config FILE.json <
+// flags), trains with a progress bar, prints the result and writes DIR/summary.json.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "train/trainer.h"
+
+namespace fp8lm::cli {
+namespace {
+
+// Every flag as text, so that --config values apply first and explicit flags override them.
+struct TrainFlags {
+  std::string config, out;
+  std::map<std::string, std::string> values;  // flag name (without --) -> value
+  bool fp8_weights = false;
+};
+
+const char* kValueFlags[][2] = {
+    {"vocab", "vocabulary size"},
+    {"seq-len", "sequence length (the position table)"},
+    {"d-model", "model width"},
+    {"n-layers", "transformer layers"},
+    {"n-heads", "attention heads"},
+    {"ffn", "MLP hidden width"},
+    {"activation", "gelu|relu|swiglu"},
+    {"normalization", "layernorm|rmsnorm"},
+    {"precision", "auto|fp8|bf16|fp32"},
+    {"fp8-format", "e4m3|hybrid"},
+    {"amax-history-len", "delayed scaling: amax history length"},
+    {"amax-compute-algo", "delayed scaling: max|most_recent"},
+    {"margin", "scale = fp8_max / amax / 2^margin"},
+    {"recipe", "delayed|current"},
+    {"steps", "training steps"},
+    {"batch-size", "sequences per step"},
+    {"lr", "peak learning rate"},
+    {"warmup", "warmup steps"},
+    {"weight-decay", "AdamW weight decay (matrices only)"},
+    {"grad-clip", "clip the global gradient norm to this (0: off)"},
+    {"seed", "random seed"},
+    {"threads", "threads (0: all cores)"},
+    {"data", "byte-level text file (default: the stride task)"},
+    {"max-stride", "stride task: largest stride K"},
+};
+
+int64_t as_int(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  long long x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty()) throw Error(fmt::format("--{} '{}' is not an integer", flag, v));
+  return x;
+}
+
+float as_float(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  float x = 0;
+  try {
+    x = std::stof(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty() || !std::isfinite(x)) {
+    throw Error(fmt::format("--{} '{}' is not a finite number", flag, v));
+  }
+  return x;
+}
+
+void apply(TrainConfig& c, const std::string& flag, const std::string& v) {
+  auto& m = c.model;
+  auto& r = c.recipe.delayed;
+  if (flag == "vocab") m.vocab = as_int(flag, v);
+  else if (flag == "seq-len") m.seq_len = as_int(flag, v);
+  else if (flag == "d-model") m.d_model = as_int(flag, v);
+  else if (flag == "n-layers") m.n_layers = as_int(flag, v);
+  else if (flag == "n-heads") m.n_heads = as_int(flag, v);
+  else if (flag == "ffn") m.ffn = as_int(flag, v);
+  else if (flag == "activation") m.activation = parse_activation(v);
+  else if (flag == "normalization") m.normalization = parse_normalization(v);
+  else if (flag == "precision") c.precision = parse_precision(v);
+  else if (flag == "fp8-format") r.format = parse_format(v);
+  else if (flag == "amax-history-len") r.amax_history_len = static_cast<int>(as_int(flag, v));
+  else if (flag == "amax-compute-algo") r.amax_compute_algo = parse_amax_compute_algo(v);
+  else if (flag == "margin") r.margin = static_cast<int>(as_int(flag, v));
+  else if (flag == "recipe") {
+    if (v == "delayed") c.recipe.kind = ScalingKind::Delayed;
+    else if (v == "current") c.recipe.kind = ScalingKind::Current;
+    else throw Error(fmt::format("--recipe: unknown recipe '{}' (expected delayed or current)", v));
+  } else if (flag == "steps") c.steps = as_int(flag, v);
+  else if (flag == "batch-size") c.batch_size = as_int(flag, v);
+  else if (flag == "lr") c.lr = as_float(flag, v);
+  else if (flag == "warmup") c.warmup = as_int(flag, v);
+  else if (flag == "weight-decay") c.weight_decay = as_float(flag, v);
+  else if (flag == "grad-clip") c.grad_clip = as_float(flag, v);
+  else if (flag == "seed") c.seed = static_cast<uint64_t>(as_int(flag, v));
+  else if (flag == "threads") c.threads = static_cast<int>(as_int(flag, v));
+  else if (flag == "data") c.data = v;
+  else if (flag == "max-stride") c.max_stride = as_int(flag, v);
+  else throw Error(fmt::format("unknown setting '{}'", flag));
+}
+
+// A JSON object whose keys are flag names (with - or _): {"d_model": 512, "precision": "fp8"}.
+void apply_config_file(TrainConfig& c, const std::string& path, bool& fp8_weights) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot open the config file", path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(fmt::format("{}: not valid JSON (byte {})", path, e.byte));
+  }
+  if (!j.is_object()) throw Error(fmt::format("{}: expected a JSON object of settings", path));
+  for (const auto& [key, value] : j.items()) {
+    std::string flag = key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (flag == "fp8-weights") {
+      if (!value.is_boolean()) throw Error(fmt::format("{}: fp8_weights must be true or false", path));
+      fp8_weights = value.get<bool>();
+      continue;
+    }
+    const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    try {
+      apply(c, flag, text);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", path, e.what()));
+    }
+  }
+}
+
+void write_summary(const std::string& dir, const TrainConfig& c, const TrainResult& r) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json j = {
+      {"precision", r.precision.label()},
+      {"precision_reason", r.precision.reason},
+      {"recipe", r.precision.precision == Precision::Fp8
+                     ? fmt::format("{} {} margin={} amax_history_len={} amax_compute_algo={}{}",
+                                   c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current",
+                                   format_name(c.recipe.format()), c.recipe.delayed.margin,
+                                   c.recipe.delayed.amax_history_len,
+                                   amax_compute_algo_name(c.recipe.delayed.amax_compute_algo),
+                                   c.fp8_weights ? " fp8_weights" : "")
+                     : "none"},
+      {"steps", r.steps},
+      {"seconds", r.seconds},
+      {"tokens_per_s", r.tokens_per_s},
+      {"final_loss", r.final_loss},
+      {"model", {{"vocab", c.model.vocab}, {"seq_len", c.model.seq_len}, {"d_model", c.model.d_model},
+                 {"n_layers", c.model.n_layers}, {"n_heads", c.model.n_heads}, {"ffn", c.model.ffn},
+                 {"parameters", c.model.parameter_count()}}},
+  };
+  if (r.stride_task) {
+    j["stride_accuracy"] = r.stride_accuracy;
+  } else {
+    j["val_loss"] = r.val_loss;
+  }
+  const std::string path = dir + "/summary.json";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+    if (!out) throw Error(fmt::format("{}: cannot write", tmp));
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+// One line redrawn in place on a terminal; a line every 10% otherwise (logs, CI).
+void print_progress(const StepStats& s) {
+  static const bool tty = isatty(fileno(stderr));
+  const double eta = s.seconds / static_cast<double>(s.step) * static_cast<double>(s.total - s.step);
+  const int width = 24, filled = static_cast<int>(width * s.step / s.total);
+  const std::string bar = std::string(static_cast<size_t>(filled), '=') + std::string(static_cast<size_t>(width - filled), ' ');
+  const std::string line = fmt::format("step {:>5}/{} [{}] loss {:.4f} · {:.0f} tok/s · ETA {:.0f}s",
+                                       s.step, s.total, bar, s.loss, s.tokens_per_s, eta);
+  if (tty) {
+    fmt::print(stderr, "\r{}", line);
+    if (s.step == s.total) fmt::print(stderr, "\n");
+  } else if (s.step == s.total || s.step % std::max<int64_t>(1, s.total / 10) == 0) {
+    fmt::print(stderr, "{}\n", line);
+  }
+}
+
+void run_train(const TrainFlags& f, CLI::App* app) {
+  TrainConfig c;
+  bool fp8_weights = false;
+  if (!f.config.empty()) apply_config_file(c, f.config, fp8_weights);
+  for (const auto& [flag, value] : f.values) {
+    if (app->get_option("--" + flag)->count() > 0) apply(c, flag, value);
+  }
+  if (f.fp8_weights) fp8_weights = true;
+  c.fp8_weights = fp8_weights;
+  c.validate();
+  const PrecisionChoice choice = resolve_cpu_precision(c.precision, cpu_features());
+  fmt::print("precision {} -> {} on cpu ({})\n", precision_name(c.precision), choice.label(), choice.reason);
+  fmt::print("model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
+             c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model,
+             c.model.n_layers, c.model.n_heads, c.model.ffn);
+  const TrainResult r = train(c, print_progress);
+  fmt::print("trained {} steps in {:.1f}s · {:.0f} tokens/s · final loss {:.4f}\n", r.steps, r.seconds,
+             r.tokens_per_s, r.final_loss);
+  if (r.stride_task) {
+    fmt::print("stride accuracy {:.4f} (greedy generation from {} held-out prompts)\n", r.stride_accuracy,
+               c.eval_prompts);
+  } else {
+    fmt::print("validation loss {:.4f}\nsample: {}\n", r.val_loss, r.sample);
+  }
+  if (!f.out.empty()) {
+    write_summary(f.out, c, r);
+    fmt::print("wrote {}/summary.json\n", f.out);
+  }
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto* train = app.add_subcommand("train", "Train a GPT (default: the stride demo) and evaluate it");
+  auto flags = std::make_shared<TrainFlags>();
+  train->add_option("--config", flags->config, "JSON file of settings (flags override it)");
+  train->add_option("--out", flags->out, "run directory (summary.json goes here)");
+  train->add_flag("--fp8-weights", flags->fp8_weights, "keep module weights only as FP8 (TE's fp8_model_init)");
+  for (const auto& [name, help] : kValueFlags) {
+    train->add_option(std::string("--") + name, flags->values[name], help);
+  }
+  train->callback([flags, train] { run_train(*flags, train); });
+}
+
+}  // namespace fp8lm::cli

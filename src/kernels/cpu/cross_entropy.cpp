@@ -1,0 +1,99 @@
+#include "kernels/cpu/cross_entropy.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace fp8lm::cpu {
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = int64_t{1} << 15;
+
+// Row reductions with 16 independent partials: a fixed order (so the same bits every run)
+// that the compiler can vectorize, which it may not do with one serial accumulator.
+constexpr int64_t kLanes = 16;
+
+template <typename Term>
+inline float lane_sum(int64_t n, Term term) {
+  float part[kLanes] = {};
+  const int64_t body = n - n % kLanes;
+  for (int64_t i = 0; i < body; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) part[j] += term(i + j);
+  for (int64_t i = body; i < n; ++i) part[i - body] += term(i);
+  float sum = 0.0f;
+  for (float p : part) sum += p;
+  return sum;
+}
+
+// max, ignoring NaN (a NaN logit still poisons the sum of exponentials, hence the loss).
+inline float row_max(const float* x, int64_t n) {
+  float part[kLanes];
+  for (float& p : part) p = -INFINITY;
+  const int64_t body = n - n % kLanes;
+  for (int64_t i = 0; i < body; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) part[j] = x[i + j] > part[j] ? x[i + j] : part[j];
+  for (int64_t i = body; i < n; ++i) part[i - body] = x[i] > part[i - body] ? x[i] : part[i - body];
+  float m = -INFINITY;
+  for (float p : part) m = p > m ? p : m;
+  return m;
+}
+
+}  // namespace
+
+float softmax_cross_entropy(float* dlogits, float* losses, const float* logits,
+                            const int32_t* targets, int64_t rows, int64_t V, float grad_scale) {
+  // Checked up front: an exception must not leave a parallel region.
+  for (int64_t r = 0; r < rows; ++r) {
+    if (targets[r] >= V)
+      throw Error("cross-entropy: target " + std::to_string(targets[r]) + " at row " +
+                  std::to_string(r) + " is outside the vocabulary of " + std::to_string(V));
+  }
+  std::vector<float> own;
+  if (losses == nullptr) {
+    own.resize(static_cast<size_t>(rows));
+    losses = own.data();
+  }
+
+#pragma omp parallel for schedule(static) if (rows * V >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits + r * V;
+    float* d = dlogits == nullptr ? nullptr : dlogits + r * V;
+    const int32_t t = targets[r];
+    if (t < 0) {
+      losses[r] = 0.0f;
+      if (d != nullptr)
+        for (int64_t i = 0; i < V; ++i) d[i] = 0.0f;
+      continue;
+    }
+    const float m = row_max(x, V);
+    const float x_target = x[t];  // read before d (possibly x itself) is written
+    float sum;
+    if (d != nullptr) {
+      // Keep the exponentials in d: one exp per logit, and the same sum as the branch below.
+      for (int64_t i = 0; i < V; ++i) d[i] = std::exp(x[i] - m);
+      sum = lane_sum(V, [d](int64_t i) { return d[i]; });
+      const float k = grad_scale / sum;
+      for (int64_t i = 0; i < V; ++i) d[i] *= k;
+      d[t] -= grad_scale;
+    } else {
+      sum = lane_sum(V, [x, m](int64_t i) { return std::exp(x[i] - m); });
+    }
+    // -log(exp(x_t - m) / sum): sum >= 1, so nothing overflows or underflows to -inf.
+    losses[r] = std::log(sum) - (x_target - m);
+  }
+
+  // Row order after the loop: the same mean for any thread count.
+  double total = 0.0;
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (targets[r] < 0) continue;
+    total += losses[r];
+    ++counted;
+  }
+  return counted == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(counted));
+}
+
+}  // namespace fp8lm::cpu

@@ -1,0 +1,127 @@
+#include "kernels/cpu/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace fp8lm::cpu {
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = int64_t{1} << 15;
+
+// A row sum in float with 16 independent partials: a fixed order (so the same bits every
+// run) that the compiler can vectorize, which it may not do with one serial accumulator.
+constexpr int64_t kLanes = 16;
+
+template <typename Term>
+inline float lane_sum(int64_t n, Term term) {
+  float part[kLanes] = {};
+  const int64_t body = n - n % kLanes;
+  for (int64_t i = 0; i < body; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) part[j] += term(i + j);
+  for (int64_t i = body; i < n; ++i) part[i - body] += term(i);
+  float sum = 0.0f;
+  for (float p : part) sum += p;
+  return sum;
+}
+
+// One row of the forward pass. Out of line on purpose: the FP32 and the FP8 kernels run the
+// same machine code, so their results are bit-identical whatever the compiler would contract.
+[[gnu::noinline]] void forward_row(float* y, float* mean_out, float* rstd_out, const float* x,
+                                   const float* gamma, const float* beta, int64_t C, float eps) {
+  const float n = static_cast<float>(C);
+  const float mean = lane_sum(C, [x](int64_t i) { return x[i]; }) / n;
+  // Two passes (deviations from the mean) rather than E[x²] - mean²: no cancellation when
+  // |mean| is large against the spread.
+  const float var = lane_sum(C,
+                             [x, mean](int64_t i) {
+                               const float d = x[i] - mean;
+                               return d * d;
+                             }) /
+                    n;
+  const float rstd = 1.0f / std::sqrt(var + eps);
+  for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - mean) * rstd * gamma[c] + beta[c];
+  *mean_out = mean;
+  *rstd_out = rstd;
+}
+
+}  // namespace
+
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma,
+                       const float* beta, int64_t rows, int64_t C, float eps) {
+#pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r)
+    forward_row(y + r * C, mean + r, rstd + r, x + r * C, gamma, beta, C, eps);
+}
+
+CastStats layernorm_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* mean, float* rstd,
+                                const float* x, const float* gamma, const float* beta, int64_t rows,
+                                int64_t C, float eps) {
+  // max and integer sums are exact, so the combined stats do not depend on which thread
+  // finishes first. quantize's amax ignores NaN, hence never is NaN, so max is well defined.
+  float amax = 0.0f;
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel reduction(max : amax) reduction(+ : saturated, flushed) \
+    if (rows * C >= kParallelMin)
+  {
+    std::vector<float> row(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      forward_row(row.data(), mean + r, rstd + r, x + r * C, gamma, beta, C, eps);
+      const CastStats s = quantize(y + r * C, row.data(), C, scale, f);
+      amax = s.amax > amax ? s.amax : amax;
+      saturated += s.saturated;
+      flushed += s.flushed;
+    }
+  }
+  return {amax, saturated, flushed};
+}
+
+void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                        const float* gamma, const float* mean, const float* rstd, int64_t rows,
+                        int64_t C) {
+  const bool parallel = rows * C >= kParallelMin;
+  const float n = static_cast<float>(C);
+  // dx: with xhat = (x - mean) * rstd and g = gamma * dy,
+  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). Each row is independent.
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * C;
+    const float* dyr = dy + r * C;
+    float* dxr = dx + r * C;
+    const float m = mean[r], s = rstd[r];
+    const float g_mean = lane_sum(C, [=](int64_t i) { return gamma[i] * dyr[i]; }) / n;
+    const float gx_mean =
+        lane_sum(C, [=](int64_t i) { return gamma[i] * dyr[i] * ((xr[i] - m) * s); }) / n;
+    for (int64_t c = 0; c < C; ++c) {
+      const float xhat = (xr[c] - m) * s;
+      dxr[c] += s * (gamma[c] * dyr[c] - g_mean - xhat * gx_mean);
+    }
+  }
+
+  // dgamma, dbeta: column sums over rows. Threads own blocks of columns and add rows in row
+  // order, so every column's sum has the same bits for any thread count.
+  constexpr int64_t kCols = 64;
+  const int64_t blocks = (C + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t c0 = b * kCols, width = std::min(kCols, C - c0);
+    float g[kCols] = {}, be[kCols] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * C + c0;
+      const float* dyr = dy + r * C + c0;
+      const float m = mean[r], s = rstd[r];
+      for (int64_t j = 0; j < width; ++j) {
+        g[j] += dyr[j] * ((xr[j] - m) * s);
+        be[j] += dyr[j];
+      }
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      dgamma[c0 + j] += g[j];
+      dbeta[c0 + j] += be[j];
+    }
+  }
+}
+
+}  // namespace fp8lm::cpu

@@ -1,0 +1,102 @@
+#include "kernels/cpu/rmsnorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace fp8lm::cpu {
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = int64_t{1} << 15;
+
+// A row sum in float with 16 independent partials: a fixed order (so the same bits every
+// run) that the compiler can vectorize, which it may not do with one serial accumulator.
+constexpr int64_t kLanes = 16;
+
+template <typename Term>
+inline float lane_sum(int64_t n, Term term) {
+  float part[kLanes] = {};
+  const int64_t body = n - n % kLanes;
+  for (int64_t i = 0; i < body; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) part[j] += term(i + j);
+  for (int64_t i = body; i < n; ++i) part[i - body] += term(i);
+  float sum = 0.0f;
+  for (float p : part) sum += p;
+  return sum;
+}
+
+// One row of the forward pass. Out of line on purpose: the FP32 and the FP8 kernels run the
+// same machine code, so their results are bit-identical whatever the compiler would contract.
+[[gnu::noinline]] void forward_row(float* y, float* rstd_out, const float* x, const float* gamma,
+                                   int64_t C, float eps) {
+  const float ms = lane_sum(C, [x](int64_t i) { return x[i] * x[i]; }) / static_cast<float>(C);
+  const float rstd = 1.0f / std::sqrt(ms + eps);
+  for (int64_t c = 0; c < C; ++c) y[c] = x[c] * rstd * gamma[c];
+  *rstd_out = rstd;
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* gamma, int64_t rows,
+                     int64_t C, float eps) {
+#pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) forward_row(y + r * C, rstd + r, x + r * C, gamma, C, eps);
+}
+
+CastStats rmsnorm_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* rstd, const float* x,
+                              const float* gamma, int64_t rows, int64_t C, float eps) {
+  // max and integer sums are exact, so the combined stats do not depend on which thread
+  // finishes first. quantize's amax ignores NaN, hence never is NaN, so max is well defined.
+  float amax = 0.0f;
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel reduction(max : amax) reduction(+ : saturated, flushed) \
+    if (rows * C >= kParallelMin)
+  {
+    std::vector<float> row(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      forward_row(row.data(), rstd + r, x + r * C, gamma, C, eps);
+      const CastStats s = quantize(y + r * C, row.data(), C, scale, f);
+      amax = s.amax > amax ? s.amax : amax;
+      saturated += s.saturated;
+      flushed += s.flushed;
+    }
+  }
+  return {amax, saturated, flushed};
+}
+
+void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                      const float* rstd, int64_t rows, int64_t C) {
+  const bool parallel = rows * C >= kParallelMin;
+  // dx: with xhat = x * rstd and g = gamma * dy, dx = rstd * (g - xhat * mean(g * xhat)).
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * C;
+    const float* dyr = dy + r * C;
+    float* dxr = dx + r * C;
+    const float s = rstd[r];
+    const float gx_mean = lane_sum(C, [=](int64_t i) { return gamma[i] * dyr[i] * (xr[i] * s); }) /
+                          static_cast<float>(C);
+    for (int64_t c = 0; c < C; ++c) dxr[c] += s * (gamma[c] * dyr[c] - xr[c] * s * gx_mean);
+  }
+
+  // dgamma: column sums over rows. Threads own blocks of columns and add rows in row order,
+  // so every column's sum has the same bits for any thread count.
+  constexpr int64_t kCols = 64;
+  const int64_t blocks = (C + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t c0 = b * kCols, width = std::min(kCols, C - c0);
+    float g[kCols] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * C + c0;
+      const float* dyr = dy + r * C + c0;
+      const float s = rstd[r];
+      for (int64_t j = 0; j < width; ++j) g[j] += dyr[j] * (xr[j] * s);
+    }
+    for (int64_t j = 0; j < width; ++j) dgamma[c0 + j] += g[j];
+  }
+}
+
+}  // namespace fp8lm::cpu

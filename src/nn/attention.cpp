@@ -1,0 +1,83 @@
+#include "nn/attention.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/attention.h"
+
+namespace fp8lm {
+
+void DotProductAttention::forward(const float* qkv, float* out, int64_t B, int64_t T, int64_t C) {
+  B_ = B, T_ = T, C_ = C;
+  qkv_ = qkv;
+  out_ = out;
+  lse_.resize(static_cast<size_t>(B * n_heads_ * T));
+  cpu::attention_forward(out, lse_.data(), qkv, B, T, C, n_heads_);
+}
+
+void DotProductAttention::backward(const float* dout, float* dqkv) {
+  cpu::attention_backward(dqkv, dout, qkv_, out_, lse_.data(), B_, T_, C_, n_heads_);
+}
+
+MultiheadAttention::MultiheadAttention(const std::string& prefix, int64_t d, int64_t n_heads,
+                                       Normalization norm)
+    : d_(d),
+      n_heads_(n_heads),
+      qkv_(prefix + ".ln1", prefix + ".qkv", d, 3 * d, norm, /*bias=*/true),
+      attention_(n_heads),
+      proj_(prefix + ".proj", d, d, /*bias=*/true) {}
+
+ParameterList MultiheadAttention::parameters() {
+  ParameterList p = qkv_.parameters();
+  for (Parameter* q : proj_.parameters()) p.push_back(q);
+  return p;
+}
+
+void MultiheadAttention::forward(const float* x, float* y, int64_t B, int64_t T) {
+  B_ = B, T_ = T;
+  const int64_t rows = B * T;
+  qkv_out_.resize(static_cast<size_t>(rows * 3 * d_));
+  att_out_.resize(static_cast<size_t>(rows * d_));
+  qkv_.forward(x, qkv_out_.data(), rows);
+  attention_.forward(qkv_out_.data(), att_out_.data(), B, T, d_);
+  proj_.forward(att_out_.data(), y, rows);
+}
+
+void MultiheadAttention::backward(const float* dy, float* dx) {
+  const int64_t rows = B_ * T_;
+  datt_.resize(static_cast<size_t>(rows * d_));
+  dqkv_.resize(static_cast<size_t>(rows * 3 * d_));
+  proj_.backward(dy, datt_.data(), rows, /*accumulate_dx=*/false);
+  attention_.backward(datt_.data(), dqkv_.data());
+  qkv_.backward(dqkv_.data(), dx, rows);
+}
+
+void MultiheadAttention::fill_cache(KvCache& cache) const {
+  for (int64_t b = 0; b < B_; ++b) {
+    for (int64_t t = 0; t < T_; ++t) {
+      const float* row = qkv_out_.data() + (b * T_ + t) * 3 * d_;
+      const int64_t at = (b * cache.Tmax + t) * d_;
+      std::copy(row + d_, row + 2 * d_, cache.k.begin() + at);
+      std::copy(row + 2 * d_, row + 3 * d_, cache.v.begin() + at);
+    }
+  }
+}
+
+void MultiheadAttention::decode(const float* x, float* y, KvCache& cache, int64_t pos) {
+  const int64_t B = cache.B;
+  qkv_out_.resize(static_cast<size_t>(B * 3 * d_));
+  q1_.resize(static_cast<size_t>(B * d_));
+  att_out_.resize(static_cast<size_t>(B * d_));
+  qkv_.forward(x, qkv_out_.data(), B);
+  for (int64_t b = 0; b < B; ++b) {
+    const float* row = qkv_out_.data() + b * 3 * d_;
+    std::copy(row, row + d_, q1_.begin() + b * d_);
+    const int64_t at = (b * cache.Tmax + pos) * d_;
+    std::copy(row + d_, row + 2 * d_, cache.k.begin() + at);
+    std::copy(row + 2 * d_, row + 3 * d_, cache.v.begin() + at);
+  }
+  cpu::attention_decode(att_out_.data(), q1_.data(), cache.k.data(), cache.v.data(), B,
+                        cache.Tmax, pos + 1, d_, n_heads_);
+  proj_.forward(att_out_.data(), y, B);
+}
+
+}  // namespace fp8lm

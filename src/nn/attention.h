@@ -1,0 +1,59 @@
+#pragma once
+// TE's DotProductAttention (causal, scaled, flash style; FP32 math) and MultiheadAttention
+// (the pre-attention norm fused into the QKV projection, attention, output projection).
+#include <string>
+#include <vector>
+
+#include "nn/layernorm_linear.h"
+
+namespace fp8lm {
+
+class DotProductAttention {
+ public:
+  explicit DotProductAttention(int64_t n_heads) : n_heads_(n_heads) {}
+  // qkv [B, T, 3C] (q, k, v per token) -> out [B, T, C]. qkv and out stay valid until backward.
+  void forward(const float* qkv, float* out, int64_t B, int64_t T, int64_t C);
+  // dqkv [B, T, 3C] overwritten.
+  void backward(const float* dout, float* dqkv);
+
+ private:
+  int64_t n_heads_;
+  int64_t B_ = 0, T_ = 0, C_ = 0;
+  const float* qkv_ = nullptr;
+  const float* out_ = nullptr;
+  std::vector<float> lse_;
+};
+
+// One sequence batch's keys and values for generation: [B, Tmax, C] each.
+struct KvCache {
+  int64_t B = 0, Tmax = 0, C = 0;
+  std::vector<float> k, v;
+};
+
+class MultiheadAttention {
+ public:
+  // Names: {prefix}.ln1, {prefix}.qkv, {prefix}.proj.
+  MultiheadAttention(const std::string& prefix, int64_t d, int64_t n_heads, Normalization norm);
+
+  void forward(const float* x, float* y, int64_t B, int64_t T);  // y overwritten
+  void backward(const float* dy, float* dx);                    // dx +=
+
+  // Generation: fills the cache from the last forward (positions [0, T)).
+  void fill_cache(KvCache& cache) const;
+  // One new token per sequence at position pos: x [B, C] -> y [B, C]; appends to the cache.
+  void decode(const float* x, float* y, KvCache& cache, int64_t pos);
+
+  LayerNormLinear& qkv() { return qkv_; }
+  Linear& proj() { return proj_; }
+  ParameterList parameters();
+
+ private:
+  int64_t d_, n_heads_;
+  int64_t B_ = 0, T_ = 0;
+  LayerNormLinear qkv_;
+  DotProductAttention attention_;
+  Linear proj_;
+  std::vector<float> qkv_out_, att_out_, datt_, dqkv_, q1_;
+};
+
+}  // namespace fp8lm

@@ -1,0 +1,54 @@
+#include "nn/autocast.h"
+
+#include <algorithm>
+
+namespace fp8lm {
+
+AutocastState& autocast_state() {
+  thread_local AutocastState state;
+  return state;
+}
+
+Autocast::Autocast(bool enabled, const Fp8Recipe& recipe, AmaxReducer reduce)
+    : saved_(std::move(autocast_state())) {
+  recipe.delayed.validate();
+  autocast_state() = AutocastState{enabled, recipe, std::move(reduce), {}};
+}
+
+Autocast::~Autocast() {
+  AutocastState& s = autocast_state();
+  if (s.enabled && s.recipe.kind == ScalingKind::Delayed && !s.used.empty()) {
+    update_delayed_scaling(s.used, Direction::Forward, s.recipe.delayed, s.reduce);
+  }
+  s = std::move(saved_);
+}
+
+namespace {
+Precision& gemm_precision_slot() {
+  thread_local Precision p = Precision::Fp32;
+  return p;
+}
+}  // namespace
+
+GemmPrecision::GemmPrecision(Precision p) : saved_(gemm_precision_slot()) {
+  gemm_precision_slot() = p == Precision::Bf16 ? Precision::Bf16 : Precision::Fp32;
+}
+GemmPrecision::~GemmPrecision() { gemm_precision_slot() = saved_; }
+Precision GemmPrecision::current() { return gemm_precision_slot(); }
+
+void autocast_register(Fp8Meta& meta) {
+  auto& used = autocast_state().used;
+  if (std::find(used.begin(), used.end(), &meta) == used.end()) used.push_back(&meta);
+}
+
+float cast_with_recipe(ScalingState& slot, const Fp8Recipe& recipe, uint8_t* codes, const float* x,
+                       int64_t n) {
+  if (recipe.kind == ScalingKind::Current) {
+    cast_current_scaling(slot, recipe.current(), codes, x, n);
+  } else {
+    slot.cast(codes, x, n);
+  }
+  return slot.scale_inv;
+}
+
+}  // namespace fp8lm

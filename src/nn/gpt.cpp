@@ -1,0 +1,278 @@
+#include "nn/gpt.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gemm.h"
+
+namespace fp8lm {
+
+using cpu::Trans;
+
+void GPTConfig::validate() const {
+  const std::pair<const char*, int64_t> sizes[] = {{"--vocab", vocab},       {"--seq-len", seq_len},
+                                                   {"--d-model", d_model},   {"--n-layers", n_layers},
+                                                   {"--n-heads", n_heads},   {"--ffn", ffn}};
+  for (const auto& [flag, v] : sizes) {
+    if (v <= 0) throw Error(fmt::format("{} {} must be positive", flag, v));
+  }
+  if (d_model % n_heads != 0) {
+    throw Error(fmt::format("--n-heads {} does not divide --d-model {}", n_heads, d_model));
+  }
+  if (vocab > (int64_t{1} << 31) - 1) throw Error(fmt::format("--vocab {} is too large", vocab));
+}
+
+int64_t GPTConfig::parameter_count() const {
+  const int64_t fc1_out = activation == Activation::Swiglu ? 2 * ffn : ffn;
+  const int64_t norm = normalization == Normalization::LayerNorm ? 2 * d_model : d_model;
+  const int64_t layer = 2 * norm + (3 * d_model * d_model + 3 * d_model) + (d_model * d_model + d_model) +
+                        (fc1_out * d_model + fc1_out) + (d_model * ffn + d_model);
+  return vocab * d_model + seq_len * d_model + n_layers * layer + norm;
+}
+
+std::string_view activation_name(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return "gelu";
+    case Activation::Relu: return "relu";
+    case Activation::Swiglu: return "swiglu";
+  }
+  return "?";
+}
+
+Activation parse_activation(std::string_view name) {
+  for (Activation a : {Activation::Gelu, Activation::Relu, Activation::Swiglu})
+    if (name == activation_name(a)) return a;
+  throw Error(fmt::format("unknown activation '{}' (expected gelu, relu or swiglu)", name));
+}
+
+std::string_view normalization_name(Normalization n) {
+  return n == Normalization::LayerNorm ? "layernorm" : "rmsnorm";
+}
+
+Normalization parse_normalization(std::string_view name) {
+  if (name == "layernorm") return Normalization::LayerNorm;
+  if (name == "rmsnorm") return Normalization::RMSNorm;
+  throw Error(fmt::format("unknown normalization '{}' (expected layernorm or rmsnorm)", name));
+}
+
+TransformerLayer::TransformerLayer(int index, const GPTConfig& cfg)
+    : d_(cfg.d_model),
+      attention_(fmt::format("layers.{}", index), cfg.d_model, cfg.n_heads, cfg.normalization),
+      mlp_(fmt::format("layers.{}", index), cfg.d_model, cfg.ffn, cfg.activation, cfg.normalization) {}
+
+ParameterList TransformerLayer::parameters() {
+  ParameterList p = attention_.parameters();
+  for (Parameter* q : mlp_.parameters()) p.push_back(q);
+  return p;
+}
+
+namespace {
+void add(float* y, const float* a, const float* b, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+}  // namespace
+
+void TransformerLayer::forward(const float* x, float* y, int64_t B, int64_t T) {
+  rows_ = B * T;
+  const auto n = static_cast<size_t>(rows_ * d_);
+  attn_out_.resize(n);
+  resid_.resize(n);
+  mlp_out_.resize(n);
+  attention_.forward(x, attn_out_.data(), B, T);
+  add(resid_.data(), x, attn_out_.data(), rows_ * d_);
+  mlp_.forward(resid_.data(), mlp_out_.data(), rows_);
+  add(y, resid_.data(), mlp_out_.data(), rows_ * d_);
+}
+
+void TransformerLayer::backward(const float* dy, float* dx) {
+  const int64_t n = rows_ * d_;
+  dresid_.assign(dy, dy + n);  // the residual path passes dy through
+  mlp_.backward(dy, dresid_.data(), rows_);
+  std::copy(dresid_.begin(), dresid_.end(), dx);
+  attention_.backward(dresid_.data(), dx);
+}
+
+void TransformerLayer::decode(const float* x, float* y, KvCache& cache, int64_t pos) {
+  const int64_t n = cache.B * d_;
+  attn_out_.resize(static_cast<size_t>(n));
+  resid_.resize(static_cast<size_t>(n));
+  mlp_out_.resize(static_cast<size_t>(n));
+  attention_.decode(x, attn_out_.data(), cache, pos);
+  add(resid_.data(), x, attn_out_.data(), n);
+  mlp_.forward(resid_.data(), mlp_out_.data(), cache.B);
+  add(y, resid_.data(), mlp_out_.data(), n);
+}
+
+GPT::GPT(const GPTConfig& cfg, uint64_t seed)
+    : cfg_(cfg),
+      wte_("wte", {cfg.vocab, cfg.d_model}, /*decays=*/true),
+      wpe_("wpe", {cfg.seq_len, cfg.d_model}, /*decays=*/false),
+      lnf_("lnf", cfg.d_model, cfg.normalization) {
+  cfg_.validate();
+  for (int i = 0; i < cfg.n_layers; ++i) layers_.push_back(std::make_unique<TransformerLayer>(i, cfg));
+  // GPT-2's initialization: N(0, 0.02) for matrices and embeddings, the projections that write
+  // into the residual stream scaled down by sqrt(2 * n_layers); biases 0, norm gains 1.
+  std::mt19937_64 rng(seed);
+  const auto fill = [&](Parameter& p, float stddev) {
+    std::normal_distribution<float> d(0.0f, stddev);
+    for (float& v : p.value) v = d(rng);
+  };
+  fill(wte_, 0.02f);
+  fill(wpe_, 0.02f);
+  const float resid_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg.n_layers));
+  for (auto& layer : layers_) {
+    fill(layer->attention().qkv().linear().weight(), 0.02f);
+    fill(layer->attention().proj().weight(), resid_std);
+    fill(layer->mlp().fc1().weight(), 0.02f);
+    fill(layer->mlp().fc2().weight(), resid_std);
+  }
+}
+
+ParameterList GPT::parameters() {
+  ParameterList p{&wte_, &wpe_};
+  for (auto& layer : layers_)
+    for (Parameter* q : layer->parameters()) p.push_back(q);
+  for (Parameter* q : lnf_.parameters()) p.push_back(q);
+  return p;
+}
+
+std::vector<Linear*> GPT::linears() {
+  std::vector<Linear*> v;
+  for (auto& layer : layers_) {
+    v.push_back(&layer->attention().qkv().linear());
+    v.push_back(&layer->attention().proj());
+    v.push_back(&layer->mlp().fc1());
+    v.push_back(&layer->mlp().fc2());
+  }
+  return v;
+}
+
+std::vector<Fp8Meta*> GPT::fp8_metas() {
+  std::vector<Fp8Meta*> v;
+  for (Linear* l : linears()) v.push_back(&l->fp8_meta());
+  return v;
+}
+
+void GPT::head_forward(int64_t rows) {
+  const int64_t d = cfg_.d_model, V = cfg_.vocab;
+  logits_.resize(static_cast<size_t>(rows * V));
+  // The tied LM head is not an FP8 GEMM; it runs in the GEMM precision (bf16 or fp32).
+  head_mode_ = GemmPrecision::current() == Precision::Bf16 ? GemmMode::Bf16 : GemmMode::Fp32;
+  if (head_mode_ == GemmMode::Bf16) {
+    normed16_.resize(normed_.size());
+    wte16_.resize(wte_.value.size());
+    cpu::fp32_to_bf16(normed16_.data(), normed_.data(), rows * d);
+    cpu::fp32_to_bf16(wte16_.data(), wte_.data(), V * d);
+    cpu::gemm_bf16(Trans::N, Trans::T, rows, V, d, 1.0f, normed16_.data(), wte16_.data(), 0.0f, logits_.data());
+  } else {
+    cpu::gemm_f32(Trans::N, Trans::T, rows, V, d, 1.0f, normed_.data(), wte_.data(), 0.0f, logits_.data());
+  }
+}
+
+float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
+  if (T > cfg_.seq_len) {
+    throw Error(fmt::format("sequence length {} exceeds the position table ({})", T, cfg_.seq_len));
+  }
+  B_ = B, T_ = T;
+  tokens_ = tokens;
+  const int64_t rows = B * T, d = cfg_.d_model;
+  const AutocastState& ac = autocast_state();
+  fp8_used_ = ac.enabled;
+  recipe_ = ac.recipe;
+  reduce_ = ac.reduce;
+  acts_.resize(layers_.size() + 1);
+  for (auto& a : acts_) a.resize(static_cast<size_t>(rows * d));
+  cpu::embedding_forward(acts_[0].data(), tokens, wte_.data(), wpe_.data(), B, T, d);
+  for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->forward(acts_[l].data(), acts_[l + 1].data(), B, T);
+  normed_.resize(static_cast<size_t>(rows * d));
+  lnf_.forward(acts_.back().data(), normed_.data(), rows);
+  head_forward(rows);
+  if (!targets) return 0.0f;
+  // Fused: the loss and dlogits in one pass over the logits, which dlogits overwrites.
+  return cpu::softmax_cross_entropy(logits_.data(), nullptr, logits_.data(), targets, rows,
+                                    cfg_.vocab, 1.0f / static_cast<float>(rows));
+}
+
+void GPT::backward() {
+  const int64_t rows = B_ * T_, d = cfg_.d_model, V = cfg_.vocab;
+  const float* dlogits = logits_.data();
+  dnormed_.resize(static_cast<size_t>(rows * d));
+  if (head_mode_ == GemmMode::Bf16) {
+    dlogits16_.resize(logits_.size());
+    cpu::fp32_to_bf16(dlogits16_.data(), dlogits, rows * V);
+    cpu::gemm_bf16(Trans::N, Trans::N, rows, d, V, 1.0f, dlogits16_.data(), wte16_.data(), 0.0f, dnormed_.data());
+    cpu::gemm_bf16(Trans::T, Trans::N, V, d, rows, 1.0f, dlogits16_.data(), normed16_.data(), 1.0f, wte_.grad.data());
+  } else {
+    cpu::gemm_f32(Trans::N, Trans::N, rows, d, V, 1.0f, dlogits, wte_.data(), 0.0f, dnormed_.data());
+    cpu::gemm_f32(Trans::T, Trans::N, V, d, rows, 1.0f, dlogits, normed_.data(), 1.0f, wte_.grad.data());
+  }
+  dacts_a_.assign(static_cast<size_t>(rows * d), 0.0f);
+  dacts_b_.resize(static_cast<size_t>(rows * d));
+  lnf_.backward(dnormed_.data(), dacts_a_.data(), rows);
+  for (size_t l = layers_.size(); l-- > 0;) {
+    layers_[l]->backward(dacts_a_.data(), dacts_b_.data());
+    std::swap(dacts_a_, dacts_b_);
+  }
+  cpu::embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_, B_, T_, d);
+  if (fp8_used_ && recipe_.kind == ScalingKind::Delayed) {
+    update_delayed_scaling(fp8_metas(), Direction::Backward, recipe_.delayed, reduce_);
+  }
+}
+
+std::vector<int32_t> GPT::generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new) {
+  if (P < 1) throw Error("generation needs a prompt of at least one token");
+  if (P + n_new > cfg_.seq_len) {
+    throw Error(fmt::format("prompt ({}) + new tokens ({}) exceed the position table ({})", P, n_new,
+                            cfg_.seq_len));
+  }
+  const int64_t d = cfg_.d_model, V = cfg_.vocab;
+  std::vector<int32_t> out(static_cast<size_t>(B * n_new));
+  if (n_new == 0) return out;
+  const auto argmax_rows = [&](const float* logits, int64_t stride_rows, int64_t row0, int64_t step) {
+    for (int64_t b = 0; b < B; ++b) {
+      const float* row = logits + ((b * stride_rows) + row0) * V;
+      out[static_cast<size_t>(b * n_new + step)] =
+          static_cast<int32_t>(std::max_element(row, row + V) - row);
+    }
+  };
+  // Prefill: the prompt in one forward; its keys and values seed each layer's cache.
+  forward(prompts, nullptr, B, P);
+  argmax_rows(logits_.data(), P, P - 1, 0);
+  std::vector<KvCache> caches(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    caches[l] = {B, cfg_.seq_len, d, std::vector<float>(static_cast<size_t>(B * cfg_.seq_len * d)),
+                 std::vector<float>(static_cast<size_t>(B * cfg_.seq_len * d))};
+    layers_[l]->attention().fill_cache(caches[l]);
+  }
+  // Decode: each new token attends to the cache; only its own row is computed.
+  std::vector<float> x(static_cast<size_t>(B * d)), y(x.size());
+  std::vector<int32_t> tok(static_cast<size_t>(B));
+  for (int64_t step = 1; step < n_new; ++step) {
+    const int64_t pos = P + step - 1;
+    for (int64_t b = 0; b < B; ++b) tok[b] = out[static_cast<size_t>(b * n_new + step - 1)];
+    // Embedding of one token per sequence at position pos: wte[tok] + wpe[pos].
+    for (int64_t b = 0; b < B; ++b) {
+      const float* te = wte_.data() + static_cast<int64_t>(tok[b]) * d;
+      const float* pe = wpe_.data() + pos * d;
+      for (int64_t c = 0; c < d; ++c) x[b * d + c] = te[c] + pe[c];
+    }
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      layers_[l]->decode(x.data(), y.data(), caches[l], pos);
+      std::swap(x, y);
+    }
+    normed_.resize(static_cast<size_t>(B * d));
+    lnf_.forward(x.data(), normed_.data(), B);
+    head_forward(B);
+    argmax_rows(logits_.data(), 1, 0, step);
+  }
+  return out;
+}
+
+}  // namespace fp8lm

@@ -1,0 +1,92 @@
+#pragma once
+// TE's TransformerLayer (pre-norm: x + attention(norm(x)), then + mlp(norm(.))) and the GPT
+// model around it: token + learned position embeddings, the layers, a final norm and an LM
+// head tied to the token embedding, trained with fused softmax-cross-entropy.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/layernorm_mlp.h"
+
+namespace fp8lm {
+
+struct GPTConfig {
+  int64_t vocab = 128;
+  int64_t seq_len = 64;  // the position table's length: the longest sequence the model sees
+  int64_t d_model = 256;
+  int64_t n_layers = 4;
+  int64_t n_heads = 8;
+  int64_t ffn = 1024;
+  Activation activation = Activation::Gelu;
+  Normalization normalization = Normalization::LayerNorm;
+
+  // Throws Error naming the flag for zero or negative sizes and heads not dividing d_model.
+  void validate() const;
+  // Weight count (tied head counted once).
+  int64_t parameter_count() const;
+};
+
+std::string_view activation_name(Activation a);
+Activation parse_activation(std::string_view name);
+std::string_view normalization_name(Normalization n);
+Normalization parse_normalization(std::string_view name);
+
+class TransformerLayer {
+ public:
+  TransformerLayer(int index, const GPTConfig& cfg);
+  void forward(const float* x, float* y, int64_t B, int64_t T);  // y overwritten
+  void backward(const float* dy, float* dx);                    // dx overwritten
+  void decode(const float* x, float* y, KvCache& cache, int64_t pos);  // one token per sequence
+
+  MultiheadAttention& attention() { return attention_; }
+  LayerNormMLP& mlp() { return mlp_; }
+  ParameterList parameters();
+
+ private:
+  int64_t d_;
+  int64_t rows_ = 0;
+  MultiheadAttention attention_;
+  LayerNormMLP mlp_;
+  std::vector<float> attn_out_, resid_, mlp_out_, dresid_;
+};
+
+class GPT {
+ public:
+  GPT(const GPTConfig& cfg, uint64_t seed);
+
+  // tokens [B, T]; targets [B, T] (nullptr: inference, no loss). Returns the mean loss (0
+  // without targets) and, with targets, leaves the logits' gradient ready for backward.
+  float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
+  // Gradients += for the last forward; updates backward FP8 scales if it ran in FP8.
+  void backward();
+  // Logits [B*T, V] of the last forward (without targets; with targets they hold dlogits).
+  const float* logits() const { return logits_.data(); }
+
+  // Greedy generation with a KV cache: prompts [B, P] -> the n_new tokens after each prompt.
+  std::vector<int32_t> generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new);
+
+  const GPTConfig& config() const { return cfg_; }
+  TransformerLayer& layer(int64_t i) { return *layers_[static_cast<size_t>(i)]; }
+  ParameterList parameters();
+  std::vector<Fp8Meta*> fp8_metas();
+  std::vector<Linear*> linears();
+
+ private:
+  void head_forward(int64_t rows);
+  GPTConfig cfg_;
+  Parameter wte_, wpe_;
+  std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  Norm lnf_;
+  int64_t B_ = 0, T_ = 0;
+  const int32_t* tokens_ = nullptr;
+  bool fp8_used_ = false;
+  Fp8Recipe recipe_;
+  AmaxReducer reduce_;
+  GemmMode head_mode_ = GemmMode::Fp32;
+  std::vector<std::vector<float>> acts_;  // residual stream before each layer, and after the last
+  std::vector<float> normed_, logits_, dnormed_, dacts_a_, dacts_b_;
+  std::vector<bf16_t> normed16_, wte16_, dlogits16_;
+};
+
+}  // namespace fp8lm

@@ -1,0 +1,40 @@
+#include "nn/layernorm_linear.h"
+
+namespace fp8lm {
+
+void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, const float* x,
+                      float* y, int64_t rows, bool add_bias) {
+  const GemmMode mode = current_gemm_mode();
+  if (mode == GemmMode::Fp8 && autocast_state().recipe.kind == ScalingKind::Delayed) {
+    const Linear::Fp8Input in = linear.begin_fp8_forward(rows);
+    in.slot.record_cast(norm.forward_fp8(x, in.codes, in.slot.scale, in.slot.format, rows),
+                        rows * linear.in_features());
+    linear.forward_fp8_input(in.slot.scale_inv, y, rows, add_bias);
+    return;
+  }
+  normed.resize(static_cast<size_t>(rows * linear.in_features()));
+  norm.forward(x, normed.data(), rows);
+  linear.forward(normed.data(), y, rows, add_bias);
+}
+
+LayerNormLinear::LayerNormLinear(std::string norm_name, std::string linear_name, int64_t in,
+                                 int64_t out, Normalization norm, bool bias)
+    : norm_(std::move(norm_name), in, norm), linear_(std::move(linear_name), in, out, bias) {}
+
+ParameterList LayerNormLinear::parameters() {
+  ParameterList p = norm_.parameters();
+  for (Parameter* q : linear_.parameters()) p.push_back(q);
+  return p;
+}
+
+void LayerNormLinear::forward(const float* x, float* y, int64_t rows) {
+  norm_then_linear(norm_, linear_, normed_, x, y, rows, /*add_bias=*/true);
+}
+
+void LayerNormLinear::backward(const float* dy, float* dx, int64_t rows) {
+  dnormed_.resize(static_cast<size_t>(rows * linear_.in_features()));
+  linear_.backward(dy, dnormed_.data(), rows, /*accumulate_dx=*/false);
+  norm_.backward(dnormed_.data(), dx, rows);
+}
+
+}  // namespace fp8lm

@@ -1,0 +1,36 @@
+#pragma once
+// TE's LayerNormLinear: a norm then a Linear. Under FP8 delayed scaling the norm writes FP8
+// codes straight into the GEMM's input (fused LN+cast, amax taken in the same pass).
+#include <vector>
+
+#include "nn/linear.h"
+#include "nn/norm.h"
+
+namespace fp8lm {
+
+class LayerNormLinear {
+ public:
+  LayerNormLinear(std::string norm_name, std::string linear_name, int64_t in, int64_t out,
+                  Normalization norm, bool bias);
+
+  void forward(const float* x, float* y, int64_t rows);  // y overwritten
+  void backward(const float* dy, float* dx, int64_t rows);  // dx +=
+
+  Norm& norm() { return norm_; }
+  Linear& linear() { return linear_; }
+  Fp8Meta& fp8_meta() { return linear_.fp8_meta(); }
+  ParameterList parameters();
+
+ private:
+  Norm norm_;
+  Linear linear_;
+  std::vector<float> normed_, dnormed_;
+};
+
+// norm -> linear. When the current forward is FP8 with delayed scaling, the norm quantizes
+// straight into linear's FP8 input (fused); else it writes `normed` (FP32) for linear to read.
+// Shared by LayerNormLinear and LayerNormMLP.
+void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, const float* x,
+                      float* y, int64_t rows, bool add_bias);
+
+}  // namespace fp8lm

@@ -1,0 +1,73 @@
+#include "nn/layernorm_mlp.h"
+
+#include "kernels/cpu/activations.h"
+#include "nn/layernorm_linear.h"
+
+namespace fp8lm {
+
+LayerNormMLP::LayerNormMLP(const std::string& prefix, int64_t d, int64_t ffn, Activation act,
+                           Normalization norm)
+    : act_(act),
+      ffn_(ffn),
+      norm_(prefix + ".ln2", d, norm),
+      fc1_(prefix + ".fc1", d, act == Activation::Swiglu ? 2 * ffn : ffn, /*bias=*/true),
+      fc2_(prefix + ".fc2", ffn, d, /*bias=*/true) {}
+
+ParameterList LayerNormMLP::parameters() {
+  ParameterList p = norm_.parameters();
+  for (Parameter* q : fc1_.parameters()) p.push_back(q);
+  for (Parameter* q : fc2_.parameters()) p.push_back(q);
+  return p;
+}
+
+void LayerNormMLP::forward(const float* x, float* y, int64_t rows) {
+  h_.resize(static_cast<size_t>(rows * fc1_.out_features()));
+  // fc1's bias is fused into the activation below.
+  norm_then_linear(norm_, fc1_, normed_, x, h_.data(), rows, /*add_bias=*/false);
+  const float* bias = fc1_.bias()->data();
+  const bool fused_fp8 = current_gemm_mode() == GemmMode::Fp8 &&
+                         autocast_state().recipe.kind == ScalingKind::Delayed;
+  if (fused_fp8) {
+    const Linear::Fp8Input in = fc2_.begin_fp8_forward(rows);
+    ScalingState& s = in.slot;
+    uint8_t* qa = in.codes;
+    CastStats stats;
+    switch (act_) {
+      case Activation::Gelu:
+        stats = cpu::bias_gelu_forward_fp8(qa, s.scale, s.format, h_.data(), bias, rows, ffn_);
+        break;
+      case Activation::Relu:
+        stats = cpu::bias_relu_forward_fp8(qa, s.scale, s.format, h_.data(), bias, rows, ffn_);
+        break;
+      case Activation::Swiglu:
+        stats = cpu::bias_swiglu_forward_fp8(qa, s.scale, s.format, h_.data(), bias, rows, ffn_);
+        break;
+    }
+    s.record_cast(stats, rows * ffn_);
+    fc2_.forward_fp8_input(s.scale_inv, y, rows);
+    return;
+  }
+  a_.resize(static_cast<size_t>(rows * ffn_));
+  switch (act_) {
+    case Activation::Gelu: cpu::bias_gelu_forward(a_.data(), h_.data(), bias, rows, ffn_); break;
+    case Activation::Relu: cpu::bias_relu_forward(a_.data(), h_.data(), bias, rows, ffn_); break;
+    case Activation::Swiglu: cpu::bias_swiglu_forward(a_.data(), h_.data(), bias, rows, ffn_); break;
+  }
+  fc2_.forward(a_.data(), y, rows);
+}
+
+void LayerNormMLP::backward(const float* dy, float* dx, int64_t rows) {
+  da_.resize(static_cast<size_t>(rows * ffn_));
+  fc2_.backward(dy, da_.data(), rows, /*accumulate_dx=*/false);
+  dh_.resize(h_.size());
+  switch (act_) {
+    case Activation::Gelu: cpu::gelu_backward(dh_.data(), da_.data(), h_.data(), rows * ffn_); break;
+    case Activation::Relu: cpu::relu_backward(dh_.data(), da_.data(), h_.data(), rows * ffn_); break;
+    case Activation::Swiglu: cpu::swiglu_backward(dh_.data(), da_.data(), h_.data(), rows, ffn_); break;
+  }
+  dnormed_.resize(static_cast<size_t>(rows * fc1_.in_features()));
+  fc1_.backward(dh_.data(), dnormed_.data(), rows, /*accumulate_dx=*/false);
+  norm_.backward(dnormed_.data(), dx, rows);
+}
+
+}  // namespace fp8lm

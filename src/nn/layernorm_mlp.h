@@ -1,0 +1,37 @@
+#pragma once
+// TE's LayerNormMLP: norm -> fc1 -> activation -> fc2. Under FP8 delayed scaling the norm
+// quantizes into fc1's input and the bias+activation quantizes into fc2's input, each taking
+// its amax in the same pass (DESIGN.md §2).
+#include <string>
+#include <vector>
+
+#include "nn/linear.h"
+#include "nn/norm.h"
+
+namespace fp8lm {
+
+enum class Activation { Gelu, Relu, Swiglu };
+
+class LayerNormMLP {
+ public:
+  // Names: {prefix}.ln2, {prefix}.fc1, {prefix}.fc2. SwiGLU's fc1 has 2*ffn outputs (gate, value).
+  LayerNormMLP(const std::string& prefix, int64_t d, int64_t ffn, Activation act,
+               Normalization norm);
+
+  void forward(const float* x, float* y, int64_t rows);     // y overwritten
+  void backward(const float* dy, float* dx, int64_t rows);  // dx +=
+
+  Norm& norm() { return norm_; }
+  Linear& fc1() { return fc1_; }
+  Linear& fc2() { return fc2_; }
+  ParameterList parameters();
+
+ private:
+  Activation act_;
+  int64_t ffn_;
+  Norm norm_;
+  Linear fc1_, fc2_;
+  std::vector<float> normed_, h_, a_, da_, dh_, dnormed_;
+};
+
+}  // namespace fp8lm

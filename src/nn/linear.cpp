@@ -1,0 +1,140 @@
+#include "nn/linear.h"
+
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/gemm.h"
+
+namespace fp8lm {
+
+using cpu::Trans;
+
+GemmMode current_gemm_mode() {
+  if (autocast_state().enabled) return GemmMode::Fp8;
+  return GemmPrecision::current() == Precision::Bf16 ? GemmMode::Bf16 : GemmMode::Fp32;
+}
+
+Linear::Linear(std::string name, int64_t in, int64_t out, bool bias)
+    : name_(std::move(name)),
+      in_(in),
+      out_(out),
+      has_bias_(bias),
+      weight_(name_ + ".weight", {out, in}, /*decays=*/true),
+      bias_(name_ + ".bias", {bias ? out : 0}, /*decays=*/false) {}
+
+ParameterList Linear::parameters() {
+  ParameterList p{&weight_};
+  if (has_bias_) p.push_back(&bias_);
+  return p;
+}
+
+Linear::Fp8Input Linear::begin_fp8_forward(int64_t rows) {
+  recipe_ = autocast_state().recipe;
+  const DelayedScaling& r = recipe_.delayed;
+  if (meta_[Slot::Input].amax_history.size() != static_cast<size_t>(r.amax_history_len) ||
+      meta_[Slot::GradOutput].format != tensor_format(r.format, Direction::Backward)) {
+    meta_ = Fp8Meta(r);
+    cast_version_ = ~uint64_t{0};  // the weight's cast used the old meta
+  }
+  autocast_register(meta_);
+  qx_.resize(static_cast<size_t>(rows * in_));
+  return {meta_[Slot::Input], qx_.data()};
+}
+
+void Linear::prepare_weight(GemmMode mode) {
+  const int64_t n = weight_.numel();
+  if (mode == GemmMode::Bf16) {
+    if (cast_mode_ == mode && cast_version_ == weight_.version) return;
+    w16_.resize(static_cast<size_t>(n));
+    cpu::fp32_to_bf16(w16_.data(), weight_.data(), n);
+  } else if (mode == GemmMode::Fp8) {
+    if (fp8_weights_) {
+      if (qw_.empty()) requantize_weight(recipe_);
+      return;
+    }
+    ScalingState& sw = meta_[Slot::Weight];
+    // Reused across micro-batches while neither the weight nor its delayed scale changed;
+    // current scaling derives its scale from the weight itself, so the version alone decides.
+    const bool fresh = cast_mode_ == mode && cast_version_ == weight_.version &&
+                       (recipe_.kind == ScalingKind::Current || cast_scale_ == sw.scale);
+    if (fresh) return;
+    qw_.resize(static_cast<size_t>(n));
+    qw_scale_inv_ = cast_with_recipe(sw, recipe_, qw_.data(), weight_.data(), n);
+    cast_scale_ = sw.scale;
+  } else {
+    return;
+  }
+  cast_mode_ = mode;
+  cast_version_ = weight_.version;
+}
+
+void Linear::requantize_weight(const Fp8Recipe& recipe) {
+  qw_.resize(static_cast<size_t>(weight_.numel()));
+  qw_scale_inv_ = cast_with_recipe(meta_[Slot::Weight], recipe, qw_.data(), weight_.data(), weight_.numel());
+  cast_mode_ = GemmMode::Fp8;
+  cast_version_ = weight_.version;
+  cast_scale_ = meta_[Slot::Weight].scale;
+}
+
+void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
+  mode_ = current_gemm_mode();
+  if (mode_ == GemmMode::Fp8) {
+    const Fp8Input in = begin_fp8_forward(rows);
+    const float sinv = cast_with_recipe(in.slot, recipe_, in.codes, x, rows * in_);
+    forward_fp8_input(sinv, y, rows, add_bias);
+    return;
+  }
+  prepare_weight(mode_);
+  if (mode_ == GemmMode::Bf16) {
+    x16_.resize(static_cast<size_t>(rows * in_));
+    cpu::fp32_to_bf16(x16_.data(), x, rows * in_);
+    cpu::gemm_bf16(Trans::N, Trans::T, rows, out_, in_, 1.0f, x16_.data(), w16_.data(), 0.0f, y);
+  } else {
+    x_ = x;
+    cpu::gemm_f32(Trans::N, Trans::T, rows, out_, in_, 1.0f, x, weight_.data(), 0.0f, y);
+  }
+  finish_forward(y, rows, add_bias);
+}
+
+void Linear::forward_fp8_input(float scale_inv, float* y, int64_t rows, bool add_bias) {
+  mode_ = GemmMode::Fp8;
+  qx_scale_inv_ = scale_inv;
+  prepare_weight(mode_);
+  cpu::gemm_fp8(Trans::N, Trans::T, rows, out_, in_, qx_scale_inv_ * qw_scale_inv_, qx_.data(),
+                meta_[Slot::Input].format, qw_.data(), meta_[Slot::Weight].format, 0.0f, y);
+  finish_forward(y, rows, add_bias);
+}
+
+void Linear::finish_forward(float* y, int64_t rows, bool add_bias) {
+  if (has_bias_ && add_bias) cpu::add_bias(y, bias_.data(), rows, out_);
+}
+
+void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx) {
+  const float beta = accumulate_dx ? 1.0f : 0.0f;
+  if (has_bias_) cpu::bias_backward(bias_.grad.data(), dy, rows, out_);
+  float* dw = weight_.grad.data();
+  switch (mode_) {
+    case GemmMode::Fp32:
+      if (dx) cpu::gemm_f32(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy, weight_.data(), beta, dx);
+      cpu::gemm_f32(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy, x_, 1.0f, dw);
+      break;
+    case GemmMode::Bf16:
+      dy16_.resize(static_cast<size_t>(rows * out_));
+      cpu::fp32_to_bf16(dy16_.data(), dy, rows * out_);
+      if (dx) cpu::gemm_bf16(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy16_.data(), w16_.data(), beta, dx);
+      cpu::gemm_bf16(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy16_.data(), x16_.data(), 1.0f, dw);
+      break;
+    case GemmMode::Fp8: {
+      ScalingState& sdy = meta_[Slot::GradOutput];
+      qdy_.resize(static_cast<size_t>(rows * out_));
+      const float dy_sinv = cast_with_recipe(sdy, recipe_, qdy_.data(), dy, rows * out_);
+      if (dx) {
+        cpu::gemm_fp8(Trans::N, Trans::N, rows, in_, out_, dy_sinv * qw_scale_inv_, qdy_.data(),
+                      sdy.format, qw_.data(), meta_[Slot::Weight].format, beta, dx);
+      }
+      cpu::gemm_fp8(Trans::T, Trans::N, out_, in_, rows, dy_sinv * qx_scale_inv_, qdy_.data(),
+                    sdy.format, qx_.data(), meta_[Slot::Input].format, 1.0f, dw);
+      break;
+    }
+  }
+}
+
+}  // namespace fp8lm

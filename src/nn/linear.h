@@ -1,0 +1,91 @@
+#pragma once
+// TE's Linear: y = x · Wᵀ + b with W [out, in]. The GEMM runs in FP8 inside an enabled
+// Autocast (DESIGN.md §3: x and W quantized E4M3 with their slots' scales; in backward dy is
+// quantized with the grad_output slot, E5M2 under HYBRID; the FP8 x is saved for dW), else in
+// the GemmPrecision of the forward (bf16 or fp32). Backward uses what forward used.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/bf16.h"
+#include "fp8/scaling.h"
+#include "nn/autocast.h"
+#include "nn/parameter.h"
+
+namespace fp8lm {
+
+enum class GemmMode { Fp32, Bf16, Fp8 };
+
+// How the forward of a GEMM runs right now: FP8 inside an enabled autocast, else the GEMM precision.
+GemmMode current_gemm_mode();
+
+class Linear {
+ public:
+  Linear(std::string name, int64_t in, int64_t out, bool bias);
+
+  // x [rows, in] -> y [rows, out] (overwritten). x must stay valid until backward (fp32 mode
+  // keeps a pointer to it). With add_bias false the bias is left to a fused consumer, but its
+  // gradient is still taken in backward.
+  void forward(const float* x, float* y, int64_t rows, bool add_bias = true);
+  // Finishes an FP8 forward whose input codes are in begin_fp8_forward's buffer, quantized
+  // with scale_inv's scale (by a fused producer, or by forward()).
+  void forward_fp8_input(float scale_inv, float* y, int64_t rows, bool add_bias = true);
+  // dx += dL/dx, or dx = dL/dx when accumulate_dx is false (skipped when dx is null);
+  // dW, db += their gradients.
+  void backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx = true);
+
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+  Parameter& weight() { return weight_; }
+  Parameter* bias() { return has_bias_ ? &bias_ : nullptr; }
+  ParameterList parameters();
+  Fp8Meta& fp8_meta() { return meta_; }
+  const Fp8Meta& fp8_meta() const { return meta_; }
+  const std::string& name() const { return name_; }
+  // Starts an FP8 forward: the meta is (re)built to the autocast recipe's history length and
+  // formats if it differs, registered for the scope's update, and the input buffer sized.
+  struct Fp8Input {
+    ScalingState& slot;
+    uint8_t* codes;
+  };
+  Fp8Input begin_fp8_forward(int64_t rows);
+
+  // TE's fp8_model_init: the module's weight is its FP8 codes, re-quantized from the FP32
+  // master (kept for the optimizer) only by requantize_weight(), after each optimizer step.
+  void set_fp8_weights(bool on) { fp8_weights_ = on; }
+  bool fp8_weights() const { return fp8_weights_; }
+  void requantize_weight(const Fp8Recipe& recipe);
+
+ private:
+  void prepare_weight(GemmMode mode);
+  void finish_forward(float* y, int64_t rows, bool add_bias);
+
+  std::string name_;
+  int64_t in_, out_;
+  bool has_bias_;
+  Parameter weight_, bias_;
+  Fp8Meta meta_;
+
+  // What forward used and saved for backward.
+  GemmMode mode_ = GemmMode::Fp32;
+  Fp8Recipe recipe_;
+  const float* x_ = nullptr;        // fp32 mode
+  std::vector<bf16_t> x16_;         // bf16 mode
+  std::vector<uint8_t> qx_;         // fp8 mode
+  float qx_scale_inv_ = 1.0f;
+
+  // Casts of the weight, reused until the weight (or its scale) changes.
+  std::vector<bf16_t> w16_;
+  std::vector<uint8_t> qw_;
+  float qw_scale_inv_ = 1.0f;
+  uint64_t cast_version_ = ~uint64_t{0};
+  GemmMode cast_mode_ = GemmMode::Fp32;
+  float cast_scale_ = 0.0f;
+  bool fp8_weights_ = false;
+
+  // Backward scratch.
+  std::vector<bf16_t> dy16_;
+  std::vector<uint8_t> qdy_;
+};
+
+}  // namespace fp8lm

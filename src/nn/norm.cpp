@@ -1,0 +1,55 @@
+#include "nn/norm.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/rmsnorm.h"
+
+namespace fp8lm {
+
+Norm::Norm(std::string name, int64_t C, Normalization kind, float eps)
+    : kind_(kind),
+      C_(C),
+      eps_(eps),
+      gamma_(name + ".weight", {C}, /*decays=*/false),
+      beta_(name + ".bias", {kind == Normalization::LayerNorm ? C : 0}, /*decays=*/false) {
+  std::fill(gamma_.value.begin(), gamma_.value.end(), 1.0f);
+}
+
+ParameterList Norm::parameters() {
+  if (kind_ == Normalization::LayerNorm) return {&gamma_, &beta_};
+  return {&gamma_};
+}
+
+void Norm::forward(const float* x, float* y, int64_t rows) {
+  x_ = x;
+  mean_.resize(static_cast<size_t>(rows));
+  rstd_.resize(static_cast<size_t>(rows));
+  if (kind_ == Normalization::LayerNorm) {
+    cpu::layernorm_forward(y, mean_.data(), rstd_.data(), x, gamma_.data(), beta_.data(), rows, C_, eps_);
+  } else {
+    cpu::rmsnorm_forward(y, rstd_.data(), x, gamma_.data(), rows, C_, eps_);
+  }
+}
+
+CastStats Norm::forward_fp8(const float* x, uint8_t* y, float scale, Fp8Format f, int64_t rows) {
+  x_ = x;
+  mean_.resize(static_cast<size_t>(rows));
+  rstd_.resize(static_cast<size_t>(rows));
+  if (kind_ == Normalization::LayerNorm) {
+    return cpu::layernorm_forward_fp8(y, scale, f, mean_.data(), rstd_.data(), x, gamma_.data(),
+                                      beta_.data(), rows, C_, eps_);
+  }
+  return cpu::rmsnorm_forward_fp8(y, scale, f, rstd_.data(), x, gamma_.data(), rows, C_, eps_);
+}
+
+void Norm::backward(const float* dy, float* dx, int64_t rows) {
+  if (kind_ == Normalization::LayerNorm) {
+    cpu::layernorm_backward(dx, gamma_.grad.data(), beta_.grad.data(), dy, x_, gamma_.data(),
+                            mean_.data(), rstd_.data(), rows, C_);
+  } else {
+    cpu::rmsnorm_backward(dx, gamma_.grad.data(), dy, x_, gamma_.data(), rstd_.data(), rows, C_);
+  }
+}
+
+}  // namespace fp8lm

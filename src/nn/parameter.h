@@ -1,0 +1,35 @@
+#pragma once
+// A trainable tensor: its FP32 master value, its gradient, and what the optimizer and the
+// checkpoint need to know about it.
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace fp8lm {
+
+struct Parameter {
+  std::string name;  // checkpoint name (DESIGN.md §5), e.g. "layers.0.qkv.weight"
+  std::vector<int64_t> shape;
+  std::vector<float> value;  // FP32 master weights
+  std::vector<float> grad;   // accumulated by backward, zeroed by the trainer
+  bool decay = false;        // weight decay applies (matrices, not norms, biases or positions)
+  // Bumped whenever value changes, so modules know their cached casts of it are stale.
+  uint64_t version = 0;
+
+  Parameter(std::string n, std::vector<int64_t> s, bool decays)
+      : name(std::move(n)), shape(std::move(s)), decay(decays) {
+    value.assign(static_cast<size_t>(numel()), 0.0f);
+    grad.assign(static_cast<size_t>(numel()), 0.0f);
+  }
+  int64_t numel() const {
+    return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  }
+  float* data() { return value.data(); }
+  const float* data() const { return value.data(); }
+};
+
+using ParameterList = std::vector<Parameter*>;
+
+}  // namespace fp8lm

@@ -1,0 +1,42 @@
+#pragma once
+// AdamW on FP32 master weights with FP32 moments; weight decay only on parameters marked to
+// decay (matrices). Gradient clipping by global norm. Deterministic: fixed loop orders.
+#include <vector>
+
+#include "nn/parameter.h"
+
+namespace fp8lm {
+
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+};
+
+class AdamW {
+ public:
+  AdamW(ParameterList params, AdamWConfig cfg);
+  // One update with learning rate lr; bumps each parameter's version.
+  void step(float lr);
+  void zero_grad();
+  int64_t steps() const { return t_; }
+  const ParameterList& parameters() const { return params_; }
+  std::vector<float>& first_moment(size_t i) { return m_[i]; }
+  std::vector<float>& second_moment(size_t i) { return v_[i]; }
+  void set_steps(int64_t t) { t_ = t; }
+
+ private:
+  ParameterList params_;
+  AdamWConfig cfg_;
+  std::vector<std::vector<float>> m_, v_;
+  int64_t t_ = 0;
+};
+
+// Scales every gradient so the global L2 norm is at most max_norm; returns the norm before.
+float clip_grad_norm(const ParameterList& params, float max_norm);
+
+// Linear warmup to max_lr over `warmup` steps, then cosine decay to min_lr at `total`.
+float learning_rate(int64_t step, int64_t total, int64_t warmup, float max_lr, float min_lr);
+
+}  // namespace fp8lm

@@ -1,0 +1,102 @@
+#include "train/data.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "core/error.h"
+
+namespace fp8lm {
+
+StrideTask::StrideTask(int64_t vocab, int64_t max_stride, uint64_t seed)
+    : vocab_(vocab), max_stride_(max_stride), rng_(seed) {
+  if (max_stride < 1) throw Error(fmt::format("--max-stride {} must be at least 1", max_stride));
+  if (vocab < 2) throw Error(fmt::format("--vocab {} is too small for the stride task", vocab));
+}
+
+std::pair<int64_t, int64_t> StrideTask::draw() {
+  std::uniform_int_distribution<int64_t> start(0, vocab_ - 1), stride(1, max_stride_);
+  const int64_t a = start(rng_);
+  return {a, stride(rng_)};
+}
+
+std::vector<int32_t> StrideTask::sequence(int64_t a, int64_t k, int64_t n) const {
+  std::vector<int32_t> s(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) s[static_cast<size_t>(t)] = static_cast<int32_t>((a + k * t) % vocab_);
+  return s;
+}
+
+Batch StrideTask::next(int64_t B, int64_t T) {
+  Batch b{B, T, std::vector<int32_t>(static_cast<size_t>(B * T)), std::vector<int32_t>(static_cast<size_t>(B * T))};
+  for (int64_t i = 0; i < B; ++i) {
+    const auto [a, k] = draw();
+    const auto s = sequence(a, k, T + 1);
+    for (int64_t t = 0; t < T; ++t) {
+      b.tokens[static_cast<size_t>(i * T + t)] = s[static_cast<size_t>(t)];
+      b.targets[static_cast<size_t>(i * T + t)] = s[static_cast<size_t>(t + 1)];
+    }
+  }
+  return b;
+}
+
+std::vector<bool> StrideTask::continues_stride(const std::vector<int32_t>& prompt,
+                                               const std::vector<int32_t>& generated, int64_t vocab) {
+  std::vector<bool> ok(generated.size(), false);
+  if (prompt.size() < 2) return ok;
+  const int64_t k = ((prompt.back() - prompt[prompt.size() - 2]) % vocab + vocab) % vocab;
+  int64_t expected = prompt.back();
+  for (size_t i = 0; i < generated.size(); ++i) {
+    expected = (expected + k) % vocab;
+    ok[i] = generated[i] == expected;
+  }
+  return ok;
+}
+
+TextData::TextData(const std::string& path, int64_t seq_len, double val_fraction, uint64_t seed)
+    : rng_(seed) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open the data file", path));
+  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (bytes_.empty()) throw Error(fmt::format("{}: the data file is empty", path));
+  const auto n = static_cast<int64_t>(bytes_.size());
+  split_ = n - static_cast<int64_t>(static_cast<double>(n) * val_fraction);
+  if (split_ < seq_len + 1 || n - split_ < seq_len + 1) {
+    throw Error(fmt::format("{}: {} bytes is too short for --seq-len {} with a validation split",
+                            path, n, seq_len));
+  }
+}
+
+Batch TextData::next_train(int64_t B, int64_t T) {
+  Batch b{B, T, std::vector<int32_t>(static_cast<size_t>(B * T)), std::vector<int32_t>(static_cast<size_t>(B * T))};
+  std::uniform_int_distribution<int64_t> start(0, split_ - T - 1);
+  for (int64_t i = 0; i < B; ++i) {
+    const int64_t s = start(rng_);
+    for (int64_t t = 0; t < T; ++t) {
+      b.tokens[static_cast<size_t>(i * T + t)] = bytes_[static_cast<size_t>(s + t)];
+      b.targets[static_cast<size_t>(i * T + t)] = bytes_[static_cast<size_t>(s + t + 1)];
+    }
+  }
+  return b;
+}
+
+std::vector<Batch> TextData::validation(int64_t B, int64_t T, int64_t max_batches) const {
+  std::vector<Batch> batches;
+  const auto n = static_cast<int64_t>(bytes_.size());
+  int64_t s = split_;
+  while (static_cast<int64_t>(batches.size()) < max_batches && s + T + 1 <= n) {
+    Batch b{0, T, {}, {}};
+    while (b.B < B && s + T + 1 <= n) {
+      for (int64_t t = 0; t < T; ++t) {
+        b.tokens.push_back(bytes_[static_cast<size_t>(s + t)]);
+        b.targets.push_back(bytes_[static_cast<size_t>(s + t + 1)]);
+      }
+      ++b.B;
+      s += T;
+    }
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+}  // namespace fp8lm

@@ -1,0 +1,124 @@
+// An FP8 Linear against DESIGN.md §3: its output is the double-precision product of the
+// decoded FP8 operands times both scale_invs (to FP32-accumulation tolerance), and its
+// scaling state after scripted steps is the hand-computed one. Plus: the fused LayerNorm->FP8
+// path gives the same bits as the unfused one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "nn/layernorm_linear.h"
+
+namespace fp8lm {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, stddev);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+Fp8Recipe delayed(Format f, int len) {
+  Fp8Recipe r;
+  r.delayed.format = f;
+  r.delayed.amax_history_len = len;
+  return r;
+}
+
+TEST(Fp8Linear, OutputIsTheProductOfDecodedOperands) {
+  const int64_t rows = 9, in = 33, out = 17;
+  Linear lin("fc", in, out, true);
+  lin.weight().value = randn(static_cast<size_t>(in * out), 1, 0.3f);
+  lin.bias()->value = randn(static_cast<size_t>(out), 2);
+  const auto x = randn(static_cast<size_t>(rows * in), 3);
+  const Fp8Recipe recipe = delayed(Format::Hybrid, 4);
+  lin.fp8_meta() = Fp8Meta(recipe.delayed);  // as the first FP8 forward would build it
+  lin.fp8_meta()[Slot::Input].set_scale(64.0f);
+  lin.fp8_meta()[Slot::Weight].set_scale(256.0f);
+  std::vector<float> y(static_cast<size_t>(rows * out));
+  {
+    const Autocast fp8(true, recipe);
+    lin.forward(x.data(), y.data(), rows);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = 0, mag = 0;
+      for (int64_t k = 0; k < in; ++k) {
+        const double a = fp8_decode(fp8_encode(x[r * in + k] * 64.0f, Fp8Format::E4M3), Fp8Format::E4M3);
+        const double b = fp8_decode(fp8_encode(lin.weight().value[o * in + k] * 256.0f, Fp8Format::E4M3),
+                                    Fp8Format::E4M3);
+        acc += a * b;
+        mag += std::fabs(a * b);
+      }
+      const double want = acc / (64.0 * 256.0) + lin.bias()->value[o];
+      // FP32 accumulation over `in` exact products, the scale multiply and the bias add.
+      const double tol = (in + 3) * 0x1p-24 * (mag / (64.0 * 256.0) + std::fabs(want));
+      ASSERT_NEAR(y[r * out + o], want, tol) << r << "," << o;
+    }
+  }
+}
+
+TEST(Fp8Linear, ScalingStateAfterScriptedStepsIsHandComputed) {
+  const int64_t rows = 2, in = 4, out = 3;
+  Linear lin("fc", in, out, false);
+  // Weight amax 0.5 -> weight scale 448 / 0.5 = 896 after the first update.
+  lin.weight().value = {0.5f, -0.25f, 0.125f, 0.0f, 0.1f, 0.2f, -0.3f, 0.4f, 0.0f, 0.0f, 0.0f, -0.5f};
+  const Fp8Recipe recipe = delayed(Format::Hybrid, 4);
+  std::vector<float> y(rows * out), dx(rows * in);
+  const float input_amax[] = {1.0f, 4.0f, 2.0f};
+  const float grad_amax[] = {8.0f, 0.5f, 0.25f};
+  Fp8Meta* metas[] = {&lin.fp8_meta()};
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> x(rows * in, 0.1f);
+    x[3] = -input_amax[step];
+    std::vector<float> dy(rows * out, 0.01f);
+    dy[4] = grad_amax[step];
+    {
+      const Autocast fp8(true, recipe);
+      lin.forward(x.data(), y.data(), rows);
+    }
+    lin.backward(dy.data(), dx.data(), rows);
+    update_delayed_scaling(metas, Direction::Backward, recipe.delayed);
+  }
+  const Fp8Meta& m = lin.fp8_meta();
+  // Input: windows {1}, {1,4}, {1,4,2} -> max 4 after the third update: 448 / 4.
+  EXPECT_EQ(m[Slot::Input].amax_history, (std::vector<float>{0, 1, 4, 2}));
+  EXPECT_EQ(m[Slot::Input].scale, 112.0f);
+  EXPECT_EQ(m[Slot::Input].scale_inv, 1.0f / 112.0f);
+  // The weight did not change, but its scale did after step 1, so it was cast again at step 2
+  // (amax 0.5 recorded twice) and reused at step 3 (no amax: not rolled).
+  EXPECT_EQ(m[Slot::Weight].amax_history, (std::vector<float>{0, 0, 0.5f, 0.5f}));
+  EXPECT_EQ(m[Slot::Weight].scale, 896.0f);
+  // grad_output is E5M2 under HYBRID: 57344 / max(8, 0.5, 0.25).
+  EXPECT_EQ(m[Slot::GradOutput].format, Fp8Format::E5M2);
+  EXPECT_EQ(m[Slot::GradOutput].amax_history, (std::vector<float>{0, 8, 0.5f, 0.25f}));
+  EXPECT_EQ(m[Slot::GradOutput].scale, 7168.0f);
+  EXPECT_EQ(m[Slot::Output].amax_history, (std::vector<float>{0, 0, 0, 0}));  // unused slot
+}
+
+TEST(Fp8Linear, FusedLayerNormCastEqualsNormThenCast) {
+  const int64_t rows = 5, in = 24, out = 8;
+  LayerNormLinear fused("ln1", "qkv", in, out, Normalization::LayerNorm, true);
+  Norm norm("ln1", in, Normalization::LayerNorm);
+  Linear plain("qkv", in, out, true);
+  const auto w = randn(static_cast<size_t>(in * out), 4, 0.2f);
+  fused.linear().weight().value = w;
+  plain.weight().value = w;
+  const auto x = randn(static_cast<size_t>(rows * in), 5);
+  std::vector<float> y1(rows * out), y2(rows * out), normed(rows * in);
+  const Fp8Recipe recipe = delayed(Format::E4M3, 8);
+  for (int step = 0; step < 3; ++step) {  // later steps use scales learned from amaxes
+    const Autocast fp8(true, recipe);
+    fused.forward(x.data(), y1.data(), rows);
+    norm.forward(x.data(), normed.data(), rows);
+    plain.forward(normed.data(), y2.data(), rows);
+  }
+  EXPECT_EQ(y1, y2);
+  EXPECT_EQ(fused.fp8_meta()[Slot::Input].amax_history, plain.fp8_meta()[Slot::Input].amax_history);
+  EXPECT_NE(fused.fp8_meta()[Slot::Input].scale, 1.0f);
+}
+
+}  // namespace
+}  // namespace fp8lm

@@ -1,0 +1,373 @@
+// Bias, GELU, ReLU and SwiGLU: the fast kernels against the double-precision reference, the
+// reference backwards against finite differences, the fused producers (FP8 and FP32) against
+// the unfused sequence bit for bit, and the same bits for any thread count.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numbers>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/activations.h"
+
+namespace fp8lm {
+namespace {
+
+using Vec = std::vector<float>;
+using Codes = std::vector<uint8_t>;
+
+Vec random_normal(int64_t n, uint32_t seed, float mean = 0.0f, float stddev = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(mean, stddev);
+  Vec v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+bool same_bits(const Vec& a, const Vec& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const int64_t kColumns[] = {1, 7, 64, 1023, 4096};
+// Flat sizes, the last above the kernels' threshold for threads.
+const int64_t kLengths[] = {1, 7, 1023, 4096, 100003};
+
+constexpr double kUlp = 0x1p-24;
+const double kSqrt2OverPi = std::sqrt(2.0 / std::numbers::pi);
+
+double gelu_u(double x) {
+  return kSqrt2OverPi * (x + 0.044715 * x * x * x);
+}
+double gelu_double(double x) {
+  return 0.5 * x * (1.0 + std::tanh(gelu_u(x)));
+}
+double silu_double(double a) {
+  return a / (1.0 + std::exp(-a));
+}
+
+// Central difference of f with respect to v[i], in double.
+double central_difference(std::vector<double>& v, size_t i, const std::function<double()>& f) {
+  const double h = 1e-5, saved = v[i];
+  v[i] = saved + h;
+  const double up = f();
+  v[i] = saved - h;
+  const double down = f();
+  v[i] = saved;
+  return (up - down) / (2 * h);
+}
+
+TEST(AddBias, MatchesReferenceExactly) {
+  for (int64_t C : kColumns) {
+    const int64_t rows = 17;
+    const Vec bias = random_normal(C, 1);
+    Vec y = random_normal(rows * C, 2), y_ref = y;
+    cpu::add_bias(y.data(), bias.data(), rows, C);
+    cpu::ref::add_bias(y_ref.data(), bias.data(), rows, C);
+    // One float addition, correctly rounded either way (a double sum of two floats rounds to
+    // the same float).
+    EXPECT_TRUE(same_bits(y, y_ref)) << C;
+  }
+}
+
+TEST(BiasBackward, AccumulatesColumnSumsLikeReference) {
+  for (int64_t C : kColumns) {
+    const int64_t rows = 33;
+    const Vec dy = random_normal(rows * C, 3);
+    Vec dbias = random_normal(C, 4), dbias_ref = dbias;  // non-zero: both must add to it
+    cpu::bias_backward(dbias.data(), dy.data(), rows, C);
+    cpu::ref::bias_backward(dbias_ref.data(), dy.data(), rows, C);
+    // A float sum of rows terms (any order) plus the prior value is within (rows + 1) *
+    // 2^-24 * sum|terms| of the exact sum.
+    for (int64_t c = 0; c < C; ++c) {
+      double abs_sum = std::fabs(dbias_ref[c]);
+      for (int64_t r = 0; r < rows; ++r) abs_sum += std::fabs(dy[r * C + c]);
+      ASSERT_NEAR(dbias[c], dbias_ref[c], static_cast<double>(rows + 1) * kUlp * abs_sum)
+          << "C=" << C << " c=" << c;
+    }
+  }
+}
+
+TEST(BiasReference, BackwardMatchesFiniteDifferences) {
+  const int64_t rows = 5, C = 7;
+  const Vec w = random_normal(rows * C, 5), y0 = random_normal(rows * C, 6);
+  std::vector<double> bias(C, 0.25);
+  auto loss = [&] {  // L = sum((y0 + bias) * w)
+    double l = 0.0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < C; ++c) l += (y0[r * C + c] + bias[c]) * w[r * C + c];
+    return l;
+  };
+  Vec dbias(C, 0.0f);
+  cpu::ref::bias_backward(dbias.data(), w.data(), rows, C);
+  for (size_t c = 0; c < bias.size(); ++c)
+    EXPECT_NEAR(dbias[c], central_difference(bias, c, loss), 1e-6 * (1 + std::fabs(dbias[c])));
+}
+
+// GELU: the fast kernel evaluates 0.5 (1 + tanh u) as 1 / (1 + exp(-2u)); a rounding error of
+// u (a few units of 2^-24 relative) moves that by about |u| times as much, so the tolerance
+// is 8 (1 + |u|) units relative. The reference (tanh form in double) itself cancels in
+// 1 + tanh u for x < -6, an absolute error below 1e-15 that the floor covers.
+TEST(GeluForward, MatchesReference) {
+  for (int64_t n : kLengths) {
+    const Vec x = random_normal(n, static_cast<uint32_t>(n), 0.0f, 3.0f);
+    Vec y(n), y_ref(n);
+    cpu::gelu_forward(y.data(), x.data(), n);
+    cpu::ref::gelu_forward(y_ref.data(), x.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double tol = 8 * (1 + std::fabs(gelu_u(x[i]))) * kUlp * std::fabs(y_ref[i]) + 1e-15;
+      ASSERT_NEAR(y[i], y_ref[i], tol) << "n=" << n << " x=" << x[i];
+    }
+  }
+}
+
+TEST(GeluBackward, MatchesReferenceAndOverwritesDx) {
+  for (int64_t n : kLengths) {
+    const Vec x = random_normal(n, static_cast<uint32_t>(n), 0.0f, 3.0f);
+    const Vec dy = random_normal(n, static_cast<uint32_t>(n) + 1);
+    Vec dx(n, NAN), dx_ref(n);  // NaN: a kernel that added to dx would keep it
+    cpu::gelu_backward(dx.data(), dy.data(), x.data(), n);
+    cpu::ref::gelu_backward(dx_ref.data(), dy.data(), x.data(), n);
+    // gelu' is at most about 1.13 in size and its terms no larger, so errors are absolute
+    // relative to |dy|, with the same (1 + |u|) growth as forward.
+    for (int64_t i = 0; i < n; ++i) {
+      const double tol = 8 * (1 + std::fabs(gelu_u(x[i]))) * kUlp * std::fabs(dy[i]);
+      ASSERT_NEAR(dx[i], dx_ref[i], tol) << "n=" << n << " x=" << x[i];
+    }
+  }
+}
+
+TEST(GeluReference, BackwardMatchesFiniteDifferences) {
+  const int64_t n = 64;
+  const Vec w = random_normal(n, 7), xf = random_normal(n, 8, 0.0f, 3.0f);
+  std::vector<double> x(xf.begin(), xf.end());
+  auto loss = [&] {
+    double l = 0.0;
+    for (int64_t i = 0; i < n; ++i) l += gelu_double(x[i]) * w[i];
+    return l;
+  };
+  Vec dx(n);
+  cpu::ref::gelu_backward(dx.data(), w.data(), xf.data(), n);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_NEAR(dx[i], central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i]))) << x[i];
+}
+
+TEST(Relu, MatchesReferenceExactly) {
+  for (int64_t n : kLengths) {
+    Vec x = random_normal(n, static_cast<uint32_t>(n));
+    x[0] = NAN;  // passes through forward, zero gradient
+    const Vec dy = random_normal(n, static_cast<uint32_t>(n) + 1);
+    Vec y(n), y_ref(n), dx(n, NAN), dx_ref(n);
+    cpu::relu_forward(y.data(), x.data(), n);
+    cpu::ref::relu_forward(y_ref.data(), x.data(), n);
+    cpu::relu_backward(dx.data(), dy.data(), x.data(), n);
+    cpu::ref::relu_backward(dx_ref.data(), dy.data(), x.data(), n);
+    EXPECT_TRUE(std::isnan(y[0]));
+    EXPECT_EQ(dx[0], 0.0f);
+    // No arithmetic at all: selections only.
+    EXPECT_TRUE(same_bits(y, y_ref)) << n;
+    EXPECT_TRUE(same_bits(dx, dx_ref)) << n;
+  }
+}
+
+TEST(ReluReference, BackwardMatchesFiniteDifferences) {
+  const int64_t n = 64;
+  const Vec w = random_normal(n, 9);
+  Vec xf = random_normal(n, 10);
+  for (auto& v : xf) v = v < 0 ? v - 0.01f : v + 0.01f;  // keep the kink out of reach of h
+  std::vector<double> x(xf.begin(), xf.end());
+  auto loss = [&] {
+    double l = 0.0;
+    for (int64_t i = 0; i < n; ++i) l += std::max(x[i], 0.0) * w[i];
+    return l;
+  };
+  Vec dx(n);
+  cpu::ref::relu_backward(dx.data(), w.data(), xf.data(), n);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_NEAR(dx[i], central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i])));
+}
+
+// SwiGLU: sigmoid's exp carries the relative error of a into s by up to |a| times, hence the
+// (1 + |a|) factors; da is a difference of terms of size |g b s| (1 + |a|), so it is held to
+// an absolute bound against that size. Measured: under 4 units of each bound.
+TEST(SwiGlu, MatchesReference) {
+  for (int64_t F : kColumns) {
+    const int64_t rows = 5;
+    const Vec x = random_normal(rows * 2 * F, static_cast<uint32_t>(F), 0.0f, 3.0f);
+    const Vec dy = random_normal(rows * F, static_cast<uint32_t>(F) + 1);
+    Vec y(rows * F), y_ref(rows * F), dx(rows * 2 * F, NAN), dx_ref(rows * 2 * F);
+    cpu::swiglu_forward(y.data(), x.data(), rows, F);
+    cpu::ref::swiglu_forward(y_ref.data(), x.data(), rows, F);
+    cpu::swiglu_backward(dx.data(), dy.data(), x.data(), rows, F);
+    cpu::ref::swiglu_backward(dx_ref.data(), dy.data(), x.data(), rows, F);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < F; ++j) {
+        const double a = x[r * 2 * F + j], b = x[r * 2 * F + F + j], g = dy[r * F + j];
+        const double grow = 8 * (1 + std::fabs(a)) * kUlp, s = 1 / (1 + std::exp(-a));
+        const int64_t ia = r * 2 * F + j, ib = ia + F;
+        ASSERT_NEAR(y[r * F + j], y_ref[r * F + j], grow * std::fabs(y_ref[r * F + j]) + 1e-30)
+            << "F=" << F << " a=" << a;
+        ASSERT_NEAR(dx[ia], dx_ref[ia], grow * (1 + std::fabs(a)) * std::fabs(g * b * s) + 1e-30)
+            << "F=" << F << " a=" << a;
+        ASSERT_NEAR(dx[ib], dx_ref[ib], grow * std::fabs(dx_ref[ib]) + 1e-30)
+            << "F=" << F << " a=" << a;
+      }
+    }
+  }
+}
+
+TEST(SwiGluReference, BackwardMatchesFiniteDifferences) {
+  const int64_t rows = 3, F = 9;
+  const Vec w = random_normal(rows * F, 11), xf = random_normal(rows * 2 * F, 12, 0.0f, 3.0f);
+  std::vector<double> x(xf.begin(), xf.end());
+  auto loss = [&] {
+    double l = 0.0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < F; ++j)
+        l += silu_double(x[r * 2 * F + j]) * x[r * 2 * F + F + j] * w[r * F + j];
+    return l;
+  };
+  Vec dx(rows * 2 * F);
+  cpu::ref::swiglu_backward(dx.data(), w.data(), xf.data(), rows, F);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_NEAR(dx[i], central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i]))) << i;
+}
+
+TEST(PointwiseKernels, WorkInPlace) {
+  const int64_t n = 1031;
+  const Vec x = random_normal(n, 13, 0.0f, 3.0f), dy = random_normal(n, 14);
+  Vec y(n), inplace = x;
+  cpu::gelu_forward(y.data(), x.data(), n);
+  cpu::gelu_forward(inplace.data(), inplace.data(), n);
+  EXPECT_TRUE(same_bits(y, inplace));
+  Vec dx(n), dinplace = dy;
+  cpu::gelu_backward(dx.data(), dy.data(), x.data(), n);
+  cpu::gelu_backward(dinplace.data(), dinplace.data(), x.data(), n);
+  EXPECT_TRUE(same_bits(dx, dinplace));
+  inplace = x;
+  cpu::relu_forward(y.data(), x.data(), n);
+  cpu::relu_forward(inplace.data(), inplace.data(), n);
+  EXPECT_TRUE(same_bits(y, inplace));
+}
+
+enum class Act { Gelu, Relu, SwiGlu };
+
+// The unfused sequence the fused kernels must reproduce: add_bias on h, then the activation
+// into y. h has in_cols = 2 out_cols for SwiGLU.
+void unfused(Act act, Vec& y, Vec& h, const Vec& bias, int64_t rows, int64_t out_cols) {
+  const int64_t in_cols = act == Act::SwiGlu ? 2 * out_cols : out_cols;
+  cpu::add_bias(h.data(), bias.data(), rows, in_cols);
+  if (act == Act::Gelu) cpu::gelu_forward(y.data(), h.data(), rows * out_cols);
+  if (act == Act::Relu) cpu::relu_forward(y.data(), h.data(), rows * out_cols);
+  if (act == Act::SwiGlu) cpu::swiglu_forward(y.data(), h.data(), rows, out_cols);
+}
+
+CastStats fused_fp8(Act act, Codes& y, float scale, Fp8Format f, Vec& h, const Vec& bias,
+                    int64_t rows, int64_t out_cols) {
+  if (act == Act::Gelu)
+    return cpu::bias_gelu_forward_fp8(y.data(), scale, f, h.data(), bias.data(), rows, out_cols);
+  if (act == Act::Relu)
+    return cpu::bias_relu_forward_fp8(y.data(), scale, f, h.data(), bias.data(), rows, out_cols);
+  return cpu::bias_swiglu_forward_fp8(y.data(), scale, f, h.data(), bias.data(), rows, out_cols);
+}
+
+void fused_fp32(Act act, Vec& y, Vec& h, const Vec& bias, int64_t rows, int64_t out_cols) {
+  if (act == Act::Gelu) cpu::bias_gelu_forward(y.data(), h.data(), bias.data(), rows, out_cols);
+  if (act == Act::Relu) cpu::bias_relu_forward(y.data(), h.data(), bias.data(), rows, out_cols);
+  if (act == Act::SwiGlu) cpu::bias_swiglu_forward(y.data(), h.data(), bias.data(), rows, out_cols);
+}
+
+const char* name(Act act) {
+  return act == Act::Gelu ? "gelu" : act == Act::Relu ? "relu" : "swiglu";
+}
+
+TEST(BiasActivationFused, Fp8IsBitIdenticalToUnfusedThenQuantize) {
+  for (Act act : {Act::Gelu, Act::Relu, Act::SwiGlu}) {
+    for (int64_t C : kColumns) {
+      const int64_t rows = 9, in_cols = act == Act::SwiGlu ? 2 * C : C;
+      const Vec h0 = random_normal(rows * in_cols, static_cast<uint32_t>(C), 0.0f, 2.0f);
+      const Vec bias = random_normal(in_cols, static_cast<uint32_t>(C) + 1);
+      Vec y(rows * C), h = h0;
+      unfused(act, y, h, bias, rows, C);
+      for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+        // 1: in range. fp8_max / 2: outputs above 2 saturate (they reach about 8 here).
+        // 1e-3: small outputs flush.
+        for (float scale : {1.0f, fp8_max(f) / 2.0f, 1e-3f}) {
+          SCOPED_TRACE(testing::Message() << name(act) << " C=" << C << " " << fp8_format_name(f)
+                                          << " scale=" << scale);
+          Codes want(rows * C), got(rows * C, 0xaa);
+          const CastStats w = quantize(want.data(), y.data(), rows * C, scale, f);
+          Vec hf = h0;
+          const CastStats g = fused_fp8(act, got, scale, f, hf, bias, rows, C);
+          EXPECT_EQ(got, want);
+          EXPECT_TRUE(same_bits(hf, h));  // h + bias kept for backward
+          EXPECT_EQ(g.amax, w.amax);
+          EXPECT_EQ(g.saturated, w.saturated);
+          EXPECT_EQ(g.flushed, w.flushed);
+          if (scale == fp8_max(f) / 2.0f && C >= 64) {
+            EXPECT_GT(g.saturated, 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(BiasActivationFused, Fp32IsBitIdenticalToUnfused) {
+  for (Act act : {Act::Gelu, Act::Relu, Act::SwiGlu}) {
+    for (int64_t C : kColumns) {
+      const int64_t rows = 9, in_cols = act == Act::SwiGlu ? 2 * C : C;
+      const Vec h0 = random_normal(rows * in_cols, static_cast<uint32_t>(C) + 2, 0.0f, 2.0f);
+      const Vec bias = random_normal(in_cols, static_cast<uint32_t>(C) + 3);
+      Vec y(rows * C), h = h0, yf(rows * C), hf = h0;
+      unfused(act, y, h, bias, rows, C);
+      fused_fp32(act, yf, hf, bias, rows, C);
+      EXPECT_TRUE(same_bits(yf, y)) << name(act) << " C=" << C;
+      EXPECT_TRUE(same_bits(hf, h)) << name(act) << " C=" << C;
+    }
+  }
+}
+
+TEST(ActivationDeterminism, SameBitsForAnyThreadCount) {
+  const int64_t rows = 67, C = 1023;  // big enough to run in parallel
+  const Vec h0 = random_normal(rows * 2 * C, 15, 0.0f, 2.0f), bias = random_normal(2 * C, 16);
+  const Vec dy = random_normal(rows * 2 * C, 17);
+  struct Result {
+    Vec dbias, gelu_dx, swiglu_dx;
+    Codes codes[3];
+    CastStats stats[3];
+  };
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    Result r{Vec(2 * C, 0.5f), Vec(rows * C), Vec(rows * 2 * C), {}, {}};
+    cpu::bias_backward(r.dbias.data(), dy.data(), rows, 2 * C);
+    cpu::gelu_backward(r.gelu_dx.data(), dy.data(), h0.data(), rows * C);
+    cpu::swiglu_backward(r.swiglu_dx.data(), dy.data(), h0.data(), rows, C);
+    for (Act act : {Act::Gelu, Act::Relu, Act::SwiGlu}) {
+      const int k = static_cast<int>(act);
+      Vec h = h0;
+      r.codes[k].resize(rows * C);
+      r.stats[k] = fused_fp8(act, r.codes[k], 300.0f, Fp8Format::E4M3, h, bias, rows, C);
+    }
+    return r;
+  };
+  const int saved = omp_get_max_threads();
+  const Result a = run(2), b = run(2), c = run(1), d = run(3);
+  omp_set_num_threads(saved);
+  for (const Result* o : {&b, &c, &d}) {
+    EXPECT_TRUE(same_bits(o->dbias, a.dbias));
+    EXPECT_TRUE(same_bits(o->gelu_dx, a.gelu_dx));
+    EXPECT_TRUE(same_bits(o->swiglu_dx, a.swiglu_dx));
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(o->codes[k], a.codes[k]);
+      EXPECT_EQ(o->stats[k].amax, a.stats[k].amax);
+      EXPECT_EQ(o->stats[k].saturated, a.stats[k].saturated);
+      EXPECT_EQ(o->stats[k].flushed, a.stats[k].flushed);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fp8lm
