@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -118,6 +119,65 @@ TEST(Cli, BadInputIsOneLineErrorAndNonZeroExit) {
     EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": " << r.err;
     EXPECT_EQ(lines(r.err).size(), 1u) << args << ": " << r.err;
     EXPECT_TRUE(r.out.empty()) << args << " printed: " << r.out;
+  }
+}
+
+TEST(Cli, TrainWritesSummaryJson) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_run";
+  const CliResult r = fp8lm("train --precision fp8 --fp8-format e4m3 --amax-history-len 4 --steps 3 --vocab 16 "
+                            "--seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
+                            "--threads 2 --out " + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("stride accuracy"), std::string::npos) << r.out;
+  std::ifstream in(dir + "/summary.json");
+  ASSERT_TRUE(in.good());
+  const auto j = nlohmann::json::parse(in);
+  for (const char* key : {"precision", "precision_reason", "recipe", "steps", "seconds", "tokens_per_s",
+                          "final_loss", "stride_accuracy"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["precision"], "fp8 (emulated)");
+  EXPECT_EQ(j["steps"], 3);
+}
+
+TEST(Cli, TrainConfigFileAndFlagOverride) {
+  const std::string cfg = testing::TempDir() + "fp8lm_cfg.json";
+  std::ofstream(cfg) << R"({"vocab": 16, "seq_len": 12, "d_model": 32, "n_layers": 1, "n_heads": 2,
+                            "ffn": 64, "batch_size": 4, "steps": 50, "precision": "bf16"})";
+  const CliResult r = fp8lm("train --config " + cfg + " --steps 2 --threads 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("precision bf16 -> bf16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("trained 2 steps"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TrainBadConfigIsOneLineError) {
+  const std::string empty = testing::TempDir() + "fp8lm_cli_empty.txt";
+  std::ofstream(empty).close();
+  const std::string bad_json = testing::TempDir() + "fp8lm_bad.json";
+  std::ofstream(bad_json) << "{\"d_model\": ";
+  const std::string bad[] = {
+      "train --n-heads 7",
+      "train --d-model 0",
+      "train --seq-len -4",
+      "train --precision fp16",
+      "train --recipe sometimes",
+      "train --fp8-format e5m2",
+      "train --amax-history-len 0",
+      "train --amax-compute-algo mean",
+      "train --steps ten",
+      "train --lr nan",
+      "train --data /nonexistent/corpus.txt",
+      "train --data " + empty,
+      "train --fp8-weights --precision fp32",
+      "train --config /nonexistent/cfg.json",
+      "train --config " + bad_json,
+      "train --bogus-flag 3",
+  };
+  for (const std::string& args : bad) {
+    const CliResult r = fp8lm(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_EQ(lines(r.err).size(), 1u) << args << ": " << r.err;
   }
 }
 

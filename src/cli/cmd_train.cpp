@@ -205,6 +205,7 @@ void run_train(const TrainFlags& f, CLI::App* app) {
   fmt::print("model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
              c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model,
              c.model.n_layers, c.model.n_heads, c.model.ffn);
+  std::fflush(stdout);  // the header before the progress bar (stderr)
   const TrainResult r = train(c, print_progress);
   fmt::print("trained {} steps in {:.1f}s · {:.0f} tokens/s · final loss {:.4f}\n", r.steps, r.seconds,
              r.tokens_per_s, r.final_loss);

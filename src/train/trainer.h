@@ -14,7 +14,7 @@ struct TrainConfig {
   Precision precision = Precision::Auto;
   Fp8Recipe recipe;
   bool fp8_weights = false;
-  int64_t steps = 300;
+  int64_t steps = 120;
   int64_t batch_size = 32;
   float lr = 2e-3f;
   float min_lr_ratio = 0.1f;
