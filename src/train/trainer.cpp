@@ -113,7 +113,7 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress, std::uniqu
   result.final_loss = std::accumulate(result.losses.end() - static_cast<long>(tail), result.losses.end(), 0.0f) /
                       static_cast<float>(tail);
 
-  {
+  if (cfg.evaluate) {
     const Autocast autocast(fp8, cfg.recipe);
     if (stride) {
       result.stride_accuracy = stride_accuracy(*model, cfg);

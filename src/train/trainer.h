@@ -27,6 +27,7 @@ struct TrainConfig {
   int64_t max_stride = 8;      // stride task: k in [1, max_stride]
   int64_t eval_prompts = 64;   // stride task: held-out prompts for generation
   int64_t prompt_len = 8;
+  bool evaluate = true;        // generation / validation after training (benchmarks skip it)
 
   void validate() const;  // throws Error naming the flag
 };

@@ -1,0 +1,50 @@
+// Times training steps of one model configuration in one precision and prints one JSON line:
+// tokens/s over the steps after the warmup ones (which build GEMM primitives), seconds per
+// step, and the process's peak RSS. bench/train_vs_pytorch.py runs it beside the PyTorch peer.
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+
+#include "train/trainer.h"
+
+int main(int argc, char** argv) {
+  fp8lm::TrainConfig c;
+  std::string precision = "fp32";
+  int64_t warmup_steps = 2;
+  CLI::App app{"bench_train: tokens/s of fp8lm training steps"};
+  app.add_option("--vocab", c.model.vocab);
+  app.add_option("--seq-len", c.model.seq_len);
+  app.add_option("--d-model", c.model.d_model);
+  app.add_option("--n-layers", c.model.n_layers);
+  app.add_option("--n-heads", c.model.n_heads);
+  app.add_option("--ffn", c.model.ffn);
+  app.add_option("--batch-size", c.batch_size);
+  app.add_option("--steps", c.steps, "timed steps");
+  app.add_option("--warmup-steps", warmup_steps, "untimed steps first");
+  app.add_option("--precision", precision, "fp32|bf16|fp8");
+  app.add_option("--threads", c.threads);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    c.precision = fp8lm::parse_precision(precision);
+    c.steps += warmup_steps;
+    c.evaluate = false;
+    double warm_seconds = 0;
+    const auto r = fp8lm::train(c, [&](const fp8lm::StepStats& s) {
+      if (s.step == warmup_steps) warm_seconds = s.seconds;
+    });
+    const double timed = r.seconds - warm_seconds;
+    const int64_t timed_steps = c.steps - warmup_steps;
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    fmt::print(R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}}})"
+               "\n",
+               r.precision.label(), static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
+               timed / static_cast<double>(timed_steps), static_cast<double>(usage.ru_maxrss) / 1024.0,
+               c.model.parameter_count());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

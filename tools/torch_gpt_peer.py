@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""The PyTorch peer for fp8lm's training benchmark: the same GPT (token + learned position
+embeddings, pre-LN blocks with a fused QKV projection, causal attention, tanh-GELU MLP, final
+LayerNorm, LM head tied to the token embedding), the same AdamW and batch, on the stride task.
+Prints one JSON line: tokens/s over the timed steps, seconds per step, peak RSS.
+
+Runs with Debian's python3-torch (/usr/bin/python3): FP32, or BF16 under torch.autocast.
+"""
+import argparse
+import json
+import math
+import resource
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, ffn)
+        self.fc2 = nn.Linear(ffn, d)
+
+    def forward(self, x, mask):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        shape = (B, T, self.heads, C // self.heads)
+        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.heads)
+        att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, seq, d, layers, heads, ffn):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(seq, d)
+        self.blocks = nn.ModuleList(Block(d, heads, ffn) for _ in range(layers))
+        self.lnf = nn.LayerNorm(d)
+        self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
+
+    def forward(self, tokens, targets):
+        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x, self.mask)
+        logits = self.lnf(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def stride_batch(gen, B, T, vocab, max_stride=8):
+    a = torch.randint(0, vocab, (B, 1), generator=gen)
+    k = torch.randint(1, max_stride + 1, (B, 1), generator=gen)
+    seq = (a + k * torch.arange(T + 1)) % vocab
+    return seq[:, :-1], seq[:, 1:]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for flag, default in [("vocab", 128), ("seq-len", 64), ("d-model", 256), ("n-layers", 4),
+                          ("n-heads", 8), ("ffn", 1024), ("batch-size", 32), ("steps", 10),
+                          ("warmup-steps", 2), ("threads", 2)]:
+        p.add_argument("--" + flag, type=int, default=default)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    a = p.parse_args()
+    torch.manual_seed(1)
+    torch.set_num_threads(a.threads)
+    model = GPT(a.vocab, a.seq_len, a.d_model, a.n_layers, a.n_heads, a.ffn)
+    decay = [q for n, q in model.named_parameters() if q.dim() == 2 and n != "wpe.weight"]
+    rest = [q for n, q in model.named_parameters() if not (q.dim() == 2 and n != "wpe.weight")]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                            lr=2e-3, betas=(0.9, 0.95))
+    gen = torch.Generator().manual_seed(1)
+    start = None
+    for step in range(a.warmup_steps + a.steps):
+        if step == a.warmup_steps:
+            start = time.perf_counter()
+        tokens, targets = stride_batch(gen, a.batch_size, a.seq_len, a.vocab)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = model(tokens, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    seconds = time.perf_counter() - start
+    print(json.dumps({
+        "precision": a.precision,
+        "tokens_per_s": round(a.steps * a.batch_size * a.seq_len / seconds, 1),
+        "seconds_per_step": round(seconds / a.steps, 4),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "torch": torch.__version__,
+    }))
+
+
+if __name__ == "__main__":
+    main()
