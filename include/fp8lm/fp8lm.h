@@ -9,3 +9,8 @@
 #include "fp8/quantize.h"        // quantize / dequantize (+ amax, saturation and flush counts)
 #include "fp8/recipe.h"          // DelayedScaling, CurrentScaling, Format (E4M3 | HYBRID)
 #include "fp8/scaling.h"         // ScalingState, Fp8Meta, update_delayed_scaling
+#include "nn/autocast.h"          // Autocast (FP8), GemmPrecision (bf16 | fp32)
+#include "nn/gpt.h"               // GPT, TransformerLayer, and the modules under them
+#include "train/adamw.h"          // AdamW, clip_grad_norm, learning_rate
+#include "train/data.h"           // StrideTask, TextData
+#include "train/trainer.h"        // train()
