@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,8 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/checkpoint.h"
+#include "io/run_dir.h"
 #include "train/trainer.h"
 
 namespace fp8lm::cli {
@@ -19,7 +23,9 @@ namespace {
 
 // Every flag as text, so that --config values apply first and explicit flags override them.
 struct TrainFlags {
-  std::string config, out;
+  std::string config, out, resume;
+  int64_t checkpoint_every = 0, stop_after = 0;
+  int keep_checkpoints = 3;
   std::map<std::string, std::string> values;  // flag name (without --) -> value
   bool fp8_weights = false;
 };
@@ -138,42 +144,6 @@ void apply_config_file(TrainConfig& c, const std::string& path, bool& fp8_weight
   }
 }
 
-void write_summary(const std::string& dir, const TrainConfig& c, const TrainResult& r) {
-  std::filesystem::create_directories(dir);
-  nlohmann::json j = {
-      {"precision", r.precision.label()},
-      {"precision_reason", r.precision.reason},
-      {"recipe", r.precision.precision == Precision::Fp8
-                     ? fmt::format("{} {} margin={} amax_history_len={} amax_compute_algo={}{}",
-                                   c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current",
-                                   format_name(c.recipe.format()), c.recipe.delayed.margin,
-                                   c.recipe.delayed.amax_history_len,
-                                   amax_compute_algo_name(c.recipe.delayed.amax_compute_algo),
-                                   c.fp8_weights ? " fp8_weights" : "")
-                     : "none"},
-      {"steps", r.steps},
-      {"seconds", r.seconds},
-      {"tokens_per_s", r.tokens_per_s},
-      {"final_loss", r.final_loss},
-      {"model", {{"vocab", c.model.vocab}, {"seq_len", c.model.seq_len}, {"d_model", c.model.d_model},
-                 {"n_layers", c.model.n_layers}, {"n_heads", c.model.n_heads}, {"ffn", c.model.ffn},
-                 {"parameters", c.model.parameter_count()}}},
-  };
-  if (r.stride_task) {
-    j["stride_accuracy"] = r.stride_accuracy;
-  } else {
-    j["val_loss"] = r.val_loss;
-  }
-  const std::string path = dir + "/summary.json";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-    if (!out) throw Error(fmt::format("{}: cannot write", tmp));
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 // One line redrawn in place on a terminal; a line every 10% otherwise (logs, CI).
 void print_progress(const StepStats& s) {
   static const bool tty = isatty(fileno(stderr));
@@ -190,23 +160,15 @@ void print_progress(const StepStats& s) {
   }
 }
 
-void run_train(const TrainFlags& f, CLI::App* app) {
-  TrainConfig c;
-  bool fp8_weights = false;
-  if (!f.config.empty()) apply_config_file(c, f.config, fp8_weights);
-  for (const auto& [flag, value] : f.values) {
-    if (app->get_option("--" + flag)->count() > 0) apply(c, flag, value);
-  }
-  if (f.fp8_weights) fp8_weights = true;
-  c.fp8_weights = fp8_weights;
-  c.validate();
-  const PrecisionChoice choice = resolve_cpu_precision(c.precision, cpu_features());
-  fmt::print("precision {} -> {} on cpu ({})\n", precision_name(c.precision), choice.label(), choice.reason);
-  fmt::print("model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
-             c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model,
-             c.model.n_layers, c.model.n_heads, c.model.ffn);
-  std::fflush(stdout);  // the header before the progress bar (stderr)
-  const TrainResult r = train(c, print_progress);
+std::atomic<bool> g_stop{false};
+std::atomic<int> g_signal{0};
+
+extern "C" void request_stop(int sig) {
+  g_signal = sig;
+  g_stop = true;
+}
+
+void print_result(const TrainConfig& c, const TrainResult& r) {
   fmt::print("trained {} steps in {:.1f}s · {:.0f} tokens/s · final loss {:.4f}\n", r.steps, r.seconds,
              r.tokens_per_s, r.final_loss);
   if (r.stride_task) {
@@ -215,10 +177,62 @@ void run_train(const TrainFlags& f, CLI::App* app) {
   } else {
     fmt::print("validation loss {:.4f}\nsample: {}\n", r.val_loss, r.sample);
   }
-  if (!f.out.empty()) {
-    write_summary(f.out, c, r);
-    fmt::print("wrote {}/summary.json\n", f.out);
+}
+
+int run_train(const TrainFlags& f, CLI::App* app) {
+  std::unique_ptr<Trainer> trainer;
+  if (!f.resume.empty()) {
+    for (const auto& [flag, value] : f.values) {
+      if (app->get_option("--" + flag)->count() > 0) {
+        throw Error(fmt::format("--resume continues the run's own config; drop --{}", flag));
+      }
+    }
+    if (!f.config.empty() || f.fp8_weights) throw Error("--resume continues the run's own config; drop --config and --fp8-weights");
+    const std::string ckpt = latest_checkpoint(f.resume);
+    trainer = load_checkpoint(ckpt);
+    fmt::print("resuming {} at step {} of {}\n", ckpt, trainer->steps_done(), trainer->config().steps);
+  } else {
+    TrainConfig c;
+    bool fp8_weights = false;
+    if (!f.config.empty()) apply_config_file(c, f.config, fp8_weights);
+    for (const auto& [flag, value] : f.values) {
+      if (app->get_option("--" + flag)->count() > 0) apply(c, flag, value);
+    }
+    if (f.fp8_weights) fp8_weights = true;
+    c.fp8_weights = fp8_weights;
+    c.validate();
+    if (!f.out.empty() && std::filesystem::exists(f.out + "/config.json")) {
+      throw Error(fmt::format("{} already holds a run; resume it with --resume {} or choose another --out", f.out, f.out));
+    }
+    trainer = std::make_unique<Trainer>(c);
   }
+  const TrainConfig& c = trainer->config();
+  const PrecisionChoice& choice = trainer->precision();
+  fmt::print("precision {} -> {} on cpu ({})\n", precision_name(c.precision), choice.label(), choice.reason);
+  fmt::print("model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
+             c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model, c.model.n_layers,
+             c.model.n_heads, c.model.ffn);
+  std::fflush(stdout);  // the header before the progress bar (stderr)
+
+  const std::string dir = f.resume.empty() ? f.out : f.resume;
+  if (dir.empty()) {
+    if (f.checkpoint_every > 0 || f.stop_after > 0) throw Error("--checkpoint-every and --stop-after need --out DIR");
+    while (!trainer->done()) print_progress(trainer->train_step());
+    print_result(c, trainer->finish());
+    return 0;
+  }
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+  const RunOptions opts{dir, f.checkpoint_every, f.keep_checkpoints, f.stop_after};
+  TrainResult r;
+  if (run_training(*trainer, opts, print_progress, &g_stop, &r) == RunEnd::Stopped) {
+    fmt::print(stderr, "\nstopped at step {}; checkpoint written; continue with: fp8lm train --resume {}\n",
+               trainer->steps_done(), dir);
+    return g_signal ? 128 + g_signal.load() : 0;
+  }
+  print_result(c, r);
+  fmt::print("wrote {}/summary.json, {}/model.safetensors\n", dir, dir);
+  return 0;
 }
 
 }  // namespace
@@ -227,12 +241,19 @@ void add_train_command(CLI::App& app) {
   auto* train = app.add_subcommand("train", "Train a GPT (default: the stride demo) and evaluate it");
   auto flags = std::make_shared<TrainFlags>();
   train->add_option("--config", flags->config, "JSON file of settings (flags override it)");
-  train->add_option("--out", flags->out, "run directory (summary.json goes here)");
+  train->add_option("--out", flags->out, "run directory: config, metrics, checkpoints, model, summary");
+  train->add_option("--resume", flags->resume, "continue the run in this directory from its latest checkpoint");
+  train->add_option("--checkpoint-every", flags->checkpoint_every, "write a checkpoint every N steps");
+  train->add_option("--keep-checkpoints", flags->keep_checkpoints, "checkpoints kept (default 3)");
+  train->add_option("--stop-after", flags->stop_after, "stop with a checkpoint after step N (resume later)");
   train->add_flag("--fp8-weights", flags->fp8_weights, "keep module weights only as FP8 (TE's fp8_model_init)");
   for (const auto& [name, help] : kValueFlags) {
     train->add_option(std::string("--") + name, flags->values[name], help);
   }
-  train->callback([flags, train] { run_train(*flags, train); });
+  train->callback([flags, train] {
+    const int code = run_train(*flags, train);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
 }
 
 }  // namespace fp8lm::cli

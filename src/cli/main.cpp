@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   fp8lm::cli::add_fp8_command(app);
   fp8lm::cli::add_doctor_command(app);
   fp8lm::cli::add_train_command(app);
+  fp8lm::cli::add_generate_command(app);
+  fp8lm::cli::add_eval_command(app);
+  fp8lm::cli::add_inspect_command(app);
   try {
     // CLI11 reports a mistyped command as "a subcommand is required"; name it instead.
     const auto known = [&](const char* name) {
@@ -34,6 +37,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a subcommand's own exit status (it has printed its message)
   } catch (const CLI::ParseError& e) {
     fmt::print(stderr, "error: {} (see fp8lm --help)\n", e.what());
     return 2;

@@ -160,6 +160,10 @@ std::vector<Fp8Meta*> GPT::fp8_metas() {
   return v;
 }
 
+void GPT::init_fp8(const DelayedScaling& recipe) {
+  for (Fp8Meta* m : fp8_metas()) *m = Fp8Meta(recipe);
+}
+
 void GPT::head_forward(int64_t rows) {
   const int64_t d = cfg_.d_model, V = cfg_.vocab;
   logits_.resize(static_cast<size_t>(rows * V));

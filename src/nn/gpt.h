@@ -70,6 +70,9 @@ class GPT {
   TransformerLayer& layer(int64_t i) { return *layers_[static_cast<size_t>(i)]; }
   ParameterList parameters();
   std::vector<Fp8Meta*> fp8_metas();
+  // Builds every GEMM's FP8 state for a recipe (history length, formats), as the first FP8
+  // forward would; done up front so that restored state is not rebuilt away.
+  void init_fp8(const DelayedScaling& recipe);
   std::vector<Linear*> linears();
 
  private:

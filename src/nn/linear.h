@@ -55,6 +55,8 @@ class Linear {
   void set_fp8_weights(bool on) { fp8_weights_ = on; }
   bool fp8_weights() const { return fp8_weights_; }
   void requantize_weight(const Fp8Recipe& recipe);
+  const std::vector<uint8_t>& fp8_weight_codes() const { return qw_; }
+  float fp8_weight_scale_inv() const { return qw_scale_inv_; }
 
  private:
   void prepare_weight(GemmMode mode);

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -20,6 +21,26 @@ std::pair<int64_t, int64_t> StrideTask::draw() {
   const int64_t a = start(rng_);
   return {a, stride(rng_)};
 }
+
+namespace {
+std::string rng_state(const std::mt19937_64& rng) {
+  std::ostringstream out;
+  out << rng;
+  return out.str();
+}
+void restore_rng(std::mt19937_64& rng, const std::string& state) {
+  std::istringstream in(state);
+  std::mt19937_64 restored;
+  in >> restored;
+  if (in.fail()) throw Error("checkpoint: the data stream's state is unreadable");
+  rng = restored;
+}
+}  // namespace
+
+std::string StrideTask::state() const { return rng_state(rng_); }
+void StrideTask::restore(const std::string& state) { restore_rng(rng_, state); }
+std::string TextData::state() const { return rng_state(rng_); }
+void TextData::restore(const std::string& state) { restore_rng(rng_, state); }
 
 std::vector<int32_t> StrideTask::sequence(int64_t a, int64_t k, int64_t n) const {
   std::vector<int32_t> s(static_cast<size_t>(n));

@@ -28,6 +28,9 @@ class StrideTask {
   int64_t max_stride() const { return max_stride_; }
   // Draws a start and stride.
   std::pair<int64_t, int64_t> draw();
+  // The stream's position (RNG state) as text, and back; restore throws Error on bad text.
+  std::string state() const;
+  void restore(const std::string& state);
 
  private:
   int64_t vocab_, max_stride_;
@@ -43,6 +46,8 @@ class TextData {
   // Consecutive validation windows (up to max_batches batches of B).
   std::vector<Batch> validation(int64_t B, int64_t T, int64_t max_batches) const;
   const std::vector<uint8_t>& bytes() const { return bytes_; }
+  std::string state() const;
+  void restore(const std::string& state);
   int64_t train_size() const { return split_; }
 
  private:

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
-#include <optional>
 
 #include "core/error.h"
 #include "train/adamw.h"
@@ -33,10 +32,6 @@ void TrainConfig::validate() const {
   }
 }
 
-namespace {
-
-// Greedy generation from held-out prompts (a different random stream from training):
-// the fraction of generated tokens that continue each prompt's stride.
 double stride_accuracy(GPT& model, const TrainConfig& cfg) {
   StrideTask heldout(cfg.model.vocab, cfg.max_stride, cfg.seed ^ 0x9e3779b97f4a7c15ull);
   const int64_t B = cfg.eval_prompts, P = cfg.prompt_len, n_new = cfg.model.seq_len - P;
@@ -57,83 +52,123 @@ double stride_accuracy(GPT& model, const TrainConfig& cfg) {
   return static_cast<double>(kept) / static_cast<double>(B * n_new);
 }
 
+double mean_loss(GPT& model, const std::vector<Batch>& batches) {
+  double sum = 0;
+  int64_t rows = 0;
+  for (const Batch& b : batches) {
+    sum += model.forward(b.tokens.data(), b.targets.data(), b.B, b.T) * static_cast<double>(b.B);
+    rows += b.B;
+  }
+  return rows ? sum / static_cast<double>(rows) : 0.0;
+}
+
+namespace {
+Precision gemm_precision_for(Precision p) {
+  // Non-FP8 GEMMs run in BF16 under both bf16 and fp8 (as TE pairs fp8_autocast with BF16).
+  return p == Precision::Fp32 ? Precision::Fp32 : Precision::Bf16;
+}
 }  // namespace
 
-TrainResult train(const TrainConfig& cfg, const ProgressFn& progress, std::unique_ptr<GPT>* model_out) {
-  cfg.validate();
-  if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
-  TrainResult result;
-  result.precision = resolve_cpu_precision(cfg.precision, cpu_features());
-  result.stride_task = cfg.data.empty();
+InferenceScope::InferenceScope(Precision p, const Fp8Recipe& recipe)
+    : gemm(gemm_precision_for(p)), autocast(p == Precision::Fp8, recipe) {}
 
-  std::optional<StrideTask> stride;
-  std::optional<TextData> text;
-  if (result.stride_task) {
-    stride.emplace(cfg.model.vocab, cfg.max_stride, cfg.seed);
+Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
+  cfg_.validate();
+  if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
+  precision_ = resolve_cpu_precision(cfg_.precision, cpu_features());
+  if (cfg_.data.empty()) {
+    stride_ = std::make_unique<StrideTask>(cfg_.model.vocab, cfg_.max_stride, cfg_.seed);
   } else {
-    text.emplace(cfg.data, cfg.model.seq_len, 0.1, cfg.seed);
+    text_ = std::make_unique<TextData>(cfg_.data, cfg_.model.seq_len, 0.1, cfg_.seed);
   }
+  model_ = std::make_unique<GPT>(cfg_.model, cfg_.seed);
+  opt_ = std::make_unique<AdamW>(model_->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay});
+  model_->init_fp8(cfg_.recipe.delayed);
+  for (Linear* l : model_->linears()) l->set_fp8_weights(cfg_.fp8_weights);
+}
 
-  auto model = std::make_unique<GPT>(cfg.model, cfg.seed);
-  AdamW opt(model->parameters(), {.weight_decay = cfg.weight_decay});
-  const Precision p = result.precision.precision;
-  // Non-FP8 GEMMs run in BF16 under both bf16 and fp8 (as TE pairs fp8_autocast with BF16).
-  const GemmPrecision gemm_precision(p == Precision::Fp32 ? Precision::Fp32 : Precision::Bf16);
-  const bool fp8 = p == Precision::Fp8;
-  const std::vector<Linear*> linears = model->linears();
-  for (Linear* l : linears) l->set_fp8_weights(cfg.fp8_weights);
+Trainer::~Trainer() = default;
 
-  const int64_t B = cfg.batch_size, T = cfg.model.seq_len;
+StepStats Trainer::train_step() {
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < cfg.steps; ++step) {
-    const Batch batch = stride ? stride->next(B, T) : text->next_train(B, T);
-    opt.zero_grad();
-    float loss;
-    {
-      const Autocast autocast(fp8, cfg.recipe);
-      loss = model->forward(batch.tokens.data(), batch.targets.data(), B, T);
-    }
-    model->backward();
-    const float norm = clip_grad_norm(opt.parameters(), cfg.grad_clip);
-    const float lr = learning_rate(step, cfg.steps, cfg.warmup, cfg.lr, cfg.lr * cfg.min_lr_ratio);
-    opt.step(lr);
-    if (cfg.fp8_weights) {
-      for (Linear* l : linears) l->requantize_weight(cfg.recipe);
-    }
-    result.losses.push_back(loss);
-    if (progress) {
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      progress({step + 1, cfg.steps, loss, lr, norm, secs, static_cast<double>((step + 1) * B * T) / secs});
-    }
+  const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
+  const bool fp8 = precision_.precision == Precision::Fp8;
+  const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
+  const Batch batch = stride_ ? stride_->next(B, T) : text_->next_train(B, T);
+  opt_->zero_grad();
+  float loss;
+  {
+    const Autocast autocast(fp8, cfg_.recipe);
+    loss = model_->forward(batch.tokens.data(), batch.targets.data(), B, T);
   }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.steps = cfg.steps;
-  result.tokens_per_s = static_cast<double>(cfg.steps * B * T) / result.seconds;
-  const size_t tail = std::min<size_t>(50, result.losses.size());
-  result.final_loss = std::accumulate(result.losses.end() - static_cast<long>(tail), result.losses.end(), 0.0f) /
-                      static_cast<float>(tail);
+  model_->backward();
+  const float norm = clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
+  const float lr = learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
+  opt_->step(lr);
+  if (cfg_.fp8_weights) refresh_fp8_weights();
+  losses_.push_back(loss);
+  ++step_;
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {step_, cfg_.steps, loss, lr, norm, seconds_, static_cast<double>(step_ * B * T) / seconds_};
+}
 
-  if (cfg.evaluate) {
-    const Autocast autocast(fp8, cfg.recipe);
-    if (stride) {
-      result.stride_accuracy = stride_accuracy(*model, cfg);
-    } else {
-      double sum = 0;
-      int64_t n = 0;
-      for (const Batch& vb : text->validation(B, T, 8)) {
-        sum += model->forward(vb.tokens.data(), vb.targets.data(), vb.B, vb.T) * static_cast<double>(vb.B);
-        n += vb.B;
-      }
-      result.val_loss = static_cast<float>(sum / static_cast<double>(n));
-      const int64_t P = std::min<int64_t>(16, T / 2);
-      std::vector<int32_t> prompt(text->bytes().begin() + text->train_size(),
-                                  text->bytes().begin() + text->train_size() + P);
-      const auto gen = model->generate(prompt.data(), 1, P, T - P);
-      for (int32_t c : prompt) result.sample.push_back(static_cast<char>(c));
-      for (int32_t c : gen) result.sample.push_back(static_cast<char>(c));
-    }
+void Trainer::refresh_fp8_weights() {
+  if (!cfg_.fp8_weights) return;
+  for (Linear* l : model_->linears()) l->requantize_weight(cfg_.recipe);
+}
+
+std::string Trainer::data_state() const { return stride_ ? stride_->state() : text_->state(); }
+
+void Trainer::restore_progress(int64_t step, double seconds, std::vector<float> losses,
+                               const std::string& data_state) {
+  step_ = step;
+  seconds_ = seconds;
+  losses_ = std::move(losses);
+  if (stride_) {
+    stride_->restore(data_state);
+  } else {
+    text_->restore(data_state);
   }
-  if (model_out) *model_out = std::move(model);
+}
+
+TrainResult Trainer::finish() {
+  TrainResult result;
+  result.precision = precision_;
+  result.stride_task = stride_ != nullptr;
+  result.steps = step_;
+  result.seconds = seconds_;
+  const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
+  result.tokens_per_s = seconds_ > 0 ? static_cast<double>(step_ * B * T) / seconds_ : 0.0;
+  result.losses = losses_;
+  const size_t tail = std::min<size_t>(50, losses_.size());
+  if (tail > 0) {
+    result.final_loss = std::accumulate(losses_.end() - static_cast<long>(tail), losses_.end(), 0.0f) /
+                        static_cast<float>(tail);
+  }
+  if (!cfg_.evaluate) return result;
+  const InferenceScope scope(precision_.precision, cfg_.recipe);
+  if (stride_) {
+    result.stride_accuracy = stride_accuracy(*model_, cfg_);
+  } else {
+    result.val_loss = static_cast<float>(mean_loss(*model_, text_->validation(B, T, 8)));
+    const int64_t P = std::min<int64_t>(16, T / 2);
+    std::vector<int32_t> prompt(text_->bytes().begin() + text_->train_size(),
+                                text_->bytes().begin() + text_->train_size() + P);
+    const auto gen = model_->generate(prompt.data(), 1, P, T - P);
+    for (int32_t c : prompt) result.sample.push_back(static_cast<char>(c));
+    for (int32_t c : gen) result.sample.push_back(static_cast<char>(c));
+  }
+  return result;
+}
+
+TrainResult train(const TrainConfig& cfg, const ProgressFn& progress, std::unique_ptr<GPT>* model_out) {
+  Trainer trainer(cfg);
+  while (!trainer.done()) {
+    const StepStats s = trainer.train_step();
+    if (progress) progress(s);
+  }
+  TrainResult result = trainer.finish();
+  if (model_out) *model_out = trainer.release_model();
   return result;
 }
 

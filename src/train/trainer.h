@@ -6,6 +6,7 @@
 
 #include "core/precision.h"
 #include "nn/gpt.h"
+#include "train/data.h"
 
 namespace fp8lm {
 
@@ -52,7 +53,62 @@ struct TrainResult {
 
 using ProgressFn = std::function<void(const StepStats&)>;
 
-// Trains; the model is returned through *model_out when given (for tests and generation).
+class AdamW;
+
+// One training run, a step at a time, so that a caller can checkpoint, log and stop between
+// steps. Everything that decides the next step (weights, optimizer, FP8 state, data position,
+// step count, losses) is reachable for checkpoints and restorable.
+class Trainer {
+ public:
+  explicit Trainer(const TrainConfig& cfg);
+  ~Trainer();
+
+  StepStats train_step();
+  bool done() const { return step_ >= cfg_.steps; }
+  // Evaluation (unless cfg.evaluate is false) and the summary of the run so far.
+  TrainResult finish();
+
+  const TrainConfig& config() const { return cfg_; }
+  const PrecisionChoice& precision() const { return precision_; }
+  GPT& model() { return *model_; }
+  std::unique_ptr<GPT> release_model() { return std::move(model_); }
+  AdamW& optimizer() { return *opt_; }
+  int64_t steps_done() const { return step_; }
+  double seconds() const { return seconds_; }
+  const std::vector<float>& losses() const { return losses_; }
+  // The data stream's position (its RNG state), as text.
+  std::string data_state() const;
+  // Restores what a checkpoint holds beyond weights, optimizer and FP8 state.
+  void restore_progress(int64_t step, double seconds, std::vector<float> losses,
+                        const std::string& data_state);
+  // After weights change outside an optimizer step (a restore): re-quantize FP8 weights.
+  void refresh_fp8_weights();
+
+ private:
+  TrainConfig cfg_;
+  PrecisionChoice precision_;
+  std::unique_ptr<StrideTask> stride_;
+  std::unique_ptr<TextData> text_;
+  std::unique_ptr<GPT> model_;
+  std::unique_ptr<AdamW> opt_;
+  int64_t step_ = 0;
+  double seconds_ = 0;
+  std::vector<float> losses_;
+};
+
+// Greedy generation from cfg.eval_prompts held-out prompts (a random stream apart from
+// training's): the fraction of generated tokens that continue each prompt's stride.
+double stride_accuracy(GPT& model, const TrainConfig& cfg);
+// Mean loss over batches (no gradients kept).
+double mean_loss(GPT& model, const std::vector<Batch>& batches);
+// The precision scopes a trained model's forward runs in (FP8 autocast and GEMM precision).
+struct InferenceScope {
+  InferenceScope(Precision p, const Fp8Recipe& recipe);
+  GemmPrecision gemm;
+  Autocast autocast;
+};
+
+// Trains to the end; the model is returned through *model_out when given.
 TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {},
                   std::unique_ptr<GPT>* model_out = nullptr);
 

@@ -1,0 +1,133 @@
+// fp8lm generate and eval: a trained model file, greedy generation and held-out loss.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "train/trainer.h"
+
+namespace fp8lm::cli {
+namespace {
+
+bool is_text_model(const TrainConfig& c) { return !c.data.empty(); }
+
+// Token ids ("3 10 17") for stride models, raw bytes for byte-level text models.
+std::vector<int32_t> parse_prompt(const std::string& prompt, const TrainConfig& c) {
+  std::vector<int32_t> ids;
+  if (is_text_model(c)) {
+    for (unsigned char ch : prompt) ids.push_back(ch);
+  } else {
+    std::istringstream in(prompt);
+    for (std::string tok; in >> tok;) {
+      size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(tok, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != tok.size() || v < 0 || v >= c.model.vocab) {
+        throw Error(fmt::format("--prompt: '{}' is not a token id (0 to {})", tok, c.model.vocab - 1));
+      }
+      ids.push_back(static_cast<int32_t>(v));
+    }
+  }
+  if (ids.empty()) throw Error("--prompt is empty");
+  return ids;
+}
+
+struct GenerateFlags {
+  std::string checkpoint, prompt;
+  int64_t max_new_tokens = 16;
+  bool json = false;
+};
+
+void run_generate(const GenerateFlags& f) {
+  LoadedModel m = load_model(f.checkpoint);
+  const TrainConfig& c = m.config;
+  const std::vector<int32_t> prompt = parse_prompt(f.prompt, c);
+  if (f.max_new_tokens < 0) throw Error(fmt::format("--max-new-tokens {} is negative", f.max_new_tokens));
+  const InferenceScope scope(c.precision == Precision::Auto ? Precision::Fp32 : c.precision, c.recipe);
+  const auto P = static_cast<int64_t>(prompt.size());
+  const std::vector<int32_t> out = m.model->generate(prompt.data(), 1, P, f.max_new_tokens);
+  if (is_text_model(c)) {
+    std::string text(out.begin(), out.end());
+    if (f.json) {
+      fmt::print("{}\n", nlohmann::json{{"prompt", f.prompt}, {"generated", text}}.dump());
+    } else {
+      fmt::print("{}\n", text);
+    }
+    return;
+  }
+  const auto ok = StrideTask::continues_stride(prompt, out, c.model.vocab);
+  const bool kept = P >= 2 && std::all_of(ok.begin(), ok.end(), [](bool b) { return b; });
+  if (f.json) {
+    fmt::print("{}\n", nlohmann::json{{"prompt", prompt}, {"generated", out}, {"stride_kept", kept}}.dump());
+  } else {
+    fmt::print("{}\n", fmt::join(out, " "));
+  }
+}
+
+struct EvalFlags {
+  std::string checkpoint, data;
+  int64_t batches = 8;
+  bool json = false;
+};
+
+void run_eval(const EvalFlags& f) {
+  LoadedModel m = load_model(f.checkpoint);
+  TrainConfig c = m.config;
+  if (!f.data.empty()) c.data = f.data;
+  const InferenceScope scope(c.precision == Precision::Auto ? Precision::Fp32 : c.precision, c.recipe);
+  const int64_t B = c.batch_size, T = c.model.seq_len;
+  nlohmann::json j;
+  if (is_text_model(c)) {
+    const TextData text(c.data, T, 0.1, c.seed);
+    const double loss = mean_loss(*m.model, text.validation(B, T, f.batches));
+    j = {{"data", c.data}, {"loss", loss}, {"perplexity", std::exp(loss)}};
+  } else {
+    if (!f.data.empty()) throw Error("--data: this model was trained on the stride task, not text");
+    // Held-out batches: a random stream apart from training's.
+    StrideTask heldout(c.model.vocab, c.max_stride, c.seed ^ 0x5851f42d4c957f2dull);
+    std::vector<Batch> batches;
+    for (int64_t i = 0; i < f.batches; ++i) batches.push_back(heldout.next(B, T));
+    const double loss = mean_loss(*m.model, batches);
+    j = {{"loss", loss}, {"perplexity", std::exp(loss)}, {"stride_accuracy", stride_accuracy(*m.model, c)}};
+  }
+  if (f.json) {
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print("loss {:.4f} · perplexity {:.4f}", j["loss"].get<double>(), j["perplexity"].get<double>());
+  if (j.contains("stride_accuracy")) fmt::print(" · stride accuracy {:.4f}", j["stride_accuracy"].get<double>());
+  fmt::print("\n");
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("generate", "Greedy generation from a model file");
+  auto f = std::make_shared<GenerateFlags>();
+  cmd->add_option("--checkpoint", f->checkpoint, "model.safetensors written by fp8lm train")->required();
+  cmd->add_option("--prompt", f->prompt, "token ids (\"3 10 17\"), or text for byte-level models")->required();
+  cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens to generate (default 16)");
+  cmd->add_flag("--json", f->json, "print {prompt, generated, stride_kept}");
+  cmd->callback([f] { run_generate(*f); });
+}
+
+void add_eval_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("eval", "Loss, perplexity (and stride accuracy) of a model file");
+  auto f = std::make_shared<EvalFlags>();
+  cmd->add_option("--checkpoint", f->checkpoint, "model.safetensors written by fp8lm train")->required();
+  cmd->add_option("--data", f->data, "text file (byte-level models; default: the training file)");
+  cmd->add_option("--batches", f->batches, "held-out batches (default 8)");
+  cmd->add_flag("--json", f->json, "print JSON");
+  cmd->callback([f] { run_eval(*f); });
+}
+
+}  // namespace fp8lm::cli

@@ -1,0 +1,288 @@
+#include "io/checkpoint.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "train/adamw.h"
+
+namespace fp8lm {
+
+namespace {
+
+using Json = nlohmann::json;
+
+std::string fp8_prefix(const Linear& l, Direction d) {
+  return l.name() + (d == Direction::Forward ? ".fp8.fwd." : ".fp8.bwd.");
+}
+
+// Per GEMM and direction: scale [slots], scale_inv [slots], amax_history [len, slots] (TE's
+// layout), and the last cast's saturated and flushed fractions [slots].
+void add_fp8_state(Safetensors& st, Linear& l) {
+  for (Direction d : {Direction::Forward, Direction::Backward}) {
+    const auto slots = l.fp8_meta().slots(d);
+    const auto n = static_cast<int64_t>(slots.size());
+    const auto len = static_cast<int64_t>(slots[0].amax_history.size());
+    std::vector<float> scale, scale_inv, sat, flush, history(static_cast<size_t>(len * n));
+    for (int64_t s = 0; s < n; ++s) {
+      const ScalingState& st_slot = slots[static_cast<size_t>(s)];
+      scale.push_back(st_slot.scale);
+      scale_inv.push_back(st_slot.scale_inv);
+      sat.push_back(static_cast<float>(st_slot.last_cast.saturated_fraction()));
+      flush.push_back(static_cast<float>(st_slot.last_cast.flushed_fraction()));
+      for (int64_t h = 0; h < len; ++h) history[static_cast<size_t>(h * n + s)] = st_slot.amax_history[static_cast<size_t>(h)];
+    }
+    const std::string p = fp8_prefix(l, d);
+    st.add_f32(p + "scale", {n}, scale);
+    st.add_f32(p + "scale_inv", {n}, scale_inv);
+    st.add_f32(p + "amax_history", {len, n}, history);
+    st.add_f32(p + "saturated_fraction", {n}, sat);
+    st.add_f32(p + "flushed_fraction", {n}, flush);
+  }
+}
+
+void load_fp8_state(const Safetensors& st, Linear& l) {
+  for (Direction d : {Direction::Forward, Direction::Backward}) {
+    const std::string p = fp8_prefix(l, d);
+    if (!st.contains(p + "scale")) return;  // an fp32/bf16 model has no FP8 state
+    auto slots = l.fp8_meta().slots(d);
+    const auto n = static_cast<int64_t>(slots.size());
+    const TensorData& h = st.at(p + "amax_history");
+    if (h.shape.size() != 2 || h.shape[1] != n || h.shape[0] < 1 || st.at(p + "scale").numel() != n ||
+        st.at(p + "scale_inv").numel() != n) {
+      throw Error(fmt::format("{}: {} has the wrong shape", st.origin(), p + "*"));
+    }
+    const auto scale = st.at(p + "scale").to_f32(), scale_inv = st.at(p + "scale_inv").to_f32();
+    const auto history = h.to_f32();
+    const auto sat = st.contains(p + "saturated_fraction") ? st.at(p + "saturated_fraction").to_f32() : std::vector<float>(n, 0);
+    const auto flush = st.contains(p + "flushed_fraction") ? st.at(p + "flushed_fraction").to_f32() : std::vector<float>(n, 0);
+    for (int64_t s = 0; s < n; ++s) {
+      ScalingState& slot = slots[static_cast<size_t>(s)];
+      slot.scale = scale[static_cast<size_t>(s)];
+      slot.scale_inv = scale_inv[static_cast<size_t>(s)];
+      slot.amax_history.resize(static_cast<size_t>(h.shape[0]));
+      for (int64_t k = 0; k < h.shape[0]; ++k) slot.amax_history[static_cast<size_t>(k)] = history[static_cast<size_t>(k * n + s)];
+      // Fractions of the last cast, kept for inspection (as if a cast of 10^6 values).
+      slot.last_cast = {1000000, static_cast<int64_t>(sat[static_cast<size_t>(s)] * 1e6f),
+                        static_cast<int64_t>(flush[static_cast<size_t>(s)] * 1e6f)};
+    }
+  }
+}
+
+Json model_config_json(const GPTConfig& m) {
+  return {{"vocab", m.vocab},     {"seq_len", m.seq_len},         {"d_model", m.d_model},
+          {"n_layers", m.n_layers}, {"n_heads", m.n_heads},       {"ffn", m.ffn},
+          {"activation", std::string(activation_name(m.activation))},
+          {"normalization", std::string(normalization_name(m.normalization))}};
+}
+
+template <class T>
+T get(const Json& j, const char* key, const std::string& origin) {
+  if (!j.contains(key)) throw Error(fmt::format("{}: config has no '{}'", origin, key));
+  try {
+    return j.at(key).get<T>();
+  } catch (const Json::exception&) {
+    throw Error(fmt::format("{}: config '{}' has the wrong type", origin, key));
+  }
+}
+
+}  // namespace
+
+std::string train_config_to_json(const TrainConfig& c) {
+  const DelayedScaling& r = c.recipe.delayed;
+  Json j = {{"model", model_config_json(c.model)},
+            {"precision", std::string(precision_name(c.precision))},
+            {"recipe", {{"kind", c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current"},
+                        {"fp8_format", std::string(format_name(r.format))},
+                        {"margin", r.margin},
+                        {"amax_history_len", r.amax_history_len},
+                        {"amax_compute_algo", std::string(amax_compute_algo_name(r.amax_compute_algo))}}},
+            {"fp8_weights", c.fp8_weights},
+            {"steps", c.steps},
+            {"batch_size", c.batch_size},
+            {"lr", c.lr},
+            {"min_lr_ratio", c.min_lr_ratio},
+            {"warmup", c.warmup},
+            {"weight_decay", c.weight_decay},
+            {"grad_clip", c.grad_clip},
+            {"seed", c.seed},
+            {"threads", c.threads},
+            {"data", c.data},
+            {"max_stride", c.max_stride},
+            {"eval_prompts", c.eval_prompts},
+            {"prompt_len", c.prompt_len},
+            {"evaluate", c.evaluate}};
+  return j.dump(2);
+}
+
+TrainConfig train_config_from_json(const std::string& text, const std::string& origin) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception&) {
+    throw Error(fmt::format("{}: the stored config is not valid JSON", origin));
+  }
+  if (!j.is_object() || !j.contains("model") || !j.contains("recipe")) {
+    throw Error(fmt::format("{}: not an fp8lm config (no model or recipe)", origin));
+  }
+  TrainConfig c;
+  const Json& m = j["model"];
+  c.model.vocab = get<int64_t>(m, "vocab", origin);
+  c.model.seq_len = get<int64_t>(m, "seq_len", origin);
+  c.model.d_model = get<int64_t>(m, "d_model", origin);
+  c.model.n_layers = get<int64_t>(m, "n_layers", origin);
+  c.model.n_heads = get<int64_t>(m, "n_heads", origin);
+  c.model.ffn = get<int64_t>(m, "ffn", origin);
+  c.model.activation = parse_activation(get<std::string>(m, "activation", origin));
+  c.model.normalization = parse_normalization(get<std::string>(m, "normalization", origin));
+  c.precision = parse_precision(get<std::string>(j, "precision", origin));
+  const Json& r = j["recipe"];
+  c.recipe.kind = get<std::string>(r, "kind", origin) == "current" ? ScalingKind::Current : ScalingKind::Delayed;
+  c.recipe.delayed.format = parse_format(get<std::string>(r, "fp8_format", origin));
+  c.recipe.delayed.margin = get<int>(r, "margin", origin);
+  c.recipe.delayed.amax_history_len = get<int>(r, "amax_history_len", origin);
+  c.recipe.delayed.amax_compute_algo = parse_amax_compute_algo(get<std::string>(r, "amax_compute_algo", origin));
+  c.fp8_weights = get<bool>(j, "fp8_weights", origin);
+  c.steps = get<int64_t>(j, "steps", origin);
+  c.batch_size = get<int64_t>(j, "batch_size", origin);
+  c.lr = get<float>(j, "lr", origin);
+  c.min_lr_ratio = get<float>(j, "min_lr_ratio", origin);
+  c.warmup = get<int64_t>(j, "warmup", origin);
+  c.weight_decay = get<float>(j, "weight_decay", origin);
+  c.grad_clip = get<float>(j, "grad_clip", origin);
+  c.seed = get<uint64_t>(j, "seed", origin);
+  c.threads = get<int>(j, "threads", origin);
+  c.data = get<std::string>(j, "data", origin);
+  c.max_stride = get<int64_t>(j, "max_stride", origin);
+  c.eval_prompts = get<int64_t>(j, "eval_prompts", origin);
+  c.prompt_len = get<int64_t>(j, "prompt_len", origin);
+  c.evaluate = get<bool>(j, "evaluate", origin);
+  return c;
+}
+
+Safetensors model_checkpoint(Trainer& trainer) {
+  Safetensors st;
+  GPT& model = trainer.model();
+  std::vector<Linear*> fp8_weight_linears;
+  for (Linear* l : model.linears())
+    if (l->fp8_weights()) fp8_weight_linears.push_back(l);
+  for (Parameter* p : model.parameters()) {
+    const auto it = std::find_if(fp8_weight_linears.begin(), fp8_weight_linears.end(),
+                                 [&](Linear* l) { return &l->weight() == p; });
+    if (it != fp8_weight_linears.end()) {
+      // The module holds this weight only as FP8: stored as such, with its scale_inv.
+      st.add(p->name, DType::F8_E4M3, p->shape, (*it)->fp8_weight_codes().data());
+      st.add_f32(p->name + "_scale_inv", {1}, {(*it)->fp8_weight_scale_inv()});
+    } else {
+      st.add_f32(p->name, p->shape, p->value);
+    }
+  }
+  if (trainer.precision().precision == Precision::Fp8) {
+    for (Linear* l : model.linears()) add_fp8_state(st, *l);
+  }
+  auto& meta = st.metadata();
+  meta["format"] = "fp8lm";
+  meta["config"] = train_config_to_json(trainer.config());
+  meta["precision"] = trainer.precision().label();
+  meta["step"] = std::to_string(trainer.steps_done());
+  return st;
+}
+
+void save_checkpoint(Trainer& trainer, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  Safetensors state;
+  AdamW& opt = trainer.optimizer();
+  for (size_t i = 0; i < opt.parameters().size(); ++i) {
+    const Parameter& p = *opt.parameters()[i];
+    state.add_f32("adamw.m." + p.name, p.shape, opt.first_moment(i));
+    state.add_f32("adamw.v." + p.name, p.shape, opt.second_moment(i));
+    // The model file holds FP8 weights only as FP8; their FP32 masters live here.
+    if (trainer.config().fp8_weights && p.name.ends_with(".weight") && p.shape.size() == 2) {
+      state.add_f32("master." + p.name, p.shape, p.value);
+    }
+  }
+  state.add_f32("losses", {static_cast<int64_t>(trainer.losses().size())}, trainer.losses());
+  auto& meta = state.metadata();
+  meta["step"] = std::to_string(trainer.steps_done());
+  meta["adamw_steps"] = std::to_string(opt.steps());
+  meta["seconds"] = fmt::format("{:.17g}", trainer.seconds());
+  meta["data_state"] = trainer.data_state();
+  // The training state first: a model file is only ever beside a complete state.
+  state.write(dir + "/train_state.safetensors");
+  model_checkpoint(trainer).write(dir + "/model.safetensors");
+}
+
+void apply_model_tensors(const Safetensors& file, GPT& model) {
+  for (Parameter* p : model.parameters()) {
+    const TensorData& t = file.at(p->name);
+    if (t.shape != p->shape) {
+      throw Error(fmt::format("{}: tensor '{}' has shape [{}], the config needs [{}]", file.origin(), p->name,
+                              fmt::join(t.shape, ","), fmt::join(p->shape, ",")));
+    }
+    if (t.dtype == DType::F8_E4M3) {
+      const float sinv = file.at(p->name + "_scale_inv").to_f32().at(0);
+      const auto v = t.to_f32();
+      for (size_t i = 0; i < v.size(); ++i) p->value[i] = v[i] * sinv;
+    } else if (t.dtype == DType::F32) {
+      p->value = t.to_f32();
+    } else {
+      throw Error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F8_E4M3", file.origin(), p->name,
+                              dtype_name(t.dtype)));
+    }
+    ++p->version;
+  }
+  for (Linear* l : model.linears()) load_fp8_state(file, *l);
+}
+
+LoadedModel load_model(const std::string& path) {
+  LoadedModel m{TrainConfig{}, nullptr, Safetensors::read(path)};
+  const auto& meta = m.file.metadata();
+  if (!meta.count("format") || meta.at("format") != "fp8lm" || !meta.count("config")) {
+    throw Error(fmt::format("{}: not an fp8lm model file (no fp8lm config in its metadata)", path));
+  }
+  m.config = train_config_from_json(meta.at("config"), path);
+  m.config.model.validate();
+  m.model = std::make_unique<GPT>(m.config.model, m.config.seed);
+  m.model->init_fp8(m.config.recipe.delayed);
+  apply_model_tensors(m.file, *m.model);
+  return m;
+}
+
+std::unique_ptr<Trainer> load_checkpoint(const std::string& dir) {
+  const Safetensors model_file = Safetensors::read(dir + "/model.safetensors");
+  const Safetensors state = Safetensors::read(dir + "/train_state.safetensors");
+  if (!model_file.metadata().count("config")) {
+    throw Error(fmt::format("{}/model.safetensors: not an fp8lm checkpoint", dir));
+  }
+  const TrainConfig cfg = train_config_from_json(model_file.metadata().at("config"), dir);
+  auto trainer = std::make_unique<Trainer>(cfg);
+  GPT& model = trainer->model();
+  apply_model_tensors(model_file, model);
+  AdamW& opt = trainer->optimizer();
+  for (size_t i = 0; i < opt.parameters().size(); ++i) {
+    Parameter& p = *opt.parameters()[i];
+    for (const std::string kind : {"adamw.m.", "adamw.v.", "master."}) {
+      if (kind == "master." && !state.contains(kind + p.name)) continue;
+      const TensorData& t = state.at(kind + p.name);
+      if (t.shape != p.shape || t.dtype != DType::F32) {
+        throw Error(fmt::format("{}: tensor '{}{}' does not match the model", state.origin(), kind, p.name));
+      }
+    }
+    opt.first_moment(i) = state.at("adamw.m." + p.name).to_f32();
+    opt.second_moment(i) = state.at("adamw.v." + p.name).to_f32();
+    if (state.contains("master." + p.name)) p.value = state.at("master." + p.name).to_f32();
+  }
+  const auto& meta = state.metadata();
+  for (const char* key : {"step", "adamw_steps", "seconds", "data_state"}) {
+    if (!meta.count(key)) throw Error(fmt::format("{}: no '{}' in its metadata", state.origin(), key));
+  }
+  opt.set_steps(std::stoll(meta.at("adamw_steps")));
+  trainer->restore_progress(std::stoll(meta.at("step")), std::stod(meta.at("seconds")), state.at("losses").to_f32(),
+                            meta.at("data_state"));
+  trainer->refresh_fp8_weights();
+  return trainer;
+}
+
+}  // namespace fp8lm

@@ -1,0 +1,145 @@
+#include "io/run_dir.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+
+namespace fp8lm {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+  write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+Json fp8_snapshot(GPT& model) {
+  Json j = Json::object();
+  for (Linear* l : model.linears()) {
+    Json gemm = Json::object();
+    for (Slot s : {Slot::Input, Slot::Weight, Slot::Output, Slot::GradOutput, Slot::GradInput}) {
+      const ScalingState& st = l->fp8_meta()[s];
+      const float newest = st.amax_history.back();
+      gemm[std::string(slot_name(s))] = {{"scale", st.scale}, {"amax", std::isfinite(newest) ? Json(newest) : Json(nullptr)},
+                                         {"saturated", st.last_cast.saturated_fraction()},
+                                         {"flushed", st.last_cast.flushed_fraction()}};
+    }
+    j[l->name()] = gemm;
+  }
+  return j;
+}
+
+// Keeps metrics lines of steps up to `step` (a resumed run rewrites what came after).
+void truncate_metrics(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number() && j["step"].get<int64_t>() <= step) {
+      kept += line + "\n";
+    }
+  }
+  write_text_atomic(path, kept);
+}
+
+void checkpoint_now(Trainer& trainer, const RunOptions& opts) {
+  const std::string root = opts.dir + "/checkpoints";
+  const std::string name = fmt::format("step-{:06d}", trainer.steps_done());
+  save_checkpoint(trainer, root + "/" + name);
+  write_text_atomic(root + "/latest", name + "\n");  // only now is it the checkpoint to resume
+  std::vector<std::string> all;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && e.path().filename().string().starts_with("step-")) all.push_back(e.path().filename());
+  std::sort(all.begin(), all.end());
+  for (size_t i = 0; i + static_cast<size_t>(std::max(opts.keep, 1)) < all.size(); ++i) {
+    if (all[i] != name) fs::remove_all(root + "/" + all[i]);
+  }
+}
+
+}  // namespace
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  const std::string latest = run_dir + "/checkpoints/latest";
+  std::string name = read_text(latest);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (name.empty() || !fs::is_directory(run_dir + "/checkpoints/" + name)) {
+    throw Error(fmt::format("{}: no checkpoint to resume from", run_dir));
+  }
+  return run_dir + "/checkpoints/" + name;
+}
+
+void write_summary(const std::string& dir, const Trainer& trainer, const TrainResult& r) {
+  const TrainConfig& c = trainer.config();
+  const DelayedScaling& d = c.recipe.delayed;
+  Json j = {{"precision", r.precision.label()},
+            {"precision_reason", r.precision.reason},
+            {"recipe", r.precision.precision == Precision::Fp8
+                           ? fmt::format("{} {} margin={} amax_history_len={} amax_compute_algo={}{}",
+                                         c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current",
+                                         format_name(d.format), d.margin, d.amax_history_len,
+                                         amax_compute_algo_name(d.amax_compute_algo), c.fp8_weights ? " fp8_weights" : "")
+                           : "none"},
+            {"steps", r.steps},
+            {"seconds", r.seconds},
+            {"tokens_per_s", r.tokens_per_s},
+            {"final_loss", r.final_loss},
+            {"parameters", c.model.parameter_count()}};
+  if (r.stride_task) {
+    j["stride_accuracy"] = r.stride_accuracy;
+  } else {
+    j["val_loss"] = r.val_loss;
+  }
+  write_text_atomic(dir + "/summary.json", j.dump(2) + "\n");
+}
+
+RunEnd run_training(Trainer& trainer, const RunOptions& opts, const ProgressFn& progress,
+                    const std::atomic<bool>* stop, TrainResult* result) {
+  fs::create_directories(opts.dir);
+  write_text_atomic(opts.dir + "/config.json", train_config_to_json(trainer.config()) + "\n");
+  const std::string metrics_path = opts.dir + "/metrics.jsonl";
+  truncate_metrics(metrics_path, trainer.steps_done());
+  std::ofstream metrics(metrics_path, std::ios::app);
+  const bool fp8 = trainer.precision().precision == Precision::Fp8;
+  while (!trainer.done()) {
+    const StepStats s = trainer.train_step();
+    Json line = {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
+                 {"tokens_per_s", s.tokens_per_s}, {"seconds", s.seconds}};
+    if (fp8 && (s.step % std::max<int64_t>(1, opts.fp8_snapshot_every) == 0 || s.step == 1)) {
+      line["fp8"] = fp8_snapshot(trainer.model());
+    }
+    metrics << line.dump() << "\n" << std::flush;
+    if (progress) progress(s);
+    const bool stopping = (stop && stop->load()) || (opts.stop_after > 0 && s.step >= opts.stop_after);
+    if (stopping && !trainer.done()) {
+      checkpoint_now(trainer, opts);
+      return RunEnd::Stopped;
+    }
+    if (opts.checkpoint_every > 0 && s.step % opts.checkpoint_every == 0 && !trainer.done()) {
+      checkpoint_now(trainer, opts);
+    }
+  }
+  checkpoint_now(trainer, opts);
+  TrainResult r = trainer.finish();
+  model_checkpoint(trainer).write(opts.dir + "/model.safetensors");
+  write_summary(opts.dir, trainer, r);
+  if (result) *result = std::move(r);
+  return RunEnd::Finished;
+}
+
+}  // namespace fp8lm

@@ -1,0 +1,194 @@
+// Checkpoints: resume continues bit for bit; the safetensors reader refuses every kind of
+// damaged or foreign file with a one-line Error naming the file; model files round-trip.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "io/run_dir.h"
+
+namespace fp8lm {
+namespace {
+
+namespace fs = std::filesystem;
+
+TrainConfig tiny(Precision p) {
+  TrainConfig c;
+  c.model = {.vocab = 24, .seq_len = 12, .d_model = 32, .n_layers = 2, .n_heads = 4, .ffn = 64};
+  c.precision = p;
+  c.steps = 16;
+  c.batch_size = 4;
+  c.threads = 2;
+  c.warmup = 4;
+  c.evaluate = false;
+  c.recipe.delayed.amax_history_len = 4;
+  return c;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const std::string d = testing::TempDir() + "fp8lm_ckpt_" + name;
+  fs::remove_all(d);
+  return d;
+}
+
+struct Variant {
+  const char* name;
+  Precision p;
+  Format format;
+  bool fp8_weights;
+};
+
+TEST(Resume, StopAndResumeEqualsUninterruptedBitForBit) {
+  const Variant variants[] = {{"fp32", Precision::Fp32, Format::Hybrid, false},
+                              {"fp8", Precision::Fp8, Format::Hybrid, false},
+                              {"fp8_e4m3_weights", Precision::Fp8, Format::E4M3, true}};
+  for (const Variant& v : variants) {
+    TrainConfig c = tiny(v.p);
+    c.recipe.delayed.format = v.format;
+    c.fp8_weights = v.fp8_weights;
+    Trainer straight(c);
+    TrainResult r_straight;
+    ASSERT_EQ(run_training(straight, {fresh_dir(std::string(v.name) + "_a")}, {}, nullptr, &r_straight), RunEnd::Finished);
+
+    const std::string dir = fresh_dir(std::string(v.name) + "_b");
+    {
+      Trainer first(c);
+      RunOptions opts{dir};
+      opts.stop_after = 7;
+      ASSERT_EQ(run_training(first, opts, {}, nullptr, nullptr), RunEnd::Stopped) << v.name;
+      EXPECT_EQ(first.steps_done(), 7);
+    }
+    std::unique_ptr<Trainer> resumed = load_checkpoint(latest_checkpoint(dir));
+    EXPECT_EQ(resumed->steps_done(), 7);
+    TrainResult r_resumed;
+    ASSERT_EQ(run_training(*resumed, {dir}, {}, nullptr, &r_resumed), RunEnd::Finished);
+    EXPECT_EQ(r_resumed.losses, r_straight.losses) << v.name;
+    const ParameterList a = straight.model().parameters(), b = resumed->model().parameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]->value, b[i]->value) << v.name << " " << a[i]->name;
+    const auto ma = straight.model().fp8_metas(), mb = resumed->model().fp8_metas();
+    for (size_t i = 0; i < ma.size(); ++i) {
+      for (Slot s : {Slot::Input, Slot::Weight, Slot::GradOutput}) {
+        EXPECT_EQ((*ma[i])[s].scale, (*mb[i])[s].scale) << v.name;
+        EXPECT_EQ((*ma[i])[s].amax_history, (*mb[i])[s].amax_history) << v.name;
+      }
+    }
+  }
+}
+
+TEST(Checkpoint, KeepsTheLastKAndNamesTheLatest) {
+  TrainConfig c = tiny(Precision::Fp32);
+  c.steps = 10;
+  Trainer t(c);
+  const std::string dir = fresh_dir("keep");
+  RunOptions opts{dir, /*checkpoint_every=*/2, /*keep=*/2};
+  run_training(t, opts, {}, nullptr, nullptr);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
+    if (e.is_directory()) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"step-000008", "step-000010"}));
+  EXPECT_EQ(latest_checkpoint(dir), dir + "/checkpoints/step-000010");
+  EXPECT_TRUE(fs::exists(dir + "/model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/metrics.jsonl"));
+  EXPECT_TRUE(fs::exists(dir + "/config.json"));
+}
+
+TEST(Checkpoint, ModelFileRoundTripsWeightsAndFp8State) {
+  TrainConfig c = tiny(Precision::Fp8);
+  Trainer t(c);
+  for (int i = 0; i < 3; ++i) t.train_step();
+  const std::string path = fresh_dir("roundtrip") + ".safetensors";
+  model_checkpoint(t).write(path);
+  const LoadedModel m = load_model(path);
+  const ParameterList a = t.model().parameters(), b = m.model->parameters();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]->value, b[i]->value) << a[i]->name;
+  const Fp8Meta& want = t.model().layer(1).mlp().fc1().fp8_meta();
+  const Fp8Meta& got = m.model->layer(1).mlp().fc1().fp8_meta();
+  EXPECT_EQ(got[Slot::GradOutput].scale, want[Slot::GradOutput].scale);
+  EXPECT_EQ(got[Slot::Input].amax_history, want[Slot::Input].amax_history);
+  EXPECT_EQ(m.config.model.d_model, 32);
+  EXPECT_EQ(m.file.metadata().at("step"), "3");
+}
+
+// Reads a file, lets `damage` change its bytes, and expects load_model to refuse it.
+void expect_refused(const std::string& good, const std::function<void(std::vector<uint8_t>&)>& damage,
+                    const std::string& needle) {
+  std::ifstream in(good, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  damage(bytes);
+  const std::string bad = good + ".bad";
+  std::ofstream(bad, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  try {
+    load_model(bad);
+    ADD_FAILURE() << "accepted a damaged file (" << needle << ")";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(msg.rfind(bad, 0), 0u) << "names the file: " << msg;
+  }
+}
+
+std::string header_of(const std::vector<uint8_t>& bytes) {
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  return std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(n));
+}
+
+void set_header(std::vector<uint8_t>& bytes, std::string header) {
+  const auto data = std::vector<uint8_t>(bytes.begin() + 8 + static_cast<long>(header_of(bytes).size()), bytes.end());
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const uint64_t n = header.size();
+  bytes.assign(8, 0);
+  std::memcpy(bytes.data(), &n, 8);
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  bytes.insert(bytes.end(), data.begin(), data.end());
+}
+
+void replace_in_header(std::vector<uint8_t>& bytes, const std::string& from, const std::string& to) {
+  std::string h = header_of(bytes);
+  const size_t at = h.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  h.replace(at, from.size(), to);
+  set_header(bytes, h);
+}
+
+TEST(Checkpoint, DamagedOrForeignFilesAreRefused) {
+  TrainConfig c = tiny(Precision::Fp32);
+  Trainer t(c);
+  const std::string good = fresh_dir("damage") + ".safetensors";
+  model_checkpoint(t).write(good);
+  expect_refused(good, [](auto& b) { b.resize(5); }, "too short");
+  expect_refused(good, [](auto& b) { b.resize(b.size() / 2); }, "out of range");
+  expect_refused(good, [](auto& b) { std::memset(b.data(), 0xff, 8); }, "header length");
+  expect_refused(good, [](auto& b) { b[8] = '['; }, "not valid JSON");
+  expect_refused(good, [](auto& b) { replace_in_header(b, "\"F32\"", "\"F7\""); }, "unknown dtype F7");
+  expect_refused(good, [](auto& b) {
+    std::string h = header_of(b);
+    const size_t at = h.find("\"data_offsets\":[");
+    const size_t end = h.find(']', at);
+    h.replace(at, end - at + 1, "\"data_offsets\":[0,64]");  // lands on another tensor's bytes
+    set_header(b, h);
+  }, "");
+  expect_refused(good, [](auto& b) { replace_in_header(b, "\"wpe\":{\"data_offsets\"", "\"wpe_renamed\":{\"data_offsets\""); },
+                 "no tensor 'wpe'");
+  expect_refused(good, [](auto& b) { replace_in_header(b, "\\\"d_model\\\": 32", "\\\"d_model\\\": 64"); }, "shape");
+  expect_refused(good, [](auto& b) { replace_in_header(b, "\"format\":\"fp8lm\"", "\"format\":\"other\""); },
+                 "not an fp8lm model file");
+}
+
+TEST(Checkpoint, WritesAreAtomicAndLeaveNoTempFiles) {
+  TrainConfig c = tiny(Precision::Fp32);
+  Trainer t(c);
+  const std::string dir = fresh_dir("atomic");
+  save_checkpoint(t, dir);
+  for (const auto& e : fs::directory_iterator(dir)) EXPECT_NE(e.path().extension(), ".tmp") << e.path();
+  EXPECT_THROW(latest_checkpoint(fresh_dir("none")), Error);
+}
+
+}  // namespace
+}  // namespace fp8lm
