@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -179,6 +180,75 @@ TEST(Cli, TrainBadConfigIsOneLineError) {
     EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": " << r.err;
     EXPECT_EQ(lines(r.err).size(), 1u) << args << ": " << r.err;
   }
+}
+
+TEST(Cli, GenerateEvalInspectOnATrainedRun) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_gen";
+  std::filesystem::remove_all(dir);
+  const std::string tiny = "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 --threads 2";
+  ASSERT_EQ(fp8lm("train --precision fp8 --amax-history-len 8 --steps 4 " + tiny + " --out " + dir).status, 0);
+  // Nothing a user had is overwritten: a second run into the same directory is refused.
+  const CliResult again = fp8lm("train --steps 2 " + tiny + " --out " + dir);
+  EXPECT_NE(again.status, 0);
+  EXPECT_NE(again.err.find("already holds a run"), std::string::npos) << again.err;
+
+  const std::string model = dir + "/model.safetensors";
+  CliResult r = fp8lm("generate --checkpoint " + model + " --prompt '3 5 7' --max-new-tokens 5");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 1u);
+  std::istringstream ids(r.out);
+  int n = 0;
+  for (int id; ids >> id; ++n) EXPECT_TRUE(id >= 0 && id < 16) << id;
+  EXPECT_EQ(n, 5);
+  r = fp8lm("generate --checkpoint " + model + " --prompt '3 5 7' --max-new-tokens 5 --json");
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt"], (std::vector<int>{3, 5, 7}));
+  EXPECT_EQ(j["generated"].size(), 5u);
+  EXPECT_TRUE(j["stride_kept"].is_boolean());
+
+  r = fp8lm("eval --checkpoint " + model + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto e = nlohmann::json::parse(r.out);
+  EXPECT_GT(e["loss"].get<double>(), 0.0);
+  EXPECT_NEAR(e["perplexity"].get<double>(), std::exp(e["loss"].get<double>()), 1e-9);
+  EXPECT_TRUE(e.contains("stride_accuracy"));
+
+  r = fp8lm("inspect " + dir + " --layer 0 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto ins = nlohmann::json::parse(r.out);
+  ASSERT_EQ(ins["gemms"].size(), 4u * 5u);  // qkv, proj, fc1, fc2 x 5 slots
+  const auto& input = ins["gemms"][0];
+  EXPECT_EQ(input["slot"], "input");
+  EXPECT_EQ(input["format"], "e4m3");
+  EXPECT_NE(input["scale"].get<float>(), 1.0f);  // moved after the first steps
+  EXPECT_TRUE(input.contains("saturated_fraction"));
+  EXPECT_EQ(ins["gemms"][3]["format"], "e5m2");  // grad_output under HYBRID
+
+  const char* bad[] = {"generate --checkpoint /nonexistent.safetensors --prompt '1 2'",
+                       "inspect /nonexistent-run",
+                       "eval --checkpoint /nonexistent.safetensors"};
+  for (const char* args : bad) {
+    const CliResult b = fp8lm(args);
+    EXPECT_NE(b.status, 0) << args;
+    EXPECT_EQ(lines(b.err).size(), 1u) << args << ": " << b.err;
+  }
+  const std::string bad_prompt[] = {"'1 99'", "'x'", "''"};
+  for (const std::string& p : bad_prompt) {
+    const CliResult b = fp8lm("generate --checkpoint " + model + " --prompt " + p);
+    EXPECT_NE(b.status, 0) << p;
+    EXPECT_EQ(b.err.rfind("error: ", 0), 0u) << p << ": " << b.err;
+  }
+  EXPECT_NE(fp8lm("generate --checkpoint " + model + " --prompt '1 2' --max-new-tokens 50").status, 0);
+}
+
+TEST(Cli, InspectSaysAnFp32RunHasNoFp8State) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_fp32";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(fp8lm("train --precision fp32 --steps 2 --vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 "
+                  "--ffn 64 --batch-size 4 --threads 2 --out " + dir).status, 0);
+  const CliResult r = fp8lm("inspect " + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("no FP8 state"), std::string::npos) << r.out;
 }
 
 TEST(Cli, HelpAndVersion) {

@@ -66,7 +66,8 @@ void run_inspect(const InspectFlags& f) {
         for (int64_t s = 0; s < n; ++s) {
           std::vector<float> h;
           for (int64_t k = 0; k < len; ++k) h.push_back(hist[static_cast<size_t>(k * n + s)]);
-          const auto [lo, hi] = std::minmax_element(h.begin(), h.end());
+          // Entry 0 accumulates the step in progress (0 right after an update): past steps only.
+          const auto [lo, hi] = std::minmax_element(h.begin() + (len > 1 ? 1 : 0), h.end());
           const std::vector<float> tail(h.end() - std::min<int64_t>(f.last, len), h.end());
           const Slot slot = slots[d == Direction::Forward ? 0 : 1][s];
           const auto fmt8 = fp8_format_name(tensor_format(recipe_format, d));

@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""Interrupting training never leaves a corrupt latest checkpoint: SIGKILL at random moments
+(each time resuming from the latest checkpoint), then SIGINT (a checkpoint and exit code 130),
+then a resume that runs to the end. The fp8lm binary is the first argument."""
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TINY = ["--precision", "fp8", "--steps", "3000", "--vocab", "16", "--seq-len", "12", "--d-model", "64", "--n-layers",
+        "2", "--n-heads", "2", "--ffn", "128", "--batch-size", "4", "--threads", "2", "--checkpoint-every", "1",
+        "--keep-checkpoints", "2"]
+
+
+def main(binary):
+    random.seed(7)
+    with tempfile.TemporaryDirectory() as tmp:
+        run = os.path.join(tmp, "run")
+        cmd = [binary, "train", "--out", run] + TINY
+        for attempt in range(5):
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(random.uniform(0.3, 1.2))
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            if not os.path.exists(os.path.join(run, "checkpoints", "latest")):
+                cmd = [binary, "train", "--out", run] + TINY if not os.path.exists(os.path.join(run, "config.json")) \
+                    else [binary, "train", "--resume", run]
+                continue
+            # The latest checkpoint must load: inspect reads its model file, resume its state.
+            r = subprocess.run([binary, "inspect", run, "--json"], capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.exit(f"FAIL: after SIGKILL #{attempt}, inspect failed: {r.stderr.strip()}")
+            cmd = [binary, "train", "--resume", run]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.8)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate()
+        if p.returncode != 130 or "checkpoint written" not in err:
+            sys.exit(f"FAIL: SIGINT gave exit {p.returncode}: {err.strip()[-300:]}")
+        r = subprocess.run([binary, "train", "--resume", run], capture_output=True, text=True)
+        if r.returncode != 0 or "trained 3000 steps" not in r.stdout:
+            sys.exit(f"FAIL: final resume: {r.returncode} {r.stderr.strip()[-300:]}")
+    print("1 passed, 0 failed")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
