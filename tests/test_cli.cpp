@@ -125,6 +125,7 @@ TEST(Cli, BadInputIsOneLineErrorAndNonZeroExit) {
 
 TEST(Cli, TrainWritesSummaryJson) {
   const std::string dir = testing::TempDir() + "fp8lm_cli_run";
+  std::filesystem::remove_all(dir);
   const CliResult r = fp8lm("train --precision fp8 --fp8-format e4m3 --amax-history-len 4 --steps 3 --vocab 16 "
                             "--seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
                             "--threads 2 --out " + dir);
