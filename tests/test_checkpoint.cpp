@@ -51,20 +51,25 @@ TEST(Resume, StopAndResumeEqualsUninterruptedBitForBit) {
     c.fp8_weights = v.fp8_weights;
     Trainer straight(c);
     TrainResult r_straight;
-    ASSERT_EQ(run_training(straight, {fresh_dir(std::string(v.name) + "_a")}, {}, nullptr, &r_straight), RunEnd::Finished);
+    RunOptions straight_opts{fresh_dir(std::string(v.name) + "_a")};
+    straight_opts.val_every = 4;
+    ASSERT_EQ(run_training(straight, straight_opts, {}, nullptr, &r_straight), RunEnd::Finished);
 
     const std::string dir = fresh_dir(std::string(v.name) + "_b");
     {
       Trainer first(c);
       RunOptions opts{dir};
-      opts.stop_after = 7;
+      opts.stop_after = 8;  // a step with a validation pass (val_every 4): evaluating changes nothing
+      opts.val_every = 4;
       ASSERT_EQ(run_training(first, opts, {}, nullptr, nullptr), RunEnd::Stopped) << v.name;
-      EXPECT_EQ(first.steps_done(), 7);
+      EXPECT_EQ(first.steps_done(), 8);
     }
     std::unique_ptr<Trainer> resumed = load_checkpoint(latest_checkpoint(dir));
-    EXPECT_EQ(resumed->steps_done(), 7);
+    EXPECT_EQ(resumed->steps_done(), 8);
     TrainResult r_resumed;
-    ASSERT_EQ(run_training(*resumed, {dir}, {}, nullptr, &r_resumed), RunEnd::Finished);
+    RunOptions resume_opts{dir};
+    resume_opts.val_every = 4;
+    ASSERT_EQ(run_training(*resumed, resume_opts, {}, nullptr, &r_resumed), RunEnd::Finished);
     EXPECT_EQ(r_resumed.losses, r_straight.losses) << v.name;
     const ParameterList a = straight.model().parameters(), b = resumed->model().parameters();
     ASSERT_EQ(a.size(), b.size());
@@ -188,6 +193,30 @@ TEST(Checkpoint, WritesAreAtomicAndLeaveNoTempFiles) {
   save_checkpoint(t, dir);
   for (const auto& e : fs::directory_iterator(dir)) EXPECT_NE(e.path().extension(), ".tmp") << e.path();
   EXPECT_THROW(latest_checkpoint(fresh_dir("none")), Error);
+}
+
+}  // namespace
+}  // namespace fp8lm
+
+namespace fp8lm {
+namespace {
+
+TEST(Validation, EvaluatingBetweenStepsDoesNotChangeTraining) {
+  for (Precision p : {Precision::Fp32, Precision::Fp8}) {
+    TrainConfig c = tiny(p);
+    c.steps = 8;
+    Trainer plain(c), checked(c);
+    while (!plain.done()) plain.train_step();
+    while (!checked.done()) {
+      checked.train_step();
+      EXPECT_TRUE(std::isfinite(checked.validation_loss()));
+    }
+    EXPECT_EQ(plain.losses(), checked.losses()) << precision_name(p);
+    const auto a = plain.model().fp8_metas(), b = checked.model().fp8_metas();
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ((*a[i])[Slot::Weight].amax_history, (*b[i])[Slot::Weight].amax_history) << precision_name(p);
+    }
+  }
 }
 
 }  // namespace

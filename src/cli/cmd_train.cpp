@@ -231,7 +231,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     return g_signal ? 128 + g_signal.load() : 0;
   }
   print_result(c, r);
-  fmt::print("wrote {}/summary.json, {}/model.safetensors\n", dir, dir);
+  fmt::print("wrote {0}/summary.json, {0}/model.safetensors, {0}/report.html\n", dir);
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "io/report.h"
 
 namespace fp8lm {
 
@@ -119,7 +120,10 @@ RunEnd run_training(Trainer& trainer, const RunOptions& opts, const ProgressFn& 
   while (!trainer.done()) {
     const StepStats s = trainer.train_step();
     Json line = {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
-                 {"tokens_per_s", s.tokens_per_s}, {"seconds", s.seconds}};
+                 {"tokens_per_s", s.step_tokens_per_s}, {"seconds", s.seconds}};
+    if (opts.val_every > 0 && (s.step % opts.val_every == 0 || trainer.done())) {
+      line["val_loss"] = trainer.validation_loss();
+    }
     if (fp8 && (s.step % std::max<int64_t>(1, opts.fp8_snapshot_every) == 0 || s.step == 1)) {
       line["fp8"] = fp8_snapshot(trainer.model());
     }
@@ -128,6 +132,8 @@ RunEnd run_training(Trainer& trainer, const RunOptions& opts, const ProgressFn& 
     const bool stopping = (stop && stop->load()) || (opts.stop_after > 0 && s.step >= opts.stop_after);
     if (stopping && !trainer.done()) {
       checkpoint_now(trainer, opts);
+      metrics.close();
+      write_report(opts.dir);
       return RunEnd::Stopped;
     }
     if (opts.checkpoint_every > 0 && s.step % opts.checkpoint_every == 0 && !trainer.done()) {
@@ -138,6 +144,8 @@ RunEnd run_training(Trainer& trainer, const RunOptions& opts, const ProgressFn& 
   TrainResult r = trainer.finish();
   model_checkpoint(trainer).write(opts.dir + "/model.safetensors");
   write_summary(opts.dir, trainer, r);
+  metrics.close();
+  write_report(opts.dir);
   if (result) *result = std::move(r);
   return RunEnd::Finished;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // A run directory: config.json, metrics.jsonl (a line per step; every N steps a snapshot of
 // every FP8 slot), checkpoints/step-NNNNNN/ (the last K, `latest` naming the newest complete
-// one), and at the end model.safetensors and summary.json.
+// one), and at the end model.safetensors, summary.json and report.html.
 #include <atomic>
 #include <string>
 
@@ -15,6 +15,7 @@ struct RunOptions {
   int keep = 3;                  // checkpoints kept
   int64_t stop_after = 0;        // stop (with a checkpoint) after this step, as an interruption would
   int64_t fp8_snapshot_every = 10;
+  int64_t val_every = 20;  // held-out loss in metrics.jsonl every N steps (0: never)
 };
 
 enum class RunEnd { Finished, Stopped };

@@ -56,6 +56,11 @@ class Linear {
   bool fp8_weights() const { return fp8_weights_; }
   void requantize_weight(const Fp8Recipe& recipe);
   const std::vector<uint8_t>& fp8_weight_codes() const { return qw_; }
+  // Forgets the cached weight cast, so the next forward casts (and records the weight's amax)
+  // as if nothing had run in between. FP8 weights (fp8_weights mode) are the weight itself.
+  void invalidate_weight_cast() {
+    if (!fp8_weights_) cast_version_ = ~uint64_t{0};
+  }
   float fp8_weight_scale_inv() const { return qw_scale_inv_; }
 
  private:

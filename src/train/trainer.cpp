@@ -108,13 +108,37 @@ StepStats Trainer::train_step() {
   if (cfg_.fp8_weights) refresh_fp8_weights();
   losses_.push_back(loss);
   ++step_;
-  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {step_, cfg_.steps, loss, lr, norm, seconds_, static_cast<double>(step_ * B * T) / seconds_};
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  seconds_ += took;
+  return {step_, cfg_.steps, loss, lr, norm, seconds_, static_cast<double>(step_ * B * T) / seconds_,
+          static_cast<double>(B * T) / took};
 }
 
 void Trainer::refresh_fp8_weights() {
   if (!cfg_.fp8_weights) return;
   for (Linear* l : model_->linears()) l->requantize_weight(cfg_.recipe);
+}
+
+double Trainer::validation_loss(int64_t batches) {
+  const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
+  std::vector<Batch> held_out;
+  if (stride_) {
+    StrideTask task(cfg_.model.vocab, cfg_.max_stride, cfg_.seed ^ 0x5851f42d4c957f2dull);
+    for (int64_t i = 0; i < batches; ++i) held_out.push_back(task.next(B, T));
+  } else {
+    held_out = text_->validation(B, T, batches);
+  }
+  std::vector<Fp8Meta> saved;
+  for (Fp8Meta* m : model_->fp8_metas()) saved.push_back(*m);
+  double loss;
+  {
+    const InferenceScope scope(precision_.precision, cfg_.recipe);
+    loss = mean_loss(*model_, held_out);
+  }
+  size_t i = 0;
+  for (Fp8Meta* m : model_->fp8_metas()) *m = saved[i++];
+  for (Linear* l : model_->linears()) l->invalidate_weight_cast();
+  return loss;
 }
 
 std::string Trainer::data_state() const { return stride_ ? stride_->state() : text_->state(); }

@@ -36,7 +36,8 @@ struct TrainConfig {
 struct StepStats {
   int64_t step = 0, total = 0;
   float loss = 0, lr = 0, grad_norm = 0;
-  double seconds = 0, tokens_per_s = 0;
+  double seconds = 0, tokens_per_s = 0;  // cumulative over the run
+  double step_tokens_per_s = 0;          // this step alone
 };
 
 struct TrainResult {
@@ -81,6 +82,10 @@ class Trainer {
   // Restores what a checkpoint holds beyond weights, optimizer and FP8 state.
   void restore_progress(int64_t step, double seconds, std::vector<float> losses,
                         const std::string& data_state);
+  // Mean loss on held-out batches (the stride task's own held-out stream, or the text's
+  // validation split). FP8 scaling state is left exactly as it was, so evaluating does not
+  // change the training run.
+  double validation_loss(int64_t batches = 2);
   // After weights change outside an optimizer step (a restore): re-quantize FP8 weights.
   void refresh_fp8_weights();
 
