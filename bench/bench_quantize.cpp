@@ -73,9 +73,18 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 BENCHMARK(BM_memcpy)->Arg(kMiB)->Arg(64 * kMiB)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_quantize, scalar, Isa::Scalar)->Arg(kMiB)->Arg(64 * kMiB)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_quantize, avx2, Isa::Avx2)->Arg(kMiB)->Arg(64 * kMiB)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_quantize, avx512, Isa::Avx512)->Arg(kMiB)->Arg(64 * kMiB)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_quantize, scalar, Isa::Scalar)
+    ->Arg(kMiB)
+    ->Arg(64 * kMiB)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_quantize, avx2, Isa::Avx2)
+    ->Arg(kMiB)
+    ->Arg(64 * kMiB)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_quantize, avx512, Isa::Avx512)
+    ->Arg(kMiB)
+    ->Arg(64 * kMiB)
+    ->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

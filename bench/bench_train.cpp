@@ -37,11 +37,13 @@ int main(int argc, char** argv) {
     const int64_t timed_steps = c.steps - warmup_steps;
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    fmt::print(R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}}})"
-               "\n",
-               r.precision.label(), static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
-               timed / static_cast<double>(timed_steps), static_cast<double>(usage.ru_maxrss) / 1024.0,
-               c.model.parameter_count());
+    fmt::print(
+        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}}})"
+        "\n",
+        r.precision.label(),
+        static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
+        timed / static_cast<double>(timed_steps), static_cast<double>(usage.ru_maxrss) / 1024.0,
+        c.model.parameter_count());
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

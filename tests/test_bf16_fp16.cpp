@@ -26,8 +26,12 @@ std::vector<Half> halves() {
           {"fp16", kFP16Spec, fp16_from_float, fp16_to_float}};
 }
 
-float up(float x) { return std::nextafter(x, INFINITY); }
-float down(float x) { return std::nextafter(x, -INFINITY); }
+float up(float x) {
+  return std::nextafter(x, INFINITY);
+}
+float down(float x) {
+  return std::nextafter(x, -INFINITY);
+}
 
 TEST(HalfFormats, EveryCodeDecodesExactlyAndRoundTrips) {
   for (const Half& h : halves()) {
@@ -72,16 +76,16 @@ TEST(HalfFormats, OverflowZerosNan) {
   EXPECT_EQ(fp16_from_float(-65520.0f), 0xfc00u);
   EXPECT_EQ(fp16_from_float(FLT_MAX), 0x7c00u);
   EXPECT_EQ(fp16_from_float(INFINITY), 0x7c00u);
-  EXPECT_EQ(fp16_from_float(0x1p-25f), 0x0000u);            // half the smallest subnormal: tie to 0
+  EXPECT_EQ(fp16_from_float(0x1p-25f), 0x0000u);  // half the smallest subnormal: tie to 0
   EXPECT_EQ(fp16_from_float(up(0x1p-25f)), 0x0001u);
   EXPECT_EQ(fp16_from_float(-FLT_TRUE_MIN), 0x8000u);
-  EXPECT_EQ(fp16_from_float(down(0x1p-14f)), 0x0400u);      // rounds up into the normals
+  EXPECT_EQ(fp16_from_float(down(0x1p-14f)), 0x0400u);  // rounds up into the normals
   // bf16: the midpoint above max (0x1.fep127 + 2^119) ties to the even Inf.
   EXPECT_EQ(bf16_from_float(FLT_MAX), 0x7f80u);
   EXPECT_EQ(bf16_from_float(down(FLT_MAX)), 0x7f80u);
   EXPECT_EQ(bf16_from_float(0x1.fep127f), 0x7f7fu);
   EXPECT_EQ(bf16_from_float(-INFINITY), 0xff80u);
-  EXPECT_EQ(bf16_from_float(FLT_TRUE_MIN), 0x0000u);         // 2^-149 < half of 2^-133
+  EXPECT_EQ(bf16_from_float(FLT_TRUE_MIN), 0x0000u);  // 2^-149 < half of 2^-133
   EXPECT_EQ(bf16_from_float(-0.0f), 0x8000u);
   for (const Half& h : halves()) {
     EXPECT_TRUE(std::isnan(h.decode(h.encode(NAN)))) << h.name;

@@ -59,7 +59,8 @@ TEST(Resume, StopAndResumeEqualsUninterruptedBitForBit) {
     {
       Trainer first(c);
       RunOptions opts{dir};
-      opts.stop_after = 8;  // a step with a validation pass (val_every 4): evaluating changes nothing
+      opts.stop_after =
+          8;  // a step with a validation pass (val_every 4): evaluating changes nothing
       opts.val_every = 4;
       ASSERT_EQ(run_training(first, opts, {}, nullptr, nullptr), RunEnd::Stopped) << v.name;
       EXPECT_EQ(first.steps_done(), 8);
@@ -73,7 +74,8 @@ TEST(Resume, StopAndResumeEqualsUninterruptedBitForBit) {
     EXPECT_EQ(r_resumed.losses, r_straight.losses) << v.name;
     const ParameterList a = straight.model().parameters(), b = resumed->model().parameters();
     ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]->value, b[i]->value) << v.name << " " << a[i]->name;
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(a[i]->value, b[i]->value) << v.name << " " << a[i]->name;
     const auto ma = straight.model().fp8_metas(), mb = resumed->model().fp8_metas();
     for (size_t i = 0; i < ma.size(); ++i) {
       for (Slot s : {Slot::Input, Slot::Weight, Slot::GradOutput}) {
@@ -120,13 +122,17 @@ TEST(Checkpoint, ModelFileRoundTripsWeightsAndFp8State) {
 }
 
 // Reads a file, lets `damage` change its bytes, and expects load_model to refuse it.
-void expect_refused(const std::string& good, const std::function<void(std::vector<uint8_t>&)>& damage,
+void expect_refused(const std::string& good,
+                    const std::function<void(std::vector<uint8_t>&)>& damage,
                     const std::string& needle) {
   std::ifstream in(good, std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   damage(bytes);
   const std::string bad = good + ".bad";
-  std::ofstream(bad, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(bad, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
   try {
     load_model(bad);
     ADD_FAILURE() << "accepted a damaged file (" << needle << ")";
@@ -145,7 +151,8 @@ std::string header_of(const std::vector<uint8_t>& bytes) {
 }
 
 void set_header(std::vector<uint8_t>& bytes, std::string header) {
-  const auto data = std::vector<uint8_t>(bytes.begin() + 8 + static_cast<long>(header_of(bytes).size()), bytes.end());
+  const auto data = std::vector<uint8_t>(
+      bytes.begin() + 8 + static_cast<long>(header_of(bytes).size()), bytes.end());
   header.append((8 - header.size() % 8) % 8, ' ');
   const uint64_t n = header.size();
   bytes.assign(8, 0);
@@ -154,7 +161,8 @@ void set_header(std::vector<uint8_t>& bytes, std::string header) {
   bytes.insert(bytes.end(), data.begin(), data.end());
 }
 
-void replace_in_header(std::vector<uint8_t>& bytes, const std::string& from, const std::string& to) {
+void replace_in_header(std::vector<uint8_t>& bytes, const std::string& from,
+                       const std::string& to) {
   std::string h = header_of(bytes);
   const size_t at = h.find(from);
   ASSERT_NE(at, std::string::npos) << from;
@@ -167,23 +175,38 @@ TEST(Checkpoint, DamagedOrForeignFilesAreRefused) {
   Trainer t(c);
   const std::string good = fresh_dir("damage") + ".safetensors";
   model_checkpoint(t).write(good);
-  expect_refused(good, [](auto& b) { b.resize(5); }, "too short");
-  expect_refused(good, [](auto& b) { b.resize(b.size() / 2); }, "out of range");
-  expect_refused(good, [](auto& b) { std::memset(b.data(), 0xff, 8); }, "header length");
-  expect_refused(good, [](auto& b) { b[8] = '['; }, "not valid JSON");
-  expect_refused(good, [](auto& b) { replace_in_header(b, "\"F32\"", "\"F7\""); }, "unknown dtype F7");
-  expect_refused(good, [](auto& b) {
-    std::string h = header_of(b);
-    const size_t at = h.find("\"data_offsets\":[");
-    const size_t end = h.find(']', at);
-    h.replace(at, end - at + 1, "\"data_offsets\":[0,64]");  // lands on another tensor's bytes
-    set_header(b, h);
-  }, "");
-  expect_refused(good, [](auto& b) { replace_in_header(b, "\"wpe\":{\"data_offsets\"", "\"wpe_renamed\":{\"data_offsets\""); },
-                 "no tensor 'wpe'");
-  expect_refused(good, [](auto& b) { replace_in_header(b, "\\\"d_model\\\": 32", "\\\"d_model\\\": 64"); }, "shape");
-  expect_refused(good, [](auto& b) { replace_in_header(b, "\"format\":\"fp8lm\"", "\"format\":\"other\""); },
-                 "not an fp8lm model file");
+  expect_refused(
+      good, [](auto& b) { b.resize(5); }, "too short");
+  expect_refused(
+      good, [](auto& b) { b.resize(b.size() / 2); }, "out of range");
+  expect_refused(
+      good, [](auto& b) { std::memset(b.data(), 0xff, 8); }, "header length");
+  expect_refused(
+      good, [](auto& b) { b[8] = '['; }, "not valid JSON");
+  expect_refused(
+      good, [](auto& b) { replace_in_header(b, "\"F32\"", "\"F7\""); }, "unknown dtype F7");
+  expect_refused(
+      good,
+      [](auto& b) {
+        std::string h = header_of(b);
+        const size_t at = h.find("\"data_offsets\":[");
+        const size_t end = h.find(']', at);
+        h.replace(at, end - at + 1, "\"data_offsets\":[0,64]");  // lands on another tensor's bytes
+        set_header(b, h);
+      },
+      "");
+  expect_refused(
+      good,
+      [](auto& b) {
+        replace_in_header(b, "\"wpe\":{\"data_offsets\"", "\"wpe_renamed\":{\"data_offsets\"");
+      },
+      "no tensor 'wpe'");
+  expect_refused(
+      good, [](auto& b) { replace_in_header(b, "\\\"d_model\\\": 32", "\\\"d_model\\\": 64"); },
+      "shape");
+  expect_refused(
+      good, [](auto& b) { replace_in_header(b, "\"format\":\"fp8lm\"", "\"format\":\"other\""); },
+      "not an fp8lm model file");
 }
 
 TEST(Checkpoint, WritesAreAtomicAndLeaveNoTempFiles) {
@@ -191,7 +214,8 @@ TEST(Checkpoint, WritesAreAtomicAndLeaveNoTempFiles) {
   Trainer t(c);
   const std::string dir = fresh_dir("atomic");
   save_checkpoint(t, dir);
-  for (const auto& e : fs::directory_iterator(dir)) EXPECT_NE(e.path().extension(), ".tmp") << e.path();
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_NE(e.path().extension(), ".tmp") << e.path();
   EXPECT_THROW(latest_checkpoint(fresh_dir("none")), Error);
 }
 
@@ -214,7 +238,8 @@ TEST(Validation, EvaluatingBetweenStepsDoesNotChangeTraining) {
     EXPECT_EQ(plain.losses(), checked.losses()) << precision_name(p);
     const auto a = plain.model().fp8_metas(), b = checked.model().fp8_metas();
     for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_EQ((*a[i])[Slot::Weight].amax_history, (*b[i])[Slot::Weight].amax_history) << precision_name(p);
+      EXPECT_EQ((*a[i])[Slot::Weight].amax_history, (*b[i])[Slot::Weight].amax_history)
+          << precision_name(p);
     }
   }
 }

@@ -76,13 +76,15 @@ TEST(Cli, TableListsAll256CodesWithBitsAndValues) {
 TEST(Cli, EncodeRoundsSaturatesAndReadsStdin) {
   CliResult r = fp8lm("fp8 encode --format e4m3 1 -1.5 464 465 -inf nan 0.001");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(lines(r.out), (std::vector<std::string>{"1 0x38 1", "-1.5 0xbc -1.5", "464 0x7e 448", "465 0x7e 448",
-                                                    "-inf 0xfe -448", "nan 0x7f nan", "0.001 0x01 0.001953125"}));
+  EXPECT_EQ(lines(r.out),
+            (std::vector<std::string>{"1 0x38 1", "-1.5 0xbc -1.5", "464 0x7e 448", "465 0x7e 448",
+                                      "-inf 0xfe -448", "nan 0x7f nan", "0.001 0x01 0.001953125"}));
   r = fp8lm("fp8 encode --format e5m2 --no-saturate 61440 -1e9");
   EXPECT_EQ(lines(r.out), (std::vector<std::string>{"61440 0x7c inf", "-1000000000 0xfc -inf"}));
   r = fp8lm("fp8 encode --format e4m3 --scale 4", "0.25\n 125 \n");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(lines(r.out), (std::vector<std::string>{"0.25 0x38 0.25", "125 0x7e 112"}));  // 500 saturates to 448, then /4
+  EXPECT_EQ(lines(r.out), (std::vector<std::string>{
+                              "0.25 0x38 0.25", "125 0x7e 112"}));  // 500 saturates to 448, then /4
 }
 
 TEST(Cli, EncodeJsonParses) {
@@ -100,19 +102,28 @@ TEST(Cli, EncodeJsonParses) {
 TEST(Cli, DecodeAcceptsHexAndDecimal) {
   const CliResult r = fp8lm("fp8 decode --format e5m2 0x7b 124 0X01");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(lines(r.out), (std::vector<std::string>{"0x7b 57344", "0x7c inf", "0x01 1.5258789e-05"}));
+  EXPECT_EQ(lines(r.out),
+            (std::vector<std::string>{"0x7b 57344", "0x7c inf", "0x01 1.5258789e-05"}));
 }
 
 TEST(Cli, BadInputIsOneLineErrorAndNonZeroExit) {
   const char* bad[] = {
-      "fp8 table --format e3m4",          "fp8 table",
-      "fp8 encode --format e4m3 abc",     "fp8 encode --format e4m3 1.5x",
-      "fp8 encode --format e4m3 --scale nan 1", "fp8 encode --format e4m3 --scale 0 1",
-      "fp8 encode --format e4m3 --scale -2 1",  "fp8 encode --format e4m3 --scale inf 1",
-      "fp8 encode --format e4m3 --bogus 1",     "fp8 decode --format e4m3 0x100",
-      "fp8 decode --format e4m3 -1",      "fp8 decode --format e4m3 0xzz",
-      "fp8 frobnicate",                   "frobnicate",
-      "doctor --verbose",                 "",
+      "fp8 table --format e3m4",
+      "fp8 table",
+      "fp8 encode --format e4m3 abc",
+      "fp8 encode --format e4m3 1.5x",
+      "fp8 encode --format e4m3 --scale nan 1",
+      "fp8 encode --format e4m3 --scale 0 1",
+      "fp8 encode --format e4m3 --scale -2 1",
+      "fp8 encode --format e4m3 --scale inf 1",
+      "fp8 encode --format e4m3 --bogus 1",
+      "fp8 decode --format e4m3 0x100",
+      "fp8 decode --format e4m3 -1",
+      "fp8 decode --format e4m3 0xzz",
+      "fp8 frobnicate",
+      "frobnicate",
+      "doctor --verbose",
+      "",
   };
   for (const char* args : bad) {
     const CliResult r = fp8lm(args);
@@ -126,16 +137,18 @@ TEST(Cli, BadInputIsOneLineErrorAndNonZeroExit) {
 TEST(Cli, TrainWritesSummaryJson) {
   const std::string dir = testing::TempDir() + "fp8lm_cli_run";
   std::filesystem::remove_all(dir);
-  const CliResult r = fp8lm("train --precision fp8 --fp8-format e4m3 --amax-history-len 4 --steps 3 --vocab 16 "
-                            "--seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
-                            "--threads 2 --out " + dir);
+  const CliResult r = fp8lm(
+      "train --precision fp8 --fp8-format e4m3 --amax-history-len 4 --steps 3 --vocab 16 "
+      "--seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
+      "--threads 2 --out " +
+      dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("stride accuracy"), std::string::npos) << r.out;
   std::ifstream in(dir + "/summary.json");
   ASSERT_TRUE(in.good());
   const auto j = nlohmann::json::parse(in);
-  for (const char* key : {"precision", "precision_reason", "recipe", "steps", "seconds", "tokens_per_s",
-                          "final_loss", "stride_accuracy"}) {
+  for (const char* key : {"precision", "precision_reason", "recipe", "steps", "seconds",
+                          "tokens_per_s", "final_loss", "stride_accuracy"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["precision"], "fp8 (emulated)");
@@ -186,8 +199,12 @@ TEST(Cli, TrainBadConfigIsOneLineError) {
 TEST(Cli, GenerateEvalInspectOnATrainedRun) {
   const std::string dir = testing::TempDir() + "fp8lm_cli_gen";
   std::filesystem::remove_all(dir);
-  const std::string tiny = "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 --threads 2";
-  ASSERT_EQ(fp8lm("train --precision fp8 --amax-history-len 8 --steps 4 " + tiny + " --out " + dir).status, 0);
+  const std::string tiny =
+      "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
+      "--threads 2";
+  ASSERT_EQ(fp8lm("train --precision fp8 --amax-history-len 8 --steps 4 " + tiny + " --out " + dir)
+                .status,
+            0);
   // Nothing a user had is overwritten: a second run into the same directory is refused.
   const CliResult again = fp8lm("train --steps 2 " + tiny + " --out " + dir);
   EXPECT_NE(again.status, 0);
@@ -226,8 +243,7 @@ TEST(Cli, GenerateEvalInspectOnATrainedRun) {
   EXPECT_EQ(ins["gemms"][3]["format"], "e5m2");  // grad_output under HYBRID
 
   const char* bad[] = {"generate --checkpoint /nonexistent.safetensors --prompt '1 2'",
-                       "inspect /nonexistent-run",
-                       "eval --checkpoint /nonexistent.safetensors"};
+                       "inspect /nonexistent-run", "eval --checkpoint /nonexistent.safetensors"};
   for (const char* args : bad) {
     const CliResult b = fp8lm(args);
     EXPECT_NE(b.status, 0) << args;
@@ -239,14 +255,19 @@ TEST(Cli, GenerateEvalInspectOnATrainedRun) {
     EXPECT_NE(b.status, 0) << p;
     EXPECT_EQ(b.err.rfind("error: ", 0), 0u) << p << ": " << b.err;
   }
-  EXPECT_NE(fp8lm("generate --checkpoint " + model + " --prompt '1 2' --max-new-tokens 50").status, 0);
+  EXPECT_NE(fp8lm("generate --checkpoint " + model + " --prompt '1 2' --max-new-tokens 50").status,
+            0);
 }
 
 TEST(Cli, InspectSaysAnFp32RunHasNoFp8State) {
   const std::string dir = testing::TempDir() + "fp8lm_cli_fp32";
   std::filesystem::remove_all(dir);
-  ASSERT_EQ(fp8lm("train --precision fp32 --steps 2 --vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 "
-                  "--ffn 64 --batch-size 4 --threads 2 --out " + dir).status, 0);
+  ASSERT_EQ(fp8lm("train --precision fp32 --steps 2 --vocab 16 --seq-len 12 --d-model 32 "
+                  "--n-layers 1 --n-heads 2 "
+                  "--ffn 64 --batch-size 4 --threads 2 --out " +
+                  dir)
+                .status,
+            0);
   const CliResult r = fp8lm("inspect " + dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("no FP8 state"), std::string::npos) << r.out;

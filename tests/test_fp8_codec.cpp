@@ -28,15 +28,22 @@ std::vector<Case> cases() {
     v.push_back({n + "/reference", f, [f](float x, bool sat) {
                    return minifloat_encode_reference(x, fp8_spec(f), sat);
                  }});
-    v.push_back({n + "/bitcodec", f, [f](float x, bool sat) { return uint32_t{fp8_encode(x, f, sat)}; }});
+    v.push_back(
+        {n + "/bitcodec", f, [f](float x, bool sat) { return uint32_t{fp8_encode(x, f, sat)}; }});
   }
   return v;
 }
 
-bool is_nan_code(uint32_t code, Fp8Format f) { return std::isnan(fp8_decode(static_cast<uint8_t>(code), f)); }
+bool is_nan_code(uint32_t code, Fp8Format f) {
+  return std::isnan(fp8_decode(static_cast<uint8_t>(code), f));
+}
 
-float up(float x) { return std::nextafter(x, INFINITY); }
-float down(float x) { return std::nextafter(x, -INFINITY); }
+float up(float x) {
+  return std::nextafter(x, INFINITY);
+}
+float down(float x) {
+  return std::nextafter(x, -INFINITY);
+}
 
 TEST(Fp8Encode, EveryCodeRoundTrips) {
   for (const Case& c : cases()) {
@@ -47,7 +54,8 @@ TEST(Fp8Encode, EveryCodeRoundTrips) {
         if (std::isnan(v)) {
           EXPECT_TRUE(is_nan_code(back, c.format)) << c.name << " code " << code;
         } else if (std::isinf(v) && sat) {
-          EXPECT_EQ(back, (code & 0x80) | fp8_consts(c.format).max_code) << c.name << " code " << code;
+          EXPECT_EQ(back, (code & 0x80) | fp8_consts(c.format).max_code)
+              << c.name << " code " << code;
         } else {
           EXPECT_EQ(back, code) << c.name << " code " << code << " sat " << sat;
         }
@@ -133,8 +141,9 @@ TEST(Fp8Encode, BitCodecFlagsMatchTheReference) {
       for (bool sat : {true, false}) {
         bool ref_sat = false, got_sat = false, got_flush = false;
         const uint32_t want = minifloat_encode_reference(x, fp8_spec(f), sat, &ref_sat);
-        const uint32_t got = f == Fp8Format::E4M3 ? fp8_encode<Fp8Format::E4M3>(x, sat, &got_sat, &got_flush)
-                                                  : fp8_encode<Fp8Format::E5M2>(x, sat, &got_sat, &got_flush);
+        const uint32_t got = f == Fp8Format::E4M3
+                                 ? fp8_encode<Fp8Format::E4M3>(x, sat, &got_sat, &got_flush)
+                                 : fp8_encode<Fp8Format::E5M2>(x, sat, &got_sat, &got_flush);
         ASSERT_EQ(got, want) << fp8_format_name(f) << " bits " << bits << " sat " << sat;
         ASSERT_EQ(got_sat, ref_sat) << fp8_format_name(f) << " bits " << bits;
         ASSERT_EQ(got_flush, x != 0 && !std::isnan(x) && (want & 0x7f) == 0) << bits;

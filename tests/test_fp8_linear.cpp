@@ -7,18 +7,14 @@
 #include <cmath>
 #include <random>
 
+#include "test_util.h"
+
 #include "nn/layernorm_linear.h"
 
 namespace fp8lm {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, stddev);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::randn;
 
 Fp8Recipe delayed(Format f, int len) {
   Fp8Recipe r;
@@ -46,9 +42,10 @@ TEST(Fp8Linear, OutputIsTheProductOfDecodedOperands) {
     for (int64_t o = 0; o < out; ++o) {
       double acc = 0, mag = 0;
       for (int64_t k = 0; k < in; ++k) {
-        const double a = fp8_decode(fp8_encode(x[r * in + k] * 64.0f, Fp8Format::E4M3), Fp8Format::E4M3);
-        const double b = fp8_decode(fp8_encode(lin.weight().value[o * in + k] * 256.0f, Fp8Format::E4M3),
-                                    Fp8Format::E4M3);
+        const double a =
+            fp8_decode(fp8_encode(x[r * in + k] * 64.0f, Fp8Format::E4M3), Fp8Format::E4M3);
+        const double b = fp8_decode(
+            fp8_encode(lin.weight().value[o * in + k] * 256.0f, Fp8Format::E4M3), Fp8Format::E4M3);
         acc += a * b;
         mag += std::fabs(a * b);
       }
@@ -64,7 +61,8 @@ TEST(Fp8Linear, ScalingStateAfterScriptedStepsIsHandComputed) {
   const int64_t rows = 2, in = 4, out = 3;
   Linear lin("fc", in, out, false);
   // Weight amax 0.5 -> weight scale 448 / 0.5 = 896 after the first update.
-  lin.weight().value = {0.5f, -0.25f, 0.125f, 0.0f, 0.1f, 0.2f, -0.3f, 0.4f, 0.0f, 0.0f, 0.0f, -0.5f};
+  lin.weight().value = {0.5f,  -0.25f, 0.125f, 0.0f, 0.1f, 0.2f,
+                        -0.3f, 0.4f,   0.0f,   0.0f, 0.0f, -0.5f};
   const Fp8Recipe recipe = delayed(Format::Hybrid, 4);
   std::vector<float> y(rows * out), dx(rows * in);
   const float input_amax[] = {1.0f, 4.0f, 2.0f};

@@ -23,7 +23,8 @@ std::vector<float> random_vector(int64_t n, uint32_t seed) {
 // most about K * 2^-24 * sum|a_k b_k|; the bound is computed per element from the operands.
 void expect_within_fp32_accumulation(const std::vector<float>& got, const std::vector<float>& A,
                                      const std::vector<float>& B, Trans ta, Trans tb, int64_t M,
-                                     int64_t N, int64_t K, float alpha, const std::vector<float>& want) {
+                                     int64_t N, int64_t K, float alpha,
+                                     const std::vector<float>& want) {
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < N; ++n) {
       double abs_sum = 0;
@@ -32,7 +33,8 @@ void expect_within_fp32_accumulation(const std::vector<float>& got, const std::v
         const double b = tb == Trans::N ? B[k * N + n] : B[n * K + k];
         abs_sum += std::fabs(a * b);
       }
-      const double tol = (static_cast<double>(K) + 2) * 0x1p-24 * std::fabs(alpha) * abs_sum + 1e-30;
+      const double tol =
+          (static_cast<double>(K) + 2) * 0x1p-24 * std::fabs(alpha) * abs_sum + 1e-30;
       ASSERT_NEAR(got[m * N + n], want[m * N + n], tol) << "m=" << m << " n=" << n << " K=" << K;
     }
   }
@@ -93,7 +95,8 @@ TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
       dequantize(B.data(), qb.data(), static_cast<int64_t>(B.size()), 1.0f, fb);
       std::vector<float> C(static_cast<size_t>(s.M * s.N)), want = C;
       const float alpha = (1.0f / sa) * (1.0f / sb);
-      gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, alpha, qa.data(), Fp8Format::E4M3, qb.data(), fb, 0.0f, C.data());
+      gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, alpha, qa.data(), Fp8Format::E4M3, qb.data(), fb,
+               0.0f, C.data());
       ref::gemm(Trans::N, Trans::T, s.M, s.N, s.K, alpha, A.data(), B.data(), 0.0f, want.data());
       expect_within_fp32_accumulation(C, A, B, Trans::N, Trans::T, s.M, s.N, s.K, alpha, want);
     }

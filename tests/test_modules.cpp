@@ -8,6 +8,8 @@
 #include <functional>
 #include <random>
 
+#include "test_util.h"
+
 #include "nn/attention.h"
 #include "nn/gpt.h"
 #include "nn/layernorm_linear.h"
@@ -16,13 +18,7 @@
 namespace fp8lm {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, stddev);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::randn;
 
 double dot(const std::vector<float>& a, const std::vector<float>& b) {
   double s = 0;
@@ -32,8 +28,9 @@ double dot(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Checks grad against finite differences of loss() in the entries of `values` (a sample of
 // up to 24 of them), restoring each entry afterwards.
-void check_gradient(const std::string& what, std::vector<float>& values, const std::vector<float>& grad,
-                    const std::function<double()>& loss, double atol = 1e-3, double rtol = 2e-2) {
+void check_gradient(const std::string& what, std::vector<float>& values,
+                    const std::vector<float>& grad, const std::function<double()>& loss,
+                    double atol = 1e-3, double rtol = 2e-2) {
   ASSERT_EQ(values.size(), grad.size()) << what;
   std::mt19937 rng(static_cast<uint32_t>(values.size()));
   const size_t samples = std::min<size_t>(24, values.size());
@@ -81,17 +78,19 @@ TEST(LinearBackward, MatchesFiniteDifferences) {
   Linear lin("fc", 5, 4, true);
   lin.weight().value = randn(20, 1, 0.5f);
   lin.bias()->value = randn(4, 2);
-  check_module<Linear>("linear", lin, 6, 5, 4, [](Linear& m, const float* x, float* y) { m.forward(x, y, 6); },
-                       [](Linear& m, const float* dy, float* dx) { m.backward(dy, dx, 6); });
+  check_module<Linear>(
+      "linear", lin, 6, 5, 4, [](Linear& m, const float* x, float* y) { m.forward(x, y, 6); },
+      [](Linear& m, const float* dy, float* dx) { m.backward(dy, dx, 6); });
 }
 
 TEST(NormBackward, MatchesFiniteDifferencesForLayerNormAndRMSNorm) {
   for (Normalization kind : {Normalization::LayerNorm, Normalization::RMSNorm}) {
     Norm norm("ln", 7, kind);
     norm.weight().value = randn(7, 3, 0.5f);
-    check_module<Norm>(std::string(normalization_name(kind)), norm, 5, 7, 7,
-                       [](Norm& m, const float* x, float* y) { m.forward(x, y, 5); },
-                       [](Norm& m, const float* dy, float* dx) { m.backward(dy, dx, 5); });
+    check_module<Norm>(
+        std::string(normalization_name(kind)), norm, 5, 7, 7,
+        [](Norm& m, const float* x, float* y) { m.forward(x, y, 5); },
+        [](Norm& m, const float* dy, float* dx) { m.backward(dy, dx, 5); });
   }
 }
 
@@ -100,7 +99,8 @@ TEST(LayerNormLinearBackward, MatchesFiniteDifferences) {
     LayerNormLinear m("ln1", "qkv", 6, 9, kind, true);
     m.linear().weight().value = randn(54, 4, 0.5f);
     check_module<LayerNormLinear>(
-        "lnlinear", m, 4, 6, 9, [](LayerNormLinear& mm, const float* x, float* y) { mm.forward(x, y, 4); },
+        "lnlinear", m, 4, 6, 9,
+        [](LayerNormLinear& mm, const float* x, float* y) { mm.forward(x, y, 4); },
         [](LayerNormLinear& mm, const float* dy, float* dx) { mm.backward(dy, dx, 4); });
   }
 }
@@ -113,8 +113,8 @@ TEST(LayerNormMLPBackward, MatchesFiniteDifferencesForEveryActivationAndNorm) {
       m.fc1().bias()->value = randn(static_cast<size_t>(m.fc1().out_features()), 6, 0.3f);
       m.fc2().weight().value = randn(60, 7, 0.5f);
       check_module<LayerNormMLP>(
-          std::string(activation_name(act)) + "/" + std::string(normalization_name(kind)), m, 4, 6, 6,
-          [](LayerNormMLP& mm, const float* x, float* y) { mm.forward(x, y, 4); },
+          std::string(activation_name(act)) + "/" + std::string(normalization_name(kind)), m, 4, 6,
+          6, [](LayerNormMLP& mm, const float* x, float* y) { mm.forward(x, y, 4); },
           [](LayerNormMLP& mm, const float* dy, float* dx) { mm.backward(dy, dx, 4); });
     }
   }
@@ -125,18 +125,21 @@ TEST(MultiheadAttentionBackward, MatchesFiniteDifferences) {
   m.qkv().linear().weight().value = randn(192, 8, 0.4f);
   m.proj().weight().value = randn(64, 9, 0.4f);
   check_module<MultiheadAttention>(
-      "mha", m, 2 * 5, 8, 8, [](MultiheadAttention& mm, const float* x, float* y) { mm.forward(x, y, 2, 5); },
+      "mha", m, 2 * 5, 8, 8,
+      [](MultiheadAttention& mm, const float* x, float* y) { mm.forward(x, y, 2, 5); },
       [](MultiheadAttention& mm, const float* dy, float* dx) { mm.backward(dy, dx); });
 }
 
 TEST(TransformerLayerBackward, MatchesFiniteDifferences) {
-  const GPTConfig cfg{.vocab = 11, .seq_len = 6, .d_model = 8, .n_layers = 1, .n_heads = 2, .ffn = 12};
+  const GPTConfig cfg{
+      .vocab = 11, .seq_len = 6, .d_model = 8, .n_layers = 1, .n_heads = 2, .ffn = 12};
   TransformerLayer layer(0, cfg);
   uint32_t seed = 20;
   for (Parameter* p : layer.parameters())
     if (p->decay) p->value = randn(p->value.size(), seed++, 0.4f);
   check_module<TransformerLayer>(
-      "layer", layer, 2 * 5, 8, 8, [](TransformerLayer& mm, const float* x, float* y) { mm.forward(x, y, 2, 5); },
+      "layer", layer, 2 * 5, 8, 8,
+      [](TransformerLayer& mm, const float* x, float* y) { mm.forward(x, y, 2, 5); },
       [](TransformerLayer& mm, const float* dy, float* dx) {
         // TransformerLayer::backward overwrites dx; the harness expects +=, and dx starts at 0.
         mm.backward(dy, dx);
@@ -144,8 +147,14 @@ TEST(TransformerLayerBackward, MatchesFiniteDifferences) {
 }
 
 TEST(GPTBackward, LossGradientMatchesFiniteDifferences) {
-  const GPTConfig cfg{.vocab = 11, .seq_len = 6, .d_model = 8, .n_layers = 2, .n_heads = 2, .ffn = 12,
-                      .activation = Activation::Swiglu, .normalization = Normalization::RMSNorm};
+  const GPTConfig cfg{.vocab = 11,
+                      .seq_len = 6,
+                      .d_model = 8,
+                      .n_layers = 2,
+                      .n_heads = 2,
+                      .ffn = 12,
+                      .activation = Activation::Swiglu,
+                      .normalization = Normalization::RMSNorm};
   GPT model(cfg, 3);
   // GPT-2's 0.02 init makes the residual stream so small that the norms curve sharply within
   // the finite-difference step; O(1) weights keep the check in its linear regime.
@@ -160,10 +169,13 @@ TEST(GPTBackward, LossGradientMatchesFiniteDifferences) {
   for (Parameter* p : model.parameters()) {
     const std::vector<float> g = p->grad;
     // The mean loss over 12 rows has gradients ~1e-2; tolerance scaled to match.
-    check_gradient(p->name, p->value, g, [&]() {
-      ++p->version;
-      return static_cast<double>(model.forward(tokens.data(), targets.data(), 2, 6));
-    }, 2e-4, 2e-2);
+    check_gradient(
+        p->name, p->value, g,
+        [&]() {
+          ++p->version;
+          return static_cast<double>(model.forward(tokens.data(), targets.data(), 2, 6));
+        },
+        2e-4, 2e-2);
   }
 }
 

@@ -25,7 +25,8 @@ TEST(Quantize, ScalarMatchesReferenceCodesAmaxAndCounts) {
     for (float scale : {1.0f, 224.0f, 0.0078125f, 3.7f}) {
       for (bool sat : {true, false}) {
         std::vector<uint8_t> codes(x.size());
-        const CastStats got = quantize(Isa::Scalar, codes.data(), x.data(), static_cast<int64_t>(x.size()), scale, f, sat);
+        const CastStats got = quantize(Isa::Scalar, codes.data(), x.data(),
+                                       static_cast<int64_t>(x.size()), scale, f, sat);
         float amax = 0.0f;
         int64_t saturated = 0, flushed = 0;
         for (size_t i = 0; i < x.size(); ++i) {
@@ -59,7 +60,8 @@ TEST(Quantize, SimdMatchesScalarBitForBitAtEveryLength) {
           const CastStats w = quantize(Isa::Scalar, want.data(), x, n, scale, f, sat);
           const CastStats g = quantize(isa, got.data(), x, n, scale, f, sat);
           ASSERT_EQ(got, want) << isa_name(isa) << " n=" << n;  // incl. the guard byte past n
-          ASSERT_EQ(std::bit_cast<uint32_t>(g.amax), std::bit_cast<uint32_t>(w.amax)) << isa_name(isa) << " n=" << n;
+          ASSERT_EQ(std::bit_cast<uint32_t>(g.amax), std::bit_cast<uint32_t>(w.amax))
+              << isa_name(isa) << " n=" << n;
           ASSERT_EQ(g.saturated, w.saturated) << isa_name(isa) << " n=" << n;
           ASSERT_EQ(g.flushed, w.flushed) << isa_name(isa) << " n=" << n;
         }
@@ -74,9 +76,11 @@ TEST(Quantize, AmaxIgnoresNanAndCountsInf) {
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     if (!isa_supported(isa)) continue;
     std::vector<uint8_t> codes(4);
-    EXPECT_EQ(quantize(isa, codes.data(), x.data(), 4, 1.0f, Fp8Format::E4M3).amax, 3.0f) << isa_name(isa);
+    EXPECT_EQ(quantize(isa, codes.data(), x.data(), 4, 1.0f, Fp8Format::E4M3).amax, 3.0f)
+        << isa_name(isa);
     EXPECT_EQ(absmax(isa, x.data(), 4), 3.0f) << isa_name(isa);
-    EXPECT_EQ(quantize(isa, codes.data(), with_inf.data(), 3, 1.0f, Fp8Format::E5M2).amax, INFINITY);
+    EXPECT_EQ(quantize(isa, codes.data(), with_inf.data(), 3, 1.0f, Fp8Format::E5M2).amax,
+              INFINITY);
     EXPECT_EQ(absmax(isa, with_inf.data(), 3), INFINITY) << isa_name(isa);
     EXPECT_EQ(absmax(isa, x.data(), 0), 0.0f) << isa_name(isa);
   }

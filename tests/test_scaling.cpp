@@ -14,7 +14,9 @@
 namespace fp8lm {
 namespace {
 
-std::vector<float> history(const ScalingState& s) { return s.amax_history; }
+std::vector<float> history(const ScalingState& s) {
+  return s.amax_history;
+}
 
 TEST(DelayedScaling, HandWorkedSequenceLength4) {
   ScalingState s(Fp8Format::E4M3, 4);
@@ -49,7 +51,7 @@ TEST(DelayedScaling, HandWorkedSequenceLength4) {
   EXPECT_EQ(s.scale, 448.0f);  // now the window's max is 1
   s.record_amax(INFINITY);
   update_delayed_scaling(s, r);
-  EXPECT_EQ(s.scale, 448.0f);  // Inf keeps the scale...
+  EXPECT_EQ(s.scale, 448.0f);                  // Inf keeps the scale...
   EXPECT_EQ(s.amax_history.back(), INFINITY);  // ...and stays in the window
   s.record_amax(NAN);
   update_delayed_scaling(s, r);
@@ -82,7 +84,9 @@ struct WindowModel {
   std::deque<float> window;  // oldest first
   float scale = 1.0f;
 
-  static float nan_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+  static float nan_max(float a, float b) {
+    return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+  }
 
   void update(float current, const DelayedScaling& r, float fp8_max_value) {
     float amax = current;
@@ -125,7 +129,10 @@ TEST(DelayedScaling, ScriptedSequencesMatchTheWindowModel) {
     for (AmaxComputeAlgo algo : {AmaxComputeAlgo::Max, AmaxComputeAlgo::MostRecent}) {
       for (int margin : {0, 2}) {
         for (Format format : {Format::E4M3, Format::Hybrid}) {
-          const DelayedScaling r{.margin = margin, .format = format, .amax_history_len = len, .amax_compute_algo = algo};
+          const DelayedScaling r{.margin = margin,
+                                 .format = format,
+                                 .amax_history_len = len,
+                                 .amax_compute_algo = algo};
           Fp8Meta meta(r);
           Fp8Meta* metas[] = {&meta};
           // The backward grad_output slot: E5M2 under HYBRID, E4M3 under E4M3.
@@ -136,13 +143,16 @@ TEST(DelayedScaling, ScriptedSequencesMatchTheWindowModel) {
             slot.record_amax(amaxes[step]);
             update_delayed_scaling(metas, Direction::Backward, r);
             model.update(amaxes[step], r, max_value);
-            const auto where = testing::Message() << "len " << len << " algo " << amax_compute_algo_name(algo)
-                                                  << " margin " << margin << " " << format_name(format) << " step " << step;
+            const auto where = testing::Message()
+                               << "len " << len << " algo " << amax_compute_algo_name(algo)
+                               << " margin " << margin << " " << format_name(format) << " step "
+                               << step;
             ASSERT_TRUE(same_floats(slot.amax_history, model.history())) << where;
             ASSERT_EQ(slot.scale, model.scale) << where;
             ASSERT_EQ(slot.scale_inv, 1.0f / model.scale) << where;
           }
-          EXPECT_EQ(meta[Slot::Input].scale, 1.0f) << "forward slots untouched by a backward update";
+          EXPECT_EQ(meta[Slot::Input].scale, 1.0f)
+              << "forward slots untouched by a backward update";
         }
       }
     }

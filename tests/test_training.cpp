@@ -116,7 +116,8 @@ TEST(Generation, KvCacheEqualsFullRecomputation) {
         model->forward(seq.data(), nullptr, 1, T);
         const float* last = model->logits() + (T - 1) * V;
         seq.push_back(static_cast<int32_t>(std::max_element(last, last + V) - last));
-        EXPECT_EQ(cached[static_cast<size_t>(b * n_new + s)], seq.back()) << precision_name(p) << " b=" << b << " s=" << s;
+        EXPECT_EQ(cached[static_cast<size_t>(b * n_new + s)], seq.back())
+            << precision_name(p) << " b=" << b << " s=" << s;
       }
     }
   }

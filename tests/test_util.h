@@ -16,14 +16,23 @@ inline std::vector<float> random_with_specials(size_t n, uint32_t seed) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> exponent(-24, 20);
   std::uniform_int_distribution<int> pick(0, 7 + 13);
-  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_TRUE_MIN, -1e-40f,
-                            448.0f, 464.0f, -57344.0f, 61440.0f, 0x1p-10f, 0x1p-17f};
+  const float specials[] = {0.0f,   -0.0f,  INFINITY,  -INFINITY, NAN,      FLT_TRUE_MIN, -1e-40f,
+                            448.0f, 464.0f, -57344.0f, 61440.0f,  0x1p-10f, 0x1p-17f};
   std::vector<float> x(n);
   for (auto& v : x) {
     const int k = pick(rng);
     v = k < 8 ? std::ldexp(normal(rng), exponent(rng)) : specials[k - 8];
   }
   return x;
+}
+
+// n values from N(0, stddev), reproducible by seed.
+inline std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, stddev);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
 }
 
 }  // namespace fp8lm::test

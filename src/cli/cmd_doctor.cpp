@@ -10,7 +10,9 @@
 namespace fp8lm::cli {
 namespace {
 
-const char* yes_no(bool b) { return b ? "yes" : "no"; }
+const char* yes_no(bool b) {
+  return b ? "yes" : "no";
+}
 
 void run_doctor() {
   const CpuFeatures& cpu = cpu_features();

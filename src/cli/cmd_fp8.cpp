@@ -22,12 +22,18 @@ using Json = nlohmann::basic_json<std::map, std::vector, std::string, bool, std:
                                   std::uint64_t, float>;
 
 // Shortest text that reads back to the same float ("448", "0.001953125", "nan", "-inf").
-std::string float_text(float v) { return fmt::format("{}", v); }
+std::string float_text(float v) {
+  return fmt::format("{}", v);
+}
 
 // JSON has no NaN or Inf; those travel as strings.
-Json json_float(float v) { return std::isfinite(v) ? Json(v) : Json(float_text(v)); }
+Json json_float(float v) {
+  return std::isfinite(v) ? Json(v) : Json(float_text(v));
+}
 
-std::string code_text(uint8_t code) { return fmt::format("0x{:02x}", code); }
+std::string code_text(uint8_t code) {
+  return fmt::format("0x{:02x}", code);
+}
 
 std::string bit_fields(uint8_t code, Fp8Format f) {
   const int man_bits = fp8_spec(f).man_bits, exp_bits = fp8_spec(f).exp_bits;
@@ -36,7 +42,8 @@ std::string bit_fields(uint8_t code, Fp8Format f) {
     for (int b = width - 1; b >= 0; --b) s += ((value >> b) & 1) ? '1' : '0';
     return s;
   };
-  return fmt::format("{}.{}.{}", code >> 7, bits((code >> man_bits) & ((1 << exp_bits) - 1), exp_bits),
+  return fmt::format("{}.{}.{}", code >> 7,
+                     bits((code >> man_bits) & ((1 << exp_bits) - 1), exp_bits),
                      bits(code & ((1 << man_bits) - 1), man_bits));
 }
 
@@ -66,7 +73,8 @@ void run_table(const Fp8Options& o) {
     const auto code = static_cast<uint8_t>(c);
     const float v = fp8_decode(code, f);
     if (o.json) {
-      rows.push_back({{"code", code_text(code)}, {"bits", bit_fields(code, f)}, {"value", json_float(v)}});
+      rows.push_back(
+          {{"code", code_text(code)}, {"bits", bit_fields(code, f)}, {"value", json_float(v)}});
     } else {
       fmt::print("{} {} {}\n", code_text(code), bit_fields(code, f), float_text(v));
     }

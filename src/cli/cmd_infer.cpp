@@ -14,7 +14,9 @@
 namespace fp8lm::cli {
 namespace {
 
-bool is_text_model(const TrainConfig& c) { return !c.data.empty(); }
+bool is_text_model(const TrainConfig& c) {
+  return !c.data.empty();
+}
 
 // Token ids ("3 10 17") for stride models, raw bytes for byte-level text models.
 std::vector<int32_t> parse_prompt(const std::string& prompt, const TrainConfig& c) {
@@ -32,7 +34,8 @@ std::vector<int32_t> parse_prompt(const std::string& prompt, const TrainConfig& 
         used = 0;
       }
       if (used != tok.size() || v < 0 || v >= c.model.vocab) {
-        throw Error(fmt::format("--prompt: '{}' is not a token id (0 to {})", tok, c.model.vocab - 1));
+        throw Error(
+            fmt::format("--prompt: '{}' is not a token id (0 to {})", tok, c.model.vocab - 1));
       }
       ids.push_back(static_cast<int32_t>(v));
     }
@@ -51,8 +54,10 @@ void run_generate(const GenerateFlags& f) {
   LoadedModel m = load_model(f.checkpoint);
   const TrainConfig& c = m.config;
   const std::vector<int32_t> prompt = parse_prompt(f.prompt, c);
-  if (f.max_new_tokens < 0) throw Error(fmt::format("--max-new-tokens {} is negative", f.max_new_tokens));
-  const InferenceScope scope(c.precision == Precision::Auto ? Precision::Fp32 : c.precision, c.recipe);
+  if (f.max_new_tokens < 0)
+    throw Error(fmt::format("--max-new-tokens {} is negative", f.max_new_tokens));
+  const InferenceScope scope(c.precision == Precision::Auto ? Precision::Fp32 : c.precision,
+                             c.recipe);
   const auto P = static_cast<int64_t>(prompt.size());
   const std::vector<int32_t> out = m.model->generate(prompt.data(), 1, P, f.max_new_tokens);
   if (is_text_model(c)) {
@@ -67,7 +72,9 @@ void run_generate(const GenerateFlags& f) {
   const auto ok = StrideTask::continues_stride(prompt, out, c.model.vocab);
   const bool kept = P >= 2 && std::all_of(ok.begin(), ok.end(), [](bool b) { return b; });
   if (f.json) {
-    fmt::print("{}\n", nlohmann::json{{"prompt", prompt}, {"generated", out}, {"stride_kept", kept}}.dump());
+    fmt::print(
+        "{}\n",
+        nlohmann::json{{"prompt", prompt}, {"generated", out}, {"stride_kept", kept}}.dump());
   } else {
     fmt::print("{}\n", fmt::join(out, " "));
   }
@@ -83,7 +90,8 @@ void run_eval(const EvalFlags& f) {
   LoadedModel m = load_model(f.checkpoint);
   TrainConfig c = m.config;
   if (!f.data.empty()) c.data = f.data;
-  const InferenceScope scope(c.precision == Precision::Auto ? Precision::Fp32 : c.precision, c.recipe);
+  const InferenceScope scope(c.precision == Precision::Auto ? Precision::Fp32 : c.precision,
+                             c.recipe);
   const int64_t B = c.batch_size, T = c.model.seq_len;
   nlohmann::json j;
   if (is_text_model(c)) {
@@ -97,14 +105,18 @@ void run_eval(const EvalFlags& f) {
     std::vector<Batch> batches;
     for (int64_t i = 0; i < f.batches; ++i) batches.push_back(heldout.next(B, T));
     const double loss = mean_loss(*m.model, batches);
-    j = {{"loss", loss}, {"perplexity", std::exp(loss)}, {"stride_accuracy", stride_accuracy(*m.model, c)}};
+    j = {{"loss", loss},
+         {"perplexity", std::exp(loss)},
+         {"stride_accuracy", stride_accuracy(*m.model, c)}};
   }
   if (f.json) {
     fmt::print("{}\n", j.dump());
     return;
   }
-  fmt::print("loss {:.4f} · perplexity {:.4f}", j["loss"].get<double>(), j["perplexity"].get<double>());
-  if (j.contains("stride_accuracy")) fmt::print(" · stride accuracy {:.4f}", j["stride_accuracy"].get<double>());
+  fmt::print("loss {:.4f} · perplexity {:.4f}", j["loss"].get<double>(),
+             j["perplexity"].get<double>());
+  if (j.contains("stride_accuracy"))
+    fmt::print(" · stride accuracy {:.4f}", j["stride_accuracy"].get<double>());
   fmt::print("\n");
 }
 
@@ -113,8 +125,10 @@ void run_eval(const EvalFlags& f) {
 void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Greedy generation from a model file");
   auto f = std::make_shared<GenerateFlags>();
-  cmd->add_option("--checkpoint", f->checkpoint, "model.safetensors written by fp8lm train")->required();
-  cmd->add_option("--prompt", f->prompt, "token ids (\"3 10 17\"), or text for byte-level models")->required();
+  cmd->add_option("--checkpoint", f->checkpoint, "model.safetensors written by fp8lm train")
+      ->required();
+  cmd->add_option("--prompt", f->prompt, "token ids (\"3 10 17\"), or text for byte-level models")
+      ->required();
   cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens to generate (default 16)");
   cmd->add_flag("--json", f->json, "print {prompt, generated, stride_kept}");
   cmd->callback([f] { run_generate(*f); });
@@ -123,7 +137,8 @@ void add_generate_command(CLI::App& app) {
 void add_eval_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("eval", "Loss, perplexity (and stride accuracy) of a model file");
   auto f = std::make_shared<EvalFlags>();
-  cmd->add_option("--checkpoint", f->checkpoint, "model.safetensors written by fp8lm train")->required();
+  cmd->add_option("--checkpoint", f->checkpoint, "model.safetensors written by fp8lm train")
+      ->required();
   cmd->add_option("--data", f->data, "text file (byte-level models; default: the training file)");
   cmd->add_option("--batches", f->batches, "held-out batches (default 8)");
   cmd->add_flag("--json", f->json, "print JSON");

@@ -31,25 +31,34 @@ std::string model_path(const std::string& target) {
 void run_inspect(const InspectFlags& f) {
   const std::string path = model_path(f.target);
   const Safetensors file = Safetensors::read(path);
-  if (!file.metadata().count("config")) throw Error(fmt::format("{}: not an fp8lm model file", path));
+  if (!file.metadata().count("config"))
+    throw Error(fmt::format("{}: not an fp8lm model file", path));
   const TrainConfig c = train_config_from_json(file.metadata().at("config"), path);
   if (f.layer >= c.model.n_layers) {
     throw Error(fmt::format("--layer {}: the model has {} layers", f.layer, c.model.n_layers));
   }
   const std::string step = file.metadata().count("step") ? file.metadata().at("step") : "?";
   if (!file.contains("layers.0.qkv.fp8.fwd.scale")) {
-    const std::string precision = file.metadata().count("precision") ? file.metadata().at("precision") : "?";
+    const std::string precision =
+        file.metadata().count("precision") ? file.metadata().at("precision") : "?";
     if (f.json) {
-      fmt::print("{}\n", nlohmann::json{{"file", path}, {"step", step}, {"precision", precision}, {"fp8", nullptr}}.dump());
+      fmt::print(
+          "{}\n",
+          nlohmann::json{{"file", path}, {"step", step}, {"precision", precision}, {"fp8", nullptr}}
+              .dump());
     } else {
       fmt::print("{} (step {}): no FP8 state: this model ran in {}\n", path, step, precision);
     }
     return;
   }
   const Format recipe_format = c.recipe.delayed.format;
-  nlohmann::json out = {{"file", path}, {"step", step}, {"recipe", format_name(recipe_format)}, {"gemms", nlohmann::json::array()}};
-  if (!f.json) fmt::print("{} (step {}) · recipe {} · amax_history_len {}\n", path, step, format_name(recipe_format),
-                          c.recipe.delayed.amax_history_len);
+  nlohmann::json out = {{"file", path},
+                        {"step", step},
+                        {"recipe", format_name(recipe_format)},
+                        {"gemms", nlohmann::json::array()}};
+  if (!f.json)
+    fmt::print("{} (step {}) · recipe {} · amax_history_len {}\n", path, step,
+               format_name(recipe_format), c.recipe.delayed.amax_history_len);
   for (int64_t i = 0; i < c.model.n_layers; ++i) {
     if (f.layer >= 0 && i != f.layer) continue;
     for (const char* gemm : {"qkv", "proj", "fc1", "fc2"}) {
@@ -57,12 +66,15 @@ void run_inspect(const InspectFlags& f) {
       if (!f.json) fmt::print("{}\n", name);
       for (Direction d : {Direction::Forward, Direction::Backward}) {
         const std::string p = name + (d == Direction::Forward ? ".fp8.fwd." : ".fp8.bwd.");
-        const auto scale = file.at(p + "scale").to_f32(), scale_inv = file.at(p + "scale_inv").to_f32();
-        const auto sat = file.at(p + "saturated_fraction").to_f32(), flush = file.at(p + "flushed_fraction").to_f32();
+        const auto scale = file.at(p + "scale").to_f32(),
+                   scale_inv = file.at(p + "scale_inv").to_f32();
+        const auto sat = file.at(p + "saturated_fraction").to_f32(),
+                   flush = file.at(p + "flushed_fraction").to_f32();
         const TensorData& ht = file.at(p + "amax_history");
         const auto hist = ht.to_f32();
         const int64_t len = ht.shape.at(0), n = ht.shape.at(1);
-        const Slot slots[2][3] = {{Slot::Input, Slot::Weight, Slot::Output}, {Slot::GradOutput, Slot::GradInput, Slot::GradInput}};
+        const Slot slots[2][3] = {{Slot::Input, Slot::Weight, Slot::Output},
+                                  {Slot::GradOutput, Slot::GradInput, Slot::GradInput}};
         for (int64_t s = 0; s < n; ++s) {
           std::vector<float> h;
           for (int64_t k = 0; k < len; ++k) h.push_back(hist[static_cast<size_t>(k * n + s)]);
@@ -73,14 +85,23 @@ void run_inspect(const InspectFlags& f) {
           const auto fmt8 = fp8_format_name(tensor_format(recipe_format, d));
           const auto k = static_cast<size_t>(s);
           if (f.json) {
-            out["gemms"].push_back({{"gemm", name}, {"slot", slot_name(slot)}, {"format", fmt8}, {"scale", scale[k]},
-                                    {"scale_inv", scale_inv[k]}, {"amax_history_last", tail}, {"amax_min", *lo},
-                                    {"amax_max", *hi}, {"saturated_fraction", sat[k]}, {"flushed_fraction", flush[k]}});
+            out["gemms"].push_back({{"gemm", name},
+                                    {"slot", slot_name(slot)},
+                                    {"format", fmt8},
+                                    {"scale", scale[k]},
+                                    {"scale_inv", scale_inv[k]},
+                                    {"amax_history_last", tail},
+                                    {"amax_min", *lo},
+                                    {"amax_max", *hi},
+                                    {"saturated_fraction", sat[k]},
+                                    {"flushed_fraction", flush[k]}});
           } else {
-            fmt::print("  {:<11} {} scale {:<12.6g} scale_inv {:<12.6g} amax last [{}] min {:.4g} max {:.4g} · "
-                       "saturated {:.3g}% · flushed {:.3g}%\n",
-                       slot_name(slot), fmt8, scale[k], scale_inv[k], fmt::join(tail, " "), *lo, *hi, 100 * sat[k],
-                       100 * flush[k]);
+            fmt::print(
+                "  {:<11} {} scale {:<12.6g} scale_inv {:<12.6g} amax last [{}] min {:.4g} max "
+                "{:.4g} · "
+                "saturated {:.3g}% · flushed {:.3g}%\n",
+                slot_name(slot), fmt8, scale[k], scale_inv[k], fmt::join(tail, " "), *lo, *hi,
+                100 * sat[k], 100 * flush[k]);
           }
         }
       }
@@ -92,7 +113,8 @@ void run_inspect(const InspectFlags& f) {
 }  // namespace
 
 void add_inspect_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "Show every GEMM slot's FP8 scaling state of a run or model file");
+  auto* cmd = app.add_subcommand("inspect",
+                                 "Show every GEMM slot's FP8 scaling state of a run or model file");
   auto f = std::make_shared<InspectFlags>();
   cmd->add_option("target", f->target, "run directory or model.safetensors")->required();
   cmd->add_option("--layer", f->layer, "only this layer");

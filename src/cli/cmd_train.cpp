@@ -65,7 +65,8 @@ int64_t as_int(const std::string& flag, const std::string& v) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != v.size() || v.empty()) throw Error(fmt::format("--{} '{}' is not an integer", flag, v));
+  if (used != v.size() || v.empty())
+    throw Error(fmt::format("--{} '{}' is not an integer", flag, v));
   return x;
 }
 
@@ -86,34 +87,61 @@ float as_float(const std::string& flag, const std::string& v) {
 void apply(TrainConfig& c, const std::string& flag, const std::string& v) {
   auto& m = c.model;
   auto& r = c.recipe.delayed;
-  if (flag == "vocab") m.vocab = as_int(flag, v);
-  else if (flag == "seq-len") m.seq_len = as_int(flag, v);
-  else if (flag == "d-model") m.d_model = as_int(flag, v);
-  else if (flag == "n-layers") m.n_layers = as_int(flag, v);
-  else if (flag == "n-heads") m.n_heads = as_int(flag, v);
-  else if (flag == "ffn") m.ffn = as_int(flag, v);
-  else if (flag == "activation") m.activation = parse_activation(v);
-  else if (flag == "normalization") m.normalization = parse_normalization(v);
-  else if (flag == "precision") c.precision = parse_precision(v);
-  else if (flag == "fp8-format") r.format = parse_format(v);
-  else if (flag == "amax-history-len") r.amax_history_len = static_cast<int>(as_int(flag, v));
-  else if (flag == "amax-compute-algo") r.amax_compute_algo = parse_amax_compute_algo(v);
-  else if (flag == "margin") r.margin = static_cast<int>(as_int(flag, v));
+  if (flag == "vocab")
+    m.vocab = as_int(flag, v);
+  else if (flag == "seq-len")
+    m.seq_len = as_int(flag, v);
+  else if (flag == "d-model")
+    m.d_model = as_int(flag, v);
+  else if (flag == "n-layers")
+    m.n_layers = as_int(flag, v);
+  else if (flag == "n-heads")
+    m.n_heads = as_int(flag, v);
+  else if (flag == "ffn")
+    m.ffn = as_int(flag, v);
+  else if (flag == "activation")
+    m.activation = parse_activation(v);
+  else if (flag == "normalization")
+    m.normalization = parse_normalization(v);
+  else if (flag == "precision")
+    c.precision = parse_precision(v);
+  else if (flag == "fp8-format")
+    r.format = parse_format(v);
+  else if (flag == "amax-history-len")
+    r.amax_history_len = static_cast<int>(as_int(flag, v));
+  else if (flag == "amax-compute-algo")
+    r.amax_compute_algo = parse_amax_compute_algo(v);
+  else if (flag == "margin")
+    r.margin = static_cast<int>(as_int(flag, v));
   else if (flag == "recipe") {
-    if (v == "delayed") c.recipe.kind = ScalingKind::Delayed;
-    else if (v == "current") c.recipe.kind = ScalingKind::Current;
-    else throw Error(fmt::format("--recipe: unknown recipe '{}' (expected delayed or current)", v));
-  } else if (flag == "steps") c.steps = as_int(flag, v);
-  else if (flag == "batch-size") c.batch_size = as_int(flag, v);
-  else if (flag == "lr") c.lr = as_float(flag, v);
-  else if (flag == "warmup") c.warmup = as_int(flag, v);
-  else if (flag == "weight-decay") c.weight_decay = as_float(flag, v);
-  else if (flag == "grad-clip") c.grad_clip = as_float(flag, v);
-  else if (flag == "seed") c.seed = static_cast<uint64_t>(as_int(flag, v));
-  else if (flag == "threads") c.threads = static_cast<int>(as_int(flag, v));
-  else if (flag == "data") c.data = v;
-  else if (flag == "max-stride") c.max_stride = as_int(flag, v);
-  else throw Error(fmt::format("unknown setting '{}'", flag));
+    if (v == "delayed")
+      c.recipe.kind = ScalingKind::Delayed;
+    else if (v == "current")
+      c.recipe.kind = ScalingKind::Current;
+    else
+      throw Error(fmt::format("--recipe: unknown recipe '{}' (expected delayed or current)", v));
+  } else if (flag == "steps")
+    c.steps = as_int(flag, v);
+  else if (flag == "batch-size")
+    c.batch_size = as_int(flag, v);
+  else if (flag == "lr")
+    c.lr = as_float(flag, v);
+  else if (flag == "warmup")
+    c.warmup = as_int(flag, v);
+  else if (flag == "weight-decay")
+    c.weight_decay = as_float(flag, v);
+  else if (flag == "grad-clip")
+    c.grad_clip = as_float(flag, v);
+  else if (flag == "seed")
+    c.seed = static_cast<uint64_t>(as_int(flag, v));
+  else if (flag == "threads")
+    c.threads = static_cast<int>(as_int(flag, v));
+  else if (flag == "data")
+    c.data = v;
+  else if (flag == "max-stride")
+    c.max_stride = as_int(flag, v);
+  else
+    throw Error(fmt::format("unknown setting '{}'", flag));
 }
 
 // A JSON object whose keys are flag names (with - or _): {"d_model": 512, "precision": "fp8"}.
@@ -131,7 +159,8 @@ void apply_config_file(TrainConfig& c, const std::string& path, bool& fp8_weight
     std::string flag = key;
     std::replace(flag.begin(), flag.end(), '_', '-');
     if (flag == "fp8-weights") {
-      if (!value.is_boolean()) throw Error(fmt::format("{}: fp8_weights must be true or false", path));
+      if (!value.is_boolean())
+        throw Error(fmt::format("{}: fp8_weights must be true or false", path));
       fp8_weights = value.get<bool>();
       continue;
     }
@@ -147,11 +176,14 @@ void apply_config_file(TrainConfig& c, const std::string& path, bool& fp8_weight
 // One line redrawn in place on a terminal; a line every 10% otherwise (logs, CI).
 void print_progress(const StepStats& s) {
   static const bool tty = isatty(fileno(stderr));
-  const double eta = s.seconds / static_cast<double>(s.step) * static_cast<double>(s.total - s.step);
+  const double eta =
+      s.seconds / static_cast<double>(s.step) * static_cast<double>(s.total - s.step);
   const int width = 24, filled = static_cast<int>(width * s.step / s.total);
-  const std::string bar = std::string(static_cast<size_t>(filled), '=') + std::string(static_cast<size_t>(width - filled), ' ');
-  const std::string line = fmt::format("step {:>5}/{} [{}] loss {:.4f} · {:.0f} tok/s · ETA {:.0f}s",
-                                       s.step, s.total, bar, s.loss, s.tokens_per_s, eta);
+  const std::string bar = std::string(static_cast<size_t>(filled), '=') +
+                          std::string(static_cast<size_t>(width - filled), ' ');
+  const std::string line =
+      fmt::format("step {:>5}/{} [{}] loss {:.4f} · {:.0f} tok/s · ETA {:.0f}s", s.step, s.total,
+                  bar, s.loss, s.tokens_per_s, eta);
   if (tty) {
     fmt::print(stderr, "\r{}", line);
     if (s.step == s.total) fmt::print(stderr, "\n");
@@ -169,11 +201,11 @@ extern "C" void request_stop(int sig) {
 }
 
 void print_result(const TrainConfig& c, const TrainResult& r) {
-  fmt::print("trained {} steps in {:.1f}s · {:.0f} tokens/s · final loss {:.4f}\n", r.steps, r.seconds,
-             r.tokens_per_s, r.final_loss);
+  fmt::print("trained {} steps in {:.1f}s · {:.0f} tokens/s · final loss {:.4f}\n", r.steps,
+             r.seconds, r.tokens_per_s, r.final_loss);
   if (r.stride_task) {
-    fmt::print("stride accuracy {:.4f} (greedy generation from {} held-out prompts)\n", r.stride_accuracy,
-               c.eval_prompts);
+    fmt::print("stride accuracy {:.4f} (greedy generation from {} held-out prompts)\n",
+               r.stride_accuracy, c.eval_prompts);
   } else {
     fmt::print("validation loss {:.4f}\nsample: {}\n", r.val_loss, r.sample);
   }
@@ -187,10 +219,12 @@ int run_train(const TrainFlags& f, CLI::App* app) {
         throw Error(fmt::format("--resume continues the run's own config; drop --{}", flag));
       }
     }
-    if (!f.config.empty() || f.fp8_weights) throw Error("--resume continues the run's own config; drop --config and --fp8-weights");
+    if (!f.config.empty() || f.fp8_weights)
+      throw Error("--resume continues the run's own config; drop --config and --fp8-weights");
     const std::string ckpt = latest_checkpoint(f.resume);
     trainer = load_checkpoint(ckpt);
-    fmt::print("resuming {} at step {} of {}\n", ckpt, trainer->steps_done(), trainer->config().steps);
+    fmt::print("resuming {} at step {} of {}\n", ckpt, trainer->steps_done(),
+               trainer->config().steps);
   } else {
     TrainConfig c;
     bool fp8_weights = false;
@@ -202,21 +236,26 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     c.fp8_weights = fp8_weights;
     c.validate();
     if (!f.out.empty() && std::filesystem::exists(f.out + "/config.json")) {
-      throw Error(fmt::format("{} already holds a run; resume it with --resume {} or choose another --out", f.out, f.out));
+      throw Error(
+          fmt::format("{} already holds a run; resume it with --resume {} or choose another --out",
+                      f.out, f.out));
     }
     trainer = std::make_unique<Trainer>(c);
   }
   const TrainConfig& c = trainer->config();
   const PrecisionChoice& choice = trainer->precision();
-  fmt::print("precision {} -> {} on cpu ({})\n", precision_name(c.precision), choice.label(), choice.reason);
-  fmt::print("model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
-             c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model, c.model.n_layers,
-             c.model.n_heads, c.model.ffn);
+  fmt::print("precision {} -> {} on cpu ({})\n", precision_name(c.precision), choice.label(),
+             choice.reason);
+  fmt::print(
+      "model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
+      c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model, c.model.n_layers,
+      c.model.n_heads, c.model.ffn);
   std::fflush(stdout);  // the header before the progress bar (stderr)
 
   const std::string dir = f.resume.empty() ? f.out : f.resume;
   if (dir.empty()) {
-    if (f.checkpoint_every > 0 || f.stop_after > 0) throw Error("--checkpoint-every and --stop-after need --out DIR");
+    if (f.checkpoint_every > 0 || f.stop_after > 0)
+      throw Error("--checkpoint-every and --stop-after need --out DIR");
     while (!trainer->done()) print_progress(trainer->train_step());
     print_result(c, trainer->finish());
     return 0;
@@ -226,7 +265,8 @@ int run_train(const TrainFlags& f, CLI::App* app) {
   const RunOptions opts{dir, f.checkpoint_every, f.keep_checkpoints, f.stop_after};
   TrainResult r;
   if (run_training(*trainer, opts, print_progress, &g_stop, &r) == RunEnd::Stopped) {
-    fmt::print(stderr, "\nstopped at step {}; checkpoint written; continue with: fp8lm train --resume {}\n",
+    fmt::print(stderr,
+               "\nstopped at step {}; checkpoint written; continue with: fp8lm train --resume {}\n",
                trainer->steps_done(), dir);
     return g_signal ? 128 + g_signal.load() : 0;
   }
@@ -238,15 +278,21 @@ int run_train(const TrainFlags& f, CLI::App* app) {
 }  // namespace
 
 void add_train_command(CLI::App& app) {
-  auto* train = app.add_subcommand("train", "Train a GPT (default: the stride demo) and evaluate it");
+  auto* train =
+      app.add_subcommand("train", "Train a GPT (default: the stride demo) and evaluate it");
   auto flags = std::make_shared<TrainFlags>();
   train->add_option("--config", flags->config, "JSON file of settings (flags override it)");
-  train->add_option("--out", flags->out, "run directory: config, metrics, checkpoints, model, summary");
-  train->add_option("--resume", flags->resume, "continue the run in this directory from its latest checkpoint");
-  train->add_option("--checkpoint-every", flags->checkpoint_every, "write a checkpoint every N steps");
+  train->add_option("--out", flags->out,
+                    "run directory: config, metrics, checkpoints, model, summary");
+  train->add_option("--resume", flags->resume,
+                    "continue the run in this directory from its latest checkpoint");
+  train->add_option("--checkpoint-every", flags->checkpoint_every,
+                    "write a checkpoint every N steps");
   train->add_option("--keep-checkpoints", flags->keep_checkpoints, "checkpoints kept (default 3)");
-  train->add_option("--stop-after", flags->stop_after, "stop with a checkpoint after step N (resume later)");
-  train->add_flag("--fp8-weights", flags->fp8_weights, "keep module weights only as FP8 (TE's fp8_model_init)");
+  train->add_option("--stop-after", flags->stop_after,
+                    "stop with a checkpoint after step N (resume later)");
+  train->add_flag("--fp8-weights", flags->fp8_weights,
+                  "keep module weights only as FP8 (TE's fp8_model_init)");
   for (const auto& [name, help] : kValueFlags) {
     train->add_option(std::string("--") + name, flags->values[name], help);
   }

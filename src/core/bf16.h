@@ -18,6 +18,8 @@ inline bf16_t bf16_from_float(float x) {
   return static_cast<bf16_t>(u >> 16);
 }
 
-inline float bf16_to_float(bf16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_float(bf16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
 
 }  // namespace fp8lm

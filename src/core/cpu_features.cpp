@@ -25,7 +25,9 @@ uint64_t xgetbv0() {
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-bool bit(unsigned reg, int n) { return (reg >> n) & 1u; }
+bool bit(unsigned reg, int n) {
+  return (reg >> n) & 1u;
+}
 
 std::string brand_string() {
   if (cpuid(0x80000000u, 0).a < 0x80000004u) return "unknown x86-64 CPU";

@@ -5,9 +5,9 @@
 namespace fp8lm {
 
 struct CpuFeatures {
-  std::string model;  // brand string, e.g. "Intel(R) Xeon(R) Platinum 8480+"
-  bool avx2 = false;      // with FMA, and the OS saving YMM state
-  bool avx512 = false;    // F + BW + VL + DQ, and the OS saving ZMM state
+  std::string model;    // brand string, e.g. "Intel(R) Xeon(R) Platinum 8480+"
+  bool avx2 = false;    // with FMA, and the OS saving YMM state
+  bool avx512 = false;  // F + BW + VL + DQ, and the OS saving ZMM state
   bool avx512_bf16 = false;
   bool amx_bf16 = false;  // AMX-TILE + AMX-BF16, and the OS offering tile state
 };
@@ -16,6 +16,8 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 
 // BF16 GEMMs run natively (AVX512-BF16 dot products or AMX tiles) rather than emulated.
-inline bool has_native_bf16(const CpuFeatures& f) { return f.avx512_bf16 || f.amx_bf16; }
+inline bool has_native_bf16(const CpuFeatures& f) {
+  return f.avx512_bf16 || f.amx_bf16;
+}
 
 }  // namespace fp8lm

@@ -13,7 +13,8 @@ inline fp16_t fp16_from_float(float x) {
   const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return static_cast<fp16_t>(sign | 0x7e00u);  // NaN
-  if (a >= 0x47800000u) return static_cast<fp16_t>(sign | 0x7c00u);  // >= 65536 (and Inf): past every rounding
+  if (a >= 0x47800000u)
+    return static_cast<fp16_t>(sign | 0x7c00u);  // >= 65536 (and Inf): past every rounding
   if (a < 0x38800000u) {
     // Below 2^-14 the result is subnormal with spacing 2^-24. Adding 0.5 (whose float ulp is
     // 2^-24) makes the FPU round to that spacing, ties to even; the low bits are the code.

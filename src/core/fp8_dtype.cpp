@@ -5,7 +5,9 @@
 
 namespace fp8lm {
 
-std::string_view fp8_format_name(Fp8Format f) { return f == Fp8Format::E4M3 ? "e4m3" : "e5m2"; }
+std::string_view fp8_format_name(Fp8Format f) {
+  return f == Fp8Format::E4M3 ? "e4m3" : "e5m2";
+}
 
 std::optional<Fp8Format> parse_fp8_format(std::string_view name) {
   std::string lower(name);

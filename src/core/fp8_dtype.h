@@ -23,24 +23,29 @@ constexpr const MinifloatSpec& fp8_spec(Fp8Format f) {
   return f == Fp8Format::E4M3 ? kE4M3Spec : kE5M2Spec;
 }
 // Largest finite magnitude: 448 (E4M3), 57344 (E5M2).
-constexpr float fp8_max(Fp8Format f) { return f == Fp8Format::E4M3 ? 448.0f : 57344.0f; }
+constexpr float fp8_max(Fp8Format f) {
+  return f == Fp8Format::E4M3 ? 448.0f : 57344.0f;
+}
 // Smallest positive (subnormal) value: 2^-9 (E4M3), 2^-16 (E5M2).
-constexpr float fp8_min_subnormal(Fp8Format f) { return f == Fp8Format::E4M3 ? 0x1p-9f : 0x1p-16f; }
+constexpr float fp8_min_subnormal(Fp8Format f) {
+  return f == Fp8Format::E4M3 ? 0x1p-9f : 0x1p-16f;
+}
 
 // Bit-level constants of a format, shared by the scalar and SIMD encoders.
 struct Fp8Consts {
-  int man_shift;            // 23 - mantissa bits: float mantissa bits dropped
-  uint32_t rebias;          // (127 - bias) << 23, subtracted to move to the FP8 exponent
-  uint32_t min_normal_bits; // float bits of 2^(1-bias); below it the result is subnormal
-  float subnormal_magic;    // 2^(1-bias-mantissa+23): adding it rounds to the subnormal spacing
+  int man_shift;             // 23 - mantissa bits: float mantissa bits dropped
+  uint32_t rebias;           // (127 - bias) << 23, subtracted to move to the FP8 exponent
+  uint32_t min_normal_bits;  // float bits of 2^(1-bias); below it the result is subnormal
+  float subnormal_magic;     // 2^(1-bias-mantissa+23): adding it rounds to the subnormal spacing
   uint32_t magic_bits;
-  uint32_t max_code;        // largest finite magnitude code
-  uint32_t overflow_code;   // non-saturating overflow: Inf (E5M2) or NaN (E4M3)
-  uint32_t nan_code;        // produced for NaN inputs
+  uint32_t max_code;       // largest finite magnitude code
+  uint32_t overflow_code;  // non-saturating overflow: Inf (E5M2) or NaN (E4M3)
+  uint32_t nan_code;       // produced for NaN inputs
 };
 
 constexpr Fp8Consts fp8_consts(Fp8Format f) {
-  if (f == Fp8Format::E4M3) return {20, 120u << 23, 0x3c800000u, 0x1p14f, 0x46800000u, 0x7e, 0x7f, 0x7f};
+  if (f == Fp8Format::E4M3)
+    return {20, 120u << 23, 0x3c800000u, 0x1p14f, 0x46800000u, 0x7e, 0x7f, 0x7f};
   return {21, 112u << 23, 0x38800000u, 0x1p7f, 0x43000000u, 0x7b, 0x7c, 0x7e};
 }
 
@@ -83,6 +88,8 @@ inline uint8_t fp8_encode(float x, Fp8Format f, bool saturate = true) {
 // All 256 decoded values of a format (exact; NaN codes decode to NaN).
 const std::array<float, 256>& fp8_decode_table(Fp8Format f);
 
-inline float fp8_decode(uint8_t code, Fp8Format f) { return fp8_decode_table(f)[code]; }
+inline float fp8_decode(uint8_t code, Fp8Format f) {
+  return fp8_decode_table(f)[code];
+}
 
 }  // namespace fp8lm

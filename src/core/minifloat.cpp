@@ -14,7 +14,8 @@ double minifloat_decode_reference(uint32_t code, const MinifloatSpec& spec) {
     if (spec.ieee_specials) return man == 0 ? sign * INFINITY : std::copysign(NAN, sign);
     if (man == man_mask) return std::copysign(NAN, sign);
   }
-  if (exp == 0) return sign * std::ldexp(static_cast<double>(man), spec.min_normal_exp() - spec.man_bits);
+  if (exp == 0)
+    return sign * std::ldexp(static_cast<double>(man), spec.min_normal_exp() - spec.man_bits);
   const double significand = 1.0 + std::ldexp(static_cast<double>(man), -spec.man_bits);
   return sign * std::ldexp(significand, static_cast<int>(exp) - spec.bias);
 }
@@ -30,7 +31,8 @@ uint32_t minifloat_encode_reference(float x, const MinifloatSpec& spec, bool sat
   if (!std::isinf(a)) {
     // The spacing of representable values at a's binade (the subnormal spacing below min
     // normal); a / quantum is exact in double, so rint rounds once, ties to even.
-    const int e = a >= std::ldexp(1.0, spec.min_normal_exp()) ? std::ilogb(a) : spec.min_normal_exp();
+    const int e =
+        a >= std::ldexp(1.0, spec.min_normal_exp()) ? std::ilogb(a) : spec.min_normal_exp();
     const double quantum = std::ldexp(1.0, e - spec.man_bits);
     rounded = std::rint(a / quantum) * quantum;
   }
@@ -43,7 +45,8 @@ uint32_t minifloat_encode_reference(float x, const MinifloatSpec& spec, bool sat
   if (e < spec.min_normal_exp()) {
     return sign | static_cast<uint32_t>(std::ldexp(rounded, spec.man_bits - spec.min_normal_exp()));
   }
-  const auto man = static_cast<uint32_t>(std::ldexp(rounded, spec.man_bits - e)) - (1u << spec.man_bits);
+  const auto man =
+      static_cast<uint32_t>(std::ldexp(rounded, spec.man_bits - e)) - (1u << spec.man_bits);
   return sign | (static_cast<uint32_t>(e + spec.bias) << spec.man_bits) | man;
 }
 

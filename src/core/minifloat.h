@@ -20,7 +20,8 @@ struct MinifloatSpec {
   constexpr int min_normal_exp() const { return 1 - bias; }
   constexpr uint32_t max_finite_code() const {
     uint32_t exp_all = (1u << exp_bits) - 1, man_all = (1u << man_bits) - 1;
-    return ieee_specials ? ((exp_all - 1) << man_bits) | man_all : (exp_all << man_bits) | (man_all - 1);
+    return ieee_specials ? ((exp_all - 1) << man_bits) | man_all
+                         : (exp_all << man_bits) | (man_all - 1);
   }
   // The quiet NaN this codec produces for a NaN input (sign added separately).
   constexpr uint32_t nan_code() const {

@@ -8,10 +8,14 @@ namespace fp8lm {
 
 std::string_view precision_name(Precision p) {
   switch (p) {
-    case Precision::Auto: return "auto";
-    case Precision::Fp8: return "fp8";
-    case Precision::Bf16: return "bf16";
-    case Precision::Fp32: return "fp32";
+    case Precision::Auto:
+      return "auto";
+    case Precision::Fp8:
+      return "fp8";
+    case Precision::Bf16:
+      return "bf16";
+    case Precision::Fp32:
+      return "fp32";
   }
   return "?";
 }
@@ -42,8 +46,10 @@ PrecisionChoice resolve_cpu_precision(Precision requested, const CpuFeatures& cp
       return {Precision::Bf16, !bf16_native,
               bf16_native ? fmt::format("{} present", bf16_hw)
                           : std::string("no AVX512-BF16 or AMX: BF16 emulated in FP32")};
-    case Precision::Fp32: return {Precision::Fp32, false, "requested"};
-    case Precision::Auto: break;
+    case Precision::Fp32:
+      return {Precision::Fp32, false, "requested"};
+    case Precision::Auto:
+      break;
   }
   if (bf16_native) {
     return {Precision::Bf16, false,
@@ -58,17 +64,26 @@ PrecisionChoice resolve_cuda_precision(Precision requested, int cc_major, int cc
   const bool fp8_ok = cc >= 89, bf16_ok = cc >= 80;
   switch (requested) {
     case Precision::Fp8:
-      if (!fp8_ok) throw Error(fmt::format("precision fp8 needs compute capability >= 8.9; this GPU has {}.{}", cc_major, cc_minor));
+      if (!fp8_ok)
+        throw Error(fmt::format("precision fp8 needs compute capability >= 8.9; this GPU has {}.{}",
+                                cc_major, cc_minor));
       return {Precision::Fp8, false, fmt::format("{} >= 8.9", cc_text)};
     case Precision::Bf16:
-      if (!bf16_ok) throw Error(fmt::format("precision bf16 needs compute capability >= 8.0; this GPU has {}.{}", cc_major, cc_minor));
+      if (!bf16_ok)
+        throw Error(
+            fmt::format("precision bf16 needs compute capability >= 8.0; this GPU has {}.{}",
+                        cc_major, cc_minor));
       return {Precision::Bf16, false, fmt::format("{} >= 8.0", cc_text)};
-    case Precision::Fp32: return {Precision::Fp32, false, "requested"};
-    case Precision::Auto: break;
+    case Precision::Fp32:
+      return {Precision::Fp32, false, "requested"};
+    case Precision::Auto:
+      break;
   }
   if (fp8_ok) return {Precision::Fp8, false, fmt::format("{} >= 8.9: FP8 tensor cores", cc_text)};
-  if (bf16_ok) return {Precision::Bf16, false, fmt::format("fp8 unavailable: {} < 8.9; using bf16", cc_text)};
-  return {Precision::Fp32, false, fmt::format("fp8 and bf16 unavailable: {} < 8.0; using fp32", cc_text)};
+  if (bf16_ok)
+    return {Precision::Bf16, false, fmt::format("fp8 unavailable: {} < 8.9; using bf16", cc_text)};
+  return {Precision::Fp32, false,
+          fmt::format("fp8 and bf16 unavailable: {} < 8.0; using fp32", cc_text)};
 }
 
 }  // namespace fp8lm

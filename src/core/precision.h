@@ -10,13 +10,13 @@ namespace fp8lm {
 
 enum class Precision { Auto, Fp8, Bf16, Fp32 };
 
-std::string_view precision_name(Precision p);  // "auto", "fp8", "bf16", "fp32"
+std::string_view precision_name(Precision p);      // "auto", "fp8", "bf16", "fp32"
 Precision parse_precision(std::string_view name);  // throws Error listing the choices
 
 struct PrecisionChoice {
   Precision precision = Precision::Fp32;
-  bool emulated = false;  // computed faithfully without hardware support for the format
-  std::string reason;     // one line: why this precision was chosen
+  bool emulated = false;      // computed faithfully without hardware support for the format
+  std::string reason;         // one line: why this precision was chosen
   std::string label() const;  // e.g. "fp8 (emulated)"
 };
 

@@ -1,6 +1,5 @@
 #include "fp8/quantize.h"
 
-
 #include "core/cpu_features.h"
 #include "fp8/quantize_isa.h"
 
@@ -8,18 +7,24 @@ namespace fp8lm {
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
-    case Isa::Scalar: return "scalar";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx512: return "avx512";
+    case Isa::Scalar:
+      return "scalar";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Avx512:
+      return "avx512";
   }
   return "?";
 }
 
 bool isa_supported(Isa isa) {
   switch (isa) {
-    case Isa::Scalar: return true;
-    case Isa::Avx2: return cpu_features().avx2;
-    case Isa::Avx512: return cpu_features().avx512;
+    case Isa::Scalar:
+      return true;
+    case Isa::Avx2:
+      return cpu_features().avx2;
+    case Isa::Avx512:
+      return cpu_features().avx512;
   }
   return false;
 }
@@ -34,9 +39,12 @@ Isa best_isa() {
 CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float scale,
                    Fp8Format format, bool saturate) {
   switch (isa) {
-    case Isa::Avx512: return isa::quantize_avx512(codes, x, n, scale, format, saturate);
-    case Isa::Avx2: return isa::quantize_avx2(codes, x, n, scale, format, saturate);
-    case Isa::Scalar: break;
+    case Isa::Avx512:
+      return isa::quantize_avx512(codes, x, n, scale, format, saturate);
+    case Isa::Avx2:
+      return isa::quantize_avx2(codes, x, n, scale, format, saturate);
+    case Isa::Scalar:
+      break;
   }
   return isa::quantize_scalar(codes, x, n, scale, format, saturate);
 }
@@ -44,18 +52,24 @@ CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float sca
 void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_inv,
                 Fp8Format format) {
   switch (isa) {
-    case Isa::Avx512: return isa::dequantize_avx512(y, codes, n, scale_inv, format);
-    case Isa::Avx2: return isa::dequantize_avx2(y, codes, n, scale_inv, format);
-    case Isa::Scalar: break;
+    case Isa::Avx512:
+      return isa::dequantize_avx512(y, codes, n, scale_inv, format);
+    case Isa::Avx2:
+      return isa::dequantize_avx2(y, codes, n, scale_inv, format);
+    case Isa::Scalar:
+      break;
   }
   isa::dequantize_scalar(y, codes, n, scale_inv, format);
 }
 
 float absmax(Isa isa, const float* x, int64_t n) {
   switch (isa) {
-    case Isa::Avx512: return isa::absmax_avx512(x, n);
-    case Isa::Avx2: return isa::absmax_avx2(x, n);
-    case Isa::Scalar: break;
+    case Isa::Avx512:
+      return isa::absmax_avx512(x, n);
+    case Isa::Avx2:
+      return isa::absmax_avx2(x, n);
+    case Isa::Scalar:
+      break;
   }
   return isa::absmax_scalar(x, n);
 }
@@ -69,6 +83,8 @@ void dequantize(float* y, const uint8_t* codes, int64_t n, float scale_inv, Fp8F
   dequantize(best_isa(), y, codes, n, scale_inv, format);
 }
 
-float absmax(const float* x, int64_t n) { return absmax(best_isa(), x, n); }
+float absmax(const float* x, int64_t n) {
+  return absmax(best_isa(), x, n);
+}
 
 }  // namespace fp8lm

@@ -12,9 +12,9 @@ namespace {
 
 // Gathers the low byte of each 32-bit lane into the low 8 bytes.
 inline __m128i pack_low_bytes(__m256i v) {
-  const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                        -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                        -1, -1);
+  const __m256i pick =
+      _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
   const __m256i bytes = _mm256_shuffle_epi8(v, pick);
   return _mm_unpacklo_epi32(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
 }
@@ -103,8 +103,7 @@ CastStats quantize_avx2(uint8_t* codes, const float* x, int64_t n, float scale, 
              : quantize_one_format<Fp8Format::E5M2>(codes, x, n, scale, saturate);
 }
 
-void dequantize_avx2(float* y, const uint8_t* codes, int64_t n, float scale_inv,
-                     Fp8Format format) {
+void dequantize_avx2(float* y, const uint8_t* codes, int64_t n, float scale_inv, Fp8Format format) {
   const float* table = fp8_decode_table(format).data();
   const __m256 vscale = _mm256_set1_ps(scale_inv);
   const int64_t body = n - n % 8;

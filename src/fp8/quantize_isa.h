@@ -4,11 +4,11 @@
 
 namespace fp8lm::isa {
 
-#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                                     \
-  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,         \
-                              Fp8Format format, bool saturate);                                \
-  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv,        \
-                           Fp8Format format);                                                  \
+#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                             \
+  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,  \
+                              Fp8Format format, bool saturate);                        \
+  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv, \
+                           Fp8Format format);                                          \
   float absmax_##suffix(const float* x, int64_t n);
 
 FP8LM_DECLARE_QUANTIZE_ISA(scalar)
@@ -17,6 +17,8 @@ FP8LM_DECLARE_QUANTIZE_ISA(avx512)
 #undef FP8LM_DECLARE_QUANTIZE_ISA
 
 // max that ignores a NaN in v (same semantics as x86 maxps(v, acc)).
-inline float max_ignoring_nan(float v, float acc) { return v > acc ? v : acc; }
+inline float max_ignoring_nan(float v, float acc) {
+  return v > acc ? v : acc;
+}
 
 }  // namespace fp8lm::isa

@@ -23,8 +23,8 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
 
 }  // namespace
 
-CastStats quantize_scalar(uint8_t* codes, const float* x, int64_t n, float scale,
-                          Fp8Format format, bool saturate) {
+CastStats quantize_scalar(uint8_t* codes, const float* x, int64_t n, float scale, Fp8Format format,
+                          bool saturate) {
   return format == Fp8Format::E4M3
              ? quantize_one_format<Fp8Format::E4M3>(codes, x, n, scale, saturate)
              : quantize_one_format<Fp8Format::E5M2>(codes, x, n, scale, saturate);

@@ -41,7 +41,7 @@ constexpr Fp8Format tensor_format(Format recipe_format, Direction dir) {
                                                                        : Fp8Format::E4M3;
 }
 
-std::string_view format_name(Format f);                  // "e4m3" | "hybrid"
+std::string_view format_name(Format f);                      // "e4m3" | "hybrid"
 std::string_view amax_compute_algo_name(AmaxComputeAlgo a);  // "max" | "most_recent"
 // Parsers throw Error with the accepted names; "e5m2" is rejected with the reason.
 Format parse_format(std::string_view name);

@@ -52,18 +52,25 @@ CastStats cast_current_scaling(ScalingState& s, const CurrentScaling& recipe, ui
 
 std::string_view slot_name(Slot s) {
   switch (s) {
-    case Slot::Input: return "input";
-    case Slot::Weight: return "weight";
-    case Slot::Output: return "output";
-    case Slot::GradOutput: return "grad_output";
-    case Slot::GradInput: return "grad_input";
+    case Slot::Input:
+      return "input";
+    case Slot::Weight:
+      return "weight";
+    case Slot::Output:
+      return "output";
+    case Slot::GradOutput:
+      return "grad_output";
+    case Slot::GradInput:
+      return "grad_input";
   }
   return "?";
 }
 
 Fp8Meta::Fp8Meta(Format format, int amax_history_len) {
-  for (auto& s : fwd_) s = ScalingState(tensor_format(format, Direction::Forward), amax_history_len);
-  for (auto& s : bwd_) s = ScalingState(tensor_format(format, Direction::Backward), amax_history_len);
+  for (auto& s : fwd_)
+    s = ScalingState(tensor_format(format, Direction::Forward), amax_history_len);
+  for (auto& s : bwd_)
+    s = ScalingState(tensor_format(format, Direction::Backward), amax_history_len);
 }
 
 ScalingState& Fp8Meta::operator[](Slot s) {

@@ -15,8 +15,12 @@ namespace fp8lm {
 // What the last cast through a slot lost; TE does not report these.
 struct LastCast {
   int64_t n = 0, saturated = 0, flushed = 0;
-  double saturated_fraction() const { return n ? static_cast<double>(saturated) / static_cast<double>(n) : 0.0; }
-  double flushed_fraction() const { return n ? static_cast<double>(flushed) / static_cast<double>(n) : 0.0; }
+  double saturated_fraction() const {
+    return n ? static_cast<double>(saturated) / static_cast<double>(n) : 0.0;
+  }
+  double flushed_fraction() const {
+    return n ? static_cast<double>(flushed) / static_cast<double>(n) : 0.0;
+  }
 };
 
 // One tensor's quantization state: q = cast(x * scale), x ≈ q * scale_inv.

@@ -32,7 +32,8 @@ void add_fp8_state(Safetensors& st, Linear& l) {
       scale_inv.push_back(st_slot.scale_inv);
       sat.push_back(static_cast<float>(st_slot.last_cast.saturated_fraction()));
       flush.push_back(static_cast<float>(st_slot.last_cast.flushed_fraction()));
-      for (int64_t h = 0; h < len; ++h) history[static_cast<size_t>(h * n + s)] = st_slot.amax_history[static_cast<size_t>(h)];
+      for (int64_t h = 0; h < len; ++h)
+        history[static_cast<size_t>(h * n + s)] = st_slot.amax_history[static_cast<size_t>(h)];
     }
     const std::string p = fp8_prefix(l, d);
     st.add_f32(p + "scale", {n}, scale);
@@ -50,20 +51,24 @@ void load_fp8_state(const Safetensors& st, Linear& l) {
     auto slots = l.fp8_meta().slots(d);
     const auto n = static_cast<int64_t>(slots.size());
     const TensorData& h = st.at(p + "amax_history");
-    if (h.shape.size() != 2 || h.shape[1] != n || h.shape[0] < 1 || st.at(p + "scale").numel() != n ||
-        st.at(p + "scale_inv").numel() != n) {
+    if (h.shape.size() != 2 || h.shape[1] != n || h.shape[0] < 1 ||
+        st.at(p + "scale").numel() != n || st.at(p + "scale_inv").numel() != n) {
       throw Error(fmt::format("{}: {} has the wrong shape", st.origin(), p + "*"));
     }
     const auto scale = st.at(p + "scale").to_f32(), scale_inv = st.at(p + "scale_inv").to_f32();
     const auto history = h.to_f32();
-    const auto sat = st.contains(p + "saturated_fraction") ? st.at(p + "saturated_fraction").to_f32() : std::vector<float>(n, 0);
-    const auto flush = st.contains(p + "flushed_fraction") ? st.at(p + "flushed_fraction").to_f32() : std::vector<float>(n, 0);
+    const auto sat = st.contains(p + "saturated_fraction")
+                         ? st.at(p + "saturated_fraction").to_f32()
+                         : std::vector<float>(n, 0);
+    const auto flush = st.contains(p + "flushed_fraction") ? st.at(p + "flushed_fraction").to_f32()
+                                                           : std::vector<float>(n, 0);
     for (int64_t s = 0; s < n; ++s) {
       ScalingState& slot = slots[static_cast<size_t>(s)];
       slot.scale = scale[static_cast<size_t>(s)];
       slot.scale_inv = scale_inv[static_cast<size_t>(s)];
       slot.amax_history.resize(static_cast<size_t>(h.shape[0]));
-      for (int64_t k = 0; k < h.shape[0]; ++k) slot.amax_history[static_cast<size_t>(k)] = history[static_cast<size_t>(k * n + s)];
+      for (int64_t k = 0; k < h.shape[0]; ++k)
+        slot.amax_history[static_cast<size_t>(k)] = history[static_cast<size_t>(k * n + s)];
       // Fractions of the last cast, kept for inspection (as if a cast of 10^6 values).
       slot.last_cast = {1000000, static_cast<int64_t>(sat[static_cast<size_t>(s)] * 1e6f),
                         static_cast<int64_t>(flush[static_cast<size_t>(s)] * 1e6f)};
@@ -72,8 +77,12 @@ void load_fp8_state(const Safetensors& st, Linear& l) {
 }
 
 Json model_config_json(const GPTConfig& m) {
-  return {{"vocab", m.vocab},     {"seq_len", m.seq_len},         {"d_model", m.d_model},
-          {"n_layers", m.n_layers}, {"n_heads", m.n_heads},       {"ffn", m.ffn},
+  return {{"vocab", m.vocab},
+          {"seq_len", m.seq_len},
+          {"d_model", m.d_model},
+          {"n_layers", m.n_layers},
+          {"n_heads", m.n_heads},
+          {"ffn", m.ffn},
           {"activation", std::string(activation_name(m.activation))},
           {"normalization", std::string(normalization_name(m.normalization))}};
 }
@@ -94,11 +103,12 @@ std::string train_config_to_json(const TrainConfig& c) {
   const DelayedScaling& r = c.recipe.delayed;
   Json j = {{"model", model_config_json(c.model)},
             {"precision", std::string(precision_name(c.precision))},
-            {"recipe", {{"kind", c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current"},
-                        {"fp8_format", std::string(format_name(r.format))},
-                        {"margin", r.margin},
-                        {"amax_history_len", r.amax_history_len},
-                        {"amax_compute_algo", std::string(amax_compute_algo_name(r.amax_compute_algo))}}},
+            {"recipe",
+             {{"kind", c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current"},
+              {"fp8_format", std::string(format_name(r.format))},
+              {"margin", r.margin},
+              {"amax_history_len", r.amax_history_len},
+              {"amax_compute_algo", std::string(amax_compute_algo_name(r.amax_compute_algo))}}},
             {"fp8_weights", c.fp8_weights},
             {"steps", c.steps},
             {"batch_size", c.batch_size},
@@ -139,11 +149,13 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& o
   c.model.normalization = parse_normalization(get<std::string>(m, "normalization", origin));
   c.precision = parse_precision(get<std::string>(j, "precision", origin));
   const Json& r = j["recipe"];
-  c.recipe.kind = get<std::string>(r, "kind", origin) == "current" ? ScalingKind::Current : ScalingKind::Delayed;
+  c.recipe.kind = get<std::string>(r, "kind", origin) == "current" ? ScalingKind::Current
+                                                                   : ScalingKind::Delayed;
   c.recipe.delayed.format = parse_format(get<std::string>(r, "fp8_format", origin));
   c.recipe.delayed.margin = get<int>(r, "margin", origin);
   c.recipe.delayed.amax_history_len = get<int>(r, "amax_history_len", origin);
-  c.recipe.delayed.amax_compute_algo = parse_amax_compute_algo(get<std::string>(r, "amax_compute_algo", origin));
+  c.recipe.delayed.amax_compute_algo =
+      parse_amax_compute_algo(get<std::string>(r, "amax_compute_algo", origin));
   c.fp8_weights = get<bool>(j, "fp8_weights", origin);
   c.steps = get<int64_t>(j, "steps", origin);
   c.batch_size = get<int64_t>(j, "batch_size", origin);
@@ -218,8 +230,9 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
   for (Parameter* p : model.parameters()) {
     const TensorData& t = file.at(p->name);
     if (t.shape != p->shape) {
-      throw Error(fmt::format("{}: tensor '{}' has shape [{}], the config needs [{}]", file.origin(), p->name,
-                              fmt::join(t.shape, ","), fmt::join(p->shape, ",")));
+      throw Error(fmt::format("{}: tensor '{}' has shape [{}], the config needs [{}]",
+                              file.origin(), p->name, fmt::join(t.shape, ","),
+                              fmt::join(p->shape, ",")));
     }
     if (t.dtype == DType::F8_E4M3) {
       const float sinv = file.at(p->name + "_scale_inv").to_f32().at(0);
@@ -228,8 +241,8 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
     } else if (t.dtype == DType::F32) {
       p->value = t.to_f32();
     } else {
-      throw Error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F8_E4M3", file.origin(), p->name,
-                              dtype_name(t.dtype)));
+      throw Error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F8_E4M3",
+                              file.origin(), p->name, dtype_name(t.dtype)));
     }
     ++p->version;
   }
@@ -267,7 +280,8 @@ std::unique_ptr<Trainer> load_checkpoint(const std::string& dir) {
       if (kind == "master." && !state.contains(kind + p.name)) continue;
       const TensorData& t = state.at(kind + p.name);
       if (t.shape != p.shape || t.dtype != DType::F32) {
-        throw Error(fmt::format("{}: tensor '{}{}' does not match the model", state.origin(), kind, p.name));
+        throw Error(fmt::format("{}: tensor '{}{}' does not match the model", state.origin(), kind,
+                                p.name));
       }
     }
     opt.first_moment(i) = state.at("adamw.m." + p.name).to_f32();
@@ -276,11 +290,12 @@ std::unique_ptr<Trainer> load_checkpoint(const std::string& dir) {
   }
   const auto& meta = state.metadata();
   for (const char* key : {"step", "adamw_steps", "seconds", "data_state"}) {
-    if (!meta.count(key)) throw Error(fmt::format("{}: no '{}' in its metadata", state.origin(), key));
+    if (!meta.count(key))
+      throw Error(fmt::format("{}: no '{}' in its metadata", state.origin(), key));
   }
   opt.set_steps(std::stoll(meta.at("adamw_steps")));
-  trainer->restore_progress(std::stoll(meta.at("step")), std::stod(meta.at("seconds")), state.at("losses").to_f32(),
-                            meta.at("data_state"));
+  trainer->restore_progress(std::stoll(meta.at("step")), std::stod(meta.at("seconds")),
+                            state.at("losses").to_f32(), meta.at("data_state"));
   trainer->refresh_fp8_weights();
   return trainer;
 }

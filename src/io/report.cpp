@@ -31,11 +31,20 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -53,46 +62,61 @@ std::string line_chart(const std::string& title, std::vector<Series> series, boo
       if (log_y) y = std::log10(y);
       kept.x.push_back(s.x[i]);
       kept.y.push_back(y);
-      x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]), y0 = std::min(y0, y), y1 = std::max(y1, y);
+      x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]), y0 = std::min(y0, y),
+      y1 = std::max(y1, y);
     }
     s = std::move(kept);
   }
   std::ostringstream svg;
-  svg << fmt::format(R"(<svg class="chart" data-title="{}" width="{}" height="{}" viewBox="0 0 {} {}">)", escape(title), W, H, W, H);
-  svg << fmt::format(R"(<rect x="0" y="0" width="{}" height="{}" fill="#fff" stroke="#ccc"/>)", W, H);
-  svg << fmt::format(R"(<text x="{}" y="18" font-size="13" font-weight="bold">{}</text>)", L, escape(title));
+  svg << fmt::format(
+      R"(<svg class="chart" data-title="{}" width="{}" height="{}" viewBox="0 0 {} {}">)",
+      escape(title), W, H, W, H);
+  svg << fmt::format(R"(<rect x="0" y="0" width="{}" height="{}" fill="#fff" stroke="#ccc"/>)", W,
+                     H);
+  svg << fmt::format(R"(<text x="{}" y="18" font-size="13" font-weight="bold">{}</text>)", L,
+                     escape(title));
   if (!(x0 <= x1)) {
-    svg << fmt::format(R"(<text x="{}" y="{}" font-size="12" fill="#888">no data</text></svg>)", L, H / 2);
+    svg << fmt::format(R"(<text x="{}" y="{}" font-size="12" fill="#888">no data</text></svg>)", L,
+                       H / 2);
     return svg.str();
   }
   if (x1 == x0) x1 = x0 + 1;
   if (y1 == y0) y1 = y0 + 1, y0 -= 1;
   const auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   const auto py = [&](double y) { return T + (1 - (y - y0) / (y1 - y0)) * (H - T - B); };
-  svg << fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#444"/>)", L, H - B, W - R, H - B);
+  svg << fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#444"/>)", L, H - B, W - R,
+                     H - B);
   svg << fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#444"/>)", L, T, L, H - B);
   for (int k = 0; k <= 4; ++k) {
     const double yv = y0 + (y1 - y0) * k / 4, xv = x0 + (x1 - x0) * k / 4;
-    const std::string label = log_y ? fmt::format("{:.3g}", std::pow(10.0, yv)) : fmt::format("{:.3g}", yv);
-    svg << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="end">{}</text>)", L - 4, py(yv) + 3, label);
-    svg << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="middle">{:.0f}</text>)", px(xv), H - B + 14, xv);
+    const std::string label =
+        log_y ? fmt::format("{:.3g}", std::pow(10.0, yv)) : fmt::format("{:.3g}", yv);
+    svg << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="end">{}</text>)", L - 4,
+                       py(yv) + 3, label);
+    svg << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="middle">{:.0f}</text>)",
+                       px(xv), H - B + 14, xv);
   }
-  svg << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="middle">step</text>)", (L + W - R) / 2, H - 4);
+  svg << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="middle">step</text>)",
+                     (L + W - R) / 2, H - 4);
   for (size_t i = 0; i < series.size(); ++i) {
     const Series& s = series[i];
     const char* color = kColors[i % std::size(kColors)];
     if (s.x.empty()) continue;
     std::ostringstream pts;
-    for (size_t k = 0; k < s.x.size(); ++k) pts << fmt::format("{:.1f},{:.1f} ", px(s.x[k]), py(s.y[k]));
+    for (size_t k = 0; k < s.x.size(); ++k)
+      pts << fmt::format("{:.1f},{:.1f} ", px(s.x[k]), py(s.y[k]));
     if (s.x.size() == 1) {
-      svg << fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"/>)", px(s.x[0]), py(s.y[0]), color);
+      svg << fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"/>)", px(s.x[0]),
+                         py(s.y[0]), color);
     }
-    svg << fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"><title>{}</title></polyline>)",
-                       color, pts.str(), escape(s.name));
+    svg << fmt::format(
+        R"(<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"><title>{}</title></polyline>)",
+        color, pts.str(), escape(s.name));
     if (series.size() > 1) {
       const double ly = T + 4 + 11.0 * static_cast<double>(i);
-      svg << fmt::format(R"(<text x="{}" y="{}" font-size="9" fill="{}" text-anchor="end">{}</text>)", W - R - 2, ly + 6, color,
-                         escape(s.name));
+      svg << fmt::format(
+          R"(<text x="{}" y="{}" font-size="9" fill="{}" text-anchor="end">{}</text>)", W - R - 2,
+          ly + 6, color, escape(s.name));
     }
   }
   svg << "</svg>";
@@ -104,7 +128,8 @@ std::string line_chart(const std::string& title, std::vector<Series> series, boo
 void write_report(const std::string& dir) {
   std::ifstream in(dir + "/metrics.jsonl");
   if (!in) throw Error(fmt::format("{}: no metrics.jsonl to report on", dir));
-  Series loss{"train", {}, {}}, val{"validation", {}, {}}, tps{"tokens/s", {}, {}}, lr{"lr", {}, {}}, gn{"grad norm", {}, {}};
+  Series loss{"train", {}, {}}, val{"validation", {}, {}}, tps{"tokens/s", {}, {}},
+      lr{"lr", {}, {}}, gn{"grad norm", {}, {}};
   // layer -> quantity (amax | scale | saturated) -> series "gemm slot"
   std::map<int, std::map<std::string, std::map<std::string, Series>>> fp8;
   for (std::string line; std::getline(in, line);) {
@@ -112,9 +137,11 @@ void write_report(const std::string& dir) {
     if (!j.is_object() || !j.contains("step")) continue;
     const double step = j["step"].get<double>();
     const auto add = [&](Series& s, const char* key) {
-      if (j.contains(key) && j[key].is_number()) s.x.push_back(step), s.y.push_back(j[key].get<double>());
+      if (j.contains(key) && j[key].is_number())
+        s.x.push_back(step), s.y.push_back(j[key].get<double>());
     };
-    add(loss, "loss"), add(val, "val_loss"), add(tps, "tokens_per_s"), add(lr, "lr"), add(gn, "grad_norm");
+    add(loss, "loss"), add(val, "val_loss"), add(tps, "tokens_per_s"), add(lr, "lr"),
+        add(gn, "grad_norm");
     if (!j.contains("fp8")) continue;
     for (const auto& [gemm, slots] : j["fp8"].items()) {
       int layer = 0;
@@ -135,14 +162,19 @@ void write_report(const std::string& dir) {
     }
   }
   std::string summary = "{}", config = "{}";
-  if (std::ifstream s(dir + "/summary.json"); s) summary = std::string(std::istreambuf_iterator<char>(s), {});
-  if (std::ifstream c(dir + "/config.json"); c) config = std::string(std::istreambuf_iterator<char>(c), {});
+  if (std::ifstream s(dir + "/summary.json"); s)
+    summary = std::string(std::istreambuf_iterator<char>(s), {});
+  if (std::ifstream c(dir + "/config.json"); c)
+    config = std::string(std::istreambuf_iterator<char>(c), {});
 
   std::ostringstream html;
-  html << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>fp8lm run report</title><style>"
-          "body{font-family:sans-serif;margin:20px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:24px}"
-          ".row{display:flex;flex-wrap:wrap;gap:12px}pre{background:#f6f6f6;padding:8px;font-size:11px;max-height:260px;overflow:auto}"
-          "</style></head><body>";
+  html
+      << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>fp8lm run report</title><style>"
+         "body{font-family:sans-serif;margin:20px;color:#222}h1{font-size:20px}h2{font-size:16px;"
+         "margin-top:24px}"
+         ".row{display:flex;flex-wrap:wrap;gap:12px}pre{background:#f6f6f6;padding:8px;font-size:"
+         "11px;max-height:260px;overflow:auto}"
+         "</style></head><body>";
   html << "<h1>fp8lm run report: " << escape(dir) << "</h1>";
   html << "<h2>Training</h2><div class=\"row\">";
   html << line_chart("loss (train and validation)", {loss, val});
@@ -152,19 +184,23 @@ void write_report(const std::string& dir) {
   html << "</div>";
   for (auto& [layer, quantities] : fp8) {
     html << "<h2>Layer " << layer << ": FP8 scaling</h2><div class=\"row\">";
-    const std::pair<const char*, const char*> charts[] = {{"amax", "amax (newest)"}, {"scale", "scale"}, {"saturated", "saturated (%)"}};
+    const std::pair<const char*, const char*> charts[] = {
+        {"amax", "amax (newest)"}, {"scale", "scale"}, {"saturated", "saturated (%)"}};
     for (const auto& [key, title] : charts) {
       std::vector<Series> lines;
       for (auto& [label, s] : quantities[key]) lines.push_back(s);
-      html << line_chart(fmt::format("layer {} {}", layer, title), lines, std::string(key) != "saturated");
+      html << line_chart(fmt::format("layer {} {}", layer, title), lines,
+                         std::string(key) != "saturated");
     }
     html << "</div>";
   }
   if (fp8.empty()) html << "<p>No FP8 state: this run did not train in FP8.</p>";
-  html << "<h2>Summary</h2><pre>" << escape(summary) << "</pre><h2>Config</h2><pre>" << escape(config) << "</pre>";
+  html << "<h2>Summary</h2><pre>" << escape(summary) << "</pre><h2>Config</h2><pre>"
+       << escape(config) << "</pre>";
   html << "</body></html>\n";
   const std::string text = html.str();
-  write_file_atomic(dir + "/report.html", std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  write_file_atomic(dir + "/report.html",
+                    std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
 }  // namespace fp8lm

@@ -36,9 +36,11 @@ Json fp8_snapshot(GPT& model) {
     for (Slot s : {Slot::Input, Slot::Weight, Slot::Output, Slot::GradOutput, Slot::GradInput}) {
       const ScalingState& st = l->fp8_meta()[s];
       const float newest = st.amax_history.back();
-      gemm[std::string(slot_name(s))] = {{"scale", st.scale}, {"amax", std::isfinite(newest) ? Json(newest) : Json(nullptr)},
-                                         {"saturated", st.last_cast.saturated_fraction()},
-                                         {"flushed", st.last_cast.flushed_fraction()}};
+      gemm[std::string(slot_name(s))] = {
+          {"scale", st.scale},
+          {"amax", std::isfinite(newest) ? Json(newest) : Json(nullptr)},
+          {"saturated", st.last_cast.saturated_fraction()},
+          {"flushed", st.last_cast.flushed_fraction()}};
     }
     j[l->name()] = gemm;
   }
@@ -52,7 +54,8 @@ void truncate_metrics(const std::string& path, int64_t step) {
   std::string kept, line;
   while (std::getline(in, line)) {
     const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number() && j["step"].get<int64_t>() <= step) {
+    if (j.is_object() && j.contains("step") && j["step"].is_number() &&
+        j["step"].get<int64_t>() <= step) {
       kept += line + "\n";
     }
   }
@@ -66,7 +69,8 @@ void checkpoint_now(Trainer& trainer, const RunOptions& opts) {
   write_text_atomic(root + "/latest", name + "\n");  // only now is it the checkpoint to resume
   std::vector<std::string> all;
   for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && e.path().filename().string().starts_with("step-")) all.push_back(e.path().filename());
+    if (e.is_directory() && e.path().filename().string().starts_with("step-"))
+      all.push_back(e.path().filename());
   std::sort(all.begin(), all.end());
   for (size_t i = 0; i + static_cast<size_t>(std::max(opts.keep, 1)) < all.size(); ++i) {
     if (all[i] != name) fs::remove_all(root + "/" + all[i]);
@@ -88,19 +92,21 @@ std::string latest_checkpoint(const std::string& run_dir) {
 void write_summary(const std::string& dir, const Trainer& trainer, const TrainResult& r) {
   const TrainConfig& c = trainer.config();
   const DelayedScaling& d = c.recipe.delayed;
-  Json j = {{"precision", r.precision.label()},
-            {"precision_reason", r.precision.reason},
-            {"recipe", r.precision.precision == Precision::Fp8
-                           ? fmt::format("{} {} margin={} amax_history_len={} amax_compute_algo={}{}",
-                                         c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current",
-                                         format_name(d.format), d.margin, d.amax_history_len,
-                                         amax_compute_algo_name(d.amax_compute_algo), c.fp8_weights ? " fp8_weights" : "")
-                           : "none"},
-            {"steps", r.steps},
-            {"seconds", r.seconds},
-            {"tokens_per_s", r.tokens_per_s},
-            {"final_loss", r.final_loss},
-            {"parameters", c.model.parameter_count()}};
+  Json j = {
+      {"precision", r.precision.label()},
+      {"precision_reason", r.precision.reason},
+      {"recipe", r.precision.precision == Precision::Fp8
+                     ? fmt::format("{} {} margin={} amax_history_len={} amax_compute_algo={}{}",
+                                   c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current",
+                                   format_name(d.format), d.margin, d.amax_history_len,
+                                   amax_compute_algo_name(d.amax_compute_algo),
+                                   c.fp8_weights ? " fp8_weights" : "")
+                     : "none"},
+      {"steps", r.steps},
+      {"seconds", r.seconds},
+      {"tokens_per_s", r.tokens_per_s},
+      {"final_loss", r.final_loss},
+      {"parameters", c.model.parameter_count()}};
   if (r.stride_task) {
     j["stride_accuracy"] = r.stride_accuracy;
   } else {
@@ -119,8 +125,12 @@ RunEnd run_training(Trainer& trainer, const RunOptions& opts, const ProgressFn& 
   const bool fp8 = trainer.precision().precision == Precision::Fp8;
   while (!trainer.done()) {
     const StepStats s = trainer.train_step();
-    Json line = {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
-                 {"tokens_per_s", s.step_tokens_per_s}, {"seconds", s.seconds}};
+    Json line = {{"step", s.step},
+                 {"loss", s.loss},
+                 {"lr", s.lr},
+                 {"grad_norm", s.grad_norm},
+                 {"tokens_per_s", s.step_tokens_per_s},
+                 {"seconds", s.seconds}};
     if (opts.val_every > 0 && (s.step % opts.val_every == 0 || trainer.done())) {
       line["val_loss"] = trainer.validation_loss();
     }
@@ -129,7 +139,8 @@ RunEnd run_training(Trainer& trainer, const RunOptions& opts, const ProgressFn& 
     }
     metrics << line.dump() << "\n" << std::flush;
     if (progress) progress(s);
-    const bool stopping = (stop && stop->load()) || (opts.stop_after > 0 && s.step >= opts.stop_after);
+    const bool stopping =
+        (stop && stop->load()) || (opts.stop_after > 0 && s.step >= opts.stop_after);
     if (stopping && !trainer.done()) {
       checkpoint_now(trainer, opts);
       metrics.close();

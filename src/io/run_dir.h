@@ -13,7 +13,7 @@ struct RunOptions {
   std::string dir;
   int64_t checkpoint_every = 0;  // 0: only at the end or when stopped
   int keep = 3;                  // checkpoints kept
-  int64_t stop_after = 0;        // stop (with a checkpoint) after this step, as an interruption would
+  int64_t stop_after = 0;  // stop (with a checkpoint) after this step, as an interruption would
   int64_t fp8_snapshot_every = 10;
   int64_t val_every = 20;  // held-out loss in metrics.jsonl every N steps (0: never)
 };

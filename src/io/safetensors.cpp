@@ -18,29 +18,40 @@
 namespace fp8lm {
 
 namespace {
-constexpr DType kDTypes[] = {DType::F32, DType::BF16, DType::F8_E4M3, DType::F8_E5M2, DType::I64, DType::U8};
+constexpr DType kDTypes[] = {DType::F32,     DType::BF16, DType::F8_E4M3,
+                             DType::F8_E5M2, DType::I64,  DType::U8};
 // Headers beyond this are not ours and not plausible: refuse before allocating.
 constexpr uint64_t kMaxHeader = 100u << 20;
 }  // namespace
 
 std::string_view dtype_name(DType d) {
   switch (d) {
-    case DType::F32: return "F32";
-    case DType::BF16: return "BF16";
-    case DType::F8_E4M3: return "F8_E4M3";
-    case DType::F8_E5M2: return "F8_E5M2";
-    case DType::I64: return "I64";
-    case DType::U8: return "U8";
+    case DType::F32:
+      return "F32";
+    case DType::BF16:
+      return "BF16";
+    case DType::F8_E4M3:
+      return "F8_E4M3";
+    case DType::F8_E5M2:
+      return "F8_E5M2";
+    case DType::I64:
+      return "I64";
+    case DType::U8:
+      return "U8";
   }
   return "?";
 }
 
 size_t dtype_size(DType d) {
   switch (d) {
-    case DType::F32: return 4;
-    case DType::BF16: return 2;
-    case DType::I64: return 8;
-    default: return 1;
+    case DType::F32:
+      return 4;
+    case DType::BF16:
+      return 2;
+    case DType::I64:
+      return 8;
+    default:
+      return 1;
   }
 }
 
@@ -54,7 +65,9 @@ std::vector<float> TensorData::to_f32() const {
   const auto n = static_cast<size_t>(numel());
   std::vector<float> out(n);
   switch (dtype) {
-    case DType::F32: std::memcpy(out.data(), bytes.data(), n * 4); break;
+    case DType::F32:
+      std::memcpy(out.data(), bytes.data(), n * 4);
+      break;
     case DType::BF16:
       for (size_t i = 0; i < n; ++i) {
         bf16_t h;
@@ -68,14 +81,18 @@ std::vector<float> TensorData::to_f32() const {
       for (size_t i = 0; i < n; ++i) out[i] = fp8_decode(bytes[i], f);
       break;
     }
-    default: throw Error(fmt::format("tensor of dtype {} is not a float tensor", dtype_name(dtype)));
+    default:
+      throw Error(fmt::format("tensor of dtype {} is not a float tensor", dtype_name(dtype)));
   }
   return out;
 }
 
 Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string& origin) {
-  const auto fail = [&](const std::string& what) { return Error(fmt::format("{}: {}", origin, what)); };
-  if (file.size() < 8) throw fail(fmt::format("{} bytes is too short for a safetensors file", file.size()));
+  const auto fail = [&](const std::string& what) {
+    return Error(fmt::format("{}: {}", origin, what));
+  };
+  if (file.size() < 8)
+    throw fail(fmt::format("{} bytes is too short for a safetensors file", file.size()));
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file[static_cast<size_t>(i)];
   if (header_len > file.size() - 8 || header_len > kMaxHeader) {
@@ -84,7 +101,8 @@ Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string&
   const auto data = file.subspan(8 + header_len);
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<long>(header_len));
+    header =
+        nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<long>(header_len));
   } catch (const nlohmann::json::exception&) {
     throw fail("header is not valid JSON");
   }
@@ -103,20 +121,23 @@ Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string&
       continue;
     }
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
-        !entry.contains("data_offsets") || !entry["dtype"].is_string() || !entry["shape"].is_array() ||
-        !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2) {
+        !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
+        !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
+        entry["data_offsets"].size() != 2) {
       throw fail(fmt::format("tensor '{}': malformed entry", name));
     }
     TensorData t;
     const std::string dt = entry["dtype"].get<std::string>();
-    const auto it = std::find_if(std::begin(kDTypes), std::end(kDTypes), [&](DType d) { return dtype_name(d) == dt; });
+    const auto it = std::find_if(std::begin(kDTypes), std::end(kDTypes),
+                                 [&](DType d) { return dtype_name(d) == dt; });
     if (it == std::end(kDTypes)) throw fail(fmt::format("tensor '{}': unknown dtype {}", name, dt));
     t.dtype = *it;
     uint64_t count = 1;
     for (const auto& s : entry["shape"]) {
       if (!s.is_number_unsigned()) throw fail(fmt::format("tensor '{}': bad shape", name));
       const uint64_t dim = s.get<uint64_t>();
-      if (dim != 0 && count > (uint64_t{1} << 40) / dim) throw fail(fmt::format("tensor '{}': shape too large", name));
+      if (dim != 0 && count > (uint64_t{1} << 40) / dim)
+        throw fail(fmt::format("tensor '{}': shape too large", name));
       count *= dim;
       t.shape.push_back(static_cast<int64_t>(dim));
     }
@@ -126,11 +147,12 @@ Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string&
     }
     const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
     if (begin > end || end > data.size()) {
-      throw fail(fmt::format("tensor '{}': data_offsets [{}, {}] out of range (data is {} bytes)", name, begin,
-                             end, data.size()));
+      throw fail(fmt::format("tensor '{}': data_offsets [{}, {}] out of range (data is {} bytes)",
+                             name, begin, end, data.size()));
     }
     if (end - begin != count * dtype_size(t.dtype)) {
-      throw fail(fmt::format("tensor '{}': {} bytes do not hold shape of {} {} values", name, end - begin, count, dt));
+      throw fail(fmt::format("tensor '{}': {} bytes do not hold shape of {} {} values", name,
+                             end - begin, count, dt));
     }
     t.bytes.assign(data.begin() + static_cast<long>(begin), data.begin() + static_cast<long>(end));
     ranges.emplace_back(begin, end);
@@ -146,11 +168,13 @@ Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string&
 Safetensors Safetensors::read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot open", path));
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
   return parse(bytes, path);
 }
 
-void Safetensors::add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data) {
+void Safetensors::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                      const void* data) {
   TensorData t{dtype, std::move(shape), {}};
   const size_t n = static_cast<size_t>(t.numel()) * dtype_size(dtype);
   t.bytes.resize(n);
@@ -168,14 +192,17 @@ void Safetensors::write(const std::string& path) const {
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors_) {
-    header[name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    header[name] = {{"dtype", dtype_name(t.dtype)},
+                    {"shape", t.shape},
+                    {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
   std::vector<uint8_t> bytes(8);
-  for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(text.size() >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(text.size() >> (8 * i));
   bytes.insert(bytes.end(), text.begin(), text.end());
   for (const auto& [name, t] : tensors_) bytes.insert(bytes.end(), t.bytes.begin(), t.bytes.end());
   write_file_atomic(path, bytes);
@@ -195,7 +222,8 @@ void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) 
     }
     done += static_cast<size_t>(w);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) throw Error(fmt::format("{}: cannot flush to disk", tmp));
+  if (::fsync(fd) != 0 || ::close(fd) != 0)
+    throw Error(fmt::format("{}: cannot flush to disk", tmp));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     throw Error(fmt::format("{}: cannot rename into place: {}", path, std::strerror(errno)));
   }

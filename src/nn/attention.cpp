@@ -75,8 +75,8 @@ void MultiheadAttention::decode(const float* x, float* y, KvCache& cache, int64_
     std::copy(row + d_, row + 2 * d_, cache.k.begin() + at);
     std::copy(row + 2 * d_, row + 3 * d_, cache.v.begin() + at);
   }
-  cpu::attention_decode(att_out_.data(), q1_.data(), cache.k.data(), cache.v.data(), B,
-                        cache.Tmax, pos + 1, d_, n_heads_);
+  cpu::attention_decode(att_out_.data(), q1_.data(), cache.k.data(), cache.v.data(), B, cache.Tmax,
+                        pos + 1, d_, n_heads_);
   proj_.forward(att_out_.data(), y, B);
 }
 

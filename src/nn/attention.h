@@ -36,7 +36,7 @@ class MultiheadAttention {
   MultiheadAttention(const std::string& prefix, int64_t d, int64_t n_heads, Normalization norm);
 
   void forward(const float* x, float* y, int64_t B, int64_t T);  // y overwritten
-  void backward(const float* dy, float* dx);                    // dx +=
+  void backward(const float* dy, float* dx);                     // dx +=
 
   // Generation: fills the cache from the last forward (positions [0, T)).
   void fill_cache(KvCache& cache) const;

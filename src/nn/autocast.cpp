@@ -33,8 +33,12 @@ Precision& gemm_precision_slot() {
 GemmPrecision::GemmPrecision(Precision p) : saved_(gemm_precision_slot()) {
   gemm_precision_slot() = p == Precision::Bf16 ? Precision::Bf16 : Precision::Fp32;
 }
-GemmPrecision::~GemmPrecision() { gemm_precision_slot() = saved_; }
-Precision GemmPrecision::current() { return gemm_precision_slot(); }
+GemmPrecision::~GemmPrecision() {
+  gemm_precision_slot() = saved_;
+}
+Precision GemmPrecision::current() {
+  return gemm_precision_slot();
+}
 
 void autocast_register(Fp8Meta& meta) {
   auto& used = autocast_state().used;

@@ -23,8 +23,8 @@ struct Fp8Recipe {
 struct AutocastState {
   bool enabled = false;
   Fp8Recipe recipe;
-  AmaxReducer reduce;               // cross-process amax max-reduce (empty: one process)
-  std::vector<Fp8Meta*> used;       // metas whose forward slots update at scope exit
+  AmaxReducer reduce;          // cross-process amax max-reduce (empty: one process)
+  std::vector<Fp8Meta*> used;  // metas whose forward slots update at scope exit
 };
 
 // The innermost scope's state on this thread (a disabled default outside any scope).

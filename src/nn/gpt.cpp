@@ -16,9 +16,9 @@ namespace fp8lm {
 using cpu::Trans;
 
 void GPTConfig::validate() const {
-  const std::pair<const char*, int64_t> sizes[] = {{"--vocab", vocab},       {"--seq-len", seq_len},
-                                                   {"--d-model", d_model},   {"--n-layers", n_layers},
-                                                   {"--n-heads", n_heads},   {"--ffn", ffn}};
+  const std::pair<const char*, int64_t> sizes[] = {{"--vocab", vocab},     {"--seq-len", seq_len},
+                                                   {"--d-model", d_model}, {"--n-layers", n_layers},
+                                                   {"--n-heads", n_heads}, {"--ffn", ffn}};
   for (const auto& [flag, v] : sizes) {
     if (v <= 0) throw Error(fmt::format("{} {} must be positive", flag, v));
   }
@@ -31,16 +31,20 @@ void GPTConfig::validate() const {
 int64_t GPTConfig::parameter_count() const {
   const int64_t fc1_out = activation == Activation::Swiglu ? 2 * ffn : ffn;
   const int64_t norm = normalization == Normalization::LayerNorm ? 2 * d_model : d_model;
-  const int64_t layer = 2 * norm + (3 * d_model * d_model + 3 * d_model) + (d_model * d_model + d_model) +
-                        (fc1_out * d_model + fc1_out) + (d_model * ffn + d_model);
+  const int64_t layer = 2 * norm + (3 * d_model * d_model + 3 * d_model) +
+                        (d_model * d_model + d_model) + (fc1_out * d_model + fc1_out) +
+                        (d_model * ffn + d_model);
   return vocab * d_model + seq_len * d_model + n_layers * layer + norm;
 }
 
 std::string_view activation_name(Activation a) {
   switch (a) {
-    case Activation::Gelu: return "gelu";
-    case Activation::Relu: return "relu";
-    case Activation::Swiglu: return "swiglu";
+    case Activation::Gelu:
+      return "gelu";
+    case Activation::Relu:
+      return "relu";
+    case Activation::Swiglu:
+      return "swiglu";
   }
   return "?";
 }
@@ -64,7 +68,8 @@ Normalization parse_normalization(std::string_view name) {
 TransformerLayer::TransformerLayer(int index, const GPTConfig& cfg)
     : d_(cfg.d_model),
       attention_(fmt::format("layers.{}", index), cfg.d_model, cfg.n_heads, cfg.normalization),
-      mlp_(fmt::format("layers.{}", index), cfg.d_model, cfg.ffn, cfg.activation, cfg.normalization) {}
+      mlp_(fmt::format("layers.{}", index), cfg.d_model, cfg.ffn, cfg.activation,
+           cfg.normalization) {}
 
 ParameterList TransformerLayer::parameters() {
   ParameterList p = attention_.parameters();
@@ -116,7 +121,8 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
       wpe_("wpe", {cfg.seq_len, cfg.d_model}, /*decays=*/false),
       lnf_("lnf", cfg.d_model, cfg.normalization) {
   cfg_.validate();
-  for (int i = 0; i < cfg.n_layers; ++i) layers_.push_back(std::make_unique<TransformerLayer>(i, cfg));
+  for (int i = 0; i < cfg.n_layers; ++i)
+    layers_.push_back(std::make_unique<TransformerLayer>(i, cfg));
   // GPT-2's initialization: N(0, 0.02) for matrices and embeddings, the projections that write
   // into the residual stream scaled down by sqrt(2 * n_layers); biases 0, norm gains 1.
   std::mt19937_64 rng(seed);
@@ -174,9 +180,11 @@ void GPT::head_forward(int64_t rows) {
     wte16_.resize(wte_.value.size());
     cpu::fp32_to_bf16(normed16_.data(), normed_.data(), rows * d);
     cpu::fp32_to_bf16(wte16_.data(), wte_.data(), V * d);
-    cpu::gemm_bf16(Trans::N, Trans::T, rows, V, d, 1.0f, normed16_.data(), wte16_.data(), 0.0f, logits_.data());
+    cpu::gemm_bf16(Trans::N, Trans::T, rows, V, d, 1.0f, normed16_.data(), wte16_.data(), 0.0f,
+                   logits_.data());
   } else {
-    cpu::gemm_f32(Trans::N, Trans::T, rows, V, d, 1.0f, normed_.data(), wte_.data(), 0.0f, logits_.data());
+    cpu::gemm_f32(Trans::N, Trans::T, rows, V, d, 1.0f, normed_.data(), wte_.data(), 0.0f,
+                  logits_.data());
   }
 }
 
@@ -194,7 +202,8 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   acts_.resize(layers_.size() + 1);
   for (auto& a : acts_) a.resize(static_cast<size_t>(rows * d));
   cpu::embedding_forward(acts_[0].data(), tokens, wte_.data(), wpe_.data(), B, T, d);
-  for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->forward(acts_[l].data(), acts_[l + 1].data(), B, T);
+  for (size_t l = 0; l < layers_.size(); ++l)
+    layers_[l]->forward(acts_[l].data(), acts_[l + 1].data(), B, T);
   normed_.resize(static_cast<size_t>(rows * d));
   lnf_.forward(acts_.back().data(), normed_.data(), rows);
   head_forward(rows);
@@ -211,11 +220,15 @@ void GPT::backward() {
   if (head_mode_ == GemmMode::Bf16) {
     dlogits16_.resize(logits_.size());
     cpu::fp32_to_bf16(dlogits16_.data(), dlogits, rows * V);
-    cpu::gemm_bf16(Trans::N, Trans::N, rows, d, V, 1.0f, dlogits16_.data(), wte16_.data(), 0.0f, dnormed_.data());
-    cpu::gemm_bf16(Trans::T, Trans::N, V, d, rows, 1.0f, dlogits16_.data(), normed16_.data(), 1.0f, wte_.grad.data());
+    cpu::gemm_bf16(Trans::N, Trans::N, rows, d, V, 1.0f, dlogits16_.data(), wte16_.data(), 0.0f,
+                   dnormed_.data());
+    cpu::gemm_bf16(Trans::T, Trans::N, V, d, rows, 1.0f, dlogits16_.data(), normed16_.data(), 1.0f,
+                   wte_.grad.data());
   } else {
-    cpu::gemm_f32(Trans::N, Trans::N, rows, d, V, 1.0f, dlogits, wte_.data(), 0.0f, dnormed_.data());
-    cpu::gemm_f32(Trans::T, Trans::N, V, d, rows, 1.0f, dlogits, normed_.data(), 1.0f, wte_.grad.data());
+    cpu::gemm_f32(Trans::N, Trans::N, rows, d, V, 1.0f, dlogits, wte_.data(), 0.0f,
+                  dnormed_.data());
+    cpu::gemm_f32(Trans::T, Trans::N, V, d, rows, 1.0f, dlogits, normed_.data(), 1.0f,
+                  wte_.grad.data());
   }
   dacts_a_.assign(static_cast<size_t>(rows * d), 0.0f);
   dacts_b_.resize(static_cast<size_t>(rows * d));
@@ -233,13 +246,14 @@ void GPT::backward() {
 std::vector<int32_t> GPT::generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new) {
   if (P < 1) throw Error("generation needs a prompt of at least one token");
   if (P + n_new > cfg_.seq_len) {
-    throw Error(fmt::format("prompt ({}) + new tokens ({}) exceed the position table ({})", P, n_new,
-                            cfg_.seq_len));
+    throw Error(fmt::format("prompt ({}) + new tokens ({}) exceed the position table ({})", P,
+                            n_new, cfg_.seq_len));
   }
   const int64_t d = cfg_.d_model, V = cfg_.vocab;
   std::vector<int32_t> out(static_cast<size_t>(B * n_new));
   if (n_new == 0) return out;
-  const auto argmax_rows = [&](const float* logits, int64_t stride_rows, int64_t row0, int64_t step) {
+  const auto argmax_rows = [&](const float* logits, int64_t stride_rows, int64_t row0,
+                               int64_t step) {
     for (int64_t b = 0; b < B; ++b) {
       const float* row = logits + ((b * stride_rows) + row0) * V;
       out[static_cast<size_t>(b * n_new + step)] =

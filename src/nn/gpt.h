@@ -35,8 +35,8 @@ Normalization parse_normalization(std::string_view name);
 class TransformerLayer {
  public:
   TransformerLayer(int index, const GPTConfig& cfg);
-  void forward(const float* x, float* y, int64_t B, int64_t T);  // y overwritten
-  void backward(const float* dy, float* dx);                    // dx overwritten
+  void forward(const float* x, float* y, int64_t B, int64_t T);        // y overwritten
+  void backward(const float* dy, float* dx);                           // dx overwritten
   void decode(const float* x, float* y, KvCache& cache, int64_t pos);  // one token per sequence
 
   MultiheadAttention& attention() { return attention_; }

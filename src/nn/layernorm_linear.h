@@ -13,7 +13,7 @@ class LayerNormLinear {
   LayerNormLinear(std::string norm_name, std::string linear_name, int64_t in, int64_t out,
                   Normalization norm, bool bias);
 
-  void forward(const float* x, float* y, int64_t rows);  // y overwritten
+  void forward(const float* x, float* y, int64_t rows);     // y overwritten
   void backward(const float* dy, float* dx, int64_t rows);  // dx +=
 
   Norm& norm() { return norm_; }

@@ -25,8 +25,8 @@ void LayerNormMLP::forward(const float* x, float* y, int64_t rows) {
   // fc1's bias is fused into the activation below.
   norm_then_linear(norm_, fc1_, normed_, x, h_.data(), rows, /*add_bias=*/false);
   const float* bias = fc1_.bias()->data();
-  const bool fused_fp8 = current_gemm_mode() == GemmMode::Fp8 &&
-                         autocast_state().recipe.kind == ScalingKind::Delayed;
+  const bool fused_fp8 =
+      current_gemm_mode() == GemmMode::Fp8 && autocast_state().recipe.kind == ScalingKind::Delayed;
   if (fused_fp8) {
     const Linear::Fp8Input in = fc2_.begin_fp8_forward(rows);
     ScalingState& s = in.slot;
@@ -49,9 +49,15 @@ void LayerNormMLP::forward(const float* x, float* y, int64_t rows) {
   }
   a_.resize(static_cast<size_t>(rows * ffn_));
   switch (act_) {
-    case Activation::Gelu: cpu::bias_gelu_forward(a_.data(), h_.data(), bias, rows, ffn_); break;
-    case Activation::Relu: cpu::bias_relu_forward(a_.data(), h_.data(), bias, rows, ffn_); break;
-    case Activation::Swiglu: cpu::bias_swiglu_forward(a_.data(), h_.data(), bias, rows, ffn_); break;
+    case Activation::Gelu:
+      cpu::bias_gelu_forward(a_.data(), h_.data(), bias, rows, ffn_);
+      break;
+    case Activation::Relu:
+      cpu::bias_relu_forward(a_.data(), h_.data(), bias, rows, ffn_);
+      break;
+    case Activation::Swiglu:
+      cpu::bias_swiglu_forward(a_.data(), h_.data(), bias, rows, ffn_);
+      break;
   }
   fc2_.forward(a_.data(), y, rows);
 }
@@ -61,9 +67,15 @@ void LayerNormMLP::backward(const float* dy, float* dx, int64_t rows) {
   fc2_.backward(dy, da_.data(), rows, /*accumulate_dx=*/false);
   dh_.resize(h_.size());
   switch (act_) {
-    case Activation::Gelu: cpu::gelu_backward(dh_.data(), da_.data(), h_.data(), rows * ffn_); break;
-    case Activation::Relu: cpu::relu_backward(dh_.data(), da_.data(), h_.data(), rows * ffn_); break;
-    case Activation::Swiglu: cpu::swiglu_backward(dh_.data(), da_.data(), h_.data(), rows, ffn_); break;
+    case Activation::Gelu:
+      cpu::gelu_backward(dh_.data(), da_.data(), h_.data(), rows * ffn_);
+      break;
+    case Activation::Relu:
+      cpu::relu_backward(dh_.data(), da_.data(), h_.data(), rows * ffn_);
+      break;
+    case Activation::Swiglu:
+      cpu::swiglu_backward(dh_.data(), da_.data(), h_.data(), rows, ffn_);
+      break;
   }
   dnormed_.resize(static_cast<size_t>(rows * fc1_.in_features()));
   fc1_.backward(dh_.data(), dnormed_.data(), rows, /*accumulate_dx=*/false);

@@ -74,7 +74,8 @@ void Linear::decode_weight() {
 
 void Linear::requantize_weight(const Fp8Recipe& recipe) {
   qw_.resize(static_cast<size_t>(weight_.numel()));
-  qw_scale_inv_ = cast_with_recipe(meta_[Slot::Weight], recipe, qw_.data(), weight_.data(), weight_.numel());
+  qw_scale_inv_ =
+      cast_with_recipe(meta_[Slot::Weight], recipe, qw_.data(), weight_.data(), weight_.numel());
   decode_weight();
   cast_mode_ = GemmMode::Fp8;
   cast_version_ = weight_.version;
@@ -124,14 +125,18 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
   float* dw = weight_.grad.data();
   switch (mode_) {
     case GemmMode::Fp32:
-      if (dx) cpu::gemm_f32(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy, weight_.data(), beta, dx);
+      if (dx)
+        cpu::gemm_f32(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy, weight_.data(), beta, dx);
       cpu::gemm_f32(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy, x_, 1.0f, dw);
       break;
     case GemmMode::Bf16:
       dy16_.resize(static_cast<size_t>(rows * out_));
       cpu::fp32_to_bf16(dy16_.data(), dy, rows * out_);
-      if (dx) cpu::gemm_bf16(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy16_.data(), w16_.data(), beta, dx);
-      cpu::gemm_bf16(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy16_.data(), x16_.data(), 1.0f, dw);
+      if (dx)
+        cpu::gemm_bf16(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy16_.data(), w16_.data(), beta,
+                       dx);
+      cpu::gemm_bf16(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy16_.data(), x16_.data(), 1.0f,
+                     dw);
       break;
     case GemmMode::Fp8: {
       ScalingState& sdy = meta_[Slot::GradOutput];

@@ -16,7 +16,8 @@ namespace fp8lm {
 
 enum class GemmMode { Fp32, Bf16, Fp8 };
 
-// How the forward of a GEMM runs right now: FP8 inside an enabled autocast, else the GEMM precision.
+// How the forward of a GEMM runs right now: FP8 inside an enabled autocast, else the GEMM
+// precision.
 GemmMode current_gemm_mode();
 
 class Linear {
@@ -77,9 +78,9 @@ class Linear {
   // What forward used and saved for backward.
   GemmMode mode_ = GemmMode::Fp32;
   Fp8Recipe recipe_;
-  const float* x_ = nullptr;        // fp32 mode
-  std::vector<bf16_t> x16_;         // bf16 mode; fp8 mode: the decoded FP8 input
-  std::vector<uint8_t> qx_;         // fp8 mode
+  const float* x_ = nullptr;  // fp32 mode
+  std::vector<bf16_t> x16_;   // bf16 mode; fp8 mode: the decoded FP8 input
+  std::vector<uint8_t> qx_;   // fp8 mode
   float qx_scale_inv_ = 1.0f;
 
   // Casts of the weight, reused until the weight (or its scale) changes; in fp8 mode w16_

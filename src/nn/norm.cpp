@@ -26,7 +26,8 @@ void Norm::forward(const float* x, float* y, int64_t rows) {
   mean_.resize(static_cast<size_t>(rows));
   rstd_.resize(static_cast<size_t>(rows));
   if (kind_ == Normalization::LayerNorm) {
-    cpu::layernorm_forward(y, mean_.data(), rstd_.data(), x, gamma_.data(), beta_.data(), rows, C_, eps_);
+    cpu::layernorm_forward(y, mean_.data(), rstd_.data(), x, gamma_.data(), beta_.data(), rows, C_,
+                           eps_);
   } else {
     cpu::rmsnorm_forward(y, rstd_.data(), x, gamma_.data(), rows, C_, eps_);
   }

@@ -37,19 +37,29 @@ void restore_rng(std::mt19937_64& rng, const std::string& state) {
 }
 }  // namespace
 
-std::string StrideTask::state() const { return rng_state(rng_); }
-void StrideTask::restore(const std::string& state) { restore_rng(rng_, state); }
-std::string TextData::state() const { return rng_state(rng_); }
-void TextData::restore(const std::string& state) { restore_rng(rng_, state); }
+std::string StrideTask::state() const {
+  return rng_state(rng_);
+}
+void StrideTask::restore(const std::string& state) {
+  restore_rng(rng_, state);
+}
+std::string TextData::state() const {
+  return rng_state(rng_);
+}
+void TextData::restore(const std::string& state) {
+  restore_rng(rng_, state);
+}
 
 std::vector<int32_t> StrideTask::sequence(int64_t a, int64_t k, int64_t n) const {
   std::vector<int32_t> s(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) s[static_cast<size_t>(t)] = static_cast<int32_t>((a + k * t) % vocab_);
+  for (int64_t t = 0; t < n; ++t)
+    s[static_cast<size_t>(t)] = static_cast<int32_t>((a + k * t) % vocab_);
   return s;
 }
 
 Batch StrideTask::next(int64_t B, int64_t T) {
-  Batch b{B, T, std::vector<int32_t>(static_cast<size_t>(B * T)), std::vector<int32_t>(static_cast<size_t>(B * T))};
+  Batch b{B, T, std::vector<int32_t>(static_cast<size_t>(B * T)),
+          std::vector<int32_t>(static_cast<size_t>(B * T))};
   for (int64_t i = 0; i < B; ++i) {
     const auto [a, k] = draw();
     const auto s = sequence(a, k, T + 1);
@@ -62,7 +72,8 @@ Batch StrideTask::next(int64_t B, int64_t T) {
 }
 
 std::vector<bool> StrideTask::continues_stride(const std::vector<int32_t>& prompt,
-                                               const std::vector<int32_t>& generated, int64_t vocab) {
+                                               const std::vector<int32_t>& generated,
+                                               int64_t vocab) {
   std::vector<bool> ok(generated.size(), false);
   if (prompt.size() < 2) return ok;
   const int64_t k = ((prompt.back() - prompt[prompt.size() - 2]) % vocab + vocab) % vocab;
@@ -89,7 +100,8 @@ TextData::TextData(const std::string& path, int64_t seq_len, double val_fraction
 }
 
 Batch TextData::next_train(int64_t B, int64_t T) {
-  Batch b{B, T, std::vector<int32_t>(static_cast<size_t>(B * T)), std::vector<int32_t>(static_cast<size_t>(B * T))};
+  Batch b{B, T, std::vector<int32_t>(static_cast<size_t>(B * T)),
+          std::vector<int32_t>(static_cast<size_t>(B * T))};
   std::uniform_int_distribution<int64_t> start(0, split_ - T - 1);
   for (int64_t i = 0; i < B; ++i) {
     const int64_t s = start(rng_);

@@ -28,7 +28,8 @@ void TrainConfig::validate() const {
     throw Error("--fp8-weights needs --precision fp8");
   }
   if (!data.empty() && model.vocab < 256) {
-    throw Error(fmt::format("--vocab {} is too small for byte-level text (needs 256)", model.vocab));
+    throw Error(
+        fmt::format("--vocab {} is too small for byte-level text (needs 256)", model.vocab));
   }
 }
 
@@ -46,7 +47,8 @@ double stride_accuracy(GPT& model, const TrainConfig& cfg) {
   int64_t kept = 0;
   for (int64_t b = 0; b < B; ++b) {
     const std::vector<int32_t> gen(out.begin() + b * n_new, out.begin() + (b + 1) * n_new);
-    const auto ok = StrideTask::continues_stride(prompts[static_cast<size_t>(b)], gen, cfg.model.vocab);
+    const auto ok =
+        StrideTask::continues_stride(prompts[static_cast<size_t>(b)], gen, cfg.model.vocab);
     kept += std::count(ok.begin(), ok.end(), true);
   }
   return static_cast<double>(kept) / static_cast<double>(B * n_new);
@@ -82,7 +84,8 @@ Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
     text_ = std::make_unique<TextData>(cfg_.data, cfg_.model.seq_len, 0.1, cfg_.seed);
   }
   model_ = std::make_unique<GPT>(cfg_.model, cfg_.seed);
-  opt_ = std::make_unique<AdamW>(model_->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay});
+  opt_ =
+      std::make_unique<AdamW>(model_->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay});
   model_->init_fp8(cfg_.recipe.delayed);
   for (Linear* l : model_->linears()) l->set_fp8_weights(cfg_.fp8_weights);
 }
@@ -103,14 +106,22 @@ StepStats Trainer::train_step() {
   }
   model_->backward();
   const float norm = clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
-  const float lr = learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
+  const float lr =
+      learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
   opt_->step(lr);
   if (cfg_.fp8_weights) refresh_fp8_weights();
   losses_.push_back(loss);
   ++step_;
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   seconds_ += took;
-  return {step_, cfg_.steps, loss, lr, norm, seconds_, static_cast<double>(step_ * B * T) / seconds_,
+  return {step_,
+          cfg_.steps,
+          loss,
+          lr,
+          norm,
+          seconds_,
+          static_cast<double>(step_ * B * T) / seconds_,
           static_cast<double>(B * T) / took};
 }
 
@@ -141,7 +152,9 @@ double Trainer::validation_loss(int64_t batches) {
   return loss;
 }
 
-std::string Trainer::data_state() const { return stride_ ? stride_->state() : text_->state(); }
+std::string Trainer::data_state() const {
+  return stride_ ? stride_->state() : text_->state();
+}
 
 void Trainer::restore_progress(int64_t step, double seconds, std::vector<float> losses,
                                const std::string& data_state) {
@@ -166,8 +179,9 @@ TrainResult Trainer::finish() {
   result.losses = losses_;
   const size_t tail = std::min<size_t>(50, losses_.size());
   if (tail > 0) {
-    result.final_loss = std::accumulate(losses_.end() - static_cast<long>(tail), losses_.end(), 0.0f) /
-                        static_cast<float>(tail);
+    result.final_loss =
+        std::accumulate(losses_.end() - static_cast<long>(tail), losses_.end(), 0.0f) /
+        static_cast<float>(tail);
   }
   if (!cfg_.evaluate) return result;
   const InferenceScope scope(precision_.precision, cfg_.recipe);
@@ -185,7 +199,8 @@ TrainResult Trainer::finish() {
   return result;
 }
 
-TrainResult train(const TrainConfig& cfg, const ProgressFn& progress, std::unique_ptr<GPT>* model_out) {
+TrainResult train(const TrainConfig& cfg, const ProgressFn& progress,
+                  std::unique_ptr<GPT>* model_out) {
   Trainer trainer(cfg);
   while (!trainer.done()) {
     const StepStats s = trainer.train_step();

@@ -23,12 +23,12 @@ struct TrainConfig {
   float weight_decay = 0.1f;
   float grad_clip = 1.0f;
   uint64_t seed = 1;
-  int threads = 0;             // 0: all cores
-  std::string data;            // text file; empty: the stride task
-  int64_t max_stride = 8;      // stride task: k in [1, max_stride]
-  int64_t eval_prompts = 64;   // stride task: held-out prompts for generation
+  int threads = 0;            // 0: all cores
+  std::string data;           // text file; empty: the stride task
+  int64_t max_stride = 8;     // stride task: k in [1, max_stride]
+  int64_t eval_prompts = 64;  // stride task: held-out prompts for generation
   int64_t prompt_len = 8;
-  bool evaluate = true;        // generation / validation after training (benchmarks skip it)
+  bool evaluate = true;  // generation / validation after training (benchmarks skip it)
 
   void validate() const;  // throws Error naming the flag
 };
@@ -44,11 +44,11 @@ struct TrainResult {
   PrecisionChoice precision;
   int64_t steps = 0;
   double seconds = 0, tokens_per_s = 0;
-  float final_loss = 0;       // mean of the last 50 steps' losses
+  float final_loss = 0;  // mean of the last 50 steps' losses
   bool stride_task = true;
-  double stride_accuracy = 0; // stride task
-  float val_loss = 0;         // text
-  std::string sample;         // text: a greedy sample
+  double stride_accuracy = 0;  // stride task
+  float val_loss = 0;          // text
+  std::string sample;          // text: a greedy sample
   std::vector<float> losses;
 };
 

@@ -12,7 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const fp8lm::Safetensors st = fp8lm::Safetensors::parse(std::span(data, size), "fuzz");
     for (const auto& [name, t] : st.tensors()) {
-      if (t.dtype != fp8lm::DType::I64 && t.dtype != fp8lm::DType::U8 && t.numel() < (1 << 20)) (void)t.to_f32();
+      if (t.dtype != fp8lm::DType::I64 && t.dtype != fp8lm::DType::U8 && t.numel() < (1 << 20))
+        (void)t.to_f32();
     }
   } catch (const fp8lm::Error&) {
   }

@@ -1,4 +1,5 @@
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/row_reduce.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +8,6 @@
 namespace fp8lm::cpu {
 namespace {
 
-// Below this many elements a parallel region costs more than it saves.
-constexpr int64_t kParallelMin = int64_t{1} << 15;
 // Flat (n-element) kernels hand out chunks of this many elements.
 constexpr int64_t kChunk = int64_t{1} << 13;
 

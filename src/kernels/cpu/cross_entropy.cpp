@@ -1,4 +1,5 @@
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/row_reduce.h"
 
 #include <cmath>
 #include <string>
@@ -8,25 +9,6 @@
 
 namespace fp8lm::cpu {
 namespace {
-
-// Below this many elements a parallel region costs more than it saves.
-constexpr int64_t kParallelMin = int64_t{1} << 15;
-
-// Row reductions with 16 independent partials: a fixed order (so the same bits every run)
-// that the compiler can vectorize, which it may not do with one serial accumulator.
-constexpr int64_t kLanes = 16;
-
-template <typename Term>
-inline float lane_sum(int64_t n, Term term) {
-  float part[kLanes] = {};
-  const int64_t body = n - n % kLanes;
-  for (int64_t i = 0; i < body; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) part[j] += term(i + j);
-  for (int64_t i = body; i < n; ++i) part[i - body] += term(i);
-  float sum = 0.0f;
-  for (float p : part) sum += p;
-  return sum;
-}
 
 // max, ignoring NaN (a NaN logit still poisons the sum of exponentials, hence the loss).
 inline float row_max(const float* x, int64_t n) {

@@ -1,15 +1,9 @@
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/row_reduce.h"
 
 #include <algorithm>
 
 namespace fp8lm::cpu {
-namespace {
-
-// Below this many elements a parallel region costs more than it saves.
-constexpr int64_t kParallelMin = int64_t{1} << 15;
-
-}  // namespace
-
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                        int64_t B, int64_t T, int64_t C) {
 #pragma omp parallel for schedule(static) if (B * T * C >= kParallelMin)

@@ -15,10 +15,10 @@ struct Device {
 };
 
 struct DeviceQuery {
-  bool built = false;         // fp8lm was compiled with the CUDA backend
-  std::string runtime;        // CUDA runtime version, e.g. "13.0"
+  bool built = false;   // fp8lm was compiled with the CUDA backend
+  std::string runtime;  // CUDA runtime version, e.g. "13.0"
   std::vector<Device> devices;
-  std::string why_none;       // when devices is empty: the runtime's reason
+  std::string why_none;  // when devices is empty: the runtime's reason
 };
 
 DeviceQuery query_devices();

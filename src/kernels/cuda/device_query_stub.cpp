@@ -3,6 +3,8 @@
 
 namespace fp8lm::cuda {
 
-DeviceQuery query_devices() { return {false, "", {}, "CUDA support not built"}; }
+DeviceQuery query_devices() {
+  return {false, "", {}, "CUDA support not built"};
+}
 
 }  // namespace fp8lm::cuda
