@@ -239,6 +239,7 @@ TEST(Cli, GenerateEvalInspectOnATrainedRun) {
   EXPECT_EQ(input["slot"], "input");
   EXPECT_EQ(input["format"], "e4m3");
   EXPECT_NE(input["scale"].get<float>(), 1.0f);  // moved after the first steps
+  EXPECT_EQ(input["amax_history_len"], 8);  // the configured --amax-history-len
   EXPECT_TRUE(input.contains("saturated_fraction"));
   EXPECT_EQ(ins["gemms"][3]["format"], "e5m2");  // grad_output under HYBRID
 

@@ -90,6 +90,7 @@ void run_inspect(const InspectFlags& f) {
                                     {"format", fmt8},
                                     {"scale", scale[k]},
                                     {"scale_inv", scale_inv[k]},
+                                    {"amax_history_len", len},
                                     {"amax_history_last", tail},
                                     {"amax_min", *lo},
                                     {"amax_max", *hi},
