@@ -56,7 +56,7 @@ void run_generate(const GenerateFlags& f) {
   const std::vector<int32_t> prompt = parse_prompt(f.prompt, c);
   if (f.max_new_tokens < 0)
     throw Error(fmt::format("--max-new-tokens {} is negative", f.max_new_tokens));
-  const InferenceScope scope(c.precision == Precision::Auto ? Precision::Fp32 : c.precision,
+  const InferenceScope scope(resolve_cpu_precision(c.precision, cpu_features()).precision,
                              c.recipe);
   const auto P = static_cast<int64_t>(prompt.size());
   const std::vector<int32_t> out = m.model->generate(prompt.data(), 1, P, f.max_new_tokens);
@@ -90,7 +90,7 @@ void run_eval(const EvalFlags& f) {
   LoadedModel m = load_model(f.checkpoint);
   TrainConfig c = m.config;
   if (!f.data.empty()) c.data = f.data;
-  const InferenceScope scope(c.precision == Precision::Auto ? Precision::Fp32 : c.precision,
+  const InferenceScope scope(resolve_cpu_precision(c.precision, cpu_features()).precision,
                              c.recipe);
   const int64_t B = c.batch_size, T = c.model.seq_len;
   nlohmann::json j;
