@@ -12,24 +12,15 @@
 #include <vector>
 
 #include "kernels/cpu/activations.h"
+#include "test_util.h"
 
 namespace fp8lm {
 namespace {
 
 using Vec = std::vector<float>;
+using test::random_normal;
+using test::same_bits;
 using Codes = std::vector<uint8_t>;
-
-Vec random_normal(int64_t n, uint32_t seed, float mean = 0.0f, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(mean, stddev);
-  Vec v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-bool same_bits(const Vec& a, const Vec& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 const int64_t kColumns[] = {1, 7, 64, 1023, 4096};
 // Flat sizes, the last above the kernels' threshold for threads.

@@ -11,11 +11,13 @@
 
 #include "core/error.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "test_util.h"
 
 namespace fp8lm {
 namespace {
 
 using Vec = std::vector<float>;
+using test::same_bits;
 using Targets = std::vector<int32_t>;
 
 Vec random_normal(int64_t n, uint32_t seed, float stddev = 1.0f) {
@@ -39,10 +41,6 @@ int64_t counted(const Targets& t) {
   int64_t n = 0;
   for (int32_t v : t) n += v >= 0;
   return n;
-}
-
-bool same_bits(const Vec& a, const Vec& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 const int64_t kVocabs[] = {1, 7, 64, 1023, 4096};

@@ -11,11 +11,13 @@
 #include <vector>
 
 #include "kernels/cpu/embedding.h"
+#include "test_util.h"
 
 namespace fp8lm {
 namespace {
 
 using Vec = std::vector<float>;
+using test::same_bits;
 using Tokens = std::vector<int32_t>;
 
 Vec random_normal(int64_t n, uint32_t seed) {
@@ -32,10 +34,6 @@ Tokens random_tokens(int64_t n, int32_t V, uint32_t seed) {
   Tokens t(static_cast<size_t>(n));
   for (auto& x : t) x = d(rng);
   return t;
-}
-
-bool same_bits(const Vec& a, const Vec& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 const int64_t kColumns[] = {1, 7, 64, 1023, 4096};

@@ -10,31 +10,15 @@
 #include <vector>
 
 #include "kernels/cpu/layernorm.h"
+#include "test_util.h"
 
 namespace fp8lm {
 namespace {
 
 using Vec = std::vector<float>;
-
-Vec random_normal(int64_t n, uint32_t seed, float mean = 0.0f, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(mean, stddev);
-  Vec v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-// |got - want| <= atol + rtol * |want| everywhere; reports the first failure only.
-void expect_close(const Vec& got, const Vec& want, float rtol, float atol, const char* what) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << what << " at " << i;
-  }
-}
-
-bool same_bits(const Vec& a, const Vec& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using test::expect_close;
+using test::random_normal;
+using test::same_bits;
 
 struct Inputs {
   Vec x, gamma, beta, dy;

@@ -3,8 +3,11 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace fp8lm::test {
 
@@ -26,13 +29,32 @@ inline std::vector<float> random_with_specials(size_t n, uint32_t seed) {
   return x;
 }
 
-// n values from N(0, stddev), reproducible by seed.
-inline std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {
+using Vec = std::vector<float>;
+
+inline Vec random_normal(int64_t n, uint32_t seed, float mean = 0.0f, float stddev = 1.0f) {
   std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, stddev);
-  std::vector<float> v(n);
+  std::normal_distribution<float> d(mean, stddev);
+  Vec v(static_cast<size_t>(n));
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+// |got - want| <= atol + rtol * |want| everywhere; reports the first failure only.
+inline void expect_close(const Vec& got, const Vec& want, float rtol, float atol,
+                         const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << what << " at " << i;
+  }
+}
+
+inline bool same_bits(const Vec& a, const Vec& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// n values from N(0, stddev), reproducible by seed.
+inline std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {
+  return random_normal(static_cast<int64_t>(n), seed, 0.0f, stddev);
 }
 
 }  // namespace fp8lm::test
