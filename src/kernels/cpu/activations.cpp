@@ -57,26 +57,11 @@ void for_chunks(int64_t n, Body body) {
 template <typename Act>
 CastStats bias_act_fp8(uint8_t* y, float scale, Fp8Format f, float* h, const float* bias,
                        int64_t rows, int64_t in_cols, int64_t out_cols, Act act) {
-  // max and integer sums are exact, so the combined stats do not depend on which thread
-  // finishes first. quantize's amax ignores NaN, hence never is NaN, so max is well defined.
-  float amax = 0.0f;
-  int64_t saturated = 0, flushed = 0;
-#pragma omp parallel reduction(max : amax) reduction(+ : saturated, flushed) \
-    if (rows * in_cols >= kParallelMin)
-  {
-    std::vector<float> row(static_cast<size_t>(out_cols));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      float* hr = h + r * in_cols;
-      add_bias_row(hr, bias, in_cols);
-      act(row.data(), hr);
-      const CastStats s = quantize(y + r * out_cols, row.data(), out_cols, scale, f);
-      amax = s.amax > amax ? s.amax : amax;
-      saturated += s.saturated;
-      flushed += s.flushed;
-    }
-  }
-  return {amax, saturated, flushed};
+  return produce_fp8_rows(y, scale, f, rows, out_cols, rows * in_cols, [&](int64_t r, float* row) {
+    float* hr = h + r * in_cols;
+    add_bias_row(hr, bias, in_cols);
+    act(row, hr);
+  });
 }
 
 // The FP32 twin of bias_act_fp8: act writes straight into y [rows, out_cols].

@@ -40,24 +40,9 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
 CastStats layernorm_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* mean, float* rstd,
                                 const float* x, const float* gamma, const float* beta, int64_t rows,
                                 int64_t C, float eps) {
-  // max and integer sums are exact, so the combined stats do not depend on which thread
-  // finishes first. quantize's amax ignores NaN, hence never is NaN, so max is well defined.
-  float amax = 0.0f;
-  int64_t saturated = 0, flushed = 0;
-#pragma omp parallel reduction(max : amax) reduction(+ : saturated, flushed) \
-    if (rows * C >= kParallelMin)
-  {
-    std::vector<float> row(static_cast<size_t>(C));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      forward_row(row.data(), mean + r, rstd + r, x + r * C, gamma, beta, C, eps);
-      const CastStats s = quantize(y + r * C, row.data(), C, scale, f);
-      amax = s.amax > amax ? s.amax : amax;
-      saturated += s.saturated;
-      flushed += s.flushed;
-    }
-  }
-  return {amax, saturated, flushed};
+  return produce_fp8_rows(y, scale, f, rows, C, rows * C, [&](int64_t r, float* row) {
+    forward_row(row, mean + r, rstd + r, x + r * C, gamma, beta, C, eps);
+  });
 }
 
 void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,

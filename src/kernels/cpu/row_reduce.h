@@ -1,6 +1,9 @@
 #pragma once
 // Pieces the row-wise CPU kernels share.
 #include <cstdint>
+#include <vector>
+
+#include "fp8/quantize.h"
 
 namespace fp8lm::cpu {
 
@@ -21,6 +24,31 @@ inline float lane_sum(int64_t n, Term term) {
   float sum = 0.0f;
   for (float p : part) sum += p;
   return sum;
+}
+
+// The shared body of the fused FP8 producers: make_row(r, row) writes row r (out_cols floats)
+// into a per-thread buffer, which is quantized straight into y, so the FP32 output never
+// exists in full. The statistics combine exactly (max and integer sums), so they do not
+// depend on which thread finishes first; quantize's amax is never NaN, so max is defined.
+// `work` (elements touched) decides whether threads pay off.
+template <typename MakeRow>
+CastStats produce_fp8_rows(uint8_t* y, float scale, Fp8Format f, int64_t rows, int64_t out_cols,
+                           int64_t work, MakeRow make_row) {
+  float amax = 0.0f;
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel reduction(max : amax) reduction(+ : saturated, flushed) if (work >= kParallelMin)
+  {
+    std::vector<float> row(static_cast<size_t>(out_cols));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      make_row(r, row.data());
+      const CastStats s = quantize(y + r * out_cols, row.data(), out_cols, scale, f);
+      amax = s.amax > amax ? s.amax : amax;
+      saturated += s.saturated;
+      flushed += s.flushed;
+    }
+  }
+  return {amax, saturated, flushed};
 }
 
 }  // namespace fp8lm::cpu
