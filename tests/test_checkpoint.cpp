@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
@@ -188,13 +189,20 @@ TEST(Checkpoint, DamagedOrForeignFilesAreRefused) {
   expect_refused(
       good,
       [](auto& b) {
-        std::string h = header_of(b);
-        const size_t at = h.find("\"data_offsets\":[");
-        const size_t end = h.find(']', at);
-        h.replace(at, end - at + 1, "\"data_offsets\":[0,64]");  // lands on another tensor's bytes
-        set_header(b, h);
+        // lnf.bias and lnf.weight have the same size: point the bias at the weight's bytes.
+        nlohmann::json h = nlohmann::json::parse(header_of(b));
+        h["lnf.bias"]["data_offsets"] = h["lnf.weight"]["data_offsets"];
+        set_header(b, h.dump());
       },
-      "");
+      "ranges overlap");
+  expect_refused(
+      good,
+      [](auto& b) {
+        nlohmann::json h = nlohmann::json::parse(header_of(b));
+        h["lnf.bias"]["data_offsets"][1] = h["lnf.bias"]["data_offsets"][1].get<uint64_t>() - 4;
+        set_header(b, h.dump());
+      },
+      "do not hold shape");
   expect_refused(
       good,
       [](auto& b) {

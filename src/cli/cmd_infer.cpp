@@ -4,9 +4,11 @@
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "train/trainer.h"
@@ -26,18 +28,12 @@ std::vector<int32_t> parse_prompt(const std::string& prompt, const TrainConfig& 
   } else {
     std::istringstream in(prompt);
     for (std::string tok; in >> tok;) {
-      size_t used = 0;
-      long long v = -1;
-      try {
-        v = std::stoll(tok, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != tok.size() || v < 0 || v >= c.model.vocab) {
+      const std::optional<int64_t> v = parse_int(tok);
+      if (!v || *v < 0 || *v >= c.model.vocab) {
         throw Error(
             fmt::format("--prompt: '{}' is not a token id (0 to {})", tok, c.model.vocab - 1));
       }
-      ids.push_back(static_cast<int32_t>(v));
+      ids.push_back(static_cast<int32_t>(*v));
     }
   }
   if (ids.empty()) throw Error("--prompt is empty");
@@ -100,11 +96,7 @@ void run_eval(const EvalFlags& f) {
     j = {{"data", c.data}, {"loss", loss}, {"perplexity", std::exp(loss)}};
   } else {
     if (!f.data.empty()) throw Error("--data: this model was trained on the stride task, not text");
-    // Held-out batches: a random stream apart from training's.
-    StrideTask heldout(c.model.vocab, c.max_stride, c.seed ^ 0x5851f42d4c957f2dull);
-    std::vector<Batch> batches;
-    for (int64_t i = 0; i < f.batches; ++i) batches.push_back(heldout.next(B, T));
-    const double loss = mean_loss(*m.model, batches);
+    const double loss = mean_loss(*m.model, stride_held_out_batches(c, f.batches));
     j = {{"loss", loss},
          {"perplexity", std::exp(loss)},
          {"stride_accuracy", stride_accuracy(*m.model, c)}};

@@ -11,8 +11,10 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
@@ -58,29 +60,19 @@ const char* kValueFlags[][2] = {
 };
 
 int64_t as_int(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  long long x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || v.empty())
-    throw Error(fmt::format("--{} '{}' is not an integer", flag, v));
-  return x;
+  const std::optional<int64_t> x = parse_int(v);
+  if (!x) throw Error(fmt::format("--{} '{}' is not an integer", flag, v));
+  return *x;
 }
 
 float as_float(const std::string& flag, const std::string& v) {
-  size_t used = 0;
   float x = 0;
   try {
-    x = std::stof(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || v.empty() || !std::isfinite(x)) {
+    x = parse_float(v);
+  } catch (const Error&) {
     throw Error(fmt::format("--{} '{}' is not a finite number", flag, v));
   }
+  if (!std::isfinite(x)) throw Error(fmt::format("--{} '{}' is not a finite number", flag, v));
   return x;
 }
 

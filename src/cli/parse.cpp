@@ -27,6 +27,16 @@ float parse_float(std::string_view token) {
   return value;
 }
 
+std::optional<int64_t> parse_int(std::string_view token) {
+  std::string_view body = token;
+  if (!body.empty() && body[0] == '+') body.remove_prefix(1);
+  int64_t value = 0;
+  const char* end = body.data() + body.size();
+  const auto [ptr, ec] = std::from_chars(body.data(), end, value);
+  if (body.empty() || ptr != end || ec != std::errc()) return std::nullopt;
+  return value;
+}
+
 uint8_t parse_code(std::string_view token) {
   std::string_view digits = token;
   int base = 10;

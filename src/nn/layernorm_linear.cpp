@@ -4,8 +4,7 @@ namespace fp8lm {
 
 void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, const float* x,
                       float* y, int64_t rows, bool add_bias) {
-  const GemmMode mode = current_gemm_mode();
-  if (mode == GemmMode::Fp8 && autocast_state().recipe.kind == ScalingKind::Delayed) {
+  if (fused_fp8_casts()) {
     const Linear::Fp8Input in = linear.begin_fp8_forward(rows);
     in.slot.record_cast(norm.forward_fp8(x, in.codes, in.slot.scale, in.slot.format, rows),
                         rows * linear.in_features());

@@ -25,9 +25,7 @@ void LayerNormMLP::forward(const float* x, float* y, int64_t rows) {
   // fc1's bias is fused into the activation below.
   norm_then_linear(norm_, fc1_, normed_, x, h_.data(), rows, /*add_bias=*/false);
   const float* bias = fc1_.bias()->data();
-  const bool fused_fp8 =
-      current_gemm_mode() == GemmMode::Fp8 && autocast_state().recipe.kind == ScalingKind::Delayed;
-  if (fused_fp8) {
+  if (fused_fp8_casts()) {
     const Linear::Fp8Input in = fc2_.begin_fp8_forward(rows);
     ScalingState& s = in.slot;
     uint8_t* qa = in.codes;

@@ -12,6 +12,11 @@ GemmMode current_gemm_mode() {
   return GemmPrecision::current() == Precision::Bf16 ? GemmMode::Bf16 : GemmMode::Fp32;
 }
 
+bool fused_fp8_casts() {
+  return current_gemm_mode() == GemmMode::Fp8 &&
+         autocast_state().recipe.kind == ScalingKind::Delayed;
+}
+
 Linear::Linear(std::string name, int64_t in, int64_t out, bool bias)
     : name_(std::move(name)),
       in_(in),

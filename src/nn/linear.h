@@ -19,6 +19,10 @@ enum class GemmMode { Fp32, Bf16, Fp8 };
 // How the forward of a GEMM runs right now: FP8 inside an enabled autocast, else the GEMM
 // precision.
 GemmMode current_gemm_mode();
+// Whether producers (norms, activations) may quantize straight into a GEMM's FP8 input: FP8
+// with delayed scaling, whose scale is known before the data (current scaling needs the amax
+// of the whole output first).
+bool fused_fp8_casts();
 
 class Linear {
  public:

@@ -54,6 +54,13 @@ double stride_accuracy(GPT& model, const TrainConfig& cfg) {
   return static_cast<double>(kept) / static_cast<double>(B * n_new);
 }
 
+std::vector<Batch> stride_held_out_batches(const TrainConfig& cfg, int64_t batches) {
+  StrideTask task(cfg.model.vocab, cfg.max_stride, cfg.seed ^ 0x5851f42d4c957f2dull);
+  std::vector<Batch> out;
+  for (int64_t i = 0; i < batches; ++i) out.push_back(task.next(cfg.batch_size, cfg.model.seq_len));
+  return out;
+}
+
 double mean_loss(GPT& model, const std::vector<Batch>& batches) {
   double sum = 0;
   int64_t rows = 0;
@@ -132,13 +139,8 @@ void Trainer::refresh_fp8_weights() {
 
 double Trainer::validation_loss(int64_t batches) {
   const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
-  std::vector<Batch> held_out;
-  if (stride_) {
-    StrideTask task(cfg_.model.vocab, cfg_.max_stride, cfg_.seed ^ 0x5851f42d4c957f2dull);
-    for (int64_t i = 0; i < batches; ++i) held_out.push_back(task.next(B, T));
-  } else {
-    held_out = text_->validation(B, T, batches);
-  }
+  const std::vector<Batch> held_out =
+      stride_ ? stride_held_out_batches(cfg_, batches) : text_->validation(B, T, batches);
   std::vector<Fp8Meta> saved;
   for (Fp8Meta* m : model_->fp8_metas()) saved.push_back(*m);
   double loss;
