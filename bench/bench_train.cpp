@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "kernels/cpu/gemm.h"
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
@@ -31,19 +32,25 @@ int main(int argc, char** argv) {
     c.evaluate = false;
     double warm_seconds = 0;
     const auto r = fp8lm::train(c, [&](const fp8lm::StepStats& s) {
-      if (s.step == warmup_steps) warm_seconds = s.seconds;
+      if (s.step == warmup_steps) {
+        warm_seconds = s.seconds;
+        fp8lm::cpu::reset_gemm_stats();
+      }
     });
+    const fp8lm::cpu::GemmStats gemm = fp8lm::cpu::gemm_stats();
     const double timed = r.seconds - warm_seconds;
     const int64_t timed_steps = c.steps - warmup_steps;
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     fmt::print(
-        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}}})"
+        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}"}})"
         "\n",
         r.precision.label(),
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
         timed / static_cast<double>(timed_steps), static_cast<double>(usage.ru_maxrss) / 1024.0,
-        c.model.parameter_count());
+        c.model.parameter_count(), gemm.seconds / static_cast<double>(timed_steps),
+        gemm.flops / 1e9 / static_cast<double>(timed_steps),
+        fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()));
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -63,7 +63,6 @@ void Linear::prepare_weight(GemmMode mode) {
     if (fresh) return;
     qw_.resize(static_cast<size_t>(n));
     qw_scale_inv_ = cast_with_recipe(sw, recipe_, qw_.data(), weight_.data(), n);
-    decode_weight();
     cast_scale_ = sw.scale;
   } else {
     return;
@@ -72,16 +71,10 @@ void Linear::prepare_weight(GemmMode mode) {
   cast_version_ = weight_.version;
 }
 
-void Linear::decode_weight() {
-  w16_.resize(qw_.size());
-  cpu::fp8_to_bf16(w16_.data(), qw_.data(), weight_.numel(), meta_[Slot::Weight].format);
-}
-
 void Linear::requantize_weight(const Fp8Recipe& recipe) {
   qw_.resize(static_cast<size_t>(weight_.numel()));
   qw_scale_inv_ =
       cast_with_recipe(meta_[Slot::Weight], recipe, qw_.data(), weight_.data(), weight_.numel());
-  decode_weight();
   cast_mode_ = GemmMode::Fp8;
   cast_version_ = weight_.version;
   cast_scale_ = meta_[Slot::Weight].scale;
@@ -111,12 +104,9 @@ void Linear::forward_fp8_input(float scale_inv, float* y, int64_t rows, bool add
   mode_ = GemmMode::Fp8;
   qx_scale_inv_ = scale_inv;
   prepare_weight(mode_);
-  // FP8 GEMMs run as BF16 dot products on decoded codes (exact: every FP8 value is a BF16
-  // value); the decoded input is kept for the weight gradient.
-  x16_.resize(qx_.size());
-  cpu::fp8_to_bf16(x16_.data(), qx_.data(), rows * in_, meta_[Slot::Input].format);
-  cpu::gemm_bf16(Trans::N, Trans::T, rows, out_, in_, qx_scale_inv_ * qw_scale_inv_, x16_.data(),
-                 w16_.data(), 0.0f, y);
+  // The input codes are what backward's weight gradient uses: one byte per value saved.
+  cpu::gemm_fp8(Trans::N, Trans::T, rows, out_, in_, qx_scale_inv_ * qw_scale_inv_, qx_.data(),
+                meta_[Slot::Input].format, qw_.data(), meta_[Slot::Weight].format, 0.0f, y);
   finish_forward(y, rows, add_bias);
 }
 
@@ -147,14 +137,13 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
       ScalingState& sdy = meta_[Slot::GradOutput];
       qdy_.resize(static_cast<size_t>(rows * out_));
       const float dy_sinv = cast_with_recipe(sdy, recipe_, qdy_.data(), dy, rows * out_);
-      dy16_.resize(qdy_.size());
-      cpu::fp8_to_bf16(dy16_.data(), qdy_.data(), rows * out_, sdy.format);
+      const Fp8Format fw = meta_[Slot::Weight].format, fx = meta_[Slot::Input].format;
       if (dx) {
-        cpu::gemm_bf16(Trans::N, Trans::N, rows, in_, out_, dy_sinv * qw_scale_inv_, dy16_.data(),
-                       w16_.data(), beta, dx);
+        cpu::gemm_fp8(Trans::N, Trans::N, rows, in_, out_, dy_sinv * qw_scale_inv_, qdy_.data(),
+                      sdy.format, qw_.data(), fw, beta, dx);
       }
-      cpu::gemm_bf16(Trans::T, Trans::N, out_, in_, rows, dy_sinv * qx_scale_inv_, dy16_.data(),
-                     x16_.data(), 1.0f, dw);
+      cpu::gemm_fp8(Trans::T, Trans::N, out_, in_, rows, dy_sinv * qx_scale_inv_, qdy_.data(),
+                    sdy.format, qx_.data(), fx, 1.0f, dw);
       break;
     }
   }

@@ -70,7 +70,6 @@ class Linear {
 
  private:
   void prepare_weight(GemmMode mode);
-  void decode_weight();
   void finish_forward(float* y, int64_t rows, bool add_bias);
 
   std::string name_;
@@ -83,12 +82,12 @@ class Linear {
   GemmMode mode_ = GemmMode::Fp32;
   Fp8Recipe recipe_;
   const float* x_ = nullptr;  // fp32 mode
-  std::vector<bf16_t> x16_;   // bf16 mode; fp8 mode: the decoded FP8 input
-  std::vector<uint8_t> qx_;   // fp8 mode
+  std::vector<bf16_t> x16_;   // bf16 mode
+  std::vector<uint8_t> qx_;   // fp8 mode: the input's codes
   float qx_scale_inv_ = 1.0f;
 
-  // Casts of the weight, reused until the weight (or its scale) changes; in fp8 mode w16_
-  // holds the decoded FP8 weight.
+  // Casts of the weight, reused across micro-batches until the weight (or its scale) changes,
+  // as TE does: BF16 values in bf16 mode, FP8 codes in fp8 mode (decoded inside the GEMM).
   std::vector<bf16_t> w16_;
   std::vector<uint8_t> qw_;
   float qw_scale_inv_ = 1.0f;

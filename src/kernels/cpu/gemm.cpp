@@ -1,16 +1,25 @@
 #include "kernels/cpu/gemm.h"
 
 #include <array>
+#include <chrono>
+#include <cstdlib>
 #include <dnnl.hpp>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "kernels/cpu/upcast.h"
 
 namespace fp8lm::cpu {
 namespace {
 
 using dnnl::memory;
+using Clock = std::chrono::steady_clock;
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -60,7 +69,6 @@ const Matmul& matmul_for(const MatmulKey& key) {
 
 void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
                 float alpha, const void* A, const void* B, float beta, float* C) {
-  if (M == 0 || N == 0) return;
   const Matmul& mm = matmul_for({dt, ta == Trans::T, tb == Trans::T, M, N, K, beta});
   auto& engine = cpu_engine();
   memory scale_mem({{1}, memory::data_type::f32, memory::dims{1}}, engine, &alpha);
@@ -75,6 +83,77 @@ void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, 
   stream.wait();
 }
 
+GemmStats& stats() {
+  static GemmStats s;
+  return s;
+}
+
+// Times one product into the stats; empty products cost nothing and count nothing.
+template <class F>
+void timed(int64_t M, int64_t N, int64_t K, F run) {
+  if (M == 0 || N == 0) return;
+  const auto t0 = Clock::now();
+  run();
+  GemmStats& s = stats();
+  s.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  s.flops += 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+}
+
+// Per-thread operand workspaces: they grow to the largest operand seen and are then reused,
+// so a steady-state training step allocates nothing here.
+template <class T>
+T* workspace(int slot, int64_t n) {
+  thread_local std::array<std::vector<T>, 2> ws;
+  if (ws[slot].size() < static_cast<size_t>(n)) ws[slot].resize(static_cast<size_t>(n));
+  return ws[slot].data();
+}
+
+std::optional<LowPrecisionEngine>& chosen_engine() {
+  static std::optional<LowPrecisionEngine> e;
+  return e;
+}
+
+void bf16_native(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                 const bf16_t* A, const bf16_t* B, float beta, float* C) {
+  run_matmul(memory::data_type::bf16, ta, tb, M, N, K, alpha, A, B, beta, C);
+}
+
+void bf16_widened(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const bf16_t* A, const bf16_t* B, float beta, float* C) {
+  float* a = workspace<float>(0, M * K);
+  float* b = workspace<float>(1, K * N);
+  bf16_to_f32(a, A, M * K);
+  bf16_to_f32(b, B, K * N);
+  run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, a, b, beta, C);
+}
+
+double best_seconds(void (*gemm)(Trans, Trans, int64_t, int64_t, int64_t, float, const bf16_t*,
+                                 const bf16_t*, float, float*)) {
+  constexpr int64_t n = 384;
+  std::vector<bf16_t> a(n * n, bf16_from_float(0.5f)), b(n * n, bf16_from_float(0.25f));
+  std::vector<float> c(n * n);
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {  // the first builds the primitive and warms caches
+    const auto t0 = Clock::now();
+    gemm(Trans::N, Trans::N, n, n, n, 1.0f, a.data(), b.data(), 0.0f, c.data());
+    if (rep > 0) best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+LowPrecisionEngine measure_engine() {
+  if (const char* env = std::getenv("FP8LM_GEMM_ENGINE")) {
+    const std::string v = env;
+    if (v == "native") return LowPrecisionEngine::NativeBf16;
+    if (v == "widen") return LowPrecisionEngine::WidenToFp32;
+    throw Error("FP8LM_GEMM_ENGINE must be native or widen, got '" + v + "'");
+  }
+  if (!has_native_bf16(cpu_features())) return LowPrecisionEngine::WidenToFp32;
+  const double native = best_seconds(bf16_native), widened = best_seconds(bf16_widened);
+  return native * 1.2 < widened ? LowPrecisionEngine::NativeBf16
+                                : LowPrecisionEngine::WidenToFp32;
+}
+
 std::array<bf16_t, 256> make_fp8_bf16_table(Fp8Format f) {
   std::array<bf16_t, 256> t{};
   for (int c = 0; c < 256; ++c) t[c] = bf16_from_float(fp8_decode(static_cast<uint8_t>(c), f));
@@ -83,25 +162,57 @@ std::array<bf16_t, 256> make_fp8_bf16_table(Fp8Format f) {
 
 }  // namespace
 
+std::string_view engine_name(LowPrecisionEngine e) {
+  return e == LowPrecisionEngine::NativeBf16 ? "onednn-bf16" : "widen-to-fp32";
+}
+
+LowPrecisionEngine low_precision_engine() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!chosen_engine()) chosen_engine() = measure_engine();
+  });
+  return *chosen_engine();
+}
+
+void set_low_precision_engine(LowPrecisionEngine e) {
+  low_precision_engine();  // settle the one-time choice first so it cannot override this
+  chosen_engine() = e;
+}
+
+GemmStats gemm_stats() { return stats(); }
+void reset_gemm_stats() { stats() = {}; }
+
 void gemm_f32(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
               const float* B, float beta, float* C) {
-  run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, A, B, beta, C);
+  timed(M, N, K, [&] { run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, A, B, beta, C); });
 }
 
 void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16_t* A,
                const bf16_t* B, float beta, float* C) {
-  run_matmul(memory::data_type::bf16, ta, tb, M, N, K, alpha, A, B, beta, C);
+  const LowPrecisionEngine e = low_precision_engine();
+  timed(M, N, K, [&] {
+    if (e == LowPrecisionEngine::NativeBf16) return bf16_native(ta, tb, M, N, K, alpha, A, B, beta, C);
+    bf16_widened(ta, tb, M, N, K, alpha, A, B, beta, C);
+  });
 }
 
 void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const uint8_t* A,
               Fp8Format fa, const uint8_t* B, Fp8Format fb, float beta, float* C) {
-  // Decoded copies live per thread and grow to the largest operand seen.
-  thread_local std::vector<bf16_t> a16, b16;
-  a16.resize(static_cast<size_t>(M * K));
-  b16.resize(static_cast<size_t>(K * N));
-  fp8_to_bf16(a16.data(), A, M * K, fa);
-  fp8_to_bf16(b16.data(), B, K * N, fb);
-  gemm_bf16(ta, tb, M, N, K, alpha, a16.data(), b16.data(), beta, C);
+  const LowPrecisionEngine e = low_precision_engine();
+  timed(M, N, K, [&] {
+    if (e == LowPrecisionEngine::NativeBf16) {
+      bf16_t* a = workspace<bf16_t>(0, M * K);
+      bf16_t* b = workspace<bf16_t>(1, K * N);
+      fp8_to_bf16(a, A, M * K, fa);
+      fp8_to_bf16(b, B, K * N, fb);
+      return bf16_native(ta, tb, M, N, K, alpha, a, b, beta, C);
+    }
+    float* a = workspace<float>(0, M * K);
+    float* b = workspace<float>(1, K * N);
+    fp8_to_f32(a, A, M * K, fa);
+    fp8_to_f32(b, B, K * N, fb);
+    run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, a, b, beta, C);
+  });
 }
 
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) {

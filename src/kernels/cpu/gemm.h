@@ -2,7 +2,16 @@
 // Matrix products for every precision, through oneDNN's matmul (primitives cached per shape).
 // Row-major: C[M,N] = alpha * op(A)[M,K] · op(B)[K,N] + beta * C, where op(X) is X or Xᵀ
 // (a transposed operand is stored with its dimensions swapped). Accumulation is FP32.
+//
+// BF16 and FP8 operands are multiplied exactly (every product of two such values is an FP32
+// value) and summed in FP32, by one of two engines: oneDNN's native BF16 kernels (AVX512-BF16
+// dot products, AMX), or widening both operands to FP32 in a per-thread workspace and running
+// the FP32 kernel. The second wins where the BF16 instruction is slower than FP32 FMAs; on
+// this project's Xeon VM, vdpbf16ps gives 82 GFLOP/s per core against 170 for vfmadd231ps.
+// The engine is measured once per process (low_precision_engine()); the two differ only in
+// summation order.
 #include <cstdint>
+#include <string_view>
 
 #include "core/bf16.h"
 #include "core/fp8_dtype.h"
@@ -19,9 +28,27 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
 
 // FP8 operands (codes) as BF16 dot products: every E4M3/E5M2 value is exact in BF16 and each
 // product exact in FP32, so this emulates an FP8 GEMM with FP32 accumulation exactly up to
-// summation order. Pass alpha = scale_inv_A * scale_inv_B to dequantize the result.
+// summation order. Pass alpha = scale_inv_A * scale_inv_B to dequantize the result. Codes are
+// decoded inside the call, so callers keep only the 1-byte codes.
 void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const uint8_t* A,
               Fp8Format fa, const uint8_t* B, Fp8Format fb, float beta, float* C);
+
+enum class LowPrecisionEngine { NativeBf16, WidenToFp32 };
+std::string_view engine_name(LowPrecisionEngine e);
+// Chosen on first use: FP8LM_GEMM_ENGINE=native|widen if set, else WidenToFp32 without
+// native BF16 instructions, else whichever of the two ran a 384³ product faster (native needs
+// a 1.2x lead, so that noise cannot flip the choice between runs).
+LowPrecisionEngine low_precision_engine();
+void set_low_precision_engine(LowPrecisionEngine e);
+
+// Time and FLOPs (2·M·N·K) spent in the products above since the last reset: the bench's
+// "achieved GEMM GFLOP/s". Counted on the calling thread.
+struct GemmStats {
+  double seconds = 0;
+  double flops = 0;
+};
+GemmStats gemm_stats();
+void reset_gemm_stats();
 
 // Converters the GEMM callers use for their operands.
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
