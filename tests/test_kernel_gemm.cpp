@@ -1,12 +1,15 @@
 // GEMMs of every precision against the double-accumulating reference, for all transposes.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "fp8/quantize.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/upcast.h"
 
 namespace fp8lm::cpu {
 namespace {
@@ -44,6 +47,20 @@ struct Shape {
   int64_t M, N, K;
 };
 const Shape kShapes[] = {{1, 1, 1}, {7, 5, 3}, {64, 96, 128}, {33, 257, 65}};
+const LowPrecisionEngine kEngines[] = {LowPrecisionEngine::NativeBf16,
+                                       LowPrecisionEngine::WidenToFp32};
+
+// Runs body once under each low-precision engine, then restores the measured choice.
+template <class Body>
+void for_each_engine(Body body) {
+  const LowPrecisionEngine chosen = low_precision_engine();
+  for (LowPrecisionEngine e : kEngines) {
+    SCOPED_TRACE(std::string(engine_name(e)));
+    set_low_precision_engine(e);
+    body();
+  }
+  set_low_precision_engine(chosen);
+}
 
 TEST(GemmF32, MatchesReferenceForAllTransposes) {
   for (const Shape& s : kShapes) {
@@ -63,44 +80,48 @@ TEST(GemmF32, MatchesReferenceForAllTransposes) {
 }
 
 TEST(GemmBf16, MatchesReferenceOnTheRoundedOperands) {
-  for (const Shape& s : kShapes) {
-    for (Trans ta : {Trans::N, Trans::T}) {
-      for (Trans tb : {Trans::N, Trans::T}) {
-        auto A = random_vector(s.M * s.K, 4), B = random_vector(s.K * s.N, 5);
-        std::vector<bf16_t> a16(A.size()), b16(B.size());
-        fp32_to_bf16(a16.data(), A.data(), static_cast<int64_t>(A.size()));
-        fp32_to_bf16(b16.data(), B.data(), static_cast<int64_t>(B.size()));
-        for (size_t i = 0; i < A.size(); ++i) A[i] = bf16_to_float(a16[i]);
-        for (size_t i = 0; i < B.size(); ++i) B[i] = bf16_to_float(b16[i]);
-        std::vector<float> C(static_cast<size_t>(s.M * s.N), 1.0f), want = C;
-        gemm_bf16(ta, tb, s.M, s.N, s.K, 2.0f, a16.data(), b16.data(), 1.0f, C.data());
-        ref::gemm(ta, tb, s.M, s.N, s.K, 2.0f, A.data(), B.data(), 1.0f, want.data());
-        // bf16 x bf16 products are exact in FP32, so only the accumulation differs.
-        expect_within_fp32_accumulation(C, A, B, ta, tb, s.M, s.N, s.K, 2.0f, want);
+  for_each_engine([] {
+    for (const Shape& s : kShapes) {
+      for (Trans ta : {Trans::N, Trans::T}) {
+        for (Trans tb : {Trans::N, Trans::T}) {
+          auto A = random_vector(s.M * s.K, 4), B = random_vector(s.K * s.N, 5);
+          std::vector<bf16_t> a16(A.size()), b16(B.size());
+          fp32_to_bf16(a16.data(), A.data(), static_cast<int64_t>(A.size()));
+          fp32_to_bf16(b16.data(), B.data(), static_cast<int64_t>(B.size()));
+          for (size_t i = 0; i < A.size(); ++i) A[i] = bf16_to_float(a16[i]);
+          for (size_t i = 0; i < B.size(); ++i) B[i] = bf16_to_float(b16[i]);
+          std::vector<float> C(static_cast<size_t>(s.M * s.N), 1.0f), want = C;
+          gemm_bf16(ta, tb, s.M, s.N, s.K, 2.0f, a16.data(), b16.data(), 1.0f, C.data());
+          ref::gemm(ta, tb, s.M, s.N, s.K, 2.0f, A.data(), B.data(), 1.0f, want.data());
+          // bf16 x bf16 products are exact in FP32, so only the accumulation differs.
+          expect_within_fp32_accumulation(C, A, B, ta, tb, s.M, s.N, s.K, 2.0f, want);
+        }
       }
     }
-  }
+  });
 }
 
 TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
-  for (const Shape& s : kShapes) {
-    for (Fp8Format fb : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-      const auto X = random_vector(s.M * s.K, 6), W = random_vector(s.K * s.N, 7);
-      std::vector<uint8_t> qa(X.size()), qb(W.size());
-      const float sa = 64.0f, sb = 16.0f;
-      quantize(qa.data(), X.data(), static_cast<int64_t>(X.size()), sa, Fp8Format::E4M3);
-      quantize(qb.data(), W.data(), static_cast<int64_t>(W.size()), sb, fb);
-      std::vector<float> A(X.size()), B(W.size());
-      dequantize(A.data(), qa.data(), static_cast<int64_t>(A.size()), 1.0f, Fp8Format::E4M3);
-      dequantize(B.data(), qb.data(), static_cast<int64_t>(B.size()), 1.0f, fb);
-      std::vector<float> C(static_cast<size_t>(s.M * s.N)), want = C;
-      const float alpha = (1.0f / sa) * (1.0f / sb);
-      gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, alpha, qa.data(), Fp8Format::E4M3, qb.data(), fb,
-               0.0f, C.data());
-      ref::gemm(Trans::N, Trans::T, s.M, s.N, s.K, alpha, A.data(), B.data(), 0.0f, want.data());
-      expect_within_fp32_accumulation(C, A, B, Trans::N, Trans::T, s.M, s.N, s.K, alpha, want);
+  for_each_engine([] {
+    for (const Shape& s : kShapes) {
+      for (Fp8Format fb : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+        const auto X = random_vector(s.M * s.K, 6), W = random_vector(s.K * s.N, 7);
+        std::vector<uint8_t> qa(X.size()), qb(W.size());
+        const float sa = 64.0f, sb = 16.0f;
+        quantize(qa.data(), X.data(), static_cast<int64_t>(X.size()), sa, Fp8Format::E4M3);
+        quantize(qb.data(), W.data(), static_cast<int64_t>(W.size()), sb, fb);
+        std::vector<float> A(X.size()), B(W.size());
+        dequantize(A.data(), qa.data(), static_cast<int64_t>(A.size()), 1.0f, Fp8Format::E4M3);
+        dequantize(B.data(), qb.data(), static_cast<int64_t>(B.size()), 1.0f, fb);
+        std::vector<float> C(static_cast<size_t>(s.M * s.N)), want = C;
+        const float alpha = (1.0f / sa) * (1.0f / sb);
+        gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, alpha, qa.data(), Fp8Format::E4M3, qb.data(),
+                 fb, 0.0f, C.data());
+        ref::gemm(Trans::N, Trans::T, s.M, s.N, s.K, alpha, A.data(), B.data(), 0.0f, want.data());
+        expect_within_fp32_accumulation(C, A, B, Trans::N, Trans::T, s.M, s.N, s.K, alpha, want);
+      }
     }
-  }
+  });
 }
 
 TEST(GemmF32, RepeatedCallsAreBitIdentical) {
@@ -109,6 +130,58 @@ TEST(GemmF32, RepeatedCallsAreBitIdentical) {
   gemm_f32(Trans::N, Trans::T, 128, 192, 256, 1.0f, A.data(), B.data(), 0.0f, C1.data());
   gemm_f32(Trans::N, Trans::T, 128, 192, 256, 1.0f, A.data(), B.data(), 0.0f, C2.data());
   EXPECT_EQ(C1, C2);
+}
+
+TEST(GemmStats, CountTheFlopsOfEveryProduct) {
+  const auto A = random_vector(16 * 8, 10), B = random_vector(8 * 4, 11);
+  std::vector<float> C(16 * 4);
+  std::vector<uint8_t> qa(A.size(), 0x38), qb(B.size(), 0x38);
+  reset_gemm_stats();
+  gemm_f32(Trans::N, Trans::N, 16, 4, 8, 1.0f, A.data(), B.data(), 0.0f, C.data());
+  gemm_fp8(Trans::N, Trans::N, 16, 4, 8, 1.0f, qa.data(), Fp8Format::E4M3, qb.data(),
+           Fp8Format::E4M3, 0.0f, C.data());
+  gemm_f32(Trans::N, Trans::N, 0, 4, 8, 1.0f, A.data(), B.data(), 0.0f, C.data());  // empty
+  EXPECT_EQ(gemm_stats().flops, 2 * (2.0 * 16 * 4 * 8));
+  EXPECT_GT(gemm_stats().seconds, 0.0);
+  // 0x38 is 1.0 in E4M3: every output is K = 8.
+  for (float c : C) EXPECT_EQ(c, 8.0f);
+}
+
+// Widening is exact, so the fast converters equal the reference decode bit for bit: every
+// FP8 code (NaN codes stay NaN), and BF16 patterns from every exponent, at lengths that leave
+// vector tails.
+TEST(Upcast, Fp8CodesDecodeExactly) {
+  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{256}, int64_t{40000}}) {
+      std::vector<uint8_t> codes(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>((i * 37 + 11) & 0xff);
+      if (n == 256)
+        for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>(i);
+      std::vector<float> got(codes.size()), want(codes.size());
+      fp8_to_f32(got.data(), codes.data(), n, f);
+      ref::fp8_to_f32(want.data(), codes.data(), n, f);
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(want[i])) {
+          EXPECT_TRUE(std::isnan(got[i])) << "code " << int{codes[i]};
+        } else {
+          EXPECT_TRUE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]))
+              << "code " << int{codes[i]} << " got " << got[i];
+        }
+      }
+    }
+  }
+}
+
+TEST(Upcast, Bf16WidensExactly) {
+  const int64_t n = 65536 + 13;
+  std::vector<bf16_t> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<bf16_t>(i * 7919);
+  std::vector<float> got(x.size()), want(x.size());
+  bf16_to_f32(got.data(), x.data(), n);
+  ref::bf16_to_f32(want.data(), x.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_TRUE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]))
+        << "bits " << x[i];
 }
 
 }  // namespace

@@ -113,13 +113,13 @@ std::optional<LowPrecisionEngine>& chosen_engine() {
   return e;
 }
 
-void bf16_native(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
-                 const bf16_t* A, const bf16_t* B, float beta, float* C) {
+void bf16_native(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16_t* A,
+                 const bf16_t* B, float beta, float* C) {
   run_matmul(memory::data_type::bf16, ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
-void bf16_widened(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
-                  const bf16_t* A, const bf16_t* B, float beta, float* C) {
+void bf16_widened(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16_t* A,
+                  const bf16_t* B, float beta, float* C) {
   float* a = workspace<float>(0, M * K);
   float* b = workspace<float>(1, K * N);
   bf16_to_f32(a, A, M * K);
@@ -150,8 +150,7 @@ LowPrecisionEngine measure_engine() {
   }
   if (!has_native_bf16(cpu_features())) return LowPrecisionEngine::WidenToFp32;
   const double native = best_seconds(bf16_native), widened = best_seconds(bf16_widened);
-  return native * 1.2 < widened ? LowPrecisionEngine::NativeBf16
-                                : LowPrecisionEngine::WidenToFp32;
+  return native * 1.2 < widened ? LowPrecisionEngine::NativeBf16 : LowPrecisionEngine::WidenToFp32;
 }
 
 std::array<bf16_t, 256> make_fp8_bf16_table(Fp8Format f) {
@@ -179,19 +178,25 @@ void set_low_precision_engine(LowPrecisionEngine e) {
   chosen_engine() = e;
 }
 
-GemmStats gemm_stats() { return stats(); }
-void reset_gemm_stats() { stats() = {}; }
+GemmStats gemm_stats() {
+  return stats();
+}
+void reset_gemm_stats() {
+  stats() = {};
+}
 
 void gemm_f32(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
               const float* B, float beta, float* C) {
-  timed(M, N, K, [&] { run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, A, B, beta, C); });
+  timed(M, N, K,
+        [&] { run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, A, B, beta, C); });
 }
 
 void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16_t* A,
                const bf16_t* B, float beta, float* C) {
   const LowPrecisionEngine e = low_precision_engine();
   timed(M, N, K, [&] {
-    if (e == LowPrecisionEngine::NativeBf16) return bf16_native(ta, tb, M, N, K, alpha, A, B, beta, C);
+    if (e == LowPrecisionEngine::NativeBf16)
+      return bf16_native(ta, tb, M, N, K, alpha, A, B, beta, C);
     bf16_widened(ta, tb, M, N, K, alpha, A, B, beta, C);
   });
 }
