@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kernels/cpu/gemm.h"
+#include "nn/fusion.h"
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
@@ -25,9 +26,13 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-steps", warmup_steps, "untimed steps first");
   app.add_option("--precision", precision, "fp32|bf16|fp8");
   app.add_option("--threads", c.threads);
+  bool no_fusion = false;
+  app.add_flag("--no-fusion", no_fusion, "the unfused kernel twins");
+  app.add_flag("--fp8-weights", c.fp8_weights, "module weights only as FP8");
   CLI11_PARSE(app, argc, argv);
   try {
     c.precision = fp8lm::parse_precision(precision);
+    c.fusion = !no_fusion;
     c.steps += warmup_steps;
     c.evaluate = false;
     double warm_seconds = 0;
@@ -35,6 +40,7 @@ int main(int argc, char** argv) {
       if (s.step == warmup_steps) {
         warm_seconds = s.seconds;
         fp8lm::cpu::reset_gemm_stats();
+        fp8lm::reset_traffic();
       }
     });
     const fp8lm::cpu::GemmStats gemm = fp8lm::cpu::gemm_stats();
@@ -43,14 +49,15 @@ int main(int argc, char** argv) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     fmt::print(
-        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}"}})"
+        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}}})"
         "\n",
         r.precision.label(),
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
         timed / static_cast<double>(timed_steps), static_cast<double>(usage.ru_maxrss) / 1024.0,
         c.model.parameter_count(), gemm.seconds / static_cast<double>(timed_steps),
         gemm.flops / 1e9 / static_cast<double>(timed_steps),
-        fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()));
+        fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()), c.fusion ? "true" : "false",
+        static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps));
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -1,9 +1,12 @@
 // Bias, GELU, ReLU and SwiGLU: the fast kernels against the double-precision reference, the
 // reference backwards against finite differences, the fused producers (FP8 and FP32) against
-// the unfused sequence bit for bit, and the same bits for any thread count.
+// the unfused sequence bit for bit, and the same bits for any thread count. The scalar and
+// AVX-512 row bodies are also tested directly, against the reference and each other.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -11,7 +14,9 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/activations_isa.h"
 #include "test_util.h"
 
 namespace fp8lm {
@@ -241,6 +246,168 @@ TEST(PointwiseKernels, WorkInPlace) {
   cpu::relu_forward(y.data(), x.data(), n);
   cpu::relu_forward(inplace.data(), inplace.data(), n);
   EXPECT_TRUE(same_bits(y, inplace));
+}
+
+// The row bodies of each instruction set this CPU runs. The kernels above reach only the one
+// the CPU dispatches to; these tests hold every twin to the reference.
+struct Rows {
+  const char* name;
+  void (*gelu)(float*, const float*, int64_t);
+  void (*gelu_backward)(float*, const float*, const float*, int64_t);
+  void (*swiglu)(float*, const float*, const float*, int64_t);
+  void (*swiglu_backward)(float*, float*, const float*, const float*, const float*, int64_t);
+  void (*sigmoid)(float*, const float*, int64_t);
+};
+
+std::vector<Rows> runnable_rows() {
+  std::vector<Rows> rows = {{"scalar", cpu::scalar::gelu_row, cpu::scalar::gelu_backward_row,
+                             cpu::scalar::swiglu_row, cpu::scalar::swiglu_backward_row,
+                             cpu::scalar::sigmoid_row}};
+  if (cpu_features().avx512) {
+    rows.push_back({"avx512", cpu::avx512::gelu_row, cpu::avx512::gelu_backward_row,
+                    cpu::avx512::swiglu_row, cpu::avx512::swiglu_backward_row,
+                    cpu::avx512::sigmoid_row});
+  }
+  return rows;
+}
+
+// Normal(0, 3) values, a sweep through the range where the gates move, and values past where
+// exp over- or underflows.
+Vec wide_inputs() {
+  Vec x = random_normal(20011, 21, 0.0f, 3.0f);
+  for (int i = -3000; i <= 3000; ++i) x.push_back(static_cast<float>(i) / 128.0f);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, 88.0f, -88.0f, 89.5f, -89.5f,
+                  104.5f, -104.5f, 1e4f, -1e4f, 1e30f, -1e30f})
+    x.push_back(v);
+  return x;
+}
+
+// A float sweep over every binade from 2^-30 to 2^7, both signs: exp's whole clamped range
+// and the subnormal and saturated tails of the sigmoid. Every result is checked against
+// double: within 3 ulps where it is a normal float (exp, 1 + exp and the division each round
+// once; measured at most 2.4), and for x below about -88.7, where exp(-x) overflows although
+// the true sigmoid is still a subnormal (below 2^-127.5), 0 within that absolute bound.
+TEST(ActivationRows, SigmoidIsAccurateOverTheWholeRange) {
+  Vec x;
+  for (uint32_t b = std::bit_cast<uint32_t>(0x1p-30f); b < std::bit_cast<uint32_t>(0x1p7f);
+       b += 1021) {
+    x.push_back(std::bit_cast<float>(b));
+    x.push_back(-std::bit_cast<float>(b));
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (const Rows& rows : runnable_rows()) {
+    SCOPED_TRACE(rows.name);
+    Vec y(n);
+    rows.sigmoid(y.data(), x.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = 1.0 / (1.0 + std::exp(-static_cast<double>(x[i])));
+      const double tol = want >= FLT_MIN ? 3 * std::ldexp(1.0, std::ilogb(want) - 23) : 0x1p-127;
+      ASSERT_NEAR(y[i], want, tol) << "x=" << x[i];
+    }
+    const Vec limits = {-INFINITY, -1e30f, -200.0f, -0.0f, 0.0f, 200.0f, 1e30f, INFINITY, NAN};
+    Vec s(limits.size());
+    rows.sigmoid(s.data(), limits.data(), static_cast<int64_t>(limits.size()));
+    EXPECT_EQ(s[0], 0.0f);
+    EXPECT_EQ(s[1], 0.0f);
+    EXPECT_EQ(s[2], 0.0f);
+    EXPECT_EQ(s[3], 0.5f);
+    EXPECT_EQ(s[4], 0.5f);
+    EXPECT_EQ(s[5], 1.0f);
+    EXPECT_EQ(s[6], 1.0f);
+    EXPECT_EQ(s[7], 1.0f);
+    EXPECT_TRUE(std::isnan(s[8]));
+  }
+}
+
+// The same bounds as GeluForward / GeluBackward / SwiGlu above, over wide_inputs. The
+// reference here is GELU's sigmoid form in double, which does not cancel for negative x as
+// the tanh form does. Where exp overflows (x below about -10 for GELU, -88.7 for SwiGLU) the
+// true outputs are below 1e-37 and come out 0, which the absolute floors cover.
+TEST(ActivationRows, GeluAndSwiGluMatchReferenceOverAWideRange) {
+  const Vec x = wide_inputs();
+  const int64_t n = static_cast<int64_t>(x.size());
+  const Vec dy = random_normal(n, 22), b = random_normal(n, 23, 0.0f, 3.0f);
+  for (const Rows& rows : runnable_rows()) {
+    SCOPED_TRACE(rows.name);
+    Vec y(n), dx(n), ys(n), da(n), db(n);
+    rows.gelu(y.data(), x.data(), n);
+    rows.gelu_backward(dx.data(), dy.data(), x.data(), n);
+    rows.swiglu(ys.data(), x.data(), b.data(), n);
+    rows.swiglu_backward(da.data(), db.data(), dy.data(), x.data(), b.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x[i], u = gelu_u(v), grow = 8 * (1 + std::fabs(u)) * kUlp;
+      if (std::fabs(v) < 1e3) {  // beyond, u (and the reference) overflows in the cube
+        const double gate = 1 / (1 + std::exp(-2 * u));
+        const double dgelu =
+            gate + 2 * v * gate * (1 - gate) * kSqrt2OverPi * (1 + 3 * 0.044715 * v * v);
+        ASSERT_NEAR(y[i], v * gate, grow * std::fabs(v * gate) + 1e-30) << v;
+        ASSERT_NEAR(dx[i], dy[i] * dgelu, grow * std::fabs(dy[i]) + 1e-30) << v;
+      }
+      const double s = 1 / (1 + std::exp(-v)), g = dy[i], bv = b[i];
+      const double sgrow = 8 * (1 + std::fabs(v)) * kUlp;
+      ASSERT_NEAR(ys[i], v * s * bv, sgrow * std::fabs(v * s * bv) + 1e-30) << v;
+      ASSERT_NEAR(da[i], g * bv * s * (1 + v * (1 - s)),
+                  sgrow * (1 + std::fabs(v)) * std::fabs(g * bv * s) + 1e-30)
+          << v;
+      ASSERT_NEAR(db[i], g * v * s, sgrow * std::fabs(g * v * s) + 1e-30) << v;
+    }
+  }
+}
+
+// The twins round differently (AVX-512 fuses its multiply-adds), most visibly where |u| is
+// large and t = -2u carries its rounding into exp: each is within 5 (1 + |u|) units of the
+// reference there (measured), so within 8 (1 + |u|) of each other.
+TEST(ActivationRows, Avx512AgreesWithScalar) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const Vec x = wide_inputs();
+  const int64_t n = static_cast<int64_t>(x.size());
+  const Vec dy = random_normal(n, 24);
+  Vec y0(n), y1(n), dx0(n), dx1(n), s0(n), s1(n);
+  cpu::scalar::gelu_row(y0.data(), x.data(), n);
+  cpu::avx512::gelu_row(y1.data(), x.data(), n);
+  cpu::scalar::gelu_backward_row(dx0.data(), dy.data(), x.data(), n);
+  cpu::avx512::gelu_backward_row(dx1.data(), dy.data(), x.data(), n);
+  cpu::scalar::sigmoid_row(s0.data(), x.data(), n);
+  cpu::avx512::sigmoid_row(s1.data(), x.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double grow = 8 * (1 + std::fabs(gelu_u(x[i]))) * kUlp;
+    if (std::isfinite(y0[i]) || std::isfinite(y1[i])) {
+      ASSERT_NEAR(y1[i], y0[i], grow * std::fabs(y0[i]) + 1e-30) << x[i];
+    } else {
+      ASSERT_TRUE(same_bits(Vec{y1[i]}, Vec{y0[i]}) || (std::isnan(y1[i]) && std::isnan(y0[i])))
+          << x[i];
+    }
+    if (std::isfinite(dx0[i]) || std::isfinite(dx1[i])) {
+      ASSERT_NEAR(dx1[i], dx0[i], grow * std::fabs(dy[i]) + 1e-30) << x[i];
+    }
+    ASSERT_NEAR(s1[i], s0[i], 6 * kUlp * std::fabs(s0[i]) + 0x1p-127) << x[i];
+  }
+}
+
+// A value's result must not depend on where it sits in a row (the fused producers see rows,
+// the flat kernels chunks), so a row's outputs equal those of one-element calls.
+TEST(ActivationRows, ResultsDoNotDependOnPositionInTheRow) {
+  const int64_t n = 37;  // two full AVX-512 vectors and a partial one
+  const Vec x = random_normal(n, 25, 0.0f, 3.0f), b = random_normal(n, 26),
+            g = random_normal(n, 27);
+  for (const Rows& rows : runnable_rows()) {
+    SCOPED_TRACE(rows.name);
+    Vec y(n), dx(n), ys(n), da(n), db(n), s(n);
+    rows.gelu(y.data(), x.data(), n);
+    rows.gelu_backward(dx.data(), g.data(), x.data(), n);
+    rows.swiglu(ys.data(), x.data(), b.data(), n);
+    rows.swiglu_backward(da.data(), db.data(), g.data(), x.data(), b.data(), n);
+    rows.sigmoid(s.data(), x.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      Vec one(6);
+      rows.gelu(&one[0], &x[i], 1);
+      rows.gelu_backward(&one[1], &g[i], &x[i], 1);
+      rows.swiglu(&one[2], &x[i], &b[i], 1);
+      rows.swiglu_backward(&one[3], &one[4], &g[i], &x[i], &b[i], 1);
+      rows.sigmoid(&one[5], &x[i], 1);
+      EXPECT_TRUE(same_bits(one, Vec{y[i], dx[i], ys[i], da[i], db[i], s[i]})) << i;
+    }
+  }
 }
 
 enum class Act { Gelu, Relu, SwiGlu };

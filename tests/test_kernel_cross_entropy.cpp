@@ -95,6 +95,29 @@ TEST(CrossEntropy, MatchesReferenceAcrossVocabularySizes) {
   }
 }
 
+// The unfused twin (--no-fusion) against the same reference. Its loss, -log p_t with p_t
+// rounded to float first, carries p_t's relative rounding (up to 2^-24 plus the sum's) as an
+// absolute error: within the same 32 units at these well-conditioned logits.
+TEST(CrossEntropyUnfused, MatchesReferenceAcrossVocabularySizes) {
+  for (int64_t V : kVocabs) {
+    const int64_t rows = 11;
+    const Targets t = random_targets(rows, V, static_cast<uint32_t>(V));
+    const Vec logits = random_normal(rows * V, static_cast<uint32_t>(V) + 1, 3.0f);
+    const float grad_scale = 1.0f / static_cast<float>(counted(t));
+    Result got{Vec(rows * V, NAN), Vec(rows, 0.0f), 0.0f};
+    Vec probs(rows * V, NAN);
+    got.mean = cpu::softmax_cross_entropy_unfused(got.dlogits.data(), probs.data(), logits.data(),
+                                                  t.data(), rows, V, grad_scale);
+    const Result want = run_ref(logits, t, V, grad_scale);
+    SCOPED_TRACE(V);
+    EXPECT_NEAR(got.mean, want.mean, kTol * (1 + std::fabs(want.mean)));
+    for (size_t i = 0; i < want.dlogits.size(); ++i) {
+      ASSERT_NEAR(got.dlogits[i], want.dlogits[i], kTol * (grad_scale + std::fabs(want.dlogits[i])))
+          << "element " << i;
+    }
+  }
+}
+
 TEST(CrossEntropy, IgnoredRowsHaveNoLossAndZeroGradient) {
   const int64_t rows = 4, V = 33;
   const Vec logits = random_normal(rows * V, 2);

@@ -1,13 +1,17 @@
-// GEMMs of every precision against the double-accumulating reference, for all transposes.
+// GEMMs of every precision against the double-accumulating reference, for all transposes,
+// and the FP32 -> BF16 operand cast against bf16_from_float bit for bit.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "fp8/quantize.h"
+#include "kernels/cpu/bf16_cast_isa.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/upcast.h"
 
@@ -122,6 +126,52 @@ TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
       }
     }
   });
+}
+
+// Every sign and exponent (each high half) with the low halves where rounding decides:
+// exact, just above, just below, exactly at and just past half way, all ones. That covers
+// ±0, subnormals, ties to even both ways, carries into the exponent and on to Inf, and NaNs
+// with and without payload bits in either half. Then random patterns.
+std::vector<float> bf16_cast_inputs() {
+  std::vector<float> x;
+  for (uint32_t hi = 0; hi < 0x10000u; ++hi)
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+      x.push_back(std::bit_cast<float>(hi << 16 | lo));
+  std::mt19937 rng(10);
+  for (int i = 0; i < (1 << 18); ++i)
+    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  return x;
+}
+
+// Converts x[offset, offset + n) with cast and checks each code against bf16_from_float, and
+// that the codes either side were left alone.
+void expect_cast_matches(void (*cast)(bf16_t*, const float*, int64_t), const std::vector<float>& x,
+                         int64_t offset, int64_t n) {
+  constexpr bf16_t kUntouched = 0xdead;
+  std::vector<bf16_t> y(x.size() + 1, kUntouched);
+  cast(y.data() + offset, x.data() + offset, n);
+  for (int64_t i = 0; i < offset; ++i) ASSERT_EQ(y[i], kUntouched) << "before the range";
+  for (int64_t i = offset; i < offset + n; ++i)
+    ASSERT_EQ(y[i], bf16_from_float(x[i]))
+        << std::hex << "input 0x" << std::bit_cast<uint32_t>(x[i]) << std::dec << " n=" << n
+        << " i=" << i;
+  ASSERT_EQ(y[offset + n], kUntouched) << "after the range";
+}
+
+TEST(Fp32ToBf16, EqualsBf16FromFloatBitForBit) {
+  const std::vector<float> x = bf16_cast_inputs();
+  const int64_t all = static_cast<int64_t>(x.size()) - 1;
+  // Partial vectors of every width, at aligned and unaligned starts, and lengths that split
+  // into several threads' chunks.
+  std::vector<int64_t> lengths = {0, 100003, 1 << 14, (1 << 14) + 1, all};
+  for (int64_t n = 1; n <= 33; ++n) lengths.push_back(n);
+  for (int64_t offset : {0, 1}) {
+    for (int64_t n : lengths) {
+      SCOPED_TRACE(testing::Message() << "offset=" << offset << " n=" << n);
+      expect_cast_matches(fp32_to_bf16, x, offset, n);
+      if (cpu_features().avx512) expect_cast_matches(avx512::fp32_to_bf16, x, offset, n);
+    }
+  }
 }
 
 TEST(GemmF32, RepeatedCallsAreBitIdentical) {

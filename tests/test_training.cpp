@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "nn/fusion.h"
 #include "train/data.h"
 #include "train/trainer.h"
 
@@ -45,17 +46,45 @@ TEST(Training, ShortDemoLearnsInEveryPrecision) {
       {"fp8 hybrid current", Precision::Fp8, Format::Hybrid, ScalingKind::Current, false},
   };
   for (const Variant& v : variants) {
+    for (bool fusion : {true, false}) {
+      SCOPED_TRACE(fusion ? "fused" : "unfused");
+      TrainConfig c = small_demo();
+      c.fusion = fusion;
+      c.precision = v.precision;
+      c.recipe.delayed.format = v.format;
+      c.recipe.delayed.amax_history_len = 16;
+      c.recipe.kind = v.kind;
+      c.fp8_weights = v.fp8_weights;
+      const TrainResult r = train(c);
+      // Chance is 1/32; a model that learned the task continues nearly every stride.
+      EXPECT_GT(r.stride_accuracy, 0.5) << v.name;
+      EXPECT_LT(r.final_loss, 1.0f) << v.name;
+      EXPECT_LT(r.final_loss, r.losses.front() / 3) << v.name;
+    }
+  }
+}
+
+// --no-fusion runs the unfused twins: the same math in more passes, so the losses agree to
+// float rounding (a few ulps per step, compounding over 8 steps; 1e-4 relative is far below
+// any real divergence such as a missing bias, which moves the first loss by percents) and the
+// kernels move more bytes.
+TEST(Training, UnfusedTwinsTrainTheSameAndMoveMoreBytes) {
+  for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Fp8}) {
     TrainConfig c = small_demo();
-    c.precision = v.precision;
-    c.recipe.delayed.format = v.format;
-    c.recipe.delayed.amax_history_len = 16;
-    c.recipe.kind = v.kind;
-    c.fp8_weights = v.fp8_weights;
-    const TrainResult r = train(c);
-    // Chance is 1/32; a model that learned the task continues nearly every stride.
-    EXPECT_GT(r.stride_accuracy, 0.5) << v.name;
-    EXPECT_LT(r.final_loss, 1.0f) << v.name;
-    EXPECT_LT(r.final_loss, r.losses.front() / 3) << v.name;
+    c.steps = 8;
+    c.precision = p;
+    reset_traffic();
+    const TrainResult fused = train(c);
+    const int64_t fused_bytes = traffic_bytes();
+    c.fusion = false;
+    reset_traffic();
+    const TrainResult unfused = train(c);
+    const int64_t unfused_bytes = traffic_bytes();
+    SCOPED_TRACE(precision_name(p));
+    ASSERT_EQ(fused.losses.size(), unfused.losses.size());
+    for (size_t i = 0; i < fused.losses.size(); ++i)
+      EXPECT_NEAR(unfused.losses[i], fused.losses[i], 1e-4 * fused.losses[i]) << "step " << i;
+    EXPECT_GT(unfused_bytes, fused_bytes);
   }
 }
 

@@ -30,6 +30,7 @@ struct TrainFlags {
   int keep_checkpoints = 3;
   std::map<std::string, std::string> values;  // flag name (without --) -> value
   bool fp8_weights = false;
+  bool no_fusion = false;
 };
 
 const char* kValueFlags[][2] = {
@@ -234,6 +235,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     }
     trainer = std::make_unique<Trainer>(c);
   }
+  trainer->set_fusion(!f.no_fusion);  // how kernels run, not what the run is: not saved
   const TrainConfig& c = trainer->config();
   const PrecisionChoice& choice = trainer->precision();
   fmt::print("precision {} -> {} on cpu ({})\n", precision_name(c.precision), choice.label(),
@@ -285,6 +287,8 @@ void add_train_command(CLI::App& app) {
                     "stop with a checkpoint after step N (resume later)");
   train->add_flag("--fp8-weights", flags->fp8_weights,
                   "keep module weights only as FP8 (TE's fp8_model_init)");
+  train->add_flag("--no-fusion", flags->no_fusion,
+                  "run the unfused kernel twins (to measure what fusion saves)");
   for (const auto& [name, help] : kValueFlags) {
     train->add_option(std::string("--") + name, flags->values[name], help);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/attention.h"
+#include "nn/fusion.h"
 
 namespace fp8lm {
 
@@ -12,10 +13,13 @@ void DotProductAttention::forward(const float* qkv, float* out, int64_t B, int64
   out_ = out;
   lse_.resize(static_cast<size_t>(B * n_heads_ * T));
   cpu::attention_forward(out, lse_.data(), qkv, B, T, C, n_heads_);
+  // Flash style: q, k, v read once per query block, the output written once; no T x T scores.
+  count_traffic(B * T * C * 16 + B * n_heads_ * T * 4);
 }
 
 void DotProductAttention::backward(const float* dout, float* dqkv) {
   cpu::attention_backward(dqkv, dout, qkv_, out_, lse_.data(), B_, T_, C_, n_heads_);
+  count_traffic(B_ * T_ * C_ * 24 + B_ * n_heads_ * T_ * 4);  // qkv, out, dout in; dqkv out
 }
 
 MultiheadAttention::MultiheadAttention(const std::string& prefix, int64_t d, int64_t n_heads,

@@ -10,6 +10,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
+#include "nn/fusion.h"
 
 namespace fp8lm {
 
@@ -81,6 +82,7 @@ namespace {
 void add(float* y, const float* a, const float* b, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+  count_traffic(n * 12);
 }
 }  // namespace
 
@@ -182,9 +184,11 @@ void GPT::head_forward(int64_t rows) {
     cpu::fp32_to_bf16(wte16_.data(), wte_.data(), V * d);
     cpu::gemm_bf16(Trans::N, Trans::T, rows, V, d, 1.0f, normed16_.data(), wte16_.data(), 0.0f,
                    logits_.data());
+    count_traffic((rows + V) * d * 6 + gemm_traffic(rows, V, d, 2, 2, false));
   } else {
     cpu::gemm_f32(Trans::N, Trans::T, rows, V, d, 1.0f, normed_.data(), wte_.data(), 0.0f,
                   logits_.data());
+    count_traffic(gemm_traffic(rows, V, d, 4, 4, false));
   }
 }
 
@@ -202,15 +206,25 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   acts_.resize(layers_.size() + 1);
   for (auto& a : acts_) a.resize(static_cast<size_t>(rows * d));
   cpu::embedding_forward(acts_[0].data(), tokens, wte_.data(), wpe_.data(), B, T, d);
+  count_traffic(rows * d * 12);
   for (size_t l = 0; l < layers_.size(); ++l)
     layers_[l]->forward(acts_[l].data(), acts_[l + 1].data(), B, T);
   normed_.resize(static_cast<size_t>(rows * d));
   lnf_.forward(acts_.back().data(), normed_.data(), rows);
   head_forward(rows);
   if (!targets) return 0.0f;
+  const int64_t V = cfg_.vocab;
+  const float grad_scale = 1.0f / static_cast<float>(rows);
+  if (!fusion_enabled()) {
+    probs_.resize(static_cast<size_t>(rows * V));
+    count_traffic(rows * V * 16);  // logits -> probs, then probs -> dlogits
+    return cpu::softmax_cross_entropy_unfused(logits_.data(), probs_.data(), logits_.data(),
+                                              targets, rows, V, grad_scale);
+  }
   // Fused: the loss and dlogits in one pass over the logits, which dlogits overwrites.
-  return cpu::softmax_cross_entropy(logits_.data(), nullptr, logits_.data(), targets, rows,
-                                    cfg_.vocab, 1.0f / static_cast<float>(rows));
+  count_traffic(rows * V * 8);
+  return cpu::softmax_cross_entropy(logits_.data(), nullptr, logits_.data(), targets, rows, V,
+                                    grad_scale);
 }
 
 void GPT::backward() {
@@ -220,6 +234,8 @@ void GPT::backward() {
   if (head_mode_ == GemmMode::Bf16) {
     dlogits16_.resize(logits_.size());
     cpu::fp32_to_bf16(dlogits16_.data(), dlogits, rows * V);
+    count_traffic(rows * V * 6 + gemm_traffic(rows, d, V, 2, 2, false) +
+                  gemm_traffic(V, d, rows, 2, 2, true));
     cpu::gemm_bf16(Trans::N, Trans::N, rows, d, V, 1.0f, dlogits16_.data(), wte16_.data(), 0.0f,
                    dnormed_.data());
     cpu::gemm_bf16(Trans::T, Trans::N, V, d, rows, 1.0f, dlogits16_.data(), normed16_.data(), 1.0f,
@@ -229,6 +245,7 @@ void GPT::backward() {
                   dnormed_.data());
     cpu::gemm_f32(Trans::T, Trans::N, V, d, rows, 1.0f, dlogits, normed_.data(), 1.0f,
                   wte_.grad.data());
+    count_traffic(gemm_traffic(rows, d, V, 4, 4, false) + gemm_traffic(V, d, rows, 4, 4, true));
   }
   dacts_a_.assign(static_cast<size_t>(rows * d), 0.0f);
   dacts_b_.resize(static_cast<size_t>(rows * d));
@@ -238,6 +255,7 @@ void GPT::backward() {
     std::swap(dacts_a_, dacts_b_);
   }
   cpu::embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_, B_, T_, d);
+  count_traffic(rows * d * 20);
   if (fp8_used_ && recipe_.kind == ScalingKind::Delayed) {
     update_delayed_scaling(fp8_metas(), Direction::Backward, recipe_.delayed, reduce_);
   }

@@ -89,6 +89,7 @@ class GPT {
   GemmMode head_mode_ = GemmMode::Fp32;
   std::vector<std::vector<float>> acts_;  // residual stream before each layer, and after the last
   std::vector<float> normed_, logits_, dnormed_, dacts_a_, dacts_b_;
+  std::vector<float> probs_;  // --no-fusion: the softmax the unfused loss stores
   std::vector<bf16_t> normed16_, wte16_, dlogits16_;
 };
 

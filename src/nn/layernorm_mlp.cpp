@@ -1,6 +1,7 @@
 #include "nn/layernorm_mlp.h"
 
 #include "kernels/cpu/activations.h"
+#include "nn/fusion.h"
 #include "nn/layernorm_linear.h"
 
 namespace fp8lm {
@@ -22,9 +23,11 @@ ParameterList LayerNormMLP::parameters() {
 
 void LayerNormMLP::forward(const float* x, float* y, int64_t rows) {
   h_.resize(static_cast<size_t>(rows * fc1_.out_features()));
-  // fc1's bias is fused into the activation below.
-  norm_then_linear(norm_, fc1_, normed_, x, h_.data(), rows, /*add_bias=*/false);
+  const bool fused = fusion_enabled();
+  // Fused: fc1's bias is added by the activation kernel below.
+  norm_then_linear(norm_, fc1_, normed_, x, h_.data(), rows, /*add_bias=*/!fused);
   const float* bias = fc1_.bias()->data();
+  const int64_t h_cols = fc1_.out_features();
   if (fused_fp8_casts()) {
     const Linear::Fp8Input in = fc2_.begin_fp8_forward(rows);
     ScalingState& s = in.slot;
@@ -42,10 +45,28 @@ void LayerNormMLP::forward(const float* x, float* y, int64_t rows) {
         break;
     }
     s.record_cast(stats, rows * ffn_);
+    count_traffic(rows * h_cols * 8 + rows * ffn_);  // h in and out (with bias), codes out
     fc2_.forward_fp8_input(s.scale_inv, y, rows);
     return;
   }
   a_.resize(static_cast<size_t>(rows * ffn_));
+  if (!fused) {
+    switch (act_) {
+      case Activation::Gelu:
+        cpu::gelu_forward(a_.data(), h_.data(), rows * ffn_);
+        break;
+      case Activation::Relu:
+        cpu::relu_forward(a_.data(), h_.data(), rows * ffn_);
+        break;
+      case Activation::Swiglu:
+        cpu::swiglu_forward(a_.data(), h_.data(), rows, ffn_);
+        break;
+    }
+    count_traffic(rows * h_cols * 4 + rows * ffn_ * 4);
+    fc2_.forward(a_.data(), y, rows);
+    return;
+  }
+  count_traffic(rows * h_cols * 8 + rows * ffn_ * 4);
   switch (act_) {
     case Activation::Gelu:
       cpu::bias_gelu_forward(a_.data(), h_.data(), bias, rows, ffn_);
@@ -75,6 +96,7 @@ void LayerNormMLP::backward(const float* dy, float* dx, int64_t rows) {
       cpu::swiglu_backward(dh_.data(), da_.data(), h_.data(), rows, ffn_);
       break;
   }
+  count_traffic(rows * (ffn_ + 2 * fc1_.out_features()) * 4);
   dnormed_.resize(static_cast<size_t>(rows * fc1_.in_features()));
   fc1_.backward(dh_.data(), dnormed_.data(), rows, /*accumulate_dx=*/false);
   norm_.backward(dnormed_.data(), dx, rows);

@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/gemm.h"
+#include "nn/fusion.h"
 
 namespace fp8lm {
 
@@ -13,7 +14,7 @@ GemmMode current_gemm_mode() {
 }
 
 bool fused_fp8_casts() {
-  return current_gemm_mode() == GemmMode::Fp8 &&
+  return fusion_enabled() && current_gemm_mode() == GemmMode::Fp8 &&
          autocast_state().recipe.kind == ScalingKind::Delayed;
 }
 
@@ -50,6 +51,7 @@ void Linear::prepare_weight(GemmMode mode) {
     if (cast_mode_ == mode && cast_version_ == weight_.version) return;
     w16_.resize(static_cast<size_t>(n));
     cpu::fp32_to_bf16(w16_.data(), weight_.data(), n);
+    count_traffic(n * 6);
   } else if (mode == GemmMode::Fp8) {
     if (fp8_weights_) {
       if (qw_.empty()) requantize_weight(recipe_);
@@ -63,6 +65,7 @@ void Linear::prepare_weight(GemmMode mode) {
     if (fresh) return;
     qw_.resize(static_cast<size_t>(n));
     qw_scale_inv_ = cast_with_recipe(sw, recipe_, qw_.data(), weight_.data(), n);
+    count_traffic(n * 5);
     cast_scale_ = sw.scale;
   } else {
     return;
@@ -85,6 +88,7 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
   if (mode_ == GemmMode::Fp8) {
     const Fp8Input in = begin_fp8_forward(rows);
     const float sinv = cast_with_recipe(in.slot, recipe_, in.codes, x, rows * in_);
+    count_traffic(rows * in_ * 5);
     forward_fp8_input(sinv, y, rows, add_bias);
     return;
   }
@@ -93,9 +97,11 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
     x16_.resize(static_cast<size_t>(rows * in_));
     cpu::fp32_to_bf16(x16_.data(), x, rows * in_);
     cpu::gemm_bf16(Trans::N, Trans::T, rows, out_, in_, 1.0f, x16_.data(), w16_.data(), 0.0f, y);
+    count_traffic(rows * in_ * 6 + gemm_traffic(rows, out_, in_, 2, 2, false));
   } else {
     x_ = x;
     cpu::gemm_f32(Trans::N, Trans::T, rows, out_, in_, 1.0f, x, weight_.data(), 0.0f, y);
+    count_traffic(gemm_traffic(rows, out_, in_, 4, 4, false));
   }
   finish_forward(y, rows, add_bias);
 }
@@ -107,26 +113,41 @@ void Linear::forward_fp8_input(float scale_inv, float* y, int64_t rows, bool add
   // The input codes are what backward's weight gradient uses: one byte per value saved.
   cpu::gemm_fp8(Trans::N, Trans::T, rows, out_, in_, qx_scale_inv_ * qw_scale_inv_, qx_.data(),
                 meta_[Slot::Input].format, qw_.data(), meta_[Slot::Weight].format, 0.0f, y);
+  count_traffic(gemm_traffic(rows, out_, in_, 1, 1, false));
   finish_forward(y, rows, add_bias);
 }
 
 void Linear::finish_forward(float* y, int64_t rows, bool add_bias) {
-  if (has_bias_ && add_bias) cpu::add_bias(y, bias_.data(), rows, out_);
+  if (has_bias_ && add_bias) {
+    cpu::add_bias(y, bias_.data(), rows, out_);
+    count_traffic(rows * out_ * 8 + out_ * 4);
+  }
 }
 
 void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx) {
   const float beta = accumulate_dx ? 1.0f : 0.0f;
-  if (has_bias_) cpu::bias_backward(bias_.grad.data(), dy, rows, out_);
+  if (has_bias_) {
+    cpu::bias_backward(bias_.grad.data(), dy, rows, out_);
+    count_traffic(rows * out_ * 4 + out_ * 8);
+  }
+  // dgrad (when dx is wanted) and wgrad, with the operand width of this mode.
+  const auto count_gemms = [&](int bytes) {
+    if (dx) count_traffic(gemm_traffic(rows, in_, out_, bytes, bytes, accumulate_dx));
+    count_traffic(gemm_traffic(out_, in_, rows, bytes, bytes, true));
+  };
   float* dw = weight_.grad.data();
   switch (mode_) {
     case GemmMode::Fp32:
       if (dx)
         cpu::gemm_f32(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy, weight_.data(), beta, dx);
       cpu::gemm_f32(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy, x_, 1.0f, dw);
+      count_gemms(4);
       break;
     case GemmMode::Bf16:
       dy16_.resize(static_cast<size_t>(rows * out_));
       cpu::fp32_to_bf16(dy16_.data(), dy, rows * out_);
+      count_traffic(rows * out_ * 6);
+      count_gemms(2);
       if (dx)
         cpu::gemm_bf16(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy16_.data(), w16_.data(), beta,
                        dx);
@@ -137,6 +158,8 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
       ScalingState& sdy = meta_[Slot::GradOutput];
       qdy_.resize(static_cast<size_t>(rows * out_));
       const float dy_sinv = cast_with_recipe(sdy, recipe_, qdy_.data(), dy, rows * out_);
+      count_traffic(rows * out_ * 5);
+      count_gemms(1);
       const Fp8Format fw = meta_[Slot::Weight].format, fx = meta_[Slot::Input].format;
       if (dx) {
         cpu::gemm_fp8(Trans::N, Trans::N, rows, in_, out_, dy_sinv * qw_scale_inv_, qdy_.data(),

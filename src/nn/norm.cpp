@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "nn/fusion.h"
 
 namespace fp8lm {
 
@@ -25,6 +26,7 @@ void Norm::forward(const float* x, float* y, int64_t rows) {
   x_ = x;
   mean_.resize(static_cast<size_t>(rows));
   rstd_.resize(static_cast<size_t>(rows));
+  count_traffic(rows * C_ * 8);
   if (kind_ == Normalization::LayerNorm) {
     cpu::layernorm_forward(y, mean_.data(), rstd_.data(), x, gamma_.data(), beta_.data(), rows, C_,
                            eps_);
@@ -37,6 +39,7 @@ CastStats Norm::forward_fp8(const float* x, uint8_t* y, float scale, Fp8Format f
   x_ = x;
   mean_.resize(static_cast<size_t>(rows));
   rstd_.resize(static_cast<size_t>(rows));
+  count_traffic(rows * C_ * 5);
   if (kind_ == Normalization::LayerNorm) {
     return cpu::layernorm_forward_fp8(y, scale, f, mean_.data(), rstd_.data(), x, gamma_.data(),
                                       beta_.data(), rows, C_, eps_);
@@ -45,6 +48,7 @@ CastStats Norm::forward_fp8(const float* x, uint8_t* y, float scale, Fp8Format f
 }
 
 void Norm::backward(const float* dy, float* dx, int64_t rows) {
+  count_traffic(rows * C_ * 16);  // dy, x, dx read and written
   if (kind_ == Normalization::LayerNorm) {
     cpu::layernorm_backward(dx, gamma_.grad.data(), beta_.grad.data(), dy, x_, gamma_.data(),
                             mean_.data(), rstd_.data(), rows, C_);

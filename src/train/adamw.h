@@ -17,8 +17,11 @@ struct AdamWConfig {
 class AdamW {
  public:
   AdamW(ParameterList params, AdamWConfig cfg);
-  // One update with learning rate lr; bumps each parameter's version.
-  void step(float lr);
+  // One update with learning rate lr, each gradient multiplied by grad_scale as it is read
+  // (gradient clipping folded in); bumps each parameter's version. Fused (the default): one
+  // parallel pass over fixed chunks of all parameters; unfused (--no-fusion): one pass per
+  // parameter. Both compute the same bits.
+  void step(float lr, float grad_scale = 1.0f);
   void zero_grad();
   int64_t steps() const { return t_; }
   const ParameterList& parameters() const { return params_; }
@@ -31,8 +34,20 @@ class AdamW {
   AdamWConfig cfg_;
   std::vector<std::vector<float>> m_, v_;
   int64_t t_ = 0;
+  struct Chunk {  // a piece of one parameter: the fused step's unit of work
+    Parameter* p;
+    size_t index;  // into m_ and v_
+    int64_t begin, end;
+  };
+  std::vector<Chunk> chunks_;
 };
 
+// The global L2 norm of all gradients: double partial sums over fixed chunks, added in chunk
+// order, so the bits do not depend on the thread count.
+float grad_norm(const ParameterList& params);
+// The factor that brings a gradient of this norm down to max_norm (1 when it is within, or
+// when max_norm <= 0 turns clipping off).
+float clip_factor(float norm, float max_norm);
 // Scales every gradient so the global L2 norm is at most max_norm; returns the norm before.
 float clip_grad_norm(const ParameterList& params, float max_norm);
 

@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "nn/fusion.h"
+
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -105,6 +107,7 @@ StepStats Trainer::train_step() {
   const bool fp8 = precision_.precision == Precision::Fp8;
   const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
   const Batch batch = stride_ ? stride_->next(B, T) : text_->next_train(B, T);
+  const FusionScope fusion(cfg_.fusion);
   opt_->zero_grad();
   float loss;
   {
@@ -112,10 +115,16 @@ StepStats Trainer::train_step() {
     loss = model_->forward(batch.tokens.data(), batch.targets.data(), B, T);
   }
   model_->backward();
-  const float norm = clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
   const float lr =
       learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
-  opt_->step(lr);
+  float norm;
+  if (cfg_.fusion) {  // clipping folded into the one fused AdamW pass
+    norm = grad_norm(opt_->parameters());
+    opt_->step(lr, clip_factor(norm, cfg_.grad_clip));
+  } else {
+    norm = clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
+    opt_->step(lr);
+  }
   if (cfg_.fp8_weights) refresh_fp8_weights();
   losses_.push_back(loss);
   ++step_;

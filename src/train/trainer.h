@@ -15,6 +15,7 @@ struct TrainConfig {
   Precision precision = Precision::Auto;
   Fp8Recipe recipe;
   bool fp8_weights = false;
+  bool fusion = true;  // false: the unfused twins (--no-fusion), to measure what fusion is worth
   int64_t steps = 120;
   int64_t batch_size = 32;
   float lr = 2e-3f;
@@ -70,6 +71,7 @@ class Trainer {
   TrainResult finish();
 
   const TrainConfig& config() const { return cfg_; }
+  void set_fusion(bool on) { cfg_.fusion = on; }
   const PrecisionChoice& precision() const { return precision_; }
   GPT& model() { return *model_; }
   std::unique_ptr<GPT> release_model() { return std::move(model_); }

@@ -23,16 +23,60 @@ inline float row_max(const float* x, int64_t n) {
   return m;
 }
 
-}  // namespace
-
-float softmax_cross_entropy(float* dlogits, float* losses, const float* logits,
-                            const int32_t* targets, int64_t rows, int64_t V, float grad_scale) {
-  // Checked up front: an exception must not leave a parallel region.
+void check_targets(const int32_t* targets, int64_t rows, int64_t V) {
   for (int64_t r = 0; r < rows; ++r) {
     if (targets[r] >= V)
       throw Error("cross-entropy: target " + std::to_string(targets[r]) + " at row " +
                   std::to_string(r) + " is outside the vocabulary of " + std::to_string(V));
   }
+}
+
+// Row order: the same mean for any thread count.
+float mean_loss(const float* losses, const int32_t* targets, int64_t rows) {
+  double total = 0.0;
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (targets[r] < 0) continue;
+    total += losses[r];
+    ++counted;
+  }
+  return counted == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(counted));
+}
+
+}  // namespace
+
+float softmax_cross_entropy_unfused(float* dlogits, float* probs, const float* logits,
+                                    const int32_t* targets, int64_t rows, int64_t V,
+                                    float grad_scale) {
+  check_targets(targets, rows, V);
+  const bool parallel = rows * V >= kParallelMin;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits + r * V;
+    float* p = probs + r * V;
+    const float m = row_max(x, V);
+    for (int64_t i = 0; i < V; ++i) p[i] = std::exp(x[i] - m);
+    const float inv = 1.0f / lane_sum(V, [p](int64_t i) { return p[i]; });
+    for (int64_t i = 0; i < V; ++i) p[i] *= inv;
+  }
+  std::vector<float> losses(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    losses[r] = targets[r] < 0 ? 0.0f : -std::log(probs[r * V + targets[r]]);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* d = dlogits + r * V;
+    const float* p = probs + r * V;
+    const int32_t t = targets[r];
+    for (int64_t i = 0; i < V; ++i) d[i] = t < 0 ? 0.0f : p[i] * grad_scale;
+    if (t >= 0) d[t] -= grad_scale;
+  }
+  return mean_loss(losses.data(), targets, rows);
+}
+
+float softmax_cross_entropy(float* dlogits, float* losses, const float* logits,
+                            const int32_t* targets, int64_t rows, int64_t V, float grad_scale) {
+  // Checked up front: an exception must not leave a parallel region.
+  check_targets(targets, rows, V);
   std::vector<float> own;
   if (losses == nullptr) {
     own.resize(static_cast<size_t>(rows));
@@ -67,15 +111,7 @@ float softmax_cross_entropy(float* dlogits, float* losses, const float* logits,
     losses[r] = std::log(sum) - (x_target - m);
   }
 
-  // Row order after the loop: the same mean for any thread count.
-  double total = 0.0;
-  int64_t counted = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (targets[r] < 0) continue;
-    total += losses[r];
-    ++counted;
-  }
-  return counted == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(counted));
+  return mean_loss(losses, targets, rows);
 }
 
 }  // namespace fp8lm::cpu

@@ -17,6 +17,14 @@ namespace fp8lm::cpu {
 float softmax_cross_entropy(float* dlogits, float* losses, const float* logits,
                             const int32_t* targets, int64_t rows, int64_t V, float grad_scale);
 
+// The unfused twin (--no-fusion), as frameworks without a fused loss run it: softmax into probs
+// [rows, V] (stored), then the loss read from probs, then dlogits (required here) from probs.
+// Three passes over [rows, V] instead of one; the same contract otherwise, with the loss taken
+// as -log(probs[target]) (so probs underflowing to 0 gives +inf where the fused loss is finite).
+float softmax_cross_entropy_unfused(float* dlogits, float* probs, const float* logits,
+                                    const int32_t* targets, int64_t rows, int64_t V,
+                                    float grad_scale);
+
 namespace ref {
 // The oracle: plain loops, double precision, no threads. Same contract.
 float softmax_cross_entropy(float* dlogits, float* losses, const float* logits,

@@ -1,5 +1,6 @@
 #include "kernels/cpu/gemm.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "kernels/cpu/bf16_cast_isa.h"
 #include "kernels/cpu/upcast.h"
 
 namespace fp8lm::cpu {
@@ -221,8 +223,20 @@ void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, 
 }
 
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = bf16_from_float(x[i]);
+  static const bool avx512 = cpu_features().avx512;
+  // Threads take whole chunks, so the vector body runs over long stretches; each element's
+  // bits depend on its own value only, whichever thread and path converts it.
+  constexpr int64_t kChunk = int64_t{1} << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t lo = k * kChunk, len = std::min(kChunk, n - lo);
+    if (avx512) {
+      avx512::fp32_to_bf16(y + lo, x + lo, len);
+    } else {
+      for (int64_t i = lo; i < lo + len; ++i) y[i] = bf16_from_float(x[i]);
+    }
+  }
 }
 
 void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f) {
