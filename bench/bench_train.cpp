@@ -1,6 +1,6 @@
 // Times training steps of one model configuration in one precision and prints one JSON line:
 // tokens/s over the steps after the warmup ones (which build GEMM primitives), seconds per
-// step, and the process's peak RSS. bench/train_vs_pytorch.py runs it beside the PyTorch peer.
+// step, and the process's peak RSS. bench/cpu_bench.py runs it beside the PyTorch peer.
 #include <fmt/format.h>
 #include <sys/resource.h>
 

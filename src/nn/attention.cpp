@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "nn/fusion.h"
+#include "nn/scratch.h"
 
 namespace fp8lm {
 
@@ -48,11 +49,11 @@ void MultiheadAttention::forward(const float* x, float* y, int64_t B, int64_t T)
 
 void MultiheadAttention::backward(const float* dy, float* dx) {
   const int64_t rows = B_ * T_;
-  datt_.resize(static_cast<size_t>(rows * d_));
-  dqkv_.resize(static_cast<size_t>(rows * 3 * d_));
-  proj_.backward(dy, datt_.data(), rows, /*accumulate_dx=*/false);
-  attention_.backward(datt_.data(), dqkv_.data());
-  qkv_.backward(dqkv_.data(), dx, rows);
+  float* datt = scratch<float>(Scratch::AttnDOut, rows * d_);
+  float* dqkv = scratch<float>(Scratch::AttnDQkv, rows * 3 * d_);
+  proj_.backward(dy, datt, rows, /*accumulate_dx=*/false);
+  attention_.backward(datt, dqkv);
+  qkv_.backward(dqkv, dx, rows);
 }
 
 void MultiheadAttention::fill_cache(KvCache& cache) const {

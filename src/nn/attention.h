@@ -53,7 +53,7 @@ class MultiheadAttention {
   LayerNormLinear qkv_;
   DotProductAttention attention_;
   Linear proj_;
-  std::vector<float> qkv_out_, att_out_, datt_, dqkv_, q1_;
+  std::vector<float> qkv_out_, att_out_, q1_;  // q, k, v and the attention output: saved
 };
 
 }  // namespace fp8lm

@@ -11,6 +11,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
 #include "nn/fusion.h"
+#include "nn/scratch.h"
 
 namespace fp8lm {
 
@@ -88,33 +89,34 @@ void add(float* y, const float* a, const float* b, int64_t n) {
 
 void TransformerLayer::forward(const float* x, float* y, int64_t B, int64_t T) {
   rows_ = B * T;
-  const auto n = static_cast<size_t>(rows_ * d_);
-  attn_out_.resize(n);
-  resid_.resize(n);
-  mlp_out_.resize(n);
-  attention_.forward(x, attn_out_.data(), B, T);
-  add(resid_.data(), x, attn_out_.data(), rows_ * d_);
-  mlp_.forward(resid_.data(), mlp_out_.data(), rows_);
-  add(y, resid_.data(), mlp_out_.data(), rows_ * d_);
+  const int64_t n = rows_ * d_;
+  float* attn_out = scratch<float>(Scratch::LayerAttnOut, n);
+  float* mlp_out = scratch<float>(Scratch::LayerMlpOut, n);
+  resid_.resize(static_cast<size_t>(n));
+  attention_.forward(x, attn_out, B, T);
+  add(resid_.data(), x, attn_out, n);
+  mlp_.forward(resid_.data(), mlp_out, rows_);
+  add(y, resid_.data(), mlp_out, n);
 }
 
 void TransformerLayer::backward(const float* dy, float* dx) {
   const int64_t n = rows_ * d_;
-  dresid_.assign(dy, dy + n);  // the residual path passes dy through
-  mlp_.backward(dy, dresid_.data(), rows_);
-  std::copy(dresid_.begin(), dresid_.end(), dx);
-  attention_.backward(dresid_.data(), dx);
+  float* dresid = scratch<float>(Scratch::LayerDResid, n);
+  std::copy(dy, dy + n, dresid);  // the residual path passes dy through
+  mlp_.backward(dy, dresid, rows_);
+  std::copy(dresid, dresid + n, dx);
+  attention_.backward(dresid, dx);
 }
 
 void TransformerLayer::decode(const float* x, float* y, KvCache& cache, int64_t pos) {
   const int64_t n = cache.B * d_;
-  attn_out_.resize(static_cast<size_t>(n));
+  float* attn_out = scratch<float>(Scratch::LayerAttnOut, n);
+  float* mlp_out = scratch<float>(Scratch::LayerMlpOut, n);
   resid_.resize(static_cast<size_t>(n));
-  mlp_out_.resize(static_cast<size_t>(n));
-  attention_.decode(x, attn_out_.data(), cache, pos);
-  add(resid_.data(), x, attn_out_.data(), n);
-  mlp_.forward(resid_.data(), mlp_out_.data(), cache.B);
-  add(y, resid_.data(), mlp_out_.data(), n);
+  attention_.decode(x, attn_out, cache, pos);
+  add(resid_.data(), x, attn_out, n);
+  mlp_.forward(resid_.data(), mlp_out, cache.B);
+  add(y, resid_.data(), mlp_out, n);
 }
 
 GPT::GPT(const GPTConfig& cfg, uint64_t seed)

@@ -48,7 +48,7 @@ class TransformerLayer {
   int64_t rows_ = 0;
   MultiheadAttention attention_;
   LayerNormMLP mlp_;
-  std::vector<float> attn_out_, resid_, mlp_out_, dresid_;
+  std::vector<float> resid_;  // the mid-layer residual: LayerNorm 2's saved input
 };
 
 class GPT {

@@ -1,5 +1,7 @@
 #include "nn/layernorm_linear.h"
 
+#include "nn/scratch.h"
+
 namespace fp8lm {
 
 void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, const float* x,
@@ -11,9 +13,16 @@ void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, co
     linear.forward_fp8_input(in.slot.scale_inv, y, rows, add_bias);
     return;
   }
-  normed.resize(static_cast<size_t>(rows * linear.in_features()));
-  norm.forward(x, normed.data(), rows);
-  linear.forward(normed.data(), y, rows, add_bias);
+  const int64_t n = rows * linear.in_features();
+  float* out;
+  if (current_gemm_mode() == GemmMode::Fp32) {
+    normed.resize(static_cast<size_t>(n));
+    out = normed.data();
+  } else {
+    out = scratch<float>(Scratch::NormOut, n);
+  }
+  norm.forward(x, out, rows);
+  linear.forward(out, y, rows, add_bias);
 }
 
 LayerNormLinear::LayerNormLinear(std::string norm_name, std::string linear_name, int64_t in,
@@ -31,9 +40,9 @@ void LayerNormLinear::forward(const float* x, float* y, int64_t rows) {
 }
 
 void LayerNormLinear::backward(const float* dy, float* dx, int64_t rows) {
-  dnormed_.resize(static_cast<size_t>(rows * linear_.in_features()));
-  linear_.backward(dy, dnormed_.data(), rows, /*accumulate_dx=*/false);
-  norm_.backward(dnormed_.data(), dx, rows);
+  float* dnormed = scratch<float>(Scratch::NormDOut, rows * linear_.in_features());
+  linear_.backward(dy, dnormed, rows, /*accumulate_dx=*/false);
+  norm_.backward(dnormed, dx, rows);
 }
 
 }  // namespace fp8lm

@@ -24,11 +24,13 @@ class LayerNormLinear {
  private:
   Norm norm_;
   Linear linear_;
-  std::vector<float> normed_, dnormed_;
+  std::vector<float> normed_;  // FP32 mode: the norm output, linear's saved input
 };
 
 // norm -> linear. When the current forward is FP8 with delayed scaling, the norm quantizes
-// straight into linear's FP8 input (fused); else it writes `normed` (FP32) for linear to read.
+// straight into linear's FP8 input (fused); else it writes an FP32 output for linear to read:
+// into `normed` under FP32 GEMMs (linear keeps a pointer to it for backward), else into
+// scratch (linear keeps its own BF16 or FP8 copy).
 // Shared by LayerNormLinear and LayerNormMLP.
 void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, const float* x,
                       float* y, int64_t rows, bool add_bias);

@@ -3,6 +3,7 @@
 #include "kernels/cpu/activations.h"
 #include "nn/fusion.h"
 #include "nn/layernorm_linear.h"
+#include "nn/scratch.h"
 
 namespace fp8lm {
 
@@ -49,57 +50,63 @@ void LayerNormMLP::forward(const float* x, float* y, int64_t rows) {
     fc2_.forward_fp8_input(s.scale_inv, y, rows);
     return;
   }
-  a_.resize(static_cast<size_t>(rows * ffn_));
+  float* a;
+  if (current_gemm_mode() == GemmMode::Fp32) {
+    a_.resize(static_cast<size_t>(rows * ffn_));
+    a = a_.data();
+  } else {
+    a = scratch<float>(Scratch::ActOut, rows * ffn_);
+  }
   if (!fused) {
     switch (act_) {
       case Activation::Gelu:
-        cpu::gelu_forward(a_.data(), h_.data(), rows * ffn_);
+        cpu::gelu_forward(a, h_.data(), rows * ffn_);
         break;
       case Activation::Relu:
-        cpu::relu_forward(a_.data(), h_.data(), rows * ffn_);
+        cpu::relu_forward(a, h_.data(), rows * ffn_);
         break;
       case Activation::Swiglu:
-        cpu::swiglu_forward(a_.data(), h_.data(), rows, ffn_);
+        cpu::swiglu_forward(a, h_.data(), rows, ffn_);
         break;
     }
     count_traffic(rows * h_cols * 4 + rows * ffn_ * 4);
-    fc2_.forward(a_.data(), y, rows);
+    fc2_.forward(a, y, rows);
     return;
   }
   count_traffic(rows * h_cols * 8 + rows * ffn_ * 4);
   switch (act_) {
     case Activation::Gelu:
-      cpu::bias_gelu_forward(a_.data(), h_.data(), bias, rows, ffn_);
+      cpu::bias_gelu_forward(a, h_.data(), bias, rows, ffn_);
       break;
     case Activation::Relu:
-      cpu::bias_relu_forward(a_.data(), h_.data(), bias, rows, ffn_);
+      cpu::bias_relu_forward(a, h_.data(), bias, rows, ffn_);
       break;
     case Activation::Swiglu:
-      cpu::bias_swiglu_forward(a_.data(), h_.data(), bias, rows, ffn_);
+      cpu::bias_swiglu_forward(a, h_.data(), bias, rows, ffn_);
       break;
   }
-  fc2_.forward(a_.data(), y, rows);
+  fc2_.forward(a, y, rows);
 }
 
 void LayerNormMLP::backward(const float* dy, float* dx, int64_t rows) {
-  da_.resize(static_cast<size_t>(rows * ffn_));
-  fc2_.backward(dy, da_.data(), rows, /*accumulate_dx=*/false);
-  dh_.resize(h_.size());
+  float* da = scratch<float>(Scratch::MlpDAct, rows * ffn_);
+  float* dh = scratch<float>(Scratch::MlpDPre, static_cast<int64_t>(h_.size()));
+  fc2_.backward(dy, da, rows, /*accumulate_dx=*/false);
   switch (act_) {
     case Activation::Gelu:
-      cpu::gelu_backward(dh_.data(), da_.data(), h_.data(), rows * ffn_);
+      cpu::gelu_backward(dh, da, h_.data(), rows * ffn_);
       break;
     case Activation::Relu:
-      cpu::relu_backward(dh_.data(), da_.data(), h_.data(), rows * ffn_);
+      cpu::relu_backward(dh, da, h_.data(), rows * ffn_);
       break;
     case Activation::Swiglu:
-      cpu::swiglu_backward(dh_.data(), da_.data(), h_.data(), rows, ffn_);
+      cpu::swiglu_backward(dh, da, h_.data(), rows, ffn_);
       break;
   }
   count_traffic(rows * (ffn_ + 2 * fc1_.out_features()) * 4);
-  dnormed_.resize(static_cast<size_t>(rows * fc1_.in_features()));
-  fc1_.backward(dh_.data(), dnormed_.data(), rows, /*accumulate_dx=*/false);
-  norm_.backward(dnormed_.data(), dx, rows);
+  float* dnormed = scratch<float>(Scratch::NormDOut, rows * fc1_.in_features());
+  fc1_.backward(dh, dnormed, rows, /*accumulate_dx=*/false);
+  norm_.backward(dnormed, dx, rows);
 }
 
 }  // namespace fp8lm

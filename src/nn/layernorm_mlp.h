@@ -31,7 +31,9 @@ class LayerNormMLP {
   int64_t ffn_;
   Norm norm_;
   Linear fc1_, fc2_;
-  std::vector<float> normed_, h_, a_, da_, dh_, dnormed_;
+  // Saved for backward: the pre-activation h, and under FP32 GEMMs the norm and activation
+  // outputs (fc1's and fc2's inputs); other modes keep those in scratch.
+  std::vector<float> normed_, h_, a_;
 };
 
 }  // namespace fp8lm

@@ -3,6 +3,7 @@
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/gemm.h"
 #include "nn/fusion.h"
+#include "nn/scratch.h"
 
 namespace fp8lm {
 
@@ -143,30 +144,29 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
       cpu::gemm_f32(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy, x_, 1.0f, dw);
       count_gemms(4);
       break;
-    case GemmMode::Bf16:
-      dy16_.resize(static_cast<size_t>(rows * out_));
-      cpu::fp32_to_bf16(dy16_.data(), dy, rows * out_);
+    case GemmMode::Bf16: {
+      bf16_t* dy16 = scratch<bf16_t>(Scratch::LinearDy, rows * out_);
+      cpu::fp32_to_bf16(dy16, dy, rows * out_);
       count_traffic(rows * out_ * 6);
       count_gemms(2);
       if (dx)
-        cpu::gemm_bf16(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy16_.data(), w16_.data(), beta,
-                       dx);
-      cpu::gemm_bf16(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy16_.data(), x16_.data(), 1.0f,
-                     dw);
+        cpu::gemm_bf16(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy16, w16_.data(), beta, dx);
+      cpu::gemm_bf16(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy16, x16_.data(), 1.0f, dw);
       break;
+    }
     case GemmMode::Fp8: {
       ScalingState& sdy = meta_[Slot::GradOutput];
-      qdy_.resize(static_cast<size_t>(rows * out_));
-      const float dy_sinv = cast_with_recipe(sdy, recipe_, qdy_.data(), dy, rows * out_);
+      uint8_t* qdy = scratch<uint8_t>(Scratch::LinearDy, rows * out_);
+      const float dy_sinv = cast_with_recipe(sdy, recipe_, qdy, dy, rows * out_);
       count_traffic(rows * out_ * 5);
       count_gemms(1);
       const Fp8Format fw = meta_[Slot::Weight].format, fx = meta_[Slot::Input].format;
       if (dx) {
-        cpu::gemm_fp8(Trans::N, Trans::N, rows, in_, out_, dy_sinv * qw_scale_inv_, qdy_.data(),
-                      sdy.format, qw_.data(), fw, beta, dx);
+        cpu::gemm_fp8(Trans::N, Trans::N, rows, in_, out_, dy_sinv * qw_scale_inv_, qdy, sdy.format,
+                      qw_.data(), fw, beta, dx);
       }
-      cpu::gemm_fp8(Trans::T, Trans::N, out_, in_, rows, dy_sinv * qx_scale_inv_, qdy_.data(),
-                    sdy.format, qx_.data(), fx, 1.0f, dw);
+      cpu::gemm_fp8(Trans::T, Trans::N, out_, in_, rows, dy_sinv * qx_scale_inv_, qdy, sdy.format,
+                    qx_.data(), fx, 1.0f, dw);
       break;
     }
   }

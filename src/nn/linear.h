@@ -95,10 +95,6 @@ class Linear {
   GemmMode cast_mode_ = GemmMode::Fp32;
   float cast_scale_ = 0.0f;
   bool fp8_weights_ = false;
-
-  // Backward scratch.
-  std::vector<bf16_t> dy16_;
-  std::vector<uint8_t> qdy_;
 };
 
 }  // namespace fp8lm

@@ -1,0 +1,39 @@
+#pragma once
+// Buffers that live only inside one module call (a layer's forward temporaries, backward
+// scratch, the FP32 input a BF16 or FP8 GEMM copies from) are shared by every layer: one per
+// role and thread, grown to the largest use and then reused. A steady-state step allocates
+// none of them, and their memory does not grow with depth. Two roles never share storage, so
+// a module may hold several at once; a role's contents are dead once the call that filled it
+// returns.
+#include <cstddef>
+#include <cstdint>
+
+namespace fp8lm {
+
+enum class Scratch : uint8_t {
+  LayerAttnOut,  // TransformerLayer forward: attention's output before the residual add
+  LayerMlpOut,   // TransformerLayer forward: the MLP's output before the residual add
+  LayerDResid,   // TransformerLayer backward: gradient of the mid-layer residual
+  AttnDOut,      // MultiheadAttention backward: gradient of the attention output
+  AttnDQkv,      // MultiheadAttention backward: gradient of the packed q, k, v
+  MlpDAct,       // LayerNormMLP backward: gradient of the activation output
+  MlpDPre,       // LayerNormMLP backward: gradient of the pre-activation
+  NormDOut,      // LayerNormLinear / LayerNormMLP backward: gradient of the norm output
+  NormOut,       // the norm's FP32 output when the GEMM keeps its own BF16/FP8 copy
+  ActOut,        // the activation's FP32 output when fc2 keeps its own BF16/FP8 copy
+  LinearDy,      // Linear backward: dy cast to BF16 or FP8
+  kCount
+};
+
+// At least `bytes` bytes for this role on this thread, 64-byte aligned.
+void* scratch_bytes(Scratch role, size_t bytes);
+
+template <class T>
+T* scratch(Scratch role, int64_t n) {
+  return static_cast<T*>(scratch_bytes(role, static_cast<size_t>(n) * sizeof(T)));
+}
+
+// Bytes held by this thread's scratch buffers (the bench's "workspace").
+size_t scratch_footprint();
+
+}  // namespace fp8lm
