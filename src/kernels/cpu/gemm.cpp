@@ -10,11 +10,13 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/cpu/bf16_cast_isa.h"
+#include "kernels/cpu/bf16_probe.h"
 #include "kernels/cpu/upcast.h"
 
 namespace fp8lm::cpu {
@@ -129,20 +131,6 @@ void bf16_widened(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alp
   run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, a, b, beta, C);
 }
 
-double best_seconds(void (*gemm)(Trans, Trans, int64_t, int64_t, int64_t, float, const bf16_t*,
-                                 const bf16_t*, float, float*)) {
-  constexpr int64_t n = 384;
-  std::vector<bf16_t> a(n * n, bf16_from_float(0.5f)), b(n * n, bf16_from_float(0.25f));
-  std::vector<float> c(n * n);
-  double best = 1e30;
-  for (int rep = 0; rep < 4; ++rep) {  // the first builds the primitive and warms caches
-    const auto t0 = Clock::now();
-    gemm(Trans::N, Trans::N, n, n, n, 1.0f, a.data(), b.data(), 0.0f, c.data());
-    if (rep > 0) best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return best;
-}
-
 LowPrecisionEngine measure_engine() {
   if (const char* env = std::getenv("FP8LM_GEMM_ENGINE")) {
     const std::string v = env;
@@ -150,9 +138,10 @@ LowPrecisionEngine measure_engine() {
     if (v == "widen") return LowPrecisionEngine::WidenToFp32;
     throw Error("FP8LM_GEMM_ENGINE must be native or widen, got '" + v + "'");
   }
-  if (!has_native_bf16(cpu_features())) return LowPrecisionEngine::WidenToFp32;
-  const double native = best_seconds(bf16_native), widened = best_seconds(bf16_widened);
-  return native * 1.2 < widened ? LowPrecisionEngine::NativeBf16 : LowPrecisionEngine::WidenToFp32;
+  if (cpu_features().amx_bf16) return LowPrecisionEngine::NativeBf16;  // tiles: 8x FP32 FMA
+  const Bf16Throughput t = measure_bf16_throughput();
+  return t.dpbf16_gflops > 1.2 * t.fma_gflops ? LowPrecisionEngine::NativeBf16
+                                              : LowPrecisionEngine::WidenToFp32;
 }
 
 std::array<bf16_t, 256> make_fp8_bf16_table(Fp8Format f) {

@@ -35,9 +35,10 @@ void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, 
 
 enum class LowPrecisionEngine { NativeBf16, WidenToFp32 };
 std::string_view engine_name(LowPrecisionEngine e);
-// Chosen on first use: FP8LM_GEMM_ENGINE=native|widen if set, else WidenToFp32 without
-// native BF16 instructions, else whichever of the two ran a 384³ product faster (native needs
-// a 1.2x lead, so that noise cannot flip the choice between runs).
+// Chosen on first use: FP8LM_GEMM_ENGINE=native|widen if set; else native with AMX tiles;
+// else native where this core's vdpbf16ps issues more than 1.2x the FLOPs of its FP32 FMAs
+// (bf16_probe.h; e.g. AMD Zen 4), widen where it does not (this project's Xeon VM: 0.5x) or
+// where there is no AVX512-BF16. bench_gemm times both engines on full GEMMs.
 LowPrecisionEngine low_precision_engine();
 void set_low_precision_engine(LowPrecisionEngine e);
 
