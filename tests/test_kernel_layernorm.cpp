@@ -215,6 +215,38 @@ TEST(LayerNormFp8, FusedIsBitIdenticalToForwardThenQuantize) {
   }
 }
 
+// The residual add fused in front (--no-fusion runs add, then the kernels above): the same
+// sum and the same outputs bit for bit, FP32 and FP8.
+TEST(AddLayerNorm, FusedAddIsBitIdenticalToAddThenLayerNorm) {
+  for (int64_t C : kColumns) {
+    const int64_t rows = 9;
+    const Inputs in = make_inputs(rows, C, static_cast<uint32_t>(C) + 500);
+    const Vec r = random_normal(rows * C, static_cast<uint32_t>(C) + 501);
+    Vec sum(rows * C), y(rows * C), mean(rows), rstd(rows);
+    for (int64_t i = 0; i < rows * C; ++i) sum[i] = in.x[i] + r[i];
+    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), sum.data(), in.gamma.data(),
+                           in.beta.data(), rows, C, kEps);
+    Vec s2(rows * C), y2(rows * C), mean2(rows), rstd2(rows);
+    cpu::add_layernorm_forward(s2.data(), y2.data(), mean2.data(), rstd2.data(), in.x.data(),
+                               r.data(), in.gamma.data(), in.beta.data(), rows, C, kEps);
+    SCOPED_TRACE(C);
+    EXPECT_TRUE(same_bits(s2, sum));
+    EXPECT_TRUE(same_bits(y2, y));
+    EXPECT_TRUE(same_bits(mean2, mean));
+    EXPECT_TRUE(same_bits(rstd2, rstd));
+    const float scale = 8.0f;
+    std::vector<uint8_t> want(rows * C), got(rows * C, 0xaa);
+    const CastStats w = quantize(want.data(), y.data(), rows * C, scale, Fp8Format::E4M3);
+    Vec s3(rows * C);
+    const CastStats g = cpu::add_layernorm_forward_fp8(
+        s3.data(), got.data(), scale, Fp8Format::E4M3, mean2.data(), rstd2.data(), in.x.data(),
+        r.data(), in.gamma.data(), in.beta.data(), rows, C, kEps);
+    EXPECT_TRUE(same_bits(s3, sum));
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(g.amax, w.amax);
+  }
+}
+
 TEST(LayerNormDeterminism, SameBitsForAnyThreadCount) {
   const int64_t rows = 67, C = 1023;  // big enough to run in parallel
   const Inputs in = make_inputs(rows, C, 400);

@@ -182,6 +182,35 @@ TEST(RmsNormFp8, FusedIsBitIdenticalToForwardThenQuantize) {
   }
 }
 
+// The residual add fused in front: bit-identical to adding, then the kernels above.
+TEST(AddRmsNorm, FusedAddIsBitIdenticalToAddThenRmsNorm) {
+  for (int64_t C : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{1023}}) {
+    const int64_t rows = 9;
+    const Vec x = random_normal(rows * C, static_cast<uint32_t>(C) + 600, 1.0f, 2.0f);
+    const Vec r = random_normal(rows * C, static_cast<uint32_t>(C) + 601);
+    const Vec gamma = random_normal(C, static_cast<uint32_t>(C) + 602, 1.0f, 0.5f);
+    Vec sum(rows * C), y(rows * C), rstd(rows);
+    for (int64_t i = 0; i < rows * C; ++i) sum[i] = x[i] + r[i];
+    cpu::rmsnorm_forward(y.data(), rstd.data(), sum.data(), gamma.data(), rows, C, 1e-5f);
+    Vec s2(rows * C), y2(rows * C), rstd2(rows);
+    cpu::add_rmsnorm_forward(s2.data(), y2.data(), rstd2.data(), x.data(), r.data(), gamma.data(),
+                             rows, C, 1e-5f);
+    SCOPED_TRACE(C);
+    EXPECT_TRUE(same_bits(s2, sum));
+    EXPECT_TRUE(same_bits(y2, y));
+    EXPECT_TRUE(same_bits(rstd2, rstd));
+    std::vector<uint8_t> want(rows * C), got(rows * C, 0xaa);
+    const CastStats w = quantize(want.data(), y.data(), rows * C, 8.0f, Fp8Format::E4M3);
+    Vec s3(rows * C);
+    const CastStats g =
+        cpu::add_rmsnorm_forward_fp8(s3.data(), got.data(), 8.0f, Fp8Format::E4M3, rstd2.data(),
+                                     x.data(), r.data(), gamma.data(), rows, C, 1e-5f);
+    EXPECT_TRUE(same_bits(s3, sum));
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(g.amax, w.amax);
+  }
+}
+
 TEST(RmsNormDeterminism, SameBitsForAnyThreadCount) {
   const int64_t rows = 67, C = 1023;  // big enough to run in parallel
   const Inputs in = make_inputs(rows, C, 400);

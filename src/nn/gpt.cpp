@@ -94,9 +94,18 @@ void TransformerLayer::forward(const float* x, float* y, int64_t B, int64_t T) {
   float* mlp_out = scratch<float>(Scratch::LayerMlpOut, n);
   resid_.resize(static_cast<size_t>(n));
   attention_.forward(x, attn_out, B, T);
-  add(resid_.data(), x, attn_out, n);
-  mlp_.forward(resid_.data(), mlp_out, rows_);
+  mid_residual_then_mlp(x, attn_out, mlp_out, rows_);
   add(y, resid_.data(), mlp_out, n);
+}
+
+void TransformerLayer::mid_residual_then_mlp(const float* x, const float* attn_out, float* y,
+                                             int64_t rows) {
+  if (fusion_enabled()) {  // the add runs inside LayerNorm 2's pass over each row
+    mlp_.forward_residual(x, attn_out, resid_.data(), y, rows);
+    return;
+  }
+  add(resid_.data(), x, attn_out, rows * d_);
+  mlp_.forward(resid_.data(), y, rows);
 }
 
 void TransformerLayer::backward(const float* dy, float* dx) {
@@ -114,8 +123,7 @@ void TransformerLayer::decode(const float* x, float* y, KvCache& cache, int64_t 
   float* mlp_out = scratch<float>(Scratch::LayerMlpOut, n);
   resid_.resize(static_cast<size_t>(n));
   attention_.decode(x, attn_out, cache, pos);
-  add(resid_.data(), x, attn_out, n);
-  mlp_.forward(resid_.data(), mlp_out, cache.B);
+  mid_residual_then_mlp(x, attn_out, mlp_out, cache.B);
   add(y, resid_.data(), mlp_out, n);
 }
 

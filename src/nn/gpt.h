@@ -49,6 +49,9 @@ class TransformerLayer {
   MultiheadAttention attention_;
   LayerNormMLP mlp_;
   std::vector<float> resid_;  // the mid-layer residual: LayerNorm 2's saved input
+  // resid_ = x + attn_out, then the MLP on it (the add fused into LayerNorm 2 unless
+  // --no-fusion).
+  void mid_residual_then_mlp(const float* x, const float* attn_out, float* y, int64_t rows);
 };
 
 class GPT {

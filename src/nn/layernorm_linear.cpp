@@ -5,11 +5,13 @@
 namespace fp8lm {
 
 void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, const float* x,
-                      float* y, int64_t rows, bool add_bias) {
+                      float* y, int64_t rows, bool add_bias, const float* r, float* sum) {
   if (fused_fp8_casts()) {
     const Linear::Fp8Input in = linear.begin_fp8_forward(rows);
-    in.slot.record_cast(norm.forward_fp8(x, in.codes, in.slot.scale, in.slot.format, rows),
-                        rows * linear.in_features());
+    const CastStats stats =
+        r ? norm.forward_fp8_residual(x, r, sum, in.codes, in.slot.scale, in.slot.format, rows)
+          : norm.forward_fp8(x, in.codes, in.slot.scale, in.slot.format, rows);
+    in.slot.record_cast(stats, rows * linear.in_features());
     linear.forward_fp8_input(in.slot.scale_inv, y, rows, add_bias);
     return;
   }
@@ -21,7 +23,11 @@ void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, co
   } else {
     out = scratch<float>(Scratch::NormOut, n);
   }
-  norm.forward(x, out, rows);
+  if (r) {
+    norm.forward_residual(x, r, sum, out, rows);
+  } else {
+    norm.forward(x, out, rows);
+  }
   linear.forward(out, y, rows, add_bias);
 }
 

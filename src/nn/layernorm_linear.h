@@ -32,7 +32,9 @@ class LayerNormLinear {
 // into `normed` under FP32 GEMMs (linear keeps a pointer to it for backward), else into
 // scratch (linear keeps its own BF16 or FP8 copy).
 // Shared by LayerNormLinear and LayerNormMLP.
+// With a residual r, the norm's input is x + r, written to `sum` by the fused norm kernel.
 void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, const float* x,
-                      float* y, int64_t rows, bool add_bias);
+                      float* y, int64_t rows, bool add_bias, const float* r = nullptr,
+                      float* sum = nullptr);
 
 }  // namespace fp8lm

@@ -23,10 +23,20 @@ ParameterList LayerNormMLP::parameters() {
 }
 
 void LayerNormMLP::forward(const float* x, float* y, int64_t rows) {
+  forward_impl(x, nullptr, nullptr, y, rows);
+}
+
+void LayerNormMLP::forward_residual(const float* x, const float* r, float* s, float* y,
+                                    int64_t rows) {
+  forward_impl(x, r, s, y, rows);
+}
+
+void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, float* y,
+                                int64_t rows) {
   h_.resize(static_cast<size_t>(rows * fc1_.out_features()));
   const bool fused = fusion_enabled();
   // Fused: fc1's bias is added by the activation kernel below.
-  norm_then_linear(norm_, fc1_, normed_, x, h_.data(), rows, /*add_bias=*/!fused);
+  norm_then_linear(norm_, fc1_, normed_, x, h_.data(), rows, /*add_bias=*/!fused, r, sum);
   const float* bias = fc1_.bias()->data();
   const int64_t h_cols = fc1_.out_features();
   if (fused_fp8_casts()) {

@@ -18,7 +18,9 @@ class LayerNormMLP {
   LayerNormMLP(const std::string& prefix, int64_t d, int64_t ffn, Activation act,
                Normalization norm);
 
-  void forward(const float* x, float* y, int64_t rows);     // y overwritten
+  void forward(const float* x, float* y, int64_t rows);  // y overwritten
+  // The same on s = x + r (the block's mid residual), written to s in the norm's pass.
+  void forward_residual(const float* x, const float* r, float* s, float* y, int64_t rows);
   void backward(const float* dy, float* dx, int64_t rows);  // dx +=
 
   Norm& norm() { return norm_; }
@@ -34,6 +36,7 @@ class LayerNormMLP {
   // Saved for backward: the pre-activation h, and under FP32 GEMMs the norm and activation
   // outputs (fc1's and fc2's inputs); other modes keep those in scratch.
   std::vector<float> normed_, h_, a_;
+  void forward_impl(const float* x, const float* r, float* sum, float* y, int64_t rows);
 };
 
 }  // namespace fp8lm

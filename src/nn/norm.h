@@ -19,6 +19,11 @@ class Norm {
   void forward(const float* x, float* y, int64_t rows);
   // Same, with y leaving as FP8 codes quantized with scale; returns the cast's statistics.
   CastStats forward_fp8(const float* x, uint8_t* y, float scale, Fp8Format f, int64_t rows);
+  // The residual add fused in front: normalizes s = x + r, writing s (which must stay valid
+  // until backward, as x above).
+  void forward_residual(const float* x, const float* r, float* s, float* y, int64_t rows);
+  CastStats forward_fp8_residual(const float* x, const float* r, float* s, uint8_t* y, float scale,
+                                 Fp8Format f, int64_t rows);
   // dx += dL/dx; gamma (and beta) gradients +=.
   void backward(const float* dy, float* dx, int64_t rows);
 

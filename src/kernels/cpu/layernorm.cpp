@@ -30,6 +30,25 @@ namespace {
 
 }  // namespace
 
+void add_layernorm_forward(float* s, float* y, float* mean, float* rstd, const float* x,
+                           const float* r, const float* gamma, const float* beta, int64_t rows,
+                           int64_t C, float eps) {
+#pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
+  for (int64_t i = 0; i < rows; ++i) {
+    add_row(s + i * C, x + i * C, r + i * C, C);
+    forward_row(y + i * C, mean + i, rstd + i, s + i * C, gamma, beta, C, eps);
+  }
+}
+
+CastStats add_layernorm_forward_fp8(float* s, uint8_t* y, float scale, Fp8Format f, float* mean,
+                                    float* rstd, const float* x, const float* r, const float* gamma,
+                                    const float* beta, int64_t rows, int64_t C, float eps) {
+  return produce_fp8_rows(y, scale, f, rows, C, rows * C, [&](int64_t i, float* row) {
+    add_row(s + i * C, x + i * C, r + i * C, C);
+    forward_row(row, mean + i, rstd + i, s + i * C, gamma, beta, C, eps);
+  });
+}
+
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma,
                        const float* beta, int64_t rows, int64_t C, float eps) {
 #pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)

@@ -26,6 +26,17 @@ CastStats layernorm_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* mea
                                 const float* x, const float* gamma, const float* beta, int64_t rows,
                                 int64_t C, float eps);
 
+// The residual add fused in front (a pre-LN block's `x + attention(x)` feeding LayerNorm 2):
+// s = x + r is written out (the residual stream continues from it and backward reads it),
+// then normalized in the same pass over the row. Bit-identical to adding, then the kernels
+// above.
+void add_layernorm_forward(float* s, float* y, float* mean, float* rstd, const float* x,
+                           const float* r, const float* gamma, const float* beta, int64_t rows,
+                           int64_t C, float eps);
+CastStats add_layernorm_forward_fp8(float* s, uint8_t* y, float scale, Fp8Format f, float* mean,
+                                    float* rstd, const float* x, const float* r, const float* gamma,
+                                    const float* beta, int64_t rows, int64_t C, float eps);
+
 namespace ref {
 // The oracle: plain loops, double accumulation, no threads.
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma,

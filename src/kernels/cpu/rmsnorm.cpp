@@ -20,6 +20,24 @@ namespace {
 
 }  // namespace
 
+void add_rmsnorm_forward(float* s, float* y, float* rstd, const float* x, const float* r,
+                         const float* gamma, int64_t rows, int64_t C, float eps) {
+#pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
+  for (int64_t i = 0; i < rows; ++i) {
+    add_row(s + i * C, x + i * C, r + i * C, C);
+    forward_row(y + i * C, rstd + i, s + i * C, gamma, C, eps);
+  }
+}
+
+CastStats add_rmsnorm_forward_fp8(float* s, uint8_t* y, float scale, Fp8Format f, float* rstd,
+                                  const float* x, const float* r, const float* gamma, int64_t rows,
+                                  int64_t C, float eps) {
+  return produce_fp8_rows(y, scale, f, rows, C, rows * C, [&](int64_t i, float* row) {
+    add_row(s + i * C, x + i * C, r + i * C, C);
+    forward_row(row, rstd + i, s + i * C, gamma, C, eps);
+  });
+}
+
 void rmsnorm_forward(float* y, float* rstd, const float* x, const float* gamma, int64_t rows,
                      int64_t C, float eps) {
 #pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)

@@ -7,6 +7,11 @@
 
 namespace fp8lm::cpu {
 
+// s = x + r over one row: the residual add the fused norms run in front of the row.
+inline void add_row(float* s, const float* x, const float* r, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) s[c] = x[c] + r[c];
+}
+
 // Below this many elements an OpenMP parallel region costs more than it saves.
 inline constexpr int64_t kParallelMin = int64_t{1} << 15;
 
