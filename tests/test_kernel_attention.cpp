@@ -1,6 +1,8 @@
 // Causal attention: the fast flash-style kernels against the double-precision reference twins,
 // the reference backward against finite differences of a double forward, and the properties a
-// caller relies on (causality, decode == forward's last row, determinism).
+// caller relies on (causality, decode == forward's last row, determinism). The entry points
+// run the CPU's best kernel set; the AttentionKernelSets tests hold each set to the same
+// contracts and the sets to each other.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_isa.h"
 
 namespace fp8lm {
 namespace {
@@ -89,6 +93,109 @@ std::vector<float> run_backward(bool fast, const std::vector<float>& dout,
   (fast ? cpu::attention_backward : cpu::ref::attention_backward)(
       dqkv.data(), dout.data(), qkv.data(), fwd.out.data(), fwd.lse.data(), s.B, s.T, s.C, s.H);
   return dqkv;
+}
+
+// Each kernel set this CPU can run; attention.h's entry points use only the best of them.
+std::vector<cpu::AttentionIsa> runnable_isas() {
+  std::vector<cpu::AttentionIsa> isas{cpu::AttentionIsa::kGeneric};
+  if (cpu_features().avx512) isas.push_back(cpu::AttentionIsa::kAvx512);
+  return isas;
+}
+
+std::string isa_name(cpu::AttentionIsa isa) {
+  return isa == cpu::AttentionIsa::kAvx512 ? "avx512" : "generic";
+}
+
+// kShapes plus heads longer than the AVX-512 kernels' 128-value register block (hd = 200 runs
+// in two chunks) and one not a multiple of 16 that spans three key tiles.
+std::vector<Shape> kernel_set_shapes() {
+  std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+  shapes.push_back({1, 70, 400, 2});
+  shapes.push_back({2, 130, 33, 1});
+  return shapes;
+}
+
+ForwardResult run_forward(cpu::AttentionIsa isa, const std::vector<float>& qkv, const Shape& s) {
+  ForwardResult r{std::vector<float>(s.B * s.T * s.C), std::vector<float>(s.B * s.H * s.T)};
+  cpu::attention_forward_with(isa, r.out.data(), r.lse.data(), qkv.data(), s.B, s.T, s.C, s.H);
+  return r;
+}
+
+std::vector<float> run_backward(cpu::AttentionIsa isa, const std::vector<float>& dout,
+                                const std::vector<float>& qkv, const ForwardResult& fwd,
+                                const Shape& s) {
+  std::vector<float> dqkv(s.B * s.T * 3 * s.C, std::numeric_limits<float>::quiet_NaN());
+  cpu::attention_backward_with(isa, dqkv.data(), dout.data(), qkv.data(), fwd.out.data(),
+                               fwd.lse.data(), s.B, s.T, s.C, s.H);
+  return dqkv;
+}
+
+TEST(AttentionKernelSets, MatchReference) {
+  for (const cpu::AttentionIsa isa : runnable_isas()) {
+    for (const Shape& s : kernel_set_shapes()) {
+      const std::string what = isa_name(isa) + " " + s.name();
+      const auto qkv = random_normal(s.B * s.T * 3 * s.C, static_cast<uint32_t>(s.T + s.C));
+      const auto dout = random_normal(s.B * s.T * s.C, static_cast<uint32_t>(s.T + s.C + 1));
+      const ForwardResult ref = run_forward(false, qkv, s);
+      const ForwardResult fast = run_forward(isa, qkv, s);
+      expect_close(fast.out, ref.out, float_sum_tolerance(s, ref.out), "out " + what);
+      expect_close(fast.lse, ref.lse, float_sum_tolerance(s, ref.lse), "lse " + what);
+      const auto ref_dqkv = run_backward(false, dout, qkv, ref, s);
+      expect_close(run_backward(isa, dout, qkv, ref, s), ref_dqkv, float_sum_tolerance(s, ref_dqkv),
+                   "dqkv " + what);
+    }
+  }
+}
+
+// The two sets differ only in rounding (summation order, FMA contraction, their exp and log),
+// so they agree to within the float-sum bound of either against the reference.
+TEST(AttentionKernelSets, GenericAndAvx512Agree) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  for (const Shape& s : kernel_set_shapes()) {
+    const auto qkv = random_normal(s.B * s.T * 3 * s.C, static_cast<uint32_t>(s.T * 3 + s.C));
+    const auto dout = random_normal(s.B * s.T * s.C, static_cast<uint32_t>(s.T * 5 + s.C));
+    const ForwardResult generic = run_forward(cpu::AttentionIsa::kGeneric, qkv, s);
+    const ForwardResult avx512 = run_forward(cpu::AttentionIsa::kAvx512, qkv, s);
+    expect_close(avx512.out, generic.out, float_sum_tolerance(s, generic.out), "out " + s.name());
+    expect_close(avx512.lse, generic.lse, float_sum_tolerance(s, generic.lse), "lse " + s.name());
+    const auto generic_dqkv = run_backward(cpu::AttentionIsa::kGeneric, dout, qkv, generic, s);
+    expect_close(run_backward(cpu::AttentionIsa::kAvx512, dout, qkv, generic, s), generic_dqkv,
+                 float_sum_tolerance(s, generic_dqkv), "dqkv " + s.name());
+  }
+}
+
+// Decode runs forward's code path on a one-query block, so in every kernel set it reproduces
+// forward's last row exactly, also past the first key tile and with a head that is no multiple
+// of 16. Cache slots from len on hold NaN, so a read past len would show.
+TEST(AttentionKernelSets, DecodeIsForwardsLastRowBitForBit) {
+  const int64_t B = 2, Tmax = 140, C = 66, H = 2;
+  const auto qkv_all = random_normal(B * Tmax * 3 * C, 51);
+  for (const cpu::AttentionIsa isa : runnable_isas()) {
+    for (int64_t len : {1, 17, 64, 65, 130}) {
+      const Shape s{B, len, C, H};
+      std::vector<float> qkv(B * len * 3 * C), q(B * C);
+      std::vector<float> k_cache(B * Tmax * C, std::numeric_limits<float>::quiet_NaN());
+      std::vector<float> v_cache = k_cache;
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t t = 0; t < len; ++t) {
+          const float* token = &qkv_all[(b * Tmax + t) * 3 * C];
+          std::copy_n(token, 3 * C, &qkv[(b * len + t) * 3 * C]);
+          std::copy_n(token + C, C, &k_cache[(b * Tmax + t) * C]);
+          std::copy_n(token + 2 * C, C, &v_cache[(b * Tmax + t) * C]);
+        }
+        std::copy_n(&qkv[(b * len + len - 1) * 3 * C], C, &q[b * C]);
+      }
+      const ForwardResult fwd = run_forward(isa, qkv, s);
+      std::vector<float> decoded(B * C);
+      cpu::attention_decode_with(isa, decoded.data(), q.data(), k_cache.data(), v_cache.data(), B,
+                                 Tmax, len, C, H);
+      for (int64_t b = 0; b < B; ++b) {
+        EXPECT_EQ(
+            0, std::memcmp(&decoded[b * C], &fwd.out[(b * len + len - 1) * C], C * sizeof(float)))
+            << isa_name(isa) << " len=" << len << " b=" << b;
+      }
+    }
+  }
 }
 
 TEST(AttentionForward, MatchesReferenceAcrossShapes) {

@@ -1,123 +1,296 @@
 // Flash-style causal attention. One OpenMP iteration per (batch, head) pair with a static
 // schedule: every output element is written by one thread in a fixed order, so results are
-// bit-identical from run to run and for any thread count.
-#include "kernels/cpu/attention.h"
-
+// bit-identical from run to run and for any thread count. The arithmetic on each query block x
+// key tile goes through a kernel set (attention_isa.h): AVX-512 where the CPU has it, else the
+// generic one below.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
+
+#include "core/cpu_features.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_isa.h"
 
 namespace fp8lm::cpu {
 namespace {
 
-// A tile of 64 keys at hd <= 128 is at most 32 KiB transposed: it stays in cache while every
-// query of a block is scored against it, and the score row (64 floats) stays in L1.
-constexpr int64_t kKeyTile = 64;
+// Also the row stride of scratch rows hd long: whole 16-float vectors, 64-byte aligned.
+int64_t round_up_16(int64_t n) {
+  return (n + 15) / 16 * 16;
+}
+
+}  // namespace
+
+namespace attention_tiles {
+namespace {
+
+// The generic kernel set: plain loops, the inner ones over contiguous floats so that GCC
+// vectorizes them for whatever the build targets.
+
+void transpose_tile(float* dst, const float* rows, int64_t stride, int64_t n, int64_t hd) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t d = 0; d < hd; ++d) dst[d * kKeyTile + j] = rows[j * stride + d];
+  for (int64_t d = 0; d < hd; ++d)
+    std::fill(dst + d * kKeyTile + n, dst + d * kKeyTile + round_up_16(n), 0.0f);
+}
+
+void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t n,
+               int64_t hd) {
+  for (int64_t r = 0; r < n; ++r) std::copy_n(src + r * src_stride, hd, dst + r * dst_stride);
+}
+
+// Sixteen floats: a chunk of a row that GCC keeps in registers across a loop, where a whole row
+// would be loaded and stored again on every step.
+constexpr int64_t kChunk = 16;
+
+// Scores a chunk of keys at a time as a run of axpys over contiguous keys of the transposed
+// tile: those vectorize, whereas a per-key dot product is a float reduction GCC won't reorder.
+void scores(float* s, const float* x, int64_t x_stride, int64_t nq, const float* tile_t, int64_t hd,
+            float scale, Visibility vis) {
+  for (int64_t r = 0; r < nq; ++r) {
+    const float* x_r = x + r * x_stride;
+    for (int64_t j0 = 0; j0 < vis.visible(r); j0 += kChunk) {  // the tile is zero-padded to 16
+      float acc[kChunk] = {};
+      for (int64_t d = 0; d < hd; ++d) {
+        const float xd = x_r[d];
+        const float* column = tile_t + d * kKeyTile + j0;
+        for (int64_t j = 0; j < kChunk; ++j) acc[j] += xd * column[j];
+      }
+      for (int64_t j = 0; j < kChunk; ++j) s[r * kKeyTile + j0 + j] = acc[j] * scale;
+    }
+  }
+}
+
+void softmax_forward(float* s, float* row_max, float* row_sum, float* alpha, int64_t nq,
+                     Visibility vis) {
+  for (int64_t r = 0; r < nq; ++r) {
+    const int64_t n = vis.visible(r);
+    float* row = s + r * kKeyTile;
+    // On the first tile the old maximum is -inf, so alpha = exp(-inf) = 0 clears nothing that
+    // isn't already zero; after that, re-basing on the new maximum keeps exp from overflowing.
+    const float new_max = std::max(row_max[r], *std::max_element(row, row + n));
+    alpha[r] = std::exp(row_max[r] - new_max);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) sum += (row[j] = std::exp(row[j] - new_max));
+    row_max[r] = new_max;
+    row_sum[r] = row_sum[r] * alpha[r] + sum;
+  }
+}
+
+void finish_rows(float* out, int64_t out_stride, float* lse, const float* acc, int64_t acc_stride,
+                 const float* row_max, const float* row_sum, int64_t nq, int64_t hd) {
+  for (int64_t r = 0; r < nq; ++r) {
+    const float inv_sum = 1.0f / row_sum[r];
+    for (int64_t d = 0; d < hd; ++d) out[r * out_stride + d] = acc[r * acc_stride + d] * inv_sum;
+    if (lse) lse[r] = row_max[r] + std::log(row_sum[r]);
+  }
+}
+
+void softmax_backward(float* p, float* ds, const float* lse, const float* delta, int64_t nq,
+                      float scale, Visibility vis) {
+  for (int64_t r = 0; r < nq; ++r) {
+    const int64_t n = vis.visible(r);
+    float* p_r = p + r * kKeyTile;
+    float* ds_r = ds + r * kKeyTile;
+    for (int64_t j = 0; j < n; ++j) {
+      p_r[j] = std::exp(p_r[j] - lse[r]);
+      ds_r[j] = p_r[j] * (ds_r[j] - delta[r]) * scale;
+    }
+    std::fill(p_r + n, p_r + round_up_16(vis.n), 0.0f);
+    std::fill(ds_r + n, ds_r + round_up_16(vis.n), 0.0f);
+  }
+}
+
+// y[0, w) = y0 + sum over i in [begin, end), in order, of weight(i) * row(i)[0, w), with y0 zero
+// (overwrite, y then unread) or y * y_scale.
+template <class Weight, class Row>
+void weighted_sum(float* y, int64_t w, bool overwrite, float y_scale, int64_t begin, int64_t end,
+                  Weight weight, Row row) {
+  if (w == kChunk) {
+    float acc[kChunk];
+    for (int64_t d = 0; d < kChunk; ++d) acc[d] = overwrite ? 0.0f : y[d] * y_scale;
+    for (int64_t i = begin; i < end; ++i) {
+      const float a = weight(i);
+      const float* x = row(i);
+      for (int64_t d = 0; d < kChunk; ++d) acc[d] += a * x[d];
+    }
+    std::copy_n(acc, kChunk, y);
+    return;
+  }
+  for (int64_t d = 0; d < w; ++d) y[d] = overwrite ? 0.0f : y[d] * y_scale;
+  for (int64_t i = begin; i < end; ++i) {
+    const float a = weight(i);
+    const float* x = row(i);
+    for (int64_t d = 0; d < w; ++d) y[d] += a * x[d];
+  }
+}
+
+void accumulate_rows(float* y, int64_t y_stride, const float* alpha, bool overwrite, const float* p,
+                     int64_t nq, const float* x, int64_t x_stride, int64_t hd, Visibility vis) {
+  for (int64_t r = 0; r < nq; ++r) {
+    for (int64_t d0 = 0; d0 < hd; d0 += kChunk) {
+      weighted_sum(
+          y + r * y_stride + d0, std::min(kChunk, hd - d0), overwrite, alpha ? alpha[r] : 1.0f, 0,
+          vis.visible(r), [&](int64_t j) { return p[r * kKeyTile + j]; },
+          [&](int64_t j) { return x + j * x_stride + d0; });
+    }
+  }
+}
+
+void accumulate_columns(float* y, int64_t y_stride, bool overwrite, const float* p, int64_t nq,
+                        const float* x, int64_t x_stride, int64_t hd, Visibility vis) {
+  for (int64_t j = 0; j < vis.n; ++j) {
+    const int64_t first_row = std::max<int64_t>(0, j - vis.first + 1);  // earlier rows don't see j
+    for (int64_t d0 = 0; d0 < hd; d0 += kChunk) {
+      weighted_sum(
+          y + j * y_stride + d0, std::min(kChunk, hd - d0), overwrite, 1.0f, first_row, nq,
+          [&](int64_t r) { return p[r * kKeyTile + j]; },
+          [&](int64_t r) { return x + r * x_stride + d0; });
+    }
+  }
+}
+
+void row_dots(float* dots, const float* a, const float* b, int64_t stride, int64_t n, int64_t hd) {
+  for (int64_t i = 0; i < n; ++i) {
+    float dot = 0.0f;
+    for (int64_t d = 0; d < hd; ++d) dot += a[i * stride + d] * b[i * stride + d];
+    dots[i] = dot;
+  }
+}
+
+}  // namespace
+
+const Kernels& generic_kernels() {
+  static const Kernels k{transpose_tile,  copy_rows,          scores,
+                         softmax_forward, finish_rows,        softmax_backward,
+                         accumulate_rows, accumulate_columns, row_dots};
+  return k;
+}
+
+}  // namespace attention_tiles
+
+namespace {
+
+using attention_tiles::Kernels;
+using attention_tiles::kKeyTile;
+using attention_tiles::Visibility;
+
+// Queries per block. A block's scores and weights (64 x 64 floats) and its output accumulator
+// (64 x hd) stay in L1/L2 while the block walks the key tiles.
 constexpr int64_t kQueryBlock = 64;
+static_assert(kQueryBlock % kKeyTile == 0, "query blocks must start on a key tile boundary");
+
+const Kernels& kernels_for(AttentionIsa isa) {
+  return isa == AttentionIsa::kAvx512 ? avx512::attention_kernels()
+                                      : attention_tiles::generic_kernels();
+}
+
+AttentionIsa best_isa() {
+  static const AttentionIsa isa =
+      cpu_features().avx512 ? AttentionIsa::kAvx512 : AttentionIsa::kGeneric;
+  return isa;
+}
 
 float inverse_sqrt_head_dim(int64_t hd) {
   return 1.0f / std::sqrt(static_cast<float>(hd));
 }
 
-// Copies n strided rows of hd values into a [hd, kKeyTile] tile, so that scoring a query against
-// the tile is a run of axpys over contiguous keys: those vectorize at -O3, whereas a per-key
-// dot product is a float reduction that GCC won't reorder without -ffast-math.
-void transpose_tile(float* tile, const float* rows, int64_t row_stride, int64_t n, int64_t hd) {
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t d = 0; d < hd; ++d) tile[d * kKeyTile + j] = rows[j * row_stride + d];
-}
+// Blocks of at least this many queries copy the value tile out of its strided home.
+constexpr int64_t kMinRowsToCopy = 8;
 
-// scores[j] = scale * (x . column j of the tile), for j in [0, n).
-void score_row(float* scores, const float* x, const float* tile, int64_t n, int64_t hd,
-               float scale) {
-  std::fill(scores, scores + n, 0.0f);
-  for (int64_t d = 0; d < hd; ++d) {
-    const float xd = x[d] * scale;
-    const float* column = tile + d * kKeyTile;
-    for (int64_t j = 0; j < n; ++j) scores[j] += xd * column[j];
+// Per-thread scratch that grows to the largest shape seen and is then reused: steady-state calls
+// allocate nothing. Pointers are 64-byte aligned (a cache line, one AVX-512 vector).
+class Scratch {
+ public:
+  float* get(size_t n) {
+    if (storage_.size() < n + 15) storage_.resize(n + 15);
+    const auto misalign = reinterpret_cast<uintptr_t>(storage_.data()) % 64;
+    return storage_.data() + (64 - misalign) % 64 / sizeof(float);
   }
-}
 
-void axpy(float* y, float a, const float* x, int64_t n) {
-  for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
-}
-
-struct ForwardScratch {
-  explicit ForwardScratch(int64_t hd)
-      : key_tile(kKeyTile * hd),
-        scores(kKeyTile),
-        acc(kQueryBlock * hd),
-        row_max(kQueryBlock),
-        row_sum(kQueryBlock) {}
-  std::vector<float> key_tile, scores, acc, row_max, row_sum;
+ private:
+  std::vector<float> storage_;
 };
+
+struct ForwardBuffers {
+  float *tile_t, *values, *scores, *acc, *row_max, *row_sum, *alpha;
+};
+
+ForwardBuffers forward_buffers(int64_t hd) {
+  thread_local Scratch tile_t, values, scores, acc, stats;
+  float* s = stats.get(3 * kQueryBlock);
+  return {tile_t.get(hd * kKeyTile),
+          values.get(kKeyTile * round_up_16(hd)),
+          scores.get(kQueryBlock * kKeyTile),
+          acc.get(kQueryBlock * round_up_16(hd)),
+          s,
+          s + kQueryBlock,
+          s + 2 * kQueryBlock};
+}
 
 // Attends nq <= kQueryBlock consecutive queries, the first at position first_pos, each to keys
 // 0..its own position. Rows are strided so that the same code reads the packed qkv tensor and the
-// KV cache: decode then matches forward's last row exactly. lse may be null (decode).
-void attend_query_block(float* out, int64_t out_stride, float* lse, const float* q,
-                        int64_t q_stride, int64_t nq, int64_t first_pos, const float* k,
-                        const float* v, int64_t kv_stride, int64_t hd, ForwardScratch& s) {
+// KV cache, and a query's arithmetic depends only on its position, not on the rest of its block:
+// decode then matches forward's last row bit for bit. lse may be null (decode).
+void attend_query_block(const Kernels& kern, float* out, int64_t out_stride, float* lse,
+                        const float* q, int64_t q_stride, int64_t nq, int64_t first_pos,
+                        const float* k, const float* v, int64_t kv_stride, int64_t hd) {
   const float scale = inverse_sqrt_head_dim(hd);
-  std::fill(s.acc.begin(), s.acc.end(), 0.0f);
-  std::fill(s.row_max.begin(), s.row_max.end(), -std::numeric_limits<float>::infinity());
-  std::fill(s.row_sum.begin(), s.row_sum.end(), 0.0f);
-  float* scores = s.scores.data();
+  const int64_t ld = round_up_16(hd);
+  const ForwardBuffers buf = forward_buffers(hd);
+  std::fill(buf.row_max, buf.row_max + nq, -std::numeric_limits<float>::infinity());
+  std::fill(buf.row_sum, buf.row_sum + nq, 0.0f);
   const int64_t n_keys = first_pos + nq;  // what the block's last query sees
   for (int64_t j0 = 0; j0 < n_keys; j0 += kKeyTile) {
-    const int64_t tile_len = std::min(kKeyTile, n_keys - j0);
-    transpose_tile(s.key_tile.data(), k + j0 * kv_stride, kv_stride, tile_len, hd);
-    for (int64_t i = 0; i < nq; ++i) {
-      const int64_t visible = std::min(tile_len, first_pos + i + 1 - j0);
-      if (visible <= 0) continue;
-      score_row(scores, q + i * q_stride, s.key_tile.data(), visible, hd, scale);
-      float& running_max = s.row_max[i];
-      float& running_sum = s.row_sum[i];
-      float* acc = s.acc.data() + i * hd;
-      const float tile_max = *std::max_element(scores, scores + visible);
-      if (tile_max > running_max) {
-        // Re-base what earlier tiles accumulated on the new maximum so exp never overflows
-        // (on the first tile exp(-inf) = 0 and acc is still zero).
-        const float rescale = std::exp(running_max - tile_max);
-        running_sum *= rescale;
-        for (int64_t d = 0; d < hd; ++d) acc[d] *= rescale;
-        running_max = tile_max;
-      }
-      for (int64_t j = 0; j < visible; ++j) {
-        const float p = std::exp(scores[j] - running_max);
-        running_sum += p;
-        axpy(acc, p, v + (j0 + j) * kv_stride, hd);
-      }
+    // j0 <= first_pos (blocks start on a tile boundary, decode has one query), so every row
+    // sees at least the tile's first key.
+    const Visibility vis{first_pos + 1 - j0, std::min(kKeyTile, n_keys - j0)};
+    kern.transpose_tile(buf.tile_t, k + j0 * kv_stride, kv_stride, vis.n, hd);
+    kern.scores(buf.scores, q, q_stride, nq, buf.tile_t, hd, scale, vis);
+    kern.softmax_forward(buf.scores, buf.row_max, buf.row_sum, buf.alpha, nq, vis);
+    // Every query of a block re-reads the tile's values, so a block of more than a few copies
+    // them out first; decode's single query reads them in place.
+    const float* values = v + j0 * kv_stride;
+    int64_t values_stride = kv_stride;
+    if (nq >= kMinRowsToCopy) {
+      kern.copy_rows(buf.values, ld, values, kv_stride, vis.n, hd);
+      values = buf.values;
+      values_stride = ld;
     }
+    kern.accumulate_rows(buf.acc, ld, buf.alpha, /*overwrite=*/j0 == 0, buf.scores, nq, values,
+                         values_stride, hd, vis);
   }
-  for (int64_t i = 0; i < nq; ++i) {
-    const float inv_sum = 1.0f / s.row_sum[i];
-    const float* acc = s.acc.data() + i * hd;
-    float* out_row = out + i * out_stride;
-    for (int64_t d = 0; d < hd; ++d) out_row[d] = acc[d] * inv_sum;
-    if (lse) lse[i] = s.row_max[i] + std::log(s.row_sum[i]);
-  }
+  kern.finish_rows(out, out_stride, lse, buf.acc, ld, buf.row_max, buf.row_sum, nq, hd);
 }
 
-struct BackwardScratch {
-  BackwardScratch(int64_t hd, int64_t T)
-      : key_tile(kKeyTile * hd),
-        value_tile(kKeyTile * hd),
-        probs(kKeyTile),
-        dprobs(kKeyTile),
-        dk(kKeyTile * hd),
-        dv(kKeyTile * hd),
-        delta(T) {}
-  std::vector<float> key_tile, value_tile, probs, dprobs, dk, dv, delta;
+struct BackwardBuffers {
+  float *key_t, *value_t, *keys, *queries, *douts, *probs, *dscores, *delta;
 };
 
-// Gradients of one (batch, head): key tiles outer so each tile's dk and dv finish in scratch
-// and are written once; dq rows, owned by this head alone, accumulate across tiles in place.
-void backward_one_head(float* dqkv, const float* dout, const float* qkv, const float* out,
-                       const float* lse, int64_t b, int64_t h, int64_t T, int64_t C, int64_t H,
-                       BackwardScratch& s) {
+BackwardBuffers backward_buffers(int64_t hd, int64_t T) {
+  thread_local Scratch key_t, value_t, keys, queries, douts, probs, dscores, delta;
+  const int64_t rows = kKeyTile * round_up_16(hd);
+  static_assert(kQueryBlock == kKeyTile, "row buffers are sized for either");
+  return {key_t.get(hd * kKeyTile),
+          value_t.get(hd * kKeyTile),
+          keys.get(rows),
+          queries.get(rows),
+          douts.get(rows),
+          probs.get(kQueryBlock * kKeyTile),
+          dscores.get(kQueryBlock * kKeyTile),
+          delta.get(T)};
+}
+
+// Gradients of one (batch, head), accumulated in place: this head alone owns its columns of
+// dqkv. Key tiles outer, so a tile's transposed keys and values are made once; its dk and dv
+// rows start from the first query block that sees the tile, dq rows from the first tile.
+void backward_one_head(const Kernels& kern, float* dqkv, const float* dout, const float* qkv,
+                       const float* out, const float* lse, int64_t b, int64_t h, int64_t T,
+                       int64_t C, int64_t H) {
   const int64_t hd = C / H;
+  const int64_t ld = round_up_16(hd);
   const int64_t row = 3 * C;
   const float scale = inverse_sqrt_head_dim(hd);
   const float* q = qkv + b * T * row + h * hd;
@@ -129,99 +302,96 @@ void backward_one_head(float* dqkv, const float* dout, const float* qkv, const f
   const float* dout_h = dout + b * T * C + h * hd;
   const float* out_h = out + b * T * C + h * hd;
   const float* lse_h = lse + (b * H + h) * T;
+  const BackwardBuffers buf = backward_buffers(hd, T);
 
   // delta_i = dout_i . out_i = sum_j p_ij dp_ij: the softmax Jacobian's shared term per row.
-  for (int64_t i = 0; i < T; ++i) {
-    float dot = 0.0f;
-    for (int64_t d = 0; d < hd; ++d) dot += dout_h[i * C + d] * out_h[i * C + d];
-    s.delta[i] = dot;
-    std::fill(dq + i * row, dq + i * row + hd, 0.0f);
-  }
+  kern.row_dots(buf.delta, dout_h, out_h, C, T, hd);
 
-  float* probs = s.probs.data();
-  float* dprobs = s.dprobs.data();
   for (int64_t j0 = 0; j0 < T; j0 += kKeyTile) {
     const int64_t tile_len = std::min(kKeyTile, T - j0);
-    transpose_tile(s.key_tile.data(), k + j0 * row, row, tile_len, hd);
-    transpose_tile(s.value_tile.data(), v + j0 * row, row, tile_len, hd);
-    std::fill(s.dk.begin(), s.dk.end(), 0.0f);
-    std::fill(s.dv.begin(), s.dv.end(), 0.0f);
-    for (int64_t i = j0; i < T; ++i) {  // queries before j0 see none of this tile
-      const int64_t visible = std::min(tile_len, i + 1 - j0);
-      const float* q_i = q + i * row;
-      const float* dout_i = dout_h + i * C;
-      float* dq_i = dq + i * row;
-      score_row(probs, q_i, s.key_tile.data(), visible, hd, scale);
-      for (int64_t j = 0; j < visible; ++j) probs[j] = std::exp(probs[j] - lse_h[i]);
-      score_row(dprobs, dout_i, s.value_tile.data(), visible, hd, 1.0f);
-      for (int64_t j = 0; j < visible; ++j) {
-        // The score scale is folded into ds once, for both dq and dk.
-        const float dscore = probs[j] * (dprobs[j] - s.delta[i]) * scale;
-        axpy(s.dv.data() + j * hd, probs[j], dout_i, hd);
-        axpy(s.dk.data() + j * hd, dscore, q_i, hd);
-        axpy(dq_i, dscore, k + (j0 + j) * row, hd);
-      }
-    }
-    for (int64_t j = 0; j < tile_len; ++j) {
-      std::copy_n(s.dk.data() + j * hd, hd, dk + (j0 + j) * row);
-      std::copy_n(s.dv.data() + j * hd, hd, dv + (j0 + j) * row);
+    kern.transpose_tile(buf.key_t, k + j0 * row, row, tile_len, hd);
+    kern.transpose_tile(buf.value_t, v + j0 * row, row, tile_len, hd);
+    kern.copy_rows(buf.keys, ld, k + j0 * row, row, tile_len, hd);
+    for (int64_t i0 = j0; i0 < T; i0 += kQueryBlock) {  // queries before j0 see none of the tile
+      const int64_t nq = std::min(kQueryBlock, T - i0);
+      const Visibility vis{i0 + 1 - j0, tile_len};
+      kern.copy_rows(buf.queries, ld, q + i0 * row, row, nq, hd);
+      kern.copy_rows(buf.douts, ld, dout_h + i0 * C, C, nq, hd);
+      kern.scores(buf.probs, buf.queries, ld, nq, buf.key_t, hd, scale, vis);
+      kern.scores(buf.dscores, buf.douts, ld, nq, buf.value_t, hd, 1.0f, vis);
+      // The score scale is folded into ds once, for both dq and dk.
+      kern.softmax_backward(buf.probs, buf.dscores, lse_h + i0, buf.delta + i0, nq, scale, vis);
+      const bool first_block = i0 == j0;
+      kern.accumulate_columns(dv + j0 * row, row, first_block, buf.probs, nq, buf.douts, ld, hd,
+                              vis);
+      kern.accumulate_columns(dk + j0 * row, row, first_block, buf.dscores, nq, buf.queries, ld, hd,
+                              vis);
+      kern.accumulate_rows(dq + i0 * row, row, nullptr, /*overwrite=*/j0 == 0, buf.dscores, nq,
+                           buf.keys, ld, hd, vis);
     }
   }
 }
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t H) {
+void attention_forward_with(AttentionIsa isa, float* out, float* lse, const float* qkv, int64_t B,
+                            int64_t T, int64_t C, int64_t H) {
+  const Kernels& kern = kernels_for(isa);
   const int64_t hd = C / H;
   const int64_t row = 3 * C;
-#pragma omp parallel
-  {
-    ForwardScratch scratch(hd);
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t h = 0; h < H; ++h) {
-        const float* q = qkv + b * T * row + h * hd;
-        for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
-          attend_query_block(out + (b * T + i0) * C + h * hd, C, lse + (b * H + h) * T + i0,
-                             q + i0 * row, row, std::min(kQueryBlock, T - i0), i0, q + C, q + 2 * C,
-                             row, hd, scratch);
-        }
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      const float* q = qkv + b * T * row + h * hd;
+      for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
+        attend_query_block(kern, out + (b * T + i0) * C + h * hd, C, lse + (b * H + h) * T + i0,
+                           q + i0 * row, row, std::min(kQueryBlock, T - i0), i0, q + C, q + 2 * C,
+                           row, hd);
       }
     }
   }
+}
+
+void attention_backward_with(AttentionIsa isa, float* dqkv, const float* dout, const float* qkv,
+                             const float* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                             int64_t H) {
+  const Kernels& kern = kernels_for(isa);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      backward_one_head(kern, dqkv, dout, qkv, out, lse, b, h, T, C, H);
+    }
+  }
+}
+
+void attention_decode_with(AttentionIsa isa, float* out, const float* q, const float* k_cache,
+                           const float* v_cache, int64_t B, int64_t Tmax, int64_t len, int64_t C,
+                           int64_t H) {
+  const Kernels& kern = kernels_for(isa);
+  const int64_t hd = C / H;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t cache = b * Tmax * C + h * hd;
+      attend_query_block(kern, out + b * C + h * hd, C, nullptr, q + b * C + h * hd, C, 1, len - 1,
+                         k_cache + cache, v_cache + cache, C, hd);
+    }
+  }
+}
+
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
+                       int64_t H) {
+  attention_forward_with(best_isa(), out, lse, qkv, B, T, C, H);
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int64_t B, int64_t T, int64_t C, int64_t H) {
-  const int64_t hd = C / H;
-#pragma omp parallel
-  {
-    BackwardScratch scratch(hd, T);
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t h = 0; h < H; ++h) {
-        backward_one_head(dqkv, dout, qkv, out, lse, b, h, T, C, H, scratch);
-      }
-    }
-  }
+  attention_backward_with(best_isa(), dqkv, dout, qkv, out, lse, B, T, C, H);
 }
 
 void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
                       int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H) {
-  const int64_t hd = C / H;
-#pragma omp parallel
-  {
-    ForwardScratch scratch(hd);
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t cache = b * Tmax * C + h * hd;
-        attend_query_block(out + b * C + h * hd, C, nullptr, q + b * C + h * hd, C, 1, len - 1,
-                           k_cache + cache, v_cache + cache, C, hd, scratch);
-      }
-    }
-  }
+  attention_decode_with(best_isa(), out, q, k_cache, v_cache, B, Tmax, len, C, H);
 }
 
 }  // namespace fp8lm::cpu

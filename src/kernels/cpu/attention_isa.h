@@ -1,0 +1,98 @@
+#pragma once
+// The tile kernels behind attention.h, one set per instruction set, and entry points that take
+// the set explicitly so tests can hold the two against each other. attention.cpp owns the loop
+// over tiles; a kernel set only does arithmetic on one query block x key tile.
+#include <cstdint>
+
+namespace fp8lm::cpu {
+
+namespace attention_tiles {
+
+// Keys per tile, and the row stride of every [rows, kKeyTile] score buffer and of a transposed
+// [hd, kKeyTile] key or value tile.
+constexpr int64_t kKeyTile = 64;
+
+// Which keys of a tile each query of a block sees: row r, the block's r-th consecutive query,
+// sees the tile's first visible(r) = min(first + r, n) keys, with first >= 1 and n <= kKeyTile
+// the tile's length. Causality makes the count grow by one per row until the whole tile is seen.
+struct Visibility {
+  int64_t first, n;
+  int64_t visible(int64_t r) const { return first + r < n ? first + r : n; }
+};
+
+struct Kernels {
+  // dst[d * kKeyTile + j] = rows[j * stride + d] for j < n, d < hd; columns n up to the next
+  // multiple of 16 are zeroed, so kernels may read whole 16-key groups. Reads only the n rows.
+  void (*transpose_tile)(float* dst, const float* rows, int64_t stride, int64_t n, int64_t hd);
+
+  // dst_r = src_r, hd values, for r < n. Kernels stream a tile's rows many times over; in qkv
+  // the rows lie 3C floats apart, for common widths a multiple of 1 KiB or more that maps them
+  // all to a few L1 sets, where they evict each other. Copied, they don't.
+  void (*copy_rows)(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t n,
+                    int64_t hd);
+
+  // s[r * kKeyTile + j] = scale * (x_r . column j of tile_t) for r < nq and at least every
+  // visible j. x_r is x + r * x_stride; tile_t is a transposed tile. Other entries are garbage.
+  void (*scores)(float* s, const float* x, int64_t x_stride, int64_t nq, const float* tile_t,
+                 int64_t hd, float scale, Visibility vis);
+
+  // Online-softmax step over one key tile, per row r of s: raises row_max[r] to the tile's
+  // maximum, overwrites the visible scores with exp(score - row_max[r]), sets alpha[r] to
+  // exp(old row_max[r] - new row_max[r]) and row_sum[r] to row_sum[r] * alpha[r] + the sum of
+  // the new weights.
+  void (*softmax_forward)(float* s, float* row_max, float* row_sum, float* alpha, int64_t nq,
+                          Visibility vis);
+
+  // out_r = acc_r / row_sum[r] and, unless lse is null, lse[r] = row_max[r] + log(row_sum[r]),
+  // for r < nq; rows hd long.
+  void (*finish_rows)(float* out, int64_t out_stride, float* lse, const float* acc,
+                      int64_t acc_stride, const float* row_max, const float* row_sum, int64_t nq,
+                      int64_t hd);
+
+  // Per row r and visible j: p = exp(p - lse[r]) (p holds scores on entry) and
+  // ds = p * (ds - delta[r]) * scale (ds holds dout_r . value_j on entry). Entries past the
+  // visible ones, up to the tile's length rounded up to 16, become zero in both.
+  void (*softmax_backward)(float* p, float* ds, const float* lse, const float* delta, int64_t nq,
+                           float scale, Visibility vis);
+
+  // y_r = alpha[r] * y_r + sum over visible j, in order, of p[r * kKeyTile + j] * x_j, for
+  // r < nq; y_r is y + r * y_stride, x_j is x + j * x_stride, both hd long. alpha null means 1.
+  // With overwrite, y_r starts from zero instead (and may hold anything, NaN included).
+  void (*accumulate_rows)(float* y, int64_t y_stride, const float* alpha, bool overwrite,
+                          const float* p, int64_t nq, const float* x, int64_t x_stride, int64_t hd,
+                          Visibility vis);
+
+  // y_j += sum over r < nq, in order, of p[r * kKeyTile + j] * x_r, for j < vis.n; y_j is
+  // y + j * y_stride. Weights of keys a row does not see must be zero (softmax_backward's), and
+  // rows that see none of a key's group may be skipped. overwrite as for accumulate_rows.
+  void (*accumulate_columns)(float* y, int64_t y_stride, bool overwrite, const float* p, int64_t nq,
+                             const float* x, int64_t x_stride, int64_t hd, Visibility vis);
+
+  // dots[i] = a_i . b_i over hd values, for i < n; rows strided by stride.
+  void (*row_dots)(float* dots, const float* a, const float* b, int64_t stride, int64_t n,
+                   int64_t hd);
+};
+
+// Plain C++, for any CPU.
+const Kernels& generic_kernels();
+
+}  // namespace attention_tiles
+
+namespace avx512 {
+// AVX-512 F/BW/VL/DQ (attention_avx512.cpp); callers check the CPU first.
+const attention_tiles::Kernels& attention_kernels();
+}  // namespace avx512
+
+enum class AttentionIsa { kGeneric, kAvx512 };
+
+// attention.h's entry points with the kernel set forced instead of picked from cpu_features().
+void attention_forward_with(AttentionIsa isa, float* out, float* lse, const float* qkv, int64_t B,
+                            int64_t T, int64_t C, int64_t H);
+void attention_backward_with(AttentionIsa isa, float* dqkv, const float* dout, const float* qkv,
+                             const float* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                             int64_t H);
+void attention_decode_with(AttentionIsa isa, float* out, const float* q, const float* k_cache,
+                           const float* v_cache, int64_t B, int64_t Tmax, int64_t len, int64_t C,
+                           int64_t H);
+
+}  // namespace fp8lm::cpu
