@@ -16,6 +16,7 @@
 #include "core/cpu_features.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_isa.h"
+#include "kernels/cpu/attention_unfused.h"
 
 namespace fp8lm {
 namespace {
@@ -221,6 +222,24 @@ TEST(AttentionForward, MatchesReferenceWithLargeScores) {
   // the weights: the usual bound, scaled by 20.
   expect_close(fast.out, ref.out, 20.0 * float_sum_tolerance(s, ref.out), "out");
   expect_close(fast.lse, ref.lse, float_sum_tolerance(s, ref.lse), "lse");
+}
+
+// The unfused twin (--no-fusion) sums the same terms in other orders (GEMM blocking, a full
+// softmax row): the same float-sum bound applies.
+TEST(AttentionUnfused, MatchesReferenceForwardAndBackward) {
+  for (const Shape& s : kShapes) {
+    const auto qkv = random_normal(s.B * s.T * 3 * s.C, static_cast<uint32_t>(s.T * 1000 + s.C));
+    const auto dout = random_normal(s.B * s.T * s.C, static_cast<uint32_t>(s.T * 7 + s.C + 1));
+    const ForwardResult ref = run_forward(false, qkv, s);
+    std::vector<float> out(ref.out.size()), probs(s.B * s.H * s.T * s.T);
+    cpu::attention_forward_unfused(out.data(), probs.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    expect_close(out, ref.out, float_sum_tolerance(s, ref.out), "out " + s.name());
+    const auto ref_dqkv = run_backward(false, dout, qkv, ref, s);
+    std::vector<float> dqkv(ref_dqkv.size(), std::numeric_limits<float>::quiet_NaN());
+    cpu::attention_backward_unfused(dqkv.data(), dout.data(), qkv.data(), probs.data(), s.B, s.T,
+                                    s.C, s.H);
+    expect_close(dqkv, ref_dqkv, float_sum_tolerance(s, ref_dqkv), "dqkv " + s.name());
+  }
 }
 
 TEST(AttentionBackward, MatchesReferenceAcrossShapes) {

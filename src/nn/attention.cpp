@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_unfused.h"
 #include "nn/fusion.h"
 #include "nn/scratch.h"
 
@@ -12,6 +13,15 @@ void DotProductAttention::forward(const float* qkv, float* out, int64_t B, int64
   B_ = B, T_ = T, C_ = C;
   qkv_ = qkv;
   out_ = out;
+  fused_ = fusion_enabled();
+  if (!fused_) {
+    probs_.resize(static_cast<size_t>(B * n_heads_ * T * T));
+    cpu::attention_forward_unfused(out, probs_.data(), qkv, B, T, C, n_heads_);
+    // Head-major copies of q, k, v (read, written, read), the scores written and read by
+    // softmax and read again by P·V, the output scattered back.
+    count_traffic(B * T * C * 4 * 10 + B * n_heads_ * T * T * 4 * 4);
+    return;
+  }
   lse_.resize(static_cast<size_t>(B * n_heads_ * T));
   cpu::attention_forward(out, lse_.data(), qkv, B, T, C, n_heads_);
   // Flash style: q, k, v read once per query block, the output written once; no T x T scores.
@@ -19,6 +29,11 @@ void DotProductAttention::forward(const float* qkv, float* out, int64_t B, int64
 }
 
 void DotProductAttention::backward(const float* dout, float* dqkv) {
+  if (!fused_) {
+    cpu::attention_backward_unfused(dqkv, dout, qkv_, probs_.data(), B_, T_, C_, n_heads_);
+    count_traffic(B_ * T_ * C_ * 4 * 16 + B_ * n_heads_ * T_ * T_ * 4 * 6);
+    return;
+  }
   cpu::attention_backward(dqkv, dout, qkv_, out_, lse_.data(), B_, T_, C_, n_heads_);
   count_traffic(B_ * T_ * C_ * 24 + B_ * n_heads_ * T_ * 4);  // qkv, out, dout in; dqkv out
 }

@@ -22,6 +22,8 @@ class DotProductAttention {
   const float* qkv_ = nullptr;
   const float* out_ = nullptr;
   std::vector<float> lse_;
+  bool fused_ = true;         // what forward ran, for backward
+  std::vector<float> probs_;  // --no-fusion: [B, H, T, T]
 };
 
 // One sequence batch's keys and values for generation: [B, Tmax, C] each.
