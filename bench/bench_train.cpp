@@ -8,7 +8,26 @@
 
 #include "kernels/cpu/gemm.h"
 #include "nn/fusion.h"
+#include "nn/scratch.h"
 #include "train/trainer.h"
+
+namespace {
+
+// Where the memory goes, in MB: FP32 master weights, their gradients, AdamW's two moments,
+// the weight casts the GEMMs keep, the tensors saved from forward for backward, and
+// workspace (the shared per-role scratch and the GEMM operand buffers).
+std::string memory_json(const fp8lm::GPT& model) {
+  const auto params = static_cast<double>(model.config().parameter_count());
+  const fp8lm::MemoryUse use = model.memory_use();
+  const double mb = 1e6;
+  return fmt::format(
+      R"({{"weights": {:.0f}, "gradients": {:.0f}, "optimizer": {:.0f}, "weight_casts": {:.0f}, "saved_activations": {:.0f}, "workspace": {:.0f}}})",
+      params * 4 / mb, params * 4 / mb, params * 8 / mb, static_cast<double>(use.weight_casts) / mb,
+      static_cast<double>(use.saved) / mb,
+      static_cast<double>(fp8lm::scratch_footprint() + fp8lm::cpu::gemm_workspace_bytes()) / mb);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   fp8lm::TrainConfig c;
@@ -36,20 +55,24 @@ int main(int argc, char** argv) {
     c.steps += warmup_steps;
     c.evaluate = false;
     double warm_seconds = 0;
-    const auto r = fp8lm::train(c, [&](const fp8lm::StepStats& s) {
-      if (s.step == warmup_steps) {
-        warm_seconds = s.seconds;
-        fp8lm::cpu::reset_gemm_stats();
-        fp8lm::reset_traffic();
-      }
-    });
+    std::unique_ptr<fp8lm::GPT> model;
+    const auto r = fp8lm::train(
+        c,
+        [&](const fp8lm::StepStats& s) {
+          if (s.step == warmup_steps) {
+            warm_seconds = s.seconds;
+            fp8lm::cpu::reset_gemm_stats();
+            fp8lm::reset_traffic();
+          }
+        },
+        &model);
     const fp8lm::cpu::GemmStats gemm = fp8lm::cpu::gemm_stats();
     const double timed = r.seconds - warm_seconds;
     const int64_t timed_steps = c.steps - warmup_steps;
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     fmt::print(
-        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}}})"
+        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}}})"
         "\n",
         r.precision.label(),
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
@@ -57,7 +80,8 @@ int main(int argc, char** argv) {
         c.model.parameter_count(), gemm.seconds / static_cast<double>(timed_steps),
         gemm.flops / 1e9 / static_cast<double>(timed_steps),
         fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()), c.fusion ? "true" : "false",
-        static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps));
+        static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps),
+        memory_json(*model));
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -15,6 +15,7 @@ class DotProductAttention {
   void forward(const float* qkv, float* out, int64_t B, int64_t T, int64_t C);
   // dqkv [B, T, 3C] overwritten.
   void backward(const float* dout, float* dqkv);
+  MemoryUse memory_use() const { return {bytes_of(lse_) + bytes_of(probs_), 0}; }
 
  private:
   int64_t n_heads_;
@@ -47,6 +48,13 @@ class MultiheadAttention {
 
   LayerNormLinear& qkv() { return qkv_; }
   Linear& proj() { return proj_; }
+  MemoryUse memory_use() const {
+    MemoryUse m{bytes_of(qkv_out_) + bytes_of(att_out_) + bytes_of(q1_), 0};
+    m += qkv_.memory_use();
+    m += attention_.memory_use();
+    m += proj_.memory_use();
+    return m;
+  }
   ParameterList parameters();
 
  private:

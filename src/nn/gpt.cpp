@@ -178,6 +178,17 @@ std::vector<Fp8Meta*> GPT::fp8_metas() {
   return v;
 }
 
+MemoryUse GPT::memory_use() const {
+  MemoryUse m{bytes_of(normed_) + bytes_of(logits_) + bytes_of(dnormed_) + bytes_of(dacts_a_) +
+                  bytes_of(dacts_b_) + bytes_of(probs_) + bytes_of(normed16_) +
+                  bytes_of(dlogits16_),
+              bytes_of(wte16_)};
+  for (const auto& a : acts_) m.saved += bytes_of(a);
+  for (const auto& layer : layers_) m += layer->memory_use();
+  m += lnf_.memory_use();
+  return m;
+}
+
 void GPT::init_fp8(const DelayedScaling& recipe) {
   for (Fp8Meta* m : fp8_metas()) *m = Fp8Meta(recipe);
 }

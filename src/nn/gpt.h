@@ -42,6 +42,12 @@ class TransformerLayer {
   MultiheadAttention& attention() { return attention_; }
   LayerNormMLP& mlp() { return mlp_; }
   ParameterList parameters();
+  MemoryUse memory_use() const {
+    MemoryUse m{bytes_of(resid_), 0};
+    m += attention_.memory_use();
+    m += mlp_.memory_use();
+    return m;
+  }
 
  private:
   int64_t d_;
@@ -77,6 +83,9 @@ class GPT {
   // forward would; done up front so that restored state is not rebuilt away.
   void init_fp8(const DelayedScaling& recipe);
   std::vector<Linear*> linears();
+  // Saved activations (with the logits and the head's inputs) and weight casts, as allocated
+  // by the largest step so far.
+  MemoryUse memory_use() const;
 
  private:
   void head_forward(int64_t rows);

@@ -20,6 +20,12 @@ class LayerNormLinear {
   Linear& linear() { return linear_; }
   Fp8Meta& fp8_meta() { return linear_.fp8_meta(); }
   ParameterList parameters();
+  MemoryUse memory_use() const {
+    MemoryUse m{bytes_of(normed_), 0};
+    m += norm_.memory_use();
+    m += linear_.memory_use();
+    return m;
+  }
 
  private:
   Norm norm_;

@@ -27,6 +27,13 @@ class LayerNormMLP {
   Linear& fc1() { return fc1_; }
   Linear& fc2() { return fc2_; }
   ParameterList parameters();
+  MemoryUse memory_use() const {
+    MemoryUse m{bytes_of(normed_) + bytes_of(h_) + bytes_of(a_), 0};
+    m += norm_.memory_use();
+    m += fc1_.memory_use();
+    m += fc2_.memory_use();
+    return m;
+  }
 
  private:
   Activation act_;

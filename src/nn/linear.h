@@ -40,6 +40,9 @@ class Linear {
   void backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx = true);
 
   int64_t in_features() const { return in_; }
+  MemoryUse memory_use() const {
+    return {bytes_of(x16_) + bytes_of(qx_), bytes_of(w16_) + bytes_of(qw_)};
+  }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
   Parameter* bias() { return has_bias_ ? &bias_ : nullptr; }

@@ -28,6 +28,7 @@ class Norm {
   void backward(const float* dy, float* dx, int64_t rows);
 
   Normalization kind() const { return kind_; }
+  MemoryUse memory_use() const { return {bytes_of(mean_) + bytes_of(rstd_), 0}; }
   ParameterList parameters();
   Parameter& weight() { return gamma_; }
 

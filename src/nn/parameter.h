@@ -9,6 +9,22 @@
 
 namespace fp8lm {
 
+// What a module holds beyond its parameters, for the memory breakdown: tensors saved from
+// forward for backward, and casts of its weights (BF16 values, FP8 codes).
+struct MemoryUse {
+  size_t saved = 0, weight_casts = 0;
+  MemoryUse& operator+=(const MemoryUse& o) {
+    saved += o.saved;
+    weight_casts += o.weight_casts;
+    return *this;
+  }
+};
+
+template <class T>
+size_t bytes_of(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
 struct Parameter {
   std::string name;  // checkpoint name (DESIGN.md §5), e.g. "layers.0.qkv.weight"
   std::vector<int64_t> shape;

@@ -106,10 +106,20 @@ void timed(int64_t M, int64_t N, int64_t K, F run) {
 // Per-thread operand workspaces: they grow to the largest operand seen and are then reused,
 // so a steady-state training step allocates nothing here.
 template <class T>
-T* workspace(int slot, int64_t n) {
+std::array<std::vector<T>, 2>& workspaces() {
   thread_local std::array<std::vector<T>, 2> ws;
-  if (ws[slot].size() < static_cast<size_t>(n)) ws[slot].resize(static_cast<size_t>(n));
-  return ws[slot].data();
+  return ws;
+}
+
+template <class T>
+T* workspace(int slot, int64_t n) {
+  std::vector<T>& w = workspaces<T>()[slot];
+  if (w.size() < static_cast<size_t>(n)) {
+    w.clear();
+    w.shrink_to_fit();  // free first: the old contents are dead, and peak memory stays lower
+    w.resize(static_cast<size_t>(n));
+  }
+  return w.data();
 }
 
 std::optional<LowPrecisionEngine>& chosen_engine() {
@@ -167,6 +177,13 @@ LowPrecisionEngine low_precision_engine() {
 void set_low_precision_engine(LowPrecisionEngine e) {
   low_precision_engine();  // settle the one-time choice first so it cannot override this
   chosen_engine() = e;
+}
+
+size_t gemm_workspace_bytes() {
+  size_t total = 0;
+  for (const auto& w : workspaces<float>()) total += w.capacity() * sizeof(float);
+  for (const auto& w : workspaces<bf16_t>()) total += w.capacity() * sizeof(bf16_t);
+  return total;
 }
 
 GemmStats gemm_stats() {

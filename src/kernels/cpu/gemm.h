@@ -49,6 +49,8 @@ struct GemmStats {
   double flops = 0;
 };
 GemmStats gemm_stats();
+// Bytes of this thread's operand workspaces (the widened or decoded copies).
+size_t gemm_workspace_bytes();
 void reset_gemm_stats();
 
 // Converters the GEMM callers use for their operands.
