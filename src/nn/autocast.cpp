@@ -9,10 +9,21 @@ AutocastState& autocast_state() {
   return state;
 }
 
+namespace {
+// The list of metas a scope used, kept between scopes so a training step's scope reuses its
+// storage rather than allocating.
+std::vector<Fp8Meta*>& spare_used() {
+  thread_local std::vector<Fp8Meta*> v;
+  return v;
+}
+}  // namespace
+
 Autocast::Autocast(bool enabled, const Fp8Recipe& recipe, AmaxReducer reduce)
     : saved_(std::move(autocast_state())) {
   recipe.delayed.validate();
-  autocast_state() = AutocastState{enabled, recipe, std::move(reduce), {}};
+  std::vector<Fp8Meta*> used = std::move(spare_used());
+  used.clear();
+  autocast_state() = AutocastState{enabled, recipe, std::move(reduce), std::move(used)};
 }
 
 Autocast::~Autocast() {
@@ -20,6 +31,7 @@ Autocast::~Autocast() {
   if (s.enabled && s.recipe.kind == ScalingKind::Delayed && !s.used.empty()) {
     update_delayed_scaling(s.used, Direction::Forward, s.recipe.delayed, s.reduce);
   }
+  spare_used() = std::move(s.used);
   s = std::move(saved_);
 }
 

@@ -151,6 +151,7 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
     fill(layer->mlp().fc1().weight(), 0.02f);
     fill(layer->mlp().fc2().weight(), resid_std);
   }
+  metas_ = fp8_metas();
 }
 
 ParameterList GPT::parameters() {
@@ -278,7 +279,7 @@ void GPT::backward() {
   cpu::embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_, B_, T_, d);
   count_traffic(rows * d * 20);
   if (fp8_used_ && recipe_.kind == ScalingKind::Delayed) {
-    update_delayed_scaling(fp8_metas(), Direction::Backward, recipe_.delayed, reduce_);
+    update_delayed_scaling(metas_, Direction::Backward, recipe_.delayed, reduce_);
   }
 }
 

@@ -99,6 +99,7 @@ class GPT {
   Fp8Recipe recipe_;
   AmaxReducer reduce_;
   GemmMode head_mode_ = GemmMode::Fp32;
+  std::vector<Fp8Meta*> metas_;           // fp8_metas(), listed once
   std::vector<std::vector<float>> acts_;  // residual stream before each layer, and after the last
   std::vector<float> normed_, logits_, dnormed_, dacts_a_, dacts_b_;
   std::vector<float> probs_;  // --no-fusion: the softmax the unfused loss stores

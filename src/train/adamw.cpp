@@ -90,21 +90,28 @@ float grad_norm(const ParameterList& params) {
     const float* g;
     int64_t begin, end;
   };
-  std::vector<Piece> pieces;
+  // Reused across calls (a steady-state step allocates nothing). The parallel region reaches
+  // them through these pointers: naming a thread_local inside it would give each worker its own.
+  thread_local std::vector<Piece> pieces_storage;
+  thread_local std::vector<double> partial_storage;
+  std::vector<Piece>& pieces = pieces_storage;
+  pieces.clear();
   for_each_chunk(params, [&](size_t i, int64_t b, int64_t e) {
     pieces.push_back({params[i]->grad.data(), b, e});
   });
+  partial_storage.assign(pieces.size(), 0.0);
+  const Piece* piece = pieces.data();
+  double* partial = partial_storage.data();
   const auto n = static_cast<int64_t>(pieces.size());
-  std::vector<double> partial(pieces.size());
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k) {
     double sum = 0.0;
-    for (int64_t j = pieces[k].begin; j < pieces[k].end; ++j)
-      sum += static_cast<double>(pieces[k].g[j]) * pieces[k].g[j];
+    for (int64_t j = piece[k].begin; j < piece[k].end; ++j)
+      sum += static_cast<double>(piece[k].g[j]) * piece[k].g[j];
     partial[k] = sum;
   }
   double sum = 0.0;
-  for (double s : partial) sum += s;
+  for (int64_t k = 0; k < n; ++k) sum += partial[k];
   return static_cast<float>(std::sqrt(sum));
 }
 

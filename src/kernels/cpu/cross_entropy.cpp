@@ -77,9 +77,9 @@ float softmax_cross_entropy(float* dlogits, float* losses, const float* logits,
                             const int32_t* targets, int64_t rows, int64_t V, float grad_scale) {
   // Checked up front: an exception must not leave a parallel region.
   check_targets(targets, rows, V);
-  std::vector<float> own;
+  thread_local std::vector<float> own;  // grows once: no allocation in a steady state
   if (losses == nullptr) {
-    own.resize(static_cast<size_t>(rows));
+    if (own.size() < static_cast<size_t>(rows)) own.resize(static_cast<size_t>(rows));
     losses = own.data();
   }
 

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <dnnl.hpp>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -42,49 +44,84 @@ struct MatmulKey {
   }
 };
 
+// The primitive with the memory objects and stream it runs with, made once: a call only
+// points them at its buffers, so a steady-state GEMM allocates nothing (oneDNN's C++
+// wrappers would allocate handles and an argument map per call).
 struct Matmul {
   dnnl::matmul prim;
-  memory::desc a, b, c;
+  memory a, b, c, scale, scratchpad;
+  float alpha = 1.0f;  // the scale memory's storage
 };
 
-const Matmul& matmul_for(const MatmulKey& key) {
-  static std::mutex mutex;
-  static std::map<MatmulKey, Matmul> cache;
-  std::lock_guard lock(mutex);
+// oneDNN's own scratch (packed panels and the like) comes from this per-thread arena instead
+// of a fresh allocation inside every call: it grows to the largest primitive's need.
+std::vector<std::byte>& scratchpad_arena() {
+  thread_local std::vector<std::byte> arena;
+  return arena;
+}
+
+Matmul& matmul_for(const MatmulKey& key) {
+  // Per thread, so that the cached memory objects are never shared between concurrent calls.
+  thread_local std::map<MatmulKey, std::unique_ptr<Matmul>> cache;
   auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
+  if (it != cache.end()) return *it->second;
   const memory::dims a_strides = key.ta ? memory::dims{1, key.M} : memory::dims{key.K, 1};
   const memory::dims b_strides = key.tb ? memory::dims{1, key.K} : memory::dims{key.N, 1};
-  Matmul mm;
-  mm.a = memory::desc({key.M, key.K}, key.dt, a_strides);
-  mm.b = memory::desc({key.K, key.N}, key.dt, b_strides);
-  mm.c = memory::desc({key.M, key.N}, memory::data_type::f32, memory::dims{key.N, 1});
+  const memory::desc a({key.M, key.K}, key.dt, a_strides);
+  const memory::desc b({key.K, key.N}, key.dt, b_strides);
+  const memory::desc c({key.M, key.N}, memory::data_type::f32, memory::dims{key.N, 1});
   dnnl::primitive_attr attr;
   attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (key.beta != 0.0f) {
     dnnl::post_ops ops;
     ops.append_sum(key.beta);
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::desc desc(mm.a, mm.b, mm.c);
-  mm.prim = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, cpu_engine()));
-  return cache.emplace(key, std::move(mm)).first->second;
+  auto& engine = cpu_engine();
+  auto mm = std::make_unique<Matmul>();
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine);
+  mm->prim = dnnl::matmul(pd);
+  mm->scratchpad = memory(pd.scratchpad_desc(), engine, DNNL_MEMORY_NONE);
+  mm->a = memory(a, engine, DNNL_MEMORY_NONE);
+  mm->b = memory(b, engine, DNNL_MEMORY_NONE);
+  mm->c = memory(c, engine, DNNL_MEMORY_NONE);
+  mm->scale = memory({{1}, memory::data_type::f32, memory::dims{1}}, engine, &mm->alpha);
+  return *cache.emplace(key, std::move(mm)).first->second;
+}
+
+bool& in_execute() {
+  thread_local bool inside = false;
+  return inside;
+}
+
+dnnl::stream& cpu_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
 }
 
 void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
                 float alpha, const void* A, const void* B, float beta, float* C) {
-  const Matmul& mm = matmul_for({dt, ta == Trans::T, tb == Trans::T, M, N, K, beta});
-  auto& engine = cpu_engine();
-  memory scale_mem({{1}, memory::data_type::f32, memory::dims{1}}, engine, &alpha);
-  memory a(mm.a, engine, const_cast<void*>(A));
-  memory b(mm.b, engine, const_cast<void*>(B));
-  memory c(mm.c, engine, C);
-  dnnl::stream stream(engine);
-  mm.prim.execute(stream, {{DNNL_ARG_SRC, a},
-                           {DNNL_ARG_WEIGHTS, b},
-                           {DNNL_ARG_DST, c},
-                           {DNNL_ARG_ATTR_OUTPUT_SCALES, scale_mem}});
+  Matmul& mm = matmul_for({dt, ta == Trans::T, tb == Trans::T, M, N, K, beta});
+  mm.alpha = alpha;
+  mm.a.set_data_handle(const_cast<void*>(A));
+  mm.b.set_data_handle(const_cast<void*>(B));
+  mm.c.set_data_handle(C);
+  std::vector<std::byte>& arena = scratchpad_arena();
+  const size_t need = mm.scratchpad.get_desc().get_size();
+  if (arena.size() < need) arena.resize(need);
+  mm.scratchpad.set_data_handle(arena.data());
+  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, mm.a.get()},
+                                  {DNNL_ARG_WEIGHTS, mm.b.get()},
+                                  {DNNL_ARG_DST, mm.c.get()},
+                                  {DNNL_ARG_ATTR_OUTPUT_SCALES, mm.scale.get()},
+                                  {DNNL_ARG_SCRATCHPAD, mm.scratchpad.get()}};
+  dnnl::stream& stream = cpu_stream();
+  in_execute() = true;
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(mm.prim.get(), stream.get(), 5, args),
+                          "matmul execute");
   stream.wait();
+  in_execute() = false;
 }
 
 GemmStats& stats() {
@@ -179,10 +216,15 @@ void set_low_precision_engine(LowPrecisionEngine e) {
   chosen_engine() = e;
 }
 
+bool inside_onednn_execute() {
+  return in_execute();
+}
+
 size_t gemm_workspace_bytes() {
   size_t total = 0;
   for (const auto& w : workspaces<float>()) total += w.capacity() * sizeof(float);
   for (const auto& w : workspaces<bf16_t>()) total += w.capacity() * sizeof(bf16_t);
+  total += scratchpad_arena().capacity();
   return total;
 }
 

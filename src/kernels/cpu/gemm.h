@@ -49,6 +49,11 @@ struct GemmStats {
   double flops = 0;
 };
 GemmStats gemm_stats();
+// True while this thread is inside oneDNN's primitive execute, whose bookkeeping allocates a
+// few small objects per call (everything else a steady-state step needs is preallocated);
+// the allocation test uses it to tell those apart from ours.
+bool inside_onednn_execute();
+
 // Bytes of this thread's operand workspaces (the widened or decoded copies).
 size_t gemm_workspace_bytes();
 void reset_gemm_stats();

@@ -43,7 +43,9 @@ CastStats produce_fp8_rows(uint8_t* y, float scale, Fp8Format f, int64_t rows, i
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel reduction(max : amax) reduction(+ : saturated, flushed) if (work >= kParallelMin)
   {
-    std::vector<float> row(static_cast<size_t>(out_cols));
+    // Each thread's own row buffer, grown once (a steady-state step allocates nothing).
+    thread_local std::vector<float> row;
+    if (row.size() < static_cast<size_t>(out_cols)) row.resize(static_cast<size_t>(out_cols));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       make_row(r, row.data());
