@@ -82,8 +82,12 @@ TEST(Training, UnfusedTwinsTrainTheSameAndMoveMoreBytes) {
     const int64_t unfused_bytes = traffic_bytes();
     SCOPED_TRACE(precision_name(p));
     ASSERT_EQ(fused.losses.size(), unfused.losses.size());
+    // FP8 amplifies: a one-ulp difference (the unfused loss and attention sum in another
+    // order) that crosses a rounding boundary moves a value by a whole FP8 step (2^-3 relative
+    // in E4M3), so its losses drift apart faster; 2e-3 still fails a missing bias or scale.
+    const double rel = p == Precision::Fp8 ? 2e-3 : 1e-4;
     for (size_t i = 0; i < fused.losses.size(); ++i)
-      EXPECT_NEAR(unfused.losses[i], fused.losses[i], 1e-4 * fused.losses[i]) << "step " << i;
+      EXPECT_NEAR(unfused.losses[i], fused.losses[i], rel * fused.losses[i]) << "step " << i;
     EXPECT_GT(unfused_bytes, fused_bytes);
   }
 }

@@ -11,7 +11,6 @@ namespace fp8lm {
 
 void DotProductAttention::forward(const float* qkv, float* out, int64_t B, int64_t T, int64_t C) {
   B_ = B, T_ = T, C_ = C;
-  qkv_ = qkv;
   out_ = out;
   fused_ = fusion_enabled();
   if (!fused_) {
@@ -28,13 +27,13 @@ void DotProductAttention::forward(const float* qkv, float* out, int64_t B, int64
   count_traffic(B * T * C * 16 + B * n_heads_ * T * 4);
 }
 
-void DotProductAttention::backward(const float* dout, float* dqkv) {
+void DotProductAttention::backward(const float* dout, float* dqkv, const float* qkv) {
   if (!fused_) {
-    cpu::attention_backward_unfused(dqkv, dout, qkv_, probs_.data(), B_, T_, C_, n_heads_);
+    cpu::attention_backward_unfused(dqkv, dout, qkv, probs_.data(), B_, T_, C_, n_heads_);
     count_traffic(B_ * T_ * C_ * 4 * 16 + B_ * n_heads_ * T_ * T_ * 4 * 6);
     return;
   }
-  cpu::attention_backward(dqkv, dout, qkv_, out_, lse_.data(), B_, T_, C_, n_heads_);
+  cpu::attention_backward(dqkv, dout, qkv, out_, lse_.data(), B_, T_, C_, n_heads_);
   count_traffic(B_ * T_ * C_ * 24 + B_ * n_heads_ * T_ * 4);  // qkv, out, dout in; dqkv out
 }
 
@@ -55,10 +54,12 @@ ParameterList MultiheadAttention::parameters() {
 void MultiheadAttention::forward(const float* x, float* y, int64_t B, int64_t T) {
   B_ = B, T_ = T;
   const int64_t rows = B * T;
-  qkv_out_.resize(static_cast<size_t>(rows * 3 * d_));
+  float* qkv =
+      qkv_out_.begin(rows * 3 * d_, training_forward() && current_gemm_mode() != GemmMode::Fp32);
   att_out_.resize(static_cast<size_t>(rows * d_));
-  qkv_.forward(x, qkv_out_.data(), rows);
-  attention_.forward(qkv_out_.data(), att_out_.data(), B, T, d_);
+  qkv_.forward(x, qkv, rows);
+  attention_.forward(qkv, att_out_.data(), B, T, d_);
+  qkv_out_.save();
   proj_.forward(att_out_.data(), y, rows);
 }
 
@@ -67,14 +68,14 @@ void MultiheadAttention::backward(const float* dy, float* dx) {
   float* datt = scratch<float>(Scratch::AttnDOut, rows * d_);
   float* dqkv = scratch<float>(Scratch::AttnDQkv, rows * 3 * d_);
   proj_.backward(dy, datt, rows, /*accumulate_dx=*/false);
-  attention_.backward(datt, dqkv);
+  attention_.backward(datt, dqkv, qkv_out_.values());
   qkv_.backward(dqkv, dx, rows);
 }
 
 void MultiheadAttention::fill_cache(KvCache& cache) const {
   for (int64_t b = 0; b < B_; ++b) {
     for (int64_t t = 0; t < T_; ++t) {
-      const float* row = qkv_out_.data() + (b * T_ + t) * 3 * d_;
+      const float* row = qkv_out_.mutable_values() + (b * T_ + t) * 3 * d_;
       const int64_t at = (b * cache.Tmax + t) * d_;
       std::copy(row + d_, row + 2 * d_, cache.k.begin() + at);
       std::copy(row + 2 * d_, row + 3 * d_, cache.v.begin() + at);
@@ -84,12 +85,12 @@ void MultiheadAttention::fill_cache(KvCache& cache) const {
 
 void MultiheadAttention::decode(const float* x, float* y, KvCache& cache, int64_t pos) {
   const int64_t B = cache.B;
-  qkv_out_.resize(static_cast<size_t>(B * 3 * d_));
+  qkv_out_.begin(B * 3 * d_, /*bf16=*/false);
   q1_.resize(static_cast<size_t>(B * d_));
   att_out_.resize(static_cast<size_t>(B * d_));
-  qkv_.forward(x, qkv_out_.data(), B);
+  qkv_.forward(x, qkv_out_.mutable_values(), B);
   for (int64_t b = 0; b < B; ++b) {
-    const float* row = qkv_out_.data() + b * 3 * d_;
+    const float* row = qkv_out_.mutable_values() + b * 3 * d_;
     std::copy(row, row + d_, q1_.begin() + b * d_);
     const int64_t at = (b * cache.Tmax + pos) * d_;
     std::copy(row + d_, row + 2 * d_, cache.k.begin() + at);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "nn/layernorm_linear.h"
+#include "nn/saved_activation.h"
 
 namespace fp8lm {
 
@@ -13,14 +14,14 @@ class DotProductAttention {
   explicit DotProductAttention(int64_t n_heads) : n_heads_(n_heads) {}
   // qkv [B, T, 3C] (q, k, v per token) -> out [B, T, C]. qkv and out stay valid until backward.
   void forward(const float* qkv, float* out, int64_t B, int64_t T, int64_t C);
-  // dqkv [B, T, 3C] overwritten.
-  void backward(const float* dout, float* dqkv);
+  // dqkv [B, T, 3C] overwritten; qkv: forward's input values (if forward's pointer was only
+  // valid during forward, as when MultiheadAttention saves them in BF16).
+  void backward(const float* dout, float* dqkv, const float* qkv);
   MemoryUse memory_use() const { return {bytes_of(lse_) + bytes_of(probs_), 0}; }
 
  private:
   int64_t n_heads_;
   int64_t B_ = 0, T_ = 0, C_ = 0;
-  const float* qkv_ = nullptr;
   const float* out_ = nullptr;
   std::vector<float> lse_;
   bool fused_ = true;         // what forward ran, for backward
@@ -49,7 +50,7 @@ class MultiheadAttention {
   LayerNormLinear& qkv() { return qkv_; }
   Linear& proj() { return proj_; }
   MemoryUse memory_use() const {
-    MemoryUse m{bytes_of(qkv_out_) + bytes_of(att_out_) + bytes_of(q1_), 0};
+    MemoryUse m{qkv_out_.bytes() + bytes_of(att_out_) + bytes_of(q1_), 0};
     m += qkv_.memory_use();
     m += attention_.memory_use();
     m += proj_.memory_use();
@@ -63,7 +64,8 @@ class MultiheadAttention {
   LayerNormLinear qkv_;
   DotProductAttention attention_;
   Linear proj_;
-  std::vector<float> qkv_out_, att_out_, q1_;  // q, k, v and the attention output: saved
+  SavedActivation qkv_out_{Scratch::QkvOut};  // q, k, v: saved (BF16 in low precision)
+  std::vector<float> att_out_, q1_;           // the attention output: saved
 };
 
 }  // namespace fp8lm

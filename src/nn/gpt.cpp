@@ -11,6 +11,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
 #include "nn/fusion.h"
+#include "nn/saved_activation.h"
 #include "nn/scratch.h"
 
 namespace fp8lm {
@@ -225,6 +226,7 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   fp8_used_ = ac.enabled;
   recipe_ = ac.recipe;
   reduce_ = ac.reduce;
+  const TrainingForward training(targets != nullptr);  // saved activations may be BF16
   acts_.resize(layers_.size() + 1);
   for (auto& a : acts_) a.resize(static_cast<size_t>(rows * d));
   cpu::embedding_forward(acts_[0].data(), tokens, wte_.data(), wpe_.data(), B, T, d);

@@ -33,10 +33,11 @@ void LayerNormMLP::forward_residual(const float* x, const float* r, float* s, fl
 
 void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, float* y,
                                 int64_t rows) {
-  h_.resize(static_cast<size_t>(rows * fc1_.out_features()));
+  float* h = h_.begin(rows * fc1_.out_features(),
+                      training_forward() && current_gemm_mode() != GemmMode::Fp32);
   const bool fused = fusion_enabled();
   // Fused: fc1's bias is added by the activation kernel below.
-  norm_then_linear(norm_, fc1_, normed_, x, h_.data(), rows, /*add_bias=*/!fused, r, sum);
+  norm_then_linear(norm_, fc1_, normed_, x, h, rows, /*add_bias=*/!fused, r, sum);
   const float* bias = fc1_.bias()->data();
   const int64_t h_cols = fc1_.out_features();
   if (fused_fp8_casts()) {
@@ -46,17 +47,18 @@ void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, floa
     CastStats stats;
     switch (act_) {
       case Activation::Gelu:
-        stats = cpu::bias_gelu_forward_fp8(qa, s.scale, s.format, h_.data(), bias, rows, ffn_);
+        stats = cpu::bias_gelu_forward_fp8(qa, s.scale, s.format, h, bias, rows, ffn_);
         break;
       case Activation::Relu:
-        stats = cpu::bias_relu_forward_fp8(qa, s.scale, s.format, h_.data(), bias, rows, ffn_);
+        stats = cpu::bias_relu_forward_fp8(qa, s.scale, s.format, h, bias, rows, ffn_);
         break;
       case Activation::Swiglu:
-        stats = cpu::bias_swiglu_forward_fp8(qa, s.scale, s.format, h_.data(), bias, rows, ffn_);
+        stats = cpu::bias_swiglu_forward_fp8(qa, s.scale, s.format, h, bias, rows, ffn_);
         break;
     }
     s.record_cast(stats, rows * ffn_);
     count_traffic(rows * h_cols * 8 + rows * ffn_);  // h in and out (with bias), codes out
+    h_.save();
     fc2_.forward_fp8_input(s.scale_inv, y, rows);
     return;
   }
@@ -70,47 +72,50 @@ void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, floa
   if (!fused) {
     switch (act_) {
       case Activation::Gelu:
-        cpu::gelu_forward(a, h_.data(), rows * ffn_);
+        cpu::gelu_forward(a, h, rows * ffn_);
         break;
       case Activation::Relu:
-        cpu::relu_forward(a, h_.data(), rows * ffn_);
+        cpu::relu_forward(a, h, rows * ffn_);
         break;
       case Activation::Swiglu:
-        cpu::swiglu_forward(a, h_.data(), rows, ffn_);
+        cpu::swiglu_forward(a, h, rows, ffn_);
         break;
     }
     count_traffic(rows * h_cols * 4 + rows * ffn_ * 4);
+    h_.save();
     fc2_.forward(a, y, rows);
     return;
   }
   count_traffic(rows * h_cols * 8 + rows * ffn_ * 4);
   switch (act_) {
     case Activation::Gelu:
-      cpu::bias_gelu_forward(a, h_.data(), bias, rows, ffn_);
+      cpu::bias_gelu_forward(a, h, bias, rows, ffn_);
       break;
     case Activation::Relu:
-      cpu::bias_relu_forward(a, h_.data(), bias, rows, ffn_);
+      cpu::bias_relu_forward(a, h, bias, rows, ffn_);
       break;
     case Activation::Swiglu:
-      cpu::bias_swiglu_forward(a, h_.data(), bias, rows, ffn_);
+      cpu::bias_swiglu_forward(a, h, bias, rows, ffn_);
       break;
   }
+  h_.save();
   fc2_.forward(a, y, rows);
 }
 
 void LayerNormMLP::backward(const float* dy, float* dx, int64_t rows) {
   float* da = scratch<float>(Scratch::MlpDAct, rows * ffn_);
-  float* dh = scratch<float>(Scratch::MlpDPre, static_cast<int64_t>(h_.size()));
+  float* dh = scratch<float>(Scratch::MlpDPre, rows * fc1_.out_features());
   fc2_.backward(dy, da, rows, /*accumulate_dx=*/false);
+  const float* h = h_.values();
   switch (act_) {
     case Activation::Gelu:
-      cpu::gelu_backward(dh, da, h_.data(), rows * ffn_);
+      cpu::gelu_backward(dh, da, h, rows * ffn_);
       break;
     case Activation::Relu:
-      cpu::relu_backward(dh, da, h_.data(), rows * ffn_);
+      cpu::relu_backward(dh, da, h, rows * ffn_);
       break;
     case Activation::Swiglu:
-      cpu::swiglu_backward(dh, da, h_.data(), rows, ffn_);
+      cpu::swiglu_backward(dh, da, h, rows, ffn_);
       break;
   }
   count_traffic(rows * (ffn_ + 2 * fc1_.out_features()) * 4);

@@ -7,6 +7,7 @@
 
 #include "nn/linear.h"
 #include "nn/norm.h"
+#include "nn/saved_activation.h"
 
 namespace fp8lm {
 
@@ -28,7 +29,7 @@ class LayerNormMLP {
   Linear& fc2() { return fc2_; }
   ParameterList parameters();
   MemoryUse memory_use() const {
-    MemoryUse m{bytes_of(normed_) + bytes_of(h_) + bytes_of(a_), 0};
+    MemoryUse m{bytes_of(normed_) + h_.bytes() + bytes_of(a_), 0};
     m += norm_.memory_use();
     m += fc1_.memory_use();
     m += fc2_.memory_use();
@@ -42,7 +43,8 @@ class LayerNormMLP {
   Linear fc1_, fc2_;
   // Saved for backward: the pre-activation h, and under FP32 GEMMs the norm and activation
   // outputs (fc1's and fc2's inputs); other modes keep those in scratch.
-  std::vector<float> normed_, h_, a_;
+  std::vector<float> normed_, a_;
+  SavedActivation h_{Scratch::MlpPre};  // the pre-activation (BF16 in low precision)
   void forward_impl(const float* x, const float* r, float* sum, float* y, int64_t rows);
 };
 

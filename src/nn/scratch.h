@@ -22,6 +22,8 @@ enum class Scratch : uint8_t {
   NormOut,       // the norm's FP32 output when the GEMM keeps its own BF16/FP8 copy
   ActOut,        // the activation's FP32 output when fc2 keeps its own BF16/FP8 copy
   LinearDy,      // Linear backward: dy cast to BF16 or FP8
+  QkvOut,        // attention's packed q, k, v in FP32 while a BF16 copy is what is saved
+  MlpPre,        // the MLP's pre-activation in FP32 while a BF16 copy is what is saved
   kCount
 };
 

@@ -1,0 +1,58 @@
+#include "nn/saved_activation.h"
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/upcast.h"
+#include "nn/fusion.h"
+
+namespace fp8lm {
+
+float* SavedActivation::begin(int64_t n, bool bf16) {
+  n_ = n;
+  bf16_ = bf16;
+  saved_ = false;
+  if (bf16_) {
+    work_ = scratch<float>(role_, n);
+  } else {
+    f32_.resize(static_cast<size_t>(n));
+    work_ = f32_.data();
+  }
+  return work_;
+}
+
+void SavedActivation::save() {
+  saved_ = true;
+  if (!bf16_) return;
+  b16_.resize(static_cast<size_t>(n_));
+  cpu::fp32_to_bf16(b16_.data(), work_, n_);
+  count_traffic(n_ * 6);
+}
+
+const float* SavedActivation::values() {
+  if (bf16_ && saved_) {
+    // Widened once per backward into the role's scratch: exact, BF16 -> FP32.
+    work_ = scratch<float>(role_, n_);
+    cpu::bf16_to_f32(work_, b16_.data(), n_);
+    count_traffic(n_ * 6);
+    saved_ = false;  // work_ now holds the values until the role is reused
+  }
+  return work_;
+}
+
+namespace {
+bool& training_slot() {
+  thread_local bool on = false;
+  return on;
+}
+}  // namespace
+
+bool training_forward() {
+  return training_slot();
+}
+TrainingForward::TrainingForward(bool on) : saved_(training_slot()) {
+  training_slot() = on;
+}
+TrainingForward::~TrainingForward() {
+  training_slot() = saved_;
+}
+
+}  // namespace fp8lm

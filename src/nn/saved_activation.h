@@ -1,0 +1,51 @@
+#pragma once
+// A GEMM output that backward needs again (attention's packed q, k, v; the MLP's
+// pre-activation). Under FP32 GEMMs it is kept in FP32. Under BF16 or FP8 GEMMs in training it
+// is kept in BF16, as torch.autocast and TE keep GEMM outputs in the activation dtype: forward
+// computes in FP32 in a shared scratch buffer, save() rounds it into the BF16 copy, and backward
+// widens that copy back into the same scratch role. Inference (no backward to come) keeps FP32,
+// so the KV cache and logits are what full-precision outputs give.
+#include <cstdint>
+#include <vector>
+
+#include "core/bf16.h"
+#include "nn/scratch.h"
+
+namespace fp8lm {
+
+class SavedActivation {
+ public:
+  explicit SavedActivation(Scratch role) : role_(role) {}
+  // Where forward writes the FP32 values (n of them); they stay valid until save().
+  float* begin(int64_t n, bool bf16);
+  // Rounds the FP32 values into the BF16 copy (nothing to do when kept in FP32).
+  void save();
+  // The forward values as FP32 during forward (before save) or for backward (after).
+  const float* values();
+  // The FP32 values forward may still update in place (the bias the activation adds).
+  float* mutable_values() const { return work_; }
+  size_t bytes() const { return f32_.capacity() * sizeof(float) + b16_.capacity() * 2; }
+
+ private:
+  Scratch role_;
+  bool bf16_ = false, saved_ = false;
+  int64_t n_ = 0;
+  float* work_ = nullptr;
+  std::vector<float> f32_;
+  std::vector<bf16_t> b16_;
+};
+
+// Whether the current forward will be followed by backward (GPT::forward with targets).
+bool training_forward();
+class TrainingForward {
+ public:
+  explicit TrainingForward(bool on);
+  ~TrainingForward();
+  TrainingForward(const TrainingForward&) = delete;
+  TrainingForward& operator=(const TrainingForward&) = delete;
+
+ private:
+  bool saved_;
+};
+
+}  // namespace fp8lm
