@@ -13,17 +13,19 @@
 
 namespace {
 
-// Where the memory goes, in MB: FP32 master weights, their gradients, AdamW's two moments,
+// Where the memory goes, in MiB: FP32 master weights, their gradients, AdamW's two moments,
 // the weight casts the GEMMs keep, the tensors saved from forward for backward, and
 // workspace (the shared per-role scratch and the GEMM operand buffers).
-std::string memory_json(const fp8lm::GPT& model) {
+std::string memory_json(fp8lm::GPT& model) {
   const auto params = static_cast<double>(model.config().parameter_count());
+  size_t grads = 0;
+  for (const fp8lm::Parameter* p : model.parameters()) grads += p->grad_bytes();
   const fp8lm::MemoryUse use = model.memory_use();
-  const double mb = 1e6;
+  const double mb = 1 << 20;  // MiB, as peak_rss_mb
   return fmt::format(
       R"({{"weights": {:.0f}, "gradients": {:.0f}, "optimizer": {:.0f}, "weight_casts": {:.0f}, "saved_activations": {:.0f}, "workspace": {:.0f}}})",
-      params * 4 / mb, params * 4 / mb, params * 8 / mb, static_cast<double>(use.weight_casts) / mb,
-      static_cast<double>(use.saved) / mb,
+      params * 4 / mb, static_cast<double>(grads) / mb, params * 8 / mb,
+      static_cast<double>(use.weight_casts) / mb, static_cast<double>(use.saved) / mb,
       static_cast<double>(fp8lm::scratch_footprint() + fp8lm::cpu::gemm_workspace_bytes()) / mb);
 }
 

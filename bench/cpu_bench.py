@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """fp8lm on this CPU, in one run: the GEMM peak per dtype, then training steps per config and
 precision beside the PyTorch peer (tools/torch_gpt_peer.py on Debian's python3-torch: FP32 and
-BF16 autocast) on the same model and batch, then fused against unfused kernels.
+BF16 autocast) on the same model and batch, then fused against unfused kernels, then peak
+memory with its breakdown at d_model 2048 / seq 512. About 20 minutes on 2 cores.
 
 Usage: bench/cpu_bench.py [--build build/release] [--steps N] [--configs demo,512/6/256,2048/12]
-                          [--no-peer] [--no-fusion-table]
+                          [--no-peer] [--no-fusion-table] [--no-memory]
 
 Columns:
   tokens/s      timed steps after warmup ones
@@ -13,7 +14,7 @@ Columns:
                 the causal half of the PaLM count)
   % peak        GFLOP/s over this machine's GEMM peak for the precision's dtype (bench_gemm at
                 2048^3, best engine; fp8 runs as BF16 products, so its peak is the BF16 one)
-  GEMM GF/s     the same FLOPs counted inside the GEMM calls over the time spent in them, and
+  GEMM GF/s     2·M·N·K of every GEMM call over the time spent in those calls, and
   GEMM % peak   that over the peak: how well the GEMMs alone run at this model's shapes
   peak RSS      of the whole process
   vs PyTorch    fp32 against PyTorch FP32; bf16 and fp8 against PyTorch BF16 autocast
@@ -62,6 +63,7 @@ def main():
     p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
     p.add_argument("--no-peer", action="store_true", help="skip PyTorch")
     p.add_argument("--no-fusion-table", action="store_true", help="skip the fused vs unfused runs")
+    p.add_argument("--no-memory", action="store_true", help="skip the memory runs (d_model 2048, seq 512)")
     a = p.parse_args()
     bench = os.path.join(a.build, "bench")
     ours, gemm = os.path.join(bench, "bench_train"), os.path.join(bench, "bench_gemm")
@@ -110,8 +112,32 @@ def main():
                   f"{r['peak_rss_mb']:.0f} | {ratio} |")
         sys.stdout.flush()
 
-    if a.no_fusion_table:
-        return
+    if not a.no_fusion_table:
+        fusion_table(ours, a)
+    if not a.no_memory:
+        memory_table(ours, a)
+
+
+MEMORY_CONFIG = dict(CONFIGS["2048/12"], seq_len=512, batch_size=4)
+
+
+def memory_table(ours, a):
+    print("\nMemory, one training step of d_model 2048 / 12 layers / seq 512 / batch 4 (MiB; "
+          "weights are the FP32 masters, casts the BF16 or FP8 copies the GEMMs use, saved the "
+          "tensors kept from forward for backward, workspace the shared scratch and GEMM buffers):\n")
+    print("| precision | peak RSS | weights | gradients | optimizer | casts | saved | workspace | s/step |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for prec, extra in (("fp32", []), ("bf16", []), ("fp8", []), ("fp8", ["--fp8-weights"])):
+        r = run_json([ours, f"--precision={prec}"] + flags(MEMORY_CONFIG, 1, 0, a.threads) + extra)
+        m = r["memory_mb"]
+        label = r["precision"] + (" --fp8-weights" if extra else "")
+        print(f"| {label} | {r['peak_rss_mb']:.0f} | {m['weights']} | {m['gradients']} | "
+              f"{m['optimizer']} | {m['weight_casts']} | {m['saved_activations']} | "
+              f"{m['workspace']} | {r['seconds_per_step']:.1f} |")
+        sys.stdout.flush()
+
+
+def fusion_table(ours, a):
     print("\nFused against unfused kernels (--no-fusion), demo config, best of 3 alternating runs; "
           "traffic is the bytes the kernels read and write per step, counted per call.\n")
     print("| precision | fused tokens/s | unfused tokens/s | speedup | fused MB/step | unfused MB/step |")

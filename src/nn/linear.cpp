@@ -47,32 +47,34 @@ Linear::Fp8Input Linear::begin_fp8_forward(int64_t rows) {
 }
 
 void Linear::prepare_weight(GemmMode mode) {
-  const int64_t n = weight_.numel();
-  if (mode == GemmMode::Bf16) {
-    if (cast_mode_ == mode && cast_version_ == weight_.version) return;
-    w16_.resize(static_cast<size_t>(n));
-    cpu::fp32_to_bf16(w16_.data(), weight_.data(), n);
-    count_traffic(n * 6);
-  } else if (mode == GemmMode::Fp8) {
-    if (fp8_weights_) {
-      if (qw_.empty()) requantize_weight(recipe_);
-      return;
-    }
-    ScalingState& sw = meta_[Slot::Weight];
-    // Reused across micro-batches while neither the weight nor its delayed scale changed;
-    // current scaling derives its scale from the weight itself, so the version alone decides.
-    const bool fresh = cast_mode_ == mode && cast_version_ == weight_.version &&
-                       (recipe_.kind == ScalingKind::Current || cast_scale_ == sw.scale);
-    if (fresh) return;
-    qw_.resize(static_cast<size_t>(n));
-    qw_scale_inv_ = cast_with_recipe(sw, recipe_, qw_.data(), weight_.data(), n);
-    count_traffic(n * 5);
-    cast_scale_ = sw.scale;
-  } else {
+  if (mode != GemmMode::Fp8) return;  // FP32 uses the weight itself, BF16 rounds it per GEMM
+  if (fp8_weights_) {
+    if (qw_.empty()) requantize_weight(recipe_);
     return;
   }
+  ScalingState& sw = meta_[Slot::Weight];
+  // Reused across micro-batches while neither the weight nor its delayed scale changed;
+  // current scaling derives its scale from the weight itself, so the version alone decides.
+  const bool fresh = cast_mode_ == mode && cast_version_ == weight_.version &&
+                     (recipe_.kind == ScalingKind::Current || cast_scale_ == sw.scale);
+  if (fresh) return;
+  const int64_t n = weight_.numel();
+  qw_.resize(static_cast<size_t>(n));
+  qw_scale_inv_ = cast_with_recipe(sw, recipe_, qw_.data(), weight_.data(), n);
+  count_traffic(n * 5);
+  cast_scale_ = sw.scale;
   cast_mode_ = mode;
   cast_version_ = weight_.version;
+}
+
+const bf16_t* Linear::weight_bf16() {
+  // Not cached per layer: 2 bytes per parameter held through the step would cost more memory
+  // than BF16 activations save; rounding again for the backward GEMM is one cheap pass.
+  const int64_t n = weight_.numel();
+  bf16_t* w = scratch<bf16_t>(Scratch::WeightBf16, n);
+  cpu::fp32_to_bf16(w, weight_.data(), n);
+  count_traffic(n * 6);
+  return w;
 }
 
 void Linear::requantize_weight(const Fp8Recipe& recipe) {
@@ -97,7 +99,7 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
   if (mode_ == GemmMode::Bf16) {
     x16_.resize(static_cast<size_t>(rows * in_));
     cpu::fp32_to_bf16(x16_.data(), x, rows * in_);
-    cpu::gemm_bf16(Trans::N, Trans::T, rows, out_, in_, 1.0f, x16_.data(), w16_.data(), 0.0f, y);
+    cpu::gemm_bf16(Trans::N, Trans::T, rows, out_, in_, 1.0f, x16_.data(), weight_bf16(), 0.0f, y);
     count_traffic(rows * in_ * 6 + gemm_traffic(rows, out_, in_, 2, 2, false));
   } else {
     x_ = x;
@@ -136,12 +138,15 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
     if (dx) count_traffic(gemm_traffic(rows, in_, out_, bytes, bytes, accumulate_dx));
     count_traffic(gemm_traffic(out_, in_, rows, bytes, bytes, true));
   };
-  float* dw = weight_.grad.data();
+  // A BF16 gradient (--fp8-weights) takes the GEMM's FP32 result from scratch.
+  const bool bf16_grad = weight_.bf16_grad();
+  float* dw = bf16_grad ? scratch<float>(Scratch::WeightGrad, out_ * in_) : weight_.grad.data();
+  const float wbeta = bf16_grad ? 0.0f : 1.0f;
   switch (mode_) {
     case GemmMode::Fp32:
       if (dx)
         cpu::gemm_f32(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy, weight_.data(), beta, dx);
-      cpu::gemm_f32(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy, x_, 1.0f, dw);
+      cpu::gemm_f32(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy, x_, wbeta, dw);
       count_gemms(4);
       break;
     case GemmMode::Bf16: {
@@ -150,8 +155,8 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
       count_traffic(rows * out_ * 6);
       count_gemms(2);
       if (dx)
-        cpu::gemm_bf16(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy16, w16_.data(), beta, dx);
-      cpu::gemm_bf16(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy16, x16_.data(), 1.0f, dw);
+        cpu::gemm_bf16(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy16, weight_bf16(), beta, dx);
+      cpu::gemm_bf16(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy16, x16_.data(), wbeta, dw);
       break;
     }
     case GemmMode::Fp8: {
@@ -166,9 +171,13 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
                       qw_.data(), fw, beta, dx);
       }
       cpu::gemm_fp8(Trans::T, Trans::N, out_, in_, rows, dy_sinv * qx_scale_inv_, qdy, sdy.format,
-                    qx_.data(), fx, 1.0f, dw);
+                    qx_.data(), fx, wbeta, dw);
       break;
     }
+  }
+  if (bf16_grad) {
+    cpu::accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
+    count_traffic(out_ * in_ * 8);
   }
 }
 

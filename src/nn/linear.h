@@ -40,9 +40,7 @@ class Linear {
   void backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx = true);
 
   int64_t in_features() const { return in_; }
-  MemoryUse memory_use() const {
-    return {bytes_of(x16_) + bytes_of(qx_), bytes_of(w16_) + bytes_of(qw_)};
-  }
+  MemoryUse memory_use() const { return {bytes_of(x16_) + bytes_of(qx_), bytes_of(qw_)}; }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
   Parameter* bias() { return has_bias_ ? &bias_ : nullptr; }
@@ -73,6 +71,7 @@ class Linear {
 
  private:
   void prepare_weight(GemmMode mode);
+  const bf16_t* weight_bf16();
   void finish_forward(float* y, int64_t rows, bool add_bias);
 
   std::string name_;
@@ -89,9 +88,9 @@ class Linear {
   std::vector<uint8_t> qx_;   // fp8 mode: the input's codes
   float qx_scale_inv_ = 1.0f;
 
-  // Casts of the weight, reused across micro-batches until the weight (or its scale) changes,
-  // as TE does: BF16 values in bf16 mode, FP8 codes in fp8 mode (decoded inside the GEMM).
-  std::vector<bf16_t> w16_;
+  // The FP8 cast of the weight, reused across micro-batches until the weight (or its scale)
+  // changes, as TE does (decoded inside the GEMM). Under BF16 GEMMs the weight is rounded
+  // into shared scratch for each GEMM instead (weight_bf16()).
   std::vector<uint8_t> qw_;
   float qw_scale_inv_ = 1.0f;
   uint64_t cast_version_ = ~uint64_t{0};

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/bf16.h"
+
 namespace fp8lm {
 
 // What a module holds beyond its parameters, for the memory breakdown: tensors saved from
@@ -30,7 +32,10 @@ struct Parameter {
   std::vector<int64_t> shape;
   std::vector<float> value;  // FP32 master weights
   std::vector<float> grad;   // accumulated by backward, zeroed by the trainer
-  bool decay = false;        // weight decay applies (matrices, not norms, biases or positions)
+  // --fp8-weights: the gradient is kept in BF16 instead (grad is then empty), as TE keeps the
+  // gradients of FP8 parameters in the activation dtype; it halves gradient memory.
+  std::vector<bf16_t> grad16;
+  bool decay = false;  // weight decay applies (matrices, not norms, biases or positions)
   // Bumped whenever value changes, so modules know their cached casts of it are stale.
   uint64_t version = 0;
 
@@ -42,6 +47,12 @@ struct Parameter {
   int64_t numel() const {
     return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
   }
+  bool bf16_grad() const { return !grad16.empty(); }
+  void keep_grad_in_bf16() {
+    grad = {};
+    grad16.assign(static_cast<size_t>(numel()), bf16_t{0});
+  }
+  size_t grad_bytes() const { return bytes_of(grad) + bytes_of(grad16); }
   float* data() { return value.data(); }
   const float* data() const { return value.data(); }
 };

@@ -24,6 +24,8 @@ enum class Scratch : uint8_t {
   LinearDy,      // Linear backward: dy cast to BF16 or FP8
   QkvOut,        // attention's packed q, k, v in FP32 while a BF16 copy is what is saved
   MlpPre,        // the MLP's pre-activation in FP32 while a BF16 copy is what is saved
+  WeightGrad,    // Linear backward: the FP32 weight gradient before it joins a BF16 gradient
+  WeightBf16,    // Linear under BF16 GEMMs: the weight rounded to BF16 for one GEMM
   kCount
 };
 

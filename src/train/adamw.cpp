@@ -20,14 +20,23 @@ void for_each_chunk(const ParameterList& params, F f) {
   }
 }
 
+inline float grad_value(float g) {
+  return g;
+}
+inline float grad_value(bf16_t g) {
+  return bf16_to_float(g);
+}
+
 struct AdamWStep {
   float lr, bc1, bc2, grad_scale;
   const AdamWConfig& cfg;
-  // Out of line so the fused and unfused steps run the same machine code (same bits).
-  [[gnu::noinline]] void operator()(float* w, const float* g, float* m, float* v, int64_t n,
+  // Out of line so the fused and unfused steps run the same machine code (same bits). G is
+  // float, or bf16_t for the BF16 gradients of --fp8-weights.
+  template <class G>
+  [[gnu::noinline]] void operator()(float* w, const G* g, float* m, float* v, int64_t n,
                                     float decay) const {
     for (int64_t j = 0; j < n; ++j) {
-      const float gj = g[j] * grad_scale;
+      const float gj = grad_value(g[j]) * grad_scale;
       m[j] = cfg.beta1 * m[j] + (1.0f - cfg.beta1) * gj;
       v[j] = cfg.beta2 * v[j] + (1.0f - cfg.beta2) * gj * gj;
       const float update = (m[j] / bc1) / (std::sqrt(v[j] / bc2) + cfg.eps);
@@ -57,8 +66,14 @@ void AdamW::step(float lr, float grad_scale) {
   count_traffic(total * 28);  // w, m, v read and written; g read
   const auto run = [&](const Chunk& c) {
     Parameter& p = *c.p;
-    update(p.value.data() + c.begin, p.grad.data() + c.begin, m_[c.index].data() + c.begin,
-           v_[c.index].data() + c.begin, c.end - c.begin, p.decay ? cfg_.weight_decay : 0.0f);
+    float* m = m_[c.index].data() + c.begin;
+    float* v = v_[c.index].data() + c.begin;
+    const float decay = p.decay ? cfg_.weight_decay : 0.0f;
+    if (p.bf16_grad()) {
+      update(p.value.data() + c.begin, p.grad16.data() + c.begin, m, v, c.end - c.begin, decay);
+    } else {
+      update(p.value.data() + c.begin, p.grad.data() + c.begin, m, v, c.end - c.begin, decay);
+    }
   };
   if (fusion_enabled()) {
     const auto n = static_cast<int64_t>(chunks_.size());
@@ -80,14 +95,18 @@ void AdamW::zero_grad() {
   const auto n = static_cast<int64_t>(chunks_.size());
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k) {
-    float* g = chunks_[k].p->grad.data();
-    std::fill(g + chunks_[k].begin, g + chunks_[k].end, 0.0f);
+    Parameter& p = *chunks_[k].p;
+    if (p.bf16_grad()) {
+      std::fill(p.grad16.begin() + chunks_[k].begin, p.grad16.begin() + chunks_[k].end, bf16_t{0});
+    } else {
+      std::fill(p.grad.begin() + chunks_[k].begin, p.grad.begin() + chunks_[k].end, 0.0f);
+    }
   }
 }
 
 float grad_norm(const ParameterList& params) {
   struct Piece {
-    const float* g;
+    const Parameter* p;
     int64_t begin, end;
   };
   // Reused across calls (a steady-state step allocates nothing). The parallel region reaches
@@ -97,7 +116,7 @@ float grad_norm(const ParameterList& params) {
   std::vector<Piece>& pieces = pieces_storage;
   pieces.clear();
   for_each_chunk(params, [&](size_t i, int64_t b, int64_t e) {
-    pieces.push_back({params[i]->grad.data(), b, e});
+    pieces.push_back({params[i], b, e});
   });
   partial_storage.assign(pieces.size(), 0.0);
   const Piece* piece = pieces.data();
@@ -105,9 +124,12 @@ float grad_norm(const ParameterList& params) {
   const auto n = static_cast<int64_t>(pieces.size());
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k) {
+    const Parameter& p = *piece[k].p;
     double sum = 0.0;
-    for (int64_t j = piece[k].begin; j < piece[k].end; ++j)
-      sum += static_cast<double>(piece[k].g[j]) * piece[k].g[j];
+    for (int64_t j = piece[k].begin; j < piece[k].end; ++j) {
+      const double g = p.bf16_grad() ? grad_value(p.grad16[j]) : p.grad[j];
+      sum += g * g;
+    }
     partial[k] = sum;
   }
   double sum = 0.0;
@@ -123,8 +145,10 @@ float clip_grad_norm(const ParameterList& params, float max_norm) {
   const float norm = grad_norm(params);
   const float s = clip_factor(norm, max_norm);
   if (s != 1.0f) {
-    for (Parameter* p : params)
+    for (Parameter* p : params) {
       for (float& g : p->grad) g *= s;
+      for (bf16_t& g : p->grad16) g = bf16_from_float(bf16_to_float(g) * s);
+    }
   }
   return norm;
 }

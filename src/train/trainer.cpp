@@ -96,7 +96,10 @@ Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
   opt_ =
       std::make_unique<AdamW>(model_->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay});
   model_->init_fp8(cfg_.recipe.delayed);
-  for (Linear* l : model_->linears()) l->set_fp8_weights(cfg_.fp8_weights);
+  for (Linear* l : model_->linears()) {
+    l->set_fp8_weights(cfg_.fp8_weights);
+    if (cfg_.fp8_weights) l->weight().keep_grad_in_bf16();
+  }
 }
 
 Trainer::~Trainer() = default;

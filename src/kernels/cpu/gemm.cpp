@@ -287,6 +287,11 @@ void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) {
   }
 }
 
+void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= (1 << 15))
+  for (int64_t i = 0; i < n; ++i) acc[i] = bf16_from_float(bf16_to_float(acc[i]) + x[i]);
+}
+
 void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f) {
   static const std::array<bf16_t, 256> e4m3 = make_fp8_bf16_table(Fp8Format::E4M3);
   static const std::array<bf16_t, 256> e5m2 = make_fp8_bf16_table(Fp8Format::E5M2);
