@@ -3,6 +3,7 @@
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/gemm.h"
 #include "nn/fusion.h"
+#include "nn/saved_activation.h"
 #include "nn/scratch.h"
 
 namespace fp8lm {
@@ -46,25 +47,46 @@ Linear::Fp8Input Linear::begin_fp8_forward(int64_t rows) {
   return {meta_[Slot::Input], qx_.data()};
 }
 
-void Linear::prepare_weight(GemmMode mode) {
-  if (mode != GemmMode::Fp8) return;  // FP32 uses the weight itself, BF16 rounds it per GEMM
+const uint8_t* Linear::prepare_weight_fp8() {
+  recast_for_backward_ = false;
   if (fp8_weights_) {
     if (qw_.empty()) requantize_weight(recipe_);
-    return;
+    return qw_.data();
   }
   ScalingState& sw = meta_[Slot::Weight];
+  const int64_t n = weight_.numel();
+  if (training_forward()) {
+    uint8_t* codes = scratch<uint8_t>(Scratch::WeightFp8, n);
+    qw_scale_inv_ = cast_with_recipe(sw, recipe_, codes, weight_.data(), n);
+    count_traffic(n * 5);
+    recast_for_backward_ = true;
+    recast_scale_ = sw.scale;
+    cast_version_ = ~uint64_t{0};  // the kept cast (if any) is not what this step used
+    return codes;
+  }
   // Reused across micro-batches while neither the weight nor its delayed scale changed;
   // current scaling derives its scale from the weight itself, so the version alone decides.
-  const bool fresh = cast_mode_ == mode && cast_version_ == weight_.version &&
+  const bool fresh = cast_mode_ == GemmMode::Fp8 && cast_version_ == weight_.version &&
                      (recipe_.kind == ScalingKind::Current || cast_scale_ == sw.scale);
-  if (fresh) return;
-  const int64_t n = weight_.numel();
+  if (fresh) return qw_.data();
   qw_.resize(static_cast<size_t>(n));
   qw_scale_inv_ = cast_with_recipe(sw, recipe_, qw_.data(), weight_.data(), n);
   count_traffic(n * 5);
   cast_scale_ = sw.scale;
-  cast_mode_ = mode;
+  cast_mode_ = GemmMode::Fp8;
   cast_version_ = weight_.version;
+  return qw_.data();
+}
+
+const uint8_t* Linear::weight_fp8_for_backward() {
+  if (!recast_for_backward_) return qw_.data();
+  // Forward's codes again: the same master weight at the same scale. A plain quantize, so the
+  // slot's amax history records the weight once per step, as with a kept cast.
+  const int64_t n = weight_.numel();
+  uint8_t* codes = scratch<uint8_t>(Scratch::WeightFp8, n);
+  quantize(codes, weight_.data(), n, recast_scale_, meta_[Slot::Weight].format);
+  count_traffic(n * 5);
+  return codes;
 }
 
 const bf16_t* Linear::weight_bf16() {
@@ -95,7 +117,6 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
     forward_fp8_input(sinv, y, rows, add_bias);
     return;
   }
-  prepare_weight(mode_);
   if (mode_ == GemmMode::Bf16) {
     x16_.resize(static_cast<size_t>(rows * in_));
     cpu::fp32_to_bf16(x16_.data(), x, rows * in_);
@@ -112,10 +133,10 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
 void Linear::forward_fp8_input(float scale_inv, float* y, int64_t rows, bool add_bias) {
   mode_ = GemmMode::Fp8;
   qx_scale_inv_ = scale_inv;
-  prepare_weight(mode_);
+  const uint8_t* qw = prepare_weight_fp8();
   // The input codes are what backward's weight gradient uses: one byte per value saved.
   cpu::gemm_fp8(Trans::N, Trans::T, rows, out_, in_, qx_scale_inv_ * qw_scale_inv_, qx_.data(),
-                meta_[Slot::Input].format, qw_.data(), meta_[Slot::Weight].format, 0.0f, y);
+                meta_[Slot::Input].format, qw, meta_[Slot::Weight].format, 0.0f, y);
   count_traffic(gemm_traffic(rows, out_, in_, 1, 1, false));
   finish_forward(y, rows, add_bias);
 }
@@ -168,7 +189,7 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
       const Fp8Format fw = meta_[Slot::Weight].format, fx = meta_[Slot::Input].format;
       if (dx) {
         cpu::gemm_fp8(Trans::N, Trans::N, rows, in_, out_, dy_sinv * qw_scale_inv_, qdy, sdy.format,
-                      qw_.data(), fw, beta, dx);
+                      weight_fp8_for_backward(), fw, beta, dx);
       }
       cpu::gemm_fp8(Trans::T, Trans::N, out_, in_, rows, dy_sinv * qx_scale_inv_, qdy, sdy.format,
                     qx_.data(), fx, wbeta, dw);

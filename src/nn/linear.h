@@ -70,7 +70,9 @@ class Linear {
   float fp8_weight_scale_inv() const { return qw_scale_inv_; }
 
  private:
-  void prepare_weight(GemmMode mode);
+  // The weight's FP8 codes for this GEMM (see qw_).
+  const uint8_t* prepare_weight_fp8();
+  const uint8_t* weight_fp8_for_backward();
   const bf16_t* weight_bf16();
   void finish_forward(float* y, int64_t rows, bool add_bias);
 
@@ -88,10 +90,15 @@ class Linear {
   std::vector<uint8_t> qx_;   // fp8 mode: the input's codes
   float qx_scale_inv_ = 1.0f;
 
-  // The FP8 cast of the weight, reused across micro-batches until the weight (or its scale)
-  // changes, as TE does (decoded inside the GEMM). Under BF16 GEMMs the weight is rounded
-  // into shared scratch for each GEMM instead (weight_bf16()).
+  // The FP8 cast of the weight. Outside training (generation, evaluation) it is kept here and
+  // reused across calls until the weight (or its scale) changes, as TE does; with fp8_weights
+  // it is the weight itself. In a training step the weight changes after every step anyway,
+  // so forward casts into shared scratch and backward casts again at the same scale (the same
+  // codes): 1 byte per parameter less held through the step. Under BF16 GEMMs the weight is
+  // rounded into shared scratch for each GEMM (weight_bf16()).
   std::vector<uint8_t> qw_;
+  bool recast_for_backward_ = false;
+  float recast_scale_ = 1.0f;
   float qw_scale_inv_ = 1.0f;
   uint64_t cast_version_ = ~uint64_t{0};
   GemmMode cast_mode_ = GemmMode::Fp32;
