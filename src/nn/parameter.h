@@ -49,7 +49,7 @@ struct Parameter {
   }
   bool bf16_grad() const { return !grad16.empty(); }
   void keep_grad_in_bf16() {
-    grad = {};
+    std::vector<float>().swap(grad);  // frees it (assigning {} would keep the capacity)
     grad16.assign(static_cast<size_t>(numel()), bf16_t{0});
   }
   size_t grad_bytes() const { return bytes_of(grad) + bytes_of(grad16); }
