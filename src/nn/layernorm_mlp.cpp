@@ -6,6 +6,60 @@
 #include "nn/scratch.h"
 
 namespace fp8lm {
+namespace {
+
+// y = act(h): the unfused twin, after fc1 added its bias.
+void activation_forward(Activation act, float* y, const float* h, int64_t rows, int64_t F) {
+  switch (act) {
+    case Activation::Gelu:
+      return cpu::gelu_forward(y, h, rows * F);
+    case Activation::Relu:
+      return cpu::relu_forward(y, h, rows * F);
+    case Activation::Swiglu:
+      return cpu::swiglu_forward(y, h, rows, F);
+  }
+}
+
+// h += bias, y = act(h) in one pass.
+void bias_activation_forward(Activation act, float* y, float* h, const float* bias, int64_t rows,
+                             int64_t F) {
+  switch (act) {
+    case Activation::Gelu:
+      return cpu::bias_gelu_forward(y, h, bias, rows, F);
+    case Activation::Relu:
+      return cpu::bias_relu_forward(y, h, bias, rows, F);
+    case Activation::Swiglu:
+      return cpu::bias_swiglu_forward(y, h, bias, rows, F);
+  }
+}
+
+// h += bias, y = FP8 codes of act(h) * scale in one pass.
+CastStats bias_activation_forward_fp8(Activation act, uint8_t* y, float scale, Fp8Format f,
+                                      float* h, const float* bias, int64_t rows, int64_t F) {
+  switch (act) {
+    case Activation::Gelu:
+      return cpu::bias_gelu_forward_fp8(y, scale, f, h, bias, rows, F);
+    case Activation::Relu:
+      return cpu::bias_relu_forward_fp8(y, scale, f, h, bias, rows, F);
+    case Activation::Swiglu:
+      break;
+  }
+  return cpu::bias_swiglu_forward_fp8(y, scale, f, h, bias, rows, F);
+}
+
+void activation_backward(Activation act, float* dh, const float* da, const float* h, int64_t rows,
+                         int64_t F) {
+  switch (act) {
+    case Activation::Gelu:
+      return cpu::gelu_backward(dh, da, h, rows * F);
+    case Activation::Relu:
+      return cpu::relu_backward(dh, da, h, rows * F);
+    case Activation::Swiglu:
+      return cpu::swiglu_backward(dh, da, h, rows, F);
+  }
+}
+
+}  // namespace
 
 LayerNormMLP::LayerNormMLP(const std::string& prefix, int64_t d, int64_t ffn, Activation act,
                            Normalization norm)
@@ -42,24 +96,13 @@ void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, floa
   const int64_t h_cols = fc1_.out_features();
   if (fused_fp8_casts()) {
     const Linear::Fp8Input in = fc2_.begin_fp8_forward(rows);
-    ScalingState& s = in.slot;
-    uint8_t* qa = in.codes;
-    CastStats stats;
-    switch (act_) {
-      case Activation::Gelu:
-        stats = cpu::bias_gelu_forward_fp8(qa, s.scale, s.format, h, bias, rows, ffn_);
-        break;
-      case Activation::Relu:
-        stats = cpu::bias_relu_forward_fp8(qa, s.scale, s.format, h, bias, rows, ffn_);
-        break;
-      case Activation::Swiglu:
-        stats = cpu::bias_swiglu_forward_fp8(qa, s.scale, s.format, h, bias, rows, ffn_);
-        break;
-    }
-    s.record_cast(stats, rows * ffn_);
+    ScalingState& slot = in.slot;
+    slot.record_cast(
+        bias_activation_forward_fp8(act_, in.codes, slot.scale, slot.format, h, bias, rows, ffn_),
+        rows * ffn_);
     count_traffic(rows * h_cols * 8 + rows * ffn_);  // h in and out (with bias), codes out
     h_.save();
-    fc2_.forward_fp8_input(s.scale_inv, y, rows);
+    fc2_.forward_fp8_input(slot.scale_inv, y, rows);
     return;
   }
   float* a;
@@ -69,34 +112,12 @@ void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, floa
   } else {
     a = scratch<float>(Scratch::ActOut, rows * ffn_);
   }
-  if (!fused) {
-    switch (act_) {
-      case Activation::Gelu:
-        cpu::gelu_forward(a, h, rows * ffn_);
-        break;
-      case Activation::Relu:
-        cpu::relu_forward(a, h, rows * ffn_);
-        break;
-      case Activation::Swiglu:
-        cpu::swiglu_forward(a, h, rows, ffn_);
-        break;
-    }
+  if (fused) {
+    bias_activation_forward(act_, a, h, bias, rows, ffn_);
+    count_traffic(rows * h_cols * 8 + rows * ffn_ * 4);
+  } else {
+    activation_forward(act_, a, h, rows, ffn_);
     count_traffic(rows * h_cols * 4 + rows * ffn_ * 4);
-    h_.save();
-    fc2_.forward(a, y, rows);
-    return;
-  }
-  count_traffic(rows * h_cols * 8 + rows * ffn_ * 4);
-  switch (act_) {
-    case Activation::Gelu:
-      cpu::bias_gelu_forward(a, h, bias, rows, ffn_);
-      break;
-    case Activation::Relu:
-      cpu::bias_relu_forward(a, h, bias, rows, ffn_);
-      break;
-    case Activation::Swiglu:
-      cpu::bias_swiglu_forward(a, h, bias, rows, ffn_);
-      break;
   }
   h_.save();
   fc2_.forward(a, y, rows);
@@ -106,18 +127,7 @@ void LayerNormMLP::backward(const float* dy, float* dx, int64_t rows) {
   float* da = scratch<float>(Scratch::MlpDAct, rows * ffn_);
   float* dh = scratch<float>(Scratch::MlpDPre, rows * fc1_.out_features());
   fc2_.backward(dy, da, rows, /*accumulate_dx=*/false);
-  const float* h = h_.values();
-  switch (act_) {
-    case Activation::Gelu:
-      cpu::gelu_backward(dh, da, h, rows * ffn_);
-      break;
-    case Activation::Relu:
-      cpu::relu_backward(dh, da, h, rows * ffn_);
-      break;
-    case Activation::Swiglu:
-      cpu::swiglu_backward(dh, da, h, rows, ffn_);
-      break;
-  }
+  activation_backward(act_, dh, da, h_.values(), rows, ffn_);
   count_traffic(rows * (ffn_ + 2 * fc1_.out_features()) * 4);
   float* dnormed = scratch<float>(Scratch::NormDOut, rows * fc1_.in_features());
   fc1_.backward(dh, dnormed, rows, /*accumulate_dx=*/false);
