@@ -37,11 +37,9 @@ PrecisionChoice resolve_cpu_precision(Precision requested, const CpuFeatures& cp
   const char* bf16_hw = cpu.amx_bf16 ? "AMX-BF16" : "AVX512-BF16";
   switch (requested) {
     case Precision::Fp8:
+      // The GEMMs multiply decoded values, exact in FP32 on either engine (doctor names it).
       return {Precision::Fp8, true,
-              bf16_native ? fmt::format("no FP8 hardware on CPU: FP8 emulated exactly, GEMMs as "
-                                        "{} dot products on decoded values",
-                                        bf16_hw)
-                          : std::string("no FP8 hardware on CPU: FP8 emulated exactly in FP32")};
+              "no FP8 hardware on CPU: FP8 emulated exactly, GEMMs on the decoded values"};
     case Precision::Bf16:
       return {Precision::Bf16, !bf16_native,
               bf16_native ? fmt::format("{} present", bf16_hw)
