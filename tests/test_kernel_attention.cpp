@@ -165,6 +165,30 @@ TEST(AttentionKernelSets, GenericAndAvx512Agree) {
   }
 }
 
+// The first len tokens of qkv_all [B, Tmax, 3C] as a forward input, and as a KV cache of Tmax
+// slots (NaN from len on, so a read past len would show) with the last token's query.
+struct DecodeCase {
+  std::vector<float> qkv, q, k_cache, v_cache;
+};
+DecodeCase decode_case(const std::vector<float>& qkv_all, int64_t B, int64_t Tmax, int64_t len,
+                       int64_t C) {
+  DecodeCase d{std::vector<float>(B * len * 3 * C),
+               std::vector<float>(B * C),
+               std::vector<float>(B * Tmax * C, std::numeric_limits<float>::quiet_NaN()),
+               {}};
+  d.v_cache = d.k_cache;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < len; ++t) {
+      const float* token = &qkv_all[(b * Tmax + t) * 3 * C];
+      std::copy_n(token, 3 * C, &d.qkv[(b * len + t) * 3 * C]);
+      std::copy_n(token + C, C, &d.k_cache[(b * Tmax + t) * C]);
+      std::copy_n(token + 2 * C, C, &d.v_cache[(b * Tmax + t) * C]);
+    }
+    std::copy_n(&d.qkv[(b * len + len - 1) * 3 * C], C, &d.q[b * C]);
+  }
+  return d;
+}
+
 // Decode runs forward's code path on a one-query block, so in every kernel set it reproduces
 // forward's last row exactly, also past the first key tile and with a head that is no multiple
 // of 16. Cache slots from len on hold NaN, so a read past len would show.
@@ -174,18 +198,7 @@ TEST(AttentionKernelSets, DecodeIsForwardsLastRowBitForBit) {
   for (const cpu::AttentionIsa isa : runnable_isas()) {
     for (int64_t len : {1, 17, 64, 65, 130}) {
       const Shape s{B, len, C, H};
-      std::vector<float> qkv(B * len * 3 * C), q(B * C);
-      std::vector<float> k_cache(B * Tmax * C, std::numeric_limits<float>::quiet_NaN());
-      std::vector<float> v_cache = k_cache;
-      for (int64_t b = 0; b < B; ++b) {
-        for (int64_t t = 0; t < len; ++t) {
-          const float* token = &qkv_all[(b * Tmax + t) * 3 * C];
-          std::copy_n(token, 3 * C, &qkv[(b * len + t) * 3 * C]);
-          std::copy_n(token + C, C, &k_cache[(b * Tmax + t) * C]);
-          std::copy_n(token + 2 * C, C, &v_cache[(b * Tmax + t) * C]);
-        }
-        std::copy_n(&qkv[(b * len + len - 1) * 3 * C], C, &q[b * C]);
-      }
+      auto [qkv, q, k_cache, v_cache] = decode_case(qkv_all, B, Tmax, len, C);
       const ForwardResult fwd = run_forward(isa, qkv, s);
       std::vector<float> decoded(B * C);
       cpu::attention_decode_with(isa, decoded.data(), q.data(), k_cache.data(), v_cache.data(), B,
@@ -348,18 +361,7 @@ TEST(AttentionDecode, MatchesLastRowOfForward) {
   const auto qkv_all = random_normal(B * Tmax * 3 * C, 31);
   for (int64_t len : {1, 17, 64}) {
     const Shape s{B, len, C, H};
-    std::vector<float> qkv(B * len * 3 * C), q(B * C);
-    std::vector<float> k_cache(B * Tmax * C, std::numeric_limits<float>::quiet_NaN());
-    std::vector<float> v_cache = k_cache;
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t t = 0; t < len; ++t) {
-        const float* token = &qkv_all[(b * Tmax + t) * 3 * C];
-        std::copy_n(token, 3 * C, &qkv[(b * len + t) * 3 * C]);
-        std::copy_n(token + C, C, &k_cache[(b * Tmax + t) * C]);
-        std::copy_n(token + 2 * C, C, &v_cache[(b * Tmax + t) * C]);
-      }
-      std::copy_n(&qkv[(b * len + len - 1) * 3 * C], C, &q[b * C]);
-    }
+    auto [qkv, q, k_cache, v_cache] = decode_case(qkv_all, B, Tmax, len, C);
     const ForwardResult fast = run_forward(true, qkv, s);
     const ForwardResult ref = run_forward(false, qkv, s);
     std::vector<float> last_fast(B * C), last_ref(B * C);
