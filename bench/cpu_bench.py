@@ -16,7 +16,7 @@ Columns:
                 2048^3, best engine; fp8 runs as BF16 products, so its peak is the BF16 one)
   GEMM GF/s     2·M·N·K of every GEMM call over the time spent in those calls, and
   GEMM % peak   that over the peak: how well the GEMMs alone run at this model's shapes
-  peak RSS      of the whole process
+  peak RSS      of the whole process (MiB)
   vs PyTorch    fp32 against PyTorch FP32; bf16 and fp8 against PyTorch BF16 autocast
 """
 import argparse
@@ -85,7 +85,7 @@ def main():
           f"; engine in use: {g['chosen']}\n")
 
     print("| config | engine | precision | tokens/s | GFLOP/s | % peak | GEMM GF/s | GEMM % peak "
-          "| peak RSS MB | vs PyTorch |")
+          "| peak RSS MiB | vs PyTorch |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in a.configs.split(","):
         cfg = CONFIGS[name]
