@@ -11,9 +11,8 @@
 
 #include "core/cpu_features.h"
 #include "fp8/quantize.h"
-#include "kernels/cpu/bf16_cast_isa.h"
+#include "kernels/cpu/casts.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/upcast.h"
 
 namespace fp8lm::cpu {
 namespace {

@@ -23,7 +23,7 @@ void run_doctor() {
   fmt::print("  avx2 {} · avx512 {} · avx512_bf16 {} · amx_bf16 {}\n", yes_no(cpu.avx2),
              yes_no(cpu.avx512), yes_no(cpu.avx512_bf16), yes_no(cpu.amx_bf16));
   fmt::print("  fp8 quantize kernels: {}\n", isa_name(best_isa()));
-  const cpu::Bf16Throughput t = cpu::measure_bf16_throughput();
+  const cpu::Bf16Throughput& t = cpu::bf16_throughput();
   if (t.fma_gflops > 0) {
     fmt::print("  one core: vfmadd231ps {:.0f} GFLOP/s · vdpbf16ps {:.0f} GFLOP/s\n", t.fma_gflops,
                t.dpbf16_gflops);

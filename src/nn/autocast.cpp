@@ -42,11 +42,8 @@ Precision& gemm_precision_slot() {
 }
 }  // namespace
 
-GemmPrecision::GemmPrecision(Precision p) : saved_(gemm_precision_slot()) {
-  gemm_precision_slot() = p == Precision::Bf16 ? Precision::Bf16 : Precision::Fp32;
-}
-GemmPrecision::~GemmPrecision() {
-  gemm_precision_slot() = saved_;
+GemmPrecision::GemmPrecision(Precision p)
+    : ScopedValue(gemm_precision_slot(), p == Precision::Bf16 ? Precision::Bf16 : Precision::Fp32) {
 }
 Precision GemmPrecision::current() {
   return gemm_precision_slot();

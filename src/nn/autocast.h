@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/precision.h"
+#include "core/scoped_value.h"
 #include "fp8/scaling.h"
 
 namespace fp8lm {
@@ -43,16 +44,10 @@ class Autocast {
 
 // The precision of GEMMs that do not run in FP8 (bf16 or fp32), like torch.autocast's dtype.
 // Modules read it in forward and keep what they used for their backward.
-class GemmPrecision {
+class GemmPrecision : ScopedValue<Precision> {
  public:
   explicit GemmPrecision(Precision p);
-  ~GemmPrecision();
-  GemmPrecision(const GemmPrecision&) = delete;
-  GemmPrecision& operator=(const GemmPrecision&) = delete;
   static Precision current();
-
- private:
-  Precision saved_;
 };
 
 // Called by a module's FP8 forward: registers the meta for the update at scope exit.

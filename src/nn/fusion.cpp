@@ -15,12 +15,7 @@ bool fusion_enabled() {
   return enabled();
 }
 
-FusionScope::FusionScope(bool on) : saved_(enabled()) {
-  enabled() = on;
-}
-FusionScope::~FusionScope() {
-  enabled() = saved_;
-}
+FusionScope::FusionScope(bool on) : ScopedValue(enabled(), on) {}
 
 void count_traffic(int64_t bytes) {
   traffic.fetch_add(bytes, std::memory_order_relaxed);

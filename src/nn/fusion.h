@@ -8,19 +8,15 @@
 // so the benchmark can show the traffic fusion saves.
 #include <cstdint>
 
+#include "core/scoped_value.h"
+
 namespace fp8lm {
 
 bool fusion_enabled();
 
-class FusionScope {
+class FusionScope : ScopedValue<bool> {
  public:
   explicit FusionScope(bool enabled);
-  ~FusionScope();
-  FusionScope(const FusionScope&) = delete;
-  FusionScope& operator=(const FusionScope&) = delete;
-
- private:
-  bool saved_;
 };
 
 // The byte counter: kernels' callers add what a call reads and writes.

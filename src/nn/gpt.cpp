@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "kernels/cpu/casts.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"

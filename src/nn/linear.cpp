@@ -1,6 +1,7 @@
 #include "nn/linear.h"
 
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/casts.h"
 #include "kernels/cpu/gemm.h"
 #include "nn/fusion.h"
 #include "nn/saved_activation.h"
@@ -60,21 +61,15 @@ const uint8_t* Linear::prepare_weight_fp8() {
     qw_scale_inv_ = cast_with_recipe(sw, recipe_, codes, weight_.data(), n);
     count_traffic(n * 5);
     recast_for_backward_ = true;
-    recast_scale_ = sw.scale;
+    cast_scale_ = sw.scale;
     cast_version_ = ~uint64_t{0};  // the kept cast (if any) is not what this step used
     return codes;
   }
   // Reused across micro-batches while neither the weight nor its delayed scale changed;
   // current scaling derives its scale from the weight itself, so the version alone decides.
-  const bool fresh = cast_mode_ == GemmMode::Fp8 && cast_version_ == weight_.version &&
+  const bool fresh = cast_version_ == weight_.version &&
                      (recipe_.kind == ScalingKind::Current || cast_scale_ == sw.scale);
-  if (fresh) return qw_.data();
-  qw_.resize(static_cast<size_t>(n));
-  qw_scale_inv_ = cast_with_recipe(sw, recipe_, qw_.data(), weight_.data(), n);
-  count_traffic(n * 5);
-  cast_scale_ = sw.scale;
-  cast_mode_ = GemmMode::Fp8;
-  cast_version_ = weight_.version;
+  if (!fresh) requantize_weight(recipe_);
   return qw_.data();
 }
 
@@ -84,7 +79,7 @@ const uint8_t* Linear::weight_fp8_for_backward() {
   // slot's amax history records the weight once per step, as with a kept cast.
   const int64_t n = weight_.numel();
   uint8_t* codes = scratch<uint8_t>(Scratch::WeightFp8, n);
-  quantize(codes, weight_.data(), n, recast_scale_, meta_[Slot::Weight].format);
+  quantize(codes, weight_.data(), n, cast_scale_, meta_[Slot::Weight].format);
   count_traffic(n * 5);
   return codes;
 }
@@ -100,10 +95,10 @@ const bf16_t* Linear::weight_bf16() {
 }
 
 void Linear::requantize_weight(const Fp8Recipe& recipe) {
-  qw_.resize(static_cast<size_t>(weight_.numel()));
-  qw_scale_inv_ =
-      cast_with_recipe(meta_[Slot::Weight], recipe, qw_.data(), weight_.data(), weight_.numel());
-  cast_mode_ = GemmMode::Fp8;
+  const int64_t n = weight_.numel();
+  qw_.resize(static_cast<size_t>(n));
+  qw_scale_inv_ = cast_with_recipe(meta_[Slot::Weight], recipe, qw_.data(), weight_.data(), n);
+  count_traffic(n * 5);
   cast_version_ = weight_.version;
   cast_scale_ = meta_[Slot::Weight].scale;
 }

@@ -98,10 +98,8 @@ class Linear {
   // rounded into shared scratch for each GEMM (weight_bf16()).
   std::vector<uint8_t> qw_;
   bool recast_for_backward_ = false;
-  float recast_scale_ = 1.0f;
   float qw_scale_inv_ = 1.0f;
   uint64_t cast_version_ = ~uint64_t{0};
-  GemmMode cast_mode_ = GemmMode::Fp32;
   float cast_scale_ = 0.0f;
   bool fp8_weights_ = false;
 };

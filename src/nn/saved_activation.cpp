@@ -1,7 +1,7 @@
 #include "nn/saved_activation.h"
 
+#include "kernels/cpu/casts.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/upcast.h"
 #include "nn/fusion.h"
 
 namespace fp8lm {
@@ -48,11 +48,6 @@ bool& training_slot() {
 bool training_forward() {
   return training_slot();
 }
-TrainingForward::TrainingForward(bool on) : saved_(training_slot()) {
-  training_slot() = on;
-}
-TrainingForward::~TrainingForward() {
-  training_slot() = saved_;
-}
+TrainingForward::TrainingForward(bool on) : ScopedValue(training_slot(), on) {}
 
 }  // namespace fp8lm

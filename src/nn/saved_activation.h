@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/scoped_value.h"
 #include "nn/scratch.h"
 
 namespace fp8lm {
@@ -37,15 +38,9 @@ class SavedActivation {
 
 // Whether the current forward will be followed by backward (GPT::forward with targets).
 bool training_forward();
-class TrainingForward {
+class TrainingForward : ScopedValue<bool> {
  public:
   explicit TrainingForward(bool on);
-  ~TrainingForward();
-  TrainingForward(const TrainingForward&) = delete;
-  TrainingForward& operator=(const TrainingForward&) = delete;
-
- private:
-  bool saved_;
 };
 
 }  // namespace fp8lm

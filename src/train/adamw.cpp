@@ -27,6 +27,16 @@ inline float grad_value(bf16_t g) {
   return bf16_to_float(g);
 }
 
+template <class G>
+double sum_of_squares(const G* g, int64_t begin, int64_t end) {
+  double sum = 0.0;
+  for (int64_t j = begin; j < end; ++j) {
+    const double v = grad_value(g[j]);
+    sum += v * v;
+  }
+  return sum;
+}
+
 struct AdamWStep {
   float lr, bc1, bc2, grad_scale;
   const AdamWConfig& cfg;
@@ -54,6 +64,7 @@ AdamW::AdamW(ParameterList params, AdamWConfig cfg) : params_(std::move(params))
   }
   for_each_chunk(params_, [&](size_t i, int64_t b, int64_t e) {
     chunks_.push_back({params_[i], i, b, e});
+    numel_ += e - b;
   });
 }
 
@@ -61,9 +72,7 @@ void AdamW::step(float lr, float grad_scale) {
   ++t_;
   const AdamWStep update{lr, 1.0f - std::pow(cfg_.beta1, static_cast<float>(t_)),
                          1.0f - std::pow(cfg_.beta2, static_cast<float>(t_)), grad_scale, cfg_};
-  int64_t total = 0;
-  for (Parameter* p : params_) total += static_cast<int64_t>(p->value.size());
-  count_traffic(total * 28);  // w, m, v read and written; g read
+  count_traffic(numel_ * 28);  // w, m, v read and written; g read
   const auto run = [&](const Chunk& c) {
     Parameter& p = *c.p;
     float* m = m_[c.index].data() + c.begin;
@@ -125,12 +134,8 @@ float grad_norm(const ParameterList& params) {
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k) {
     const Parameter& p = *piece[k].p;
-    double sum = 0.0;
-    for (int64_t j = piece[k].begin; j < piece[k].end; ++j) {
-      const double g = p.bf16_grad() ? grad_value(p.grad16[j]) : p.grad[j];
-      sum += g * g;
-    }
-    partial[k] = sum;
+    partial[k] = p.bf16_grad() ? sum_of_squares(p.grad16.data(), piece[k].begin, piece[k].end)
+                               : sum_of_squares(p.grad.data(), piece[k].begin, piece[k].end);
   }
   double sum = 0.0;
   for (int64_t k = 0; k < n; ++k) sum += partial[k];

@@ -40,6 +40,7 @@ class AdamW {
     int64_t begin, end;
   };
   std::vector<Chunk> chunks_;
+  int64_t numel_ = 0;  // over all parameters
 };
 
 // The global L2 norm of all gradients: double partial sums over fixed chunks, added in chunk

@@ -36,9 +36,7 @@ void dpbf16_loop(long n) {
 }
 #endif
 
-}  // namespace
-
-Bf16Throughput measure_bf16_throughput() {
+Bf16Throughput measure() {
   Bf16Throughput t;
 #if defined(__x86_64__)
   if (!cpu_features().avx512_bf16) return t;
@@ -56,6 +54,13 @@ Bf16Throughput measure_bf16_throughput() {
   t.fma_gflops = kIters * 12.0 * 32.0 / best_fma / 1e9;
   t.dpbf16_gflops = kIters * 12.0 * 64.0 / best_dp / 1e9;
 #endif
+  return t;
+}
+
+}  // namespace
+
+const Bf16Throughput& bf16_throughput() {
+  static const Bf16Throughput t = measure();
   return t;
 }
 

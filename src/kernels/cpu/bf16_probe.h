@@ -11,7 +11,8 @@ struct Bf16Throughput {
   double dpbf16_gflops = 0;  // vdpbf16ps zmm: 64 FLOPs each
 };
 
-// Zeros when the CPU lacks AVX512-BF16 (or is not x86-64).
-Bf16Throughput measure_bf16_throughput();
+// Measured on the first call (about a millisecond) and remembered: the GEMM engine choice and
+// doctor read the same figures. Zeros when the CPU lacks AVX512-BF16 (or is not x86-64).
+const Bf16Throughput& bf16_throughput();
 
 }  // namespace fp8lm::cpu

@@ -17,9 +17,8 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
-#include "kernels/cpu/bf16_cast_isa.h"
 #include "kernels/cpu/bf16_probe.h"
-#include "kernels/cpu/upcast.h"
+#include "kernels/cpu/casts.h"
 
 namespace fp8lm::cpu {
 namespace {
@@ -186,15 +185,9 @@ LowPrecisionEngine measure_engine() {
     throw Error("FP8LM_GEMM_ENGINE must be native or widen, got '" + v + "'");
   }
   if (cpu_features().amx_bf16) return LowPrecisionEngine::NativeBf16;  // tiles: 8x FP32 FMA
-  const Bf16Throughput t = measure_bf16_throughput();
+  const Bf16Throughput& t = bf16_throughput();
   return t.dpbf16_gflops > 1.2 * t.fma_gflops ? LowPrecisionEngine::NativeBf16
                                               : LowPrecisionEngine::WidenToFp32;
-}
-
-std::array<bf16_t, 256> make_fp8_bf16_table(Fp8Format f) {
-  std::array<bf16_t, 256> t{};
-  for (int c = 0; c < 256; ++c) t[c] = bf16_from_float(fp8_decode(static_cast<uint8_t>(c), f));
-  return t;
 }
 
 }  // namespace
@@ -268,36 +261,6 @@ void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, 
     fp8_to_f32(b, B, K * N, fb);
     run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, a, b, beta, C);
   });
-}
-
-void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) {
-  static const bool avx512 = cpu_features().avx512;
-  // Threads take whole chunks, so the vector body runs over long stretches; each element's
-  // bits depend on its own value only, whichever thread and path converts it.
-  constexpr int64_t kChunk = int64_t{1} << 14;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t k = 0; k < chunks; ++k) {
-    const int64_t lo = k * kChunk, len = std::min(kChunk, n - lo);
-    if (avx512) {
-      avx512::fp32_to_bf16(y + lo, x + lo, len);
-    } else {
-      for (int64_t i = lo; i < lo + len; ++i) y[i] = bf16_from_float(x[i]);
-    }
-  }
-}
-
-void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= (1 << 15))
-  for (int64_t i = 0; i < n; ++i) acc[i] = bf16_from_float(bf16_to_float(acc[i]) + x[i]);
-}
-
-void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f) {
-  static const std::array<bf16_t, 256> e4m3 = make_fp8_bf16_table(Fp8Format::E4M3);
-  static const std::array<bf16_t, 256> e5m2 = make_fp8_bf16_table(Fp8Format::E5M2);
-  const bf16_t* table = (f == Fp8Format::E4M3 ? e4m3 : e5m2).data();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = table[codes[i]];
 }
 
 }  // namespace fp8lm::cpu

@@ -58,11 +58,7 @@ bool inside_onednn_execute();
 size_t gemm_workspace_bytes();
 void reset_gemm_stats();
 
-// Converters the GEMM callers use for their operands.
-void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
-void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f);
-// acc = bf16(acc + x): a BF16 gradient accumulating an FP32 GEMM result (one rounding).
-void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n);
+// The operand conversions GEMM callers use (fp32_to_bf16, ...) are in casts.h.
 
 namespace ref {
 // Plain loops with double accumulation: the oracle for every precision (operands decoded

@@ -1,8 +1,9 @@
-#include "kernels/cpu/upcast.h"
+#include "kernels/cpu/casts.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 
 #include "core/cpu_features.h"
 
@@ -31,6 +32,12 @@ bool use_avx512() {
   return on;
 }
 
+std::array<bf16_t, 256> fp8_bf16_table(Fp8Format f) {
+  std::array<bf16_t, 256> t{};
+  for (int c = 0; c < 256; ++c) t[c] = bf16_from_float(fp8_decode(static_cast<uint8_t>(c), f));
+  return t;
+}
+
 }  // namespace
 
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n) {
@@ -44,6 +51,28 @@ void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f) {
   for_shares(n, [&](int64_t lo, int64_t hi) {
     if (use_avx512()) return avx512::fp8_to_f32(y + lo, codes + lo, hi - lo, f);
     ref::fp8_to_f32(y + lo, codes + lo, hi - lo, f);
+  });
+}
+
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f) {
+  static const std::array<bf16_t, 256> e4m3 = fp8_bf16_table(Fp8Format::E4M3);
+  static const std::array<bf16_t, 256> e5m2 = fp8_bf16_table(Fp8Format::E5M2);
+  const bf16_t* table = (f == Fp8Format::E4M3 ? e4m3 : e5m2).data();
+  for_shares(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) y[i] = table[codes[i]];
+  });
+}
+
+void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) {
+  for_shares(n, [&](int64_t lo, int64_t hi) {
+    if (use_avx512()) return avx512::fp32_to_bf16(y + lo, x + lo, hi - lo);
+    for (int64_t i = lo; i < hi; ++i) y[i] = bf16_from_float(x[i]);
+  });
+}
+
+void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n) {
+  for_shares(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) acc[i] = bf16_from_float(bf16_to_float(acc[i]) + x[i]);
   });
 }
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu/upcast.h"
+#include "kernels/cpu/casts.h"
 
 namespace fp8lm::cpu::ref {
 
