@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "fp8/quantize.h"
+
 namespace fp8lm::test {
 
 // Normal values at a random spread of magnitudes (so some underflow and some overflow a
@@ -55,6 +57,13 @@ inline bool same_bits(const Vec& a, const Vec& b) {
 // n values from N(0, stddev), reproducible by seed.
 inline std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {
   return random_normal(static_cast<int64_t>(n), seed, 0.0f, stddev);
+}
+
+// A fused FP8 producer's statistics against quantize's on the unfused output: all equal.
+inline void expect_same_stats(const CastStats& got, const CastStats& want) {
+  EXPECT_EQ(got.amax, want.amax);
+  EXPECT_EQ(got.saturated, want.saturated);
+  EXPECT_EQ(got.flushed, want.flushed);
 }
 
 }  // namespace fp8lm::test
