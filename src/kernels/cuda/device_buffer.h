@@ -1,0 +1,74 @@
+#pragma once
+// An owned device allocation and the copies in and out of it. Sizes are in elements.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace fp8lm::cuda {
+
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) { resize(n); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (p_) cudaFree(p_);
+  }
+  // Grows (contents lost) when n exceeds the capacity; never shrinks.
+  void resize(size_t n) {
+    if (n <= n_) return;
+    if (p_) FP8LM_CUDA_CHECK(cudaFree(p_));
+    p_ = nullptr;
+    n_ = 0;
+    FP8LM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+    n_ = n;
+  }
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t size() const { return n_; }
+  size_t bytes() const { return n_ * sizeof(T); }
+  void zero(cudaStream_t s = nullptr) {
+    if (n_) FP8LM_CUDA_CHECK(cudaMemsetAsync(p_, 0, bytes(), s));
+  }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+template <typename T>
+void upload(T* dst, const T* src, size_t n) {
+  FP8LM_CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <typename T>
+void download(T* dst, const T* src, size_t n) {
+  FP8LM_CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost));
+}
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& v) {
+  DeviceBuffer<T> d(v.size());
+  upload(d.data(), v.data(), v.size());
+  return d;
+}
+template <typename T>
+std::vector<T> to_host(const T* src, size_t n) {
+  std::vector<T> v(n);
+  download(v.data(), src, n);
+  return v;
+}
+
+}  // namespace fp8lm::cuda

@@ -1,0 +1,53 @@
+#pragma once
+// GEMMs through cuBLASLt on row-major buffers, with the CPU GEMM's convention
+// (kernels/cpu/gemm.h): C[M,N] = alpha * op(A) · op(B) + beta * C, op(X) = X or Xᵀ, FP32
+// accumulation and an FP32 C. Operands are FP32, BF16 or FP8; FP8 operands carry their
+// scale_inv as a device pointer, multiplied into the product by cuBLASLt (no host sync).
+//
+// FP8 on Hopper and Ada takes only C = A · Bᵀ (ta = N, tb = T; cuBLASLt's "TN"); any other
+// FP8 call throws. Callers pass transposed FP8 copies made by cast_transpose (see
+// cast_transpose.h), as TE does.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/fp8_dtype.h"
+#include "kernels/cpu/gemm.h"  // Trans
+
+namespace fp8lm::cuda {
+
+using cpu::Trans;
+
+enum class DType : uint8_t { F32, BF16, E4M3, E5M2 };
+DType fp8_dtype(Fp8Format f);
+
+struct GemmOperand {
+  const void* data = nullptr;
+  DType type = DType::F32;
+  const float* scale_inv = nullptr;  // device, FP8 only: the value is code * *scale_inv
+};
+
+struct GemmOptions {
+  // [N] FP32 bias added to every row of the product (before beta*C is added) through the
+  // cuBLASLt bias epilogue; nullptr: none.
+  const float* bias = nullptr;
+  // FP8 only: TE uses fast accumulation in forward GEMMs and split (more precise)
+  // accumulation for dgrad and wgrad.
+  bool fast_accum = false;
+};
+
+void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A,
+          GemmOperand B, float beta, float* C, const GemmOptions& options, cudaStream_t stream);
+
+// Batched FP32-output BF16 GEMM over equally strided matrices (attention's Q·Kᵀ and P·V):
+// C_i = alpha * op(A_i) · op(B_i) + beta * C_i for i < batch; element strides between
+// matrices. A and B are BF16, C FP32 or BF16 (c_bf16).
+void gemm_batched_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                       const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
+                       int64_t stride_b, float beta, void* C, bool c_bf16, int64_t ldc,
+                       int64_t stride_c, int64_t batch, cudaStream_t stream);
+
+// Bytes of cuBLASLt workspace held for this device (32 MiB on cc >= 9.0, 4 MiB below).
+size_t gemm_workspace_bytes();
+
+}  // namespace fp8lm::cuda

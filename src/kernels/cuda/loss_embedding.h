@@ -1,0 +1,26 @@
+#pragma once
+// Token + position embedding and the fused softmax-cross-entropy on the device, with the CPU
+// kernels' signatures (kernels/cpu/embedding.h, cross_entropy.h).
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace fp8lm::cuda {
+
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                       int64_t B, int64_t T, int64_t C, cudaStream_t stream);
+// dwte, dwpe +=. Rows of dwte are summed in a fixed order (deterministic), not by atomics.
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                        int64_t B, int64_t T, int64_t C, cudaStream_t stream);
+
+// One pass per row: losses[r] = -log softmax(logits[r])[targets[r]], and
+// dlogits = (softmax - onehot) * grad_scale (dlogits may alias logits). *loss_sum (device)
+// = sum of losses, overwritten, summed in a fixed order.
+void softmax_cross_entropy(float* dlogits, float* losses, float* loss_sum, const float* logits,
+                           const int32_t* targets, int64_t rows, int64_t V, float grad_scale,
+                           cudaStream_t stream);
+
+// out[b] = argmax over V of logits[b] (first of equal maxima): greedy decoding.
+void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V, cudaStream_t stream);
+
+}  // namespace fp8lm::cuda

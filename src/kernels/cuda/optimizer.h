@@ -1,0 +1,42 @@
+#pragma once
+// The optimizer's device kernels, each one launch over every parameter (TE's multi-tensor
+// apply): the global gradient norm and AdamW with clipping folded in, re-quantizing FP8
+// weights (--fp8-weights) in the same pass. The update is train/adamw.cpp's, in FP32.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/fp8_tensor.h"
+
+namespace fp8lm::cuda {
+
+// One parameter, all device pointers. The table of these lives on the device.
+struct AdamWTensor {
+  float* param = nullptr;
+  const float* grad = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  int64_t n = 0;
+  float decay = 0.0f;  // the weight decay applied to this tensor (0: none)
+  // data != nullptr: after the update, codes = cast(param * *scale), amax recorded: the FP8
+  // weight of --fp8-weights, with its slot's scale.
+  Fp8Out requant;
+};
+
+struct AdamWHyper {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float bc1 = 1, bc2 = 1;  // 1 - beta^t, computed on the host as train/adamw.cpp does
+};
+
+// *norm = sqrt(sum of squares of every grad), overwritten; partial sums in double over fixed
+// chunks, added in a fixed order (the same bits every run). *clip (optional) = max_norm /
+// (norm + 1e-6) when norm > max_norm > 0, else 1, as clip_factor in train/adamw.h.
+void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* tensors,
+               int n_tensors, int64_t total_elements, cudaStream_t stream);
+
+// Every tensor: g = grad * *grad_scale; AdamW as train/adamw.cpp; then the optional requant.
+// tensors: a device array of n_tensors entries.
+void adamw_step(const AdamWTensor* tensors, int n_tensors, int64_t total_elements,
+                const AdamWHyper& h, const float* grad_scale, cudaStream_t stream);
+
+}  // namespace fp8lm::cuda

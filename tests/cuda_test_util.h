@@ -1,0 +1,33 @@
+#pragma once
+// For the CUDA parity tests: skip (reported as skipped, never passed) when this process sees
+// no CUDA device, and move vectors to and from the device.
+#include <gtest/gtest.h>
+
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/device_query.h"
+
+namespace fp8lm::test {
+
+inline bool cuda_device_present() {
+  static const bool present = !cuda::query_devices().devices.empty();
+  return present;
+}
+
+inline int cuda_cc() {  // compute capability of device 0 as 10*major + minor (0: none)
+  const auto q = cuda::query_devices();
+  return q.devices.empty() ? 0 : q.devices[0].cc_major * 10 + q.devices[0].cc_minor;
+}
+
+}  // namespace fp8lm::test
+
+#define FP8LM_REQUIRE_CUDA()                                                      \
+  do {                                                                            \
+    if (!::fp8lm::test::cuda_device_present()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)
+
+// FP8 tensor-core GEMMs need compute capability 8.9 (Ada) or 9.0 (Hopper).
+#define FP8LM_REQUIRE_CUDA_FP8()                                                       \
+  do {                                                                                 \
+    FP8LM_REQUIRE_CUDA();                                                              \
+    if (::fp8lm::test::cuda_cc() < 89) GTEST_SKIP() << "FP8 GEMMs need cc >= 8.9"; \
+  } while (0)
