@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cuda/device_query.h"
 #include "nn/fusion.h"
 #include "nn/scratch.h"
 #include "train/trainer.h"
@@ -34,6 +35,7 @@ std::string memory_json(fp8lm::GPT& model) {
 int main(int argc, char** argv) {
   fp8lm::TrainConfig c;
   std::string precision = "fp32";
+  std::string device = "cpu";
   int64_t warmup_steps = 2;
   CLI::App app{"bench_train: tokens/s of fp8lm training steps"};
   app.add_option("--vocab", c.model.vocab);
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", c.steps, "timed steps");
   app.add_option("--warmup-steps", warmup_steps, "untimed steps first");
   app.add_option("--precision", precision, "fp32|bf16|fp8");
+  app.add_option("--device", device, "cpu|cuda|cuda:N|auto (default cpu)");
   app.add_option("--threads", c.threads);
   bool no_fusion = false;
   app.add_flag("--no-fusion", no_fusion, "the unfused kernel twins");
@@ -56,6 +59,9 @@ int main(int argc, char** argv) {
     c.fusion = !no_fusion;
     c.steps += warmup_steps;
     c.evaluate = false;
+    c.device = fp8lm::parse_device(device);
+    const fp8lm::DeviceChoice dev = fp8lm::resolve_device(c.device);
+    size_t gpu_bytes = 0;  // device memory in use at the last step (nothing is freed before)
     double warm_seconds = 0;
     std::unique_ptr<fp8lm::GPT> model;
     const auto r = fp8lm::train(
@@ -66,6 +72,7 @@ int main(int argc, char** argv) {
             fp8lm::cpu::reset_gemm_stats();
             fp8lm::reset_traffic();
           }
+          if (dev.cuda && s.step == s.total) gpu_bytes = fp8lm::cuda::memory_used_bytes(dev.index);
         },
         &model);
     const fp8lm::cpu::GemmStats gemm = fp8lm::cpu::gemm_stats();
@@ -74,7 +81,7 @@ int main(int argc, char** argv) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     fmt::print(
-        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}}})"
+        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "gpu_memory_mb": {:.0f}}})"
         "\n",
         r.precision.label(),
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
@@ -83,7 +90,7 @@ int main(int argc, char** argv) {
         gemm.flops / 1e9 / static_cast<double>(timed_steps),
         fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()), c.fusion ? "true" : "false",
         static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps),
-        memory_json(*model));
+        memory_json(*model), dev.name, static_cast<double>(gpu_bytes) / (1 << 20));
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/fp8_dtype.h"
+#include "kernels/cuda/device_query.h"
 
 namespace fp8lm {
 namespace {
@@ -123,6 +124,9 @@ TEST(Cli, BadInputIsOneLineErrorAndNonZeroExit) {
       "fp8 frobnicate",
       "frobnicate",
       "doctor --verbose",
+      "train --device gpu --steps 1",
+      "train --device cuda:x --steps 1",
+      "generate --checkpoint nothing.safetensors --prompt 1 --device tpu",
       "",
   };
   for (const char* args : bad) {
@@ -132,6 +136,20 @@ TEST(Cli, BadInputIsOneLineErrorAndNonZeroExit) {
     EXPECT_EQ(lines(r.err).size(), 1u) << args << ": " << r.err;
     EXPECT_TRUE(r.out.empty()) << args << " printed: " << r.out;
   }
+}
+
+TEST(Cli, DeviceCudaWithoutAGpuIsAnErrorNotAFallback) {
+  if (!cuda::query_devices().devices.empty()) GTEST_SKIP() << "a CUDA device is present";
+  const CliResult r = fp8lm("train --device cuda --steps 1 --threads 2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err.rfind("error: --device cuda", 0), 0u) << r.err;
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  // auto trains on the CPU and says why.
+  const CliResult a = fp8lm("train --device auto --steps 1 --threads 2 --vocab 16 --seq-len 12 "
+                            "--d-model 16 --n-layers 1 --n-heads 2 --ffn 32");
+  EXPECT_EQ(a.status, 0) << a.err;
+  EXPECT_NE(a.out.find(" on cpu ("), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("device cpu: "), std::string::npos) << a.out;
 }
 
 TEST(Cli, TrainWritesSummaryJson) {

@@ -7,6 +7,7 @@
 #include "fp8/quantize.h"
 #include "kernels/cpu/bf16_probe.h"
 #include "kernels/cpu/gemm.h"
+#include "gpu/device.h"
 #include "kernels/cuda/device_query.h"
 
 namespace fp8lm::cli {
@@ -49,6 +50,8 @@ void run_doctor() {
     const PrecisionChoice g = resolve_cuda_precision(Precision::Auto, d.cc_major, d.cc_minor);
     fmt::print("precision auto -> {} on cuda:{} ({})\n", g.label(), d.index, g.reason);
   }
+  const DeviceChoice dev = resolve_device({DeviceSpec::Auto, 0});
+  fmt::print("device auto -> {}{}\n", dev.name, dev.reason.empty() ? "" : " (" + dev.reason + ")");
 }
 
 }  // namespace

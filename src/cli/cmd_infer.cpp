@@ -44,18 +44,19 @@ struct GenerateFlags {
   std::string checkpoint, prompt;
   int64_t max_new_tokens = 16;
   bool json = false;
+  std::string device = "auto";
 };
 
 void run_generate(const GenerateFlags& f) {
+  const DeviceSpec device = parse_device(f.device);
   LoadedModel m = load_model(f.checkpoint);
   const TrainConfig& c = m.config;
   const std::vector<int32_t> prompt = parse_prompt(f.prompt, c);
   if (f.max_new_tokens < 0)
     throw Error(fmt::format("--max-new-tokens {} is negative", f.max_new_tokens));
-  const InferenceScope scope(resolve_cpu_precision(c.precision, cpu_features()).precision,
-                             c.recipe);
+  InferenceModel model(*m.model, c, device);
   const auto P = static_cast<int64_t>(prompt.size());
-  const std::vector<int32_t> out = m.model->generate(prompt.data(), 1, P, f.max_new_tokens);
+  const std::vector<int32_t> out = model.generate(prompt.data(), 1, P, f.max_new_tokens);
   if (is_text_model(c)) {
     std::string text(out.begin(), out.end());
     if (f.json) {
@@ -80,26 +81,30 @@ struct EvalFlags {
   std::string checkpoint, data;
   int64_t batches = 8;
   bool json = false;
+  std::string device = "auto";
 };
 
 void run_eval(const EvalFlags& f) {
+  const DeviceSpec device = parse_device(f.device);
   LoadedModel m = load_model(f.checkpoint);
   TrainConfig c = m.config;
   if (!f.data.empty()) c.data = f.data;
-  const InferenceScope scope(resolve_cpu_precision(c.precision, cpu_features()).precision,
-                             c.recipe);
+  InferenceModel model(*m.model, c, device);
   const int64_t B = c.batch_size, T = c.model.seq_len;
   nlohmann::json j;
   if (is_text_model(c)) {
     const TextData text(c.data, T, 0.1, c.seed);
-    const double loss = mean_loss(*m.model, text.validation(B, T, f.batches));
+    const double loss = model.mean_loss(text.validation(B, T, f.batches));
     j = {{"data", c.data}, {"loss", loss}, {"perplexity", std::exp(loss)}};
   } else {
     if (!f.data.empty()) throw Error("--data: this model was trained on the stride task, not text");
-    const double loss = mean_loss(*m.model, stride_held_out_batches(c, f.batches));
+    const double loss = model.mean_loss(stride_held_out_batches(c, f.batches));
     j = {{"loss", loss},
          {"perplexity", std::exp(loss)},
-         {"stride_accuracy", stride_accuracy(*m.model, c)}};
+         {"stride_accuracy",
+          stride_accuracy([&](const int32_t* p, int64_t b, int64_t n_p,
+                              int64_t n) { return model.generate(p, b, n_p, n); },
+                          c)}};
   }
   if (f.json) {
     fmt::print("{}\n", j.dump());
@@ -123,6 +128,7 @@ void add_generate_command(CLI::App& app) {
       ->required();
   cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens to generate (default 16)");
   cmd->add_flag("--json", f->json, "print {prompt, generated, stride_kept}");
+  cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");
   cmd->callback([f] { run_generate(*f); });
 }
 
@@ -134,6 +140,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--data", f->data, "text file (byte-level models; default: the training file)");
   cmd->add_option("--batches", f->batches, "held-out batches (default 8)");
   cmd->add_flag("--json", f->json, "print JSON");
+  cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");
   cmd->callback([f] { run_eval(*f); });
 }
 

@@ -31,6 +31,7 @@ struct TrainFlags {
   std::map<std::string, std::string> values;  // flag name (without --) -> value
   bool fp8_weights = false;
   bool no_fusion = false;
+  std::string device = "auto";
 };
 
 const char* kValueFlags[][2] = {
@@ -216,6 +217,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
       throw Error("--resume continues the run's own config; drop --config and --fp8-weights");
     const std::string ckpt = latest_checkpoint(f.resume);
     trainer = load_checkpoint(ckpt);
+    trainer->use_device(parse_device(f.device));  // a run resumes on any device
     fmt::print("resuming {} at step {} of {}\n", ckpt, trainer->steps_done(),
                trainer->config().steps);
   } else {
@@ -227,6 +229,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     }
     if (f.fp8_weights) fp8_weights = true;
     c.fp8_weights = fp8_weights;
+    c.device = parse_device(f.device);
     c.validate();
     if (!f.out.empty() && std::filesystem::exists(f.out + "/config.json")) {
       throw Error(
@@ -238,8 +241,10 @@ int run_train(const TrainFlags& f, CLI::App* app) {
   trainer->set_fusion(!f.no_fusion);  // how kernels run, not what the run is: not saved
   const TrainConfig& c = trainer->config();
   const PrecisionChoice& choice = trainer->precision();
-  fmt::print("precision {} -> {} on cpu ({})\n", precision_name(c.precision), choice.label(),
-             choice.reason);
+  fmt::print("precision {} -> {} on {} ({})\n", precision_name(c.precision), choice.label(),
+             trainer->device().name, choice.reason);
+  if (!trainer->device().reason.empty())
+    fmt::print("device {}: {}\n", trainer->device().label(), trainer->device().reason);
   fmt::print(
       "model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
       c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model, c.model.n_layers,
@@ -287,6 +292,8 @@ void add_train_command(CLI::App& app) {
                     "stop with a checkpoint after step N (resume later)");
   train->add_flag("--fp8-weights", flags->fp8_weights,
                   "keep module weights only as FP8 (TE's fp8_model_init)");
+  train->add_option("--device", flags->device,
+                    "auto|cpu|cuda|cuda:N (auto: a GPU when one is present; default auto)");
   train->add_flag("--no-fusion", flags->no_fusion,
                   "run the unfused kernel twins (to measure what fusion saves)");
   for (const auto& [name, help] : kValueFlags) {

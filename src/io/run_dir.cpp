@@ -135,7 +135,7 @@ RunEnd run_training(Trainer& trainer, const RunOptions& opts, const ProgressFn& 
       line["val_loss"] = trainer.validation_loss();
     }
     if (fp8 && (s.step % std::max<int64_t>(1, opts.fp8_snapshot_every) == 0 || s.step == 1)) {
-      line["fp8"] = fp8_snapshot(trainer.model());
+      line["fp8"] = fp8_snapshot(trainer.model_fp8_state());
     }
     metrics << line.dump() << "\n" << std::flush;
     if (progress) progress(s);

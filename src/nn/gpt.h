@@ -77,6 +77,9 @@ class GPT {
 
   const GPTConfig& config() const { return cfg_; }
   TransformerLayer& layer(int64_t i) { return *layers_[static_cast<size_t>(i)]; }
+  Parameter& token_embedding() { return wte_; }
+  Parameter& position_embedding() { return wpe_; }
+  Norm& final_norm() { return lnf_; }
   ParameterList parameters();
   std::vector<Fp8Meta*> fp8_metas();
   // Builds every GEMM's FP8 state for a recipe (history length, formats), as the first FP8

@@ -31,6 +31,8 @@ class Norm {
   MemoryUse memory_use() const { return {bytes_of(mean_) + bytes_of(rstd_), 0}; }
   ParameterList parameters();
   Parameter& weight() { return gamma_; }
+  Parameter* bias() { return kind_ == Normalization::LayerNorm ? &beta_ : nullptr; }
+  float eps() const { return eps_; }
 
  private:
   Normalization kind_;

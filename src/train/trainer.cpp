@@ -36,6 +36,12 @@ void TrainConfig::validate() const {
 }
 
 double stride_accuracy(GPT& model, const TrainConfig& cfg) {
+  return stride_accuracy(
+      [&](const int32_t* p, int64_t B, int64_t P, int64_t n) { return model.generate(p, B, P, n); },
+      cfg);
+}
+
+double stride_accuracy(const GenerateFn& generate, const TrainConfig& cfg) {
   StrideTask heldout(cfg.model.vocab, cfg.max_stride, cfg.seed ^ 0x9e3779b97f4a7c15ull);
   const int64_t B = cfg.eval_prompts, P = cfg.prompt_len, n_new = cfg.model.seq_len - P;
   std::vector<std::vector<int32_t>> prompts;
@@ -45,7 +51,7 @@ double stride_accuracy(GPT& model, const TrainConfig& cfg) {
     prompts.push_back(heldout.sequence(a, k, P));
     flat.insert(flat.end(), prompts.back().begin(), prompts.back().end());
   }
-  const std::vector<int32_t> out = model.generate(flat.data(), B, P, n_new);
+  const std::vector<int32_t> out = generate(flat.data(), B, P, n_new);
   int64_t kept = 0;
   for (int64_t b = 0; b < B; ++b) {
     const std::vector<int32_t> gen(out.begin() + b * n_new, out.begin() + (b + 1) * n_new);
@@ -61,6 +67,16 @@ std::vector<Batch> stride_held_out_batches(const TrainConfig& cfg, int64_t batch
   std::vector<Batch> out;
   for (int64_t i = 0; i < batches; ++i) out.push_back(task.next(cfg.batch_size, cfg.model.seq_len));
   return out;
+}
+
+double mean_loss(CudaGPT& model, const std::vector<Batch>& batches) {
+  double sum = 0;
+  int64_t rows = 0;
+  for (const Batch& b : batches) {
+    sum += model.loss(b.tokens.data(), b.targets.data(), b.B, b.T) * static_cast<double>(b.B);
+    rows += b.B;
+  }
+  return rows ? sum / static_cast<double>(rows) : 0.0;
 }
 
 double mean_loss(GPT& model, const std::vector<Batch>& batches) {
@@ -100,6 +116,94 @@ Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
     l->set_fp8_weights(cfg_.fp8_weights);
     if (cfg_.fp8_weights) l->weight().keep_grad_in_bf16();
   }
+  use_device(cfg_.device);
+}
+
+void Trainer::use_device(const DeviceSpec& spec) {
+  sync_host();
+  gpu_.reset();
+  device_ = resolve_device(spec);
+  precision_ = resolve_precision(cfg_.precision, device_);
+  if (!device_.cuda) return;
+  if (cfg_.fp8_weights && precision_.precision != Precision::Fp8) {
+    throw Error("--fp8-weights needs --precision fp8");
+  }
+  gpu_ = std::make_unique<CudaGPT>(*model_, cuda_gpt_options(cfg_, device_, precision_.precision));
+  std::vector<std::vector<float>> m, v;
+  for (size_t i = 0; i < opt_->parameters().size(); ++i) {
+    m.push_back(opt_->first_moment(i));
+    v.push_back(opt_->second_moment(i));
+  }
+  gpu_->upload_moments(m, v);
+}
+
+CudaGptOptions cuda_gpt_options(const TrainConfig& cfg, const DeviceChoice& device,
+                                Precision precision) {
+  CudaGptOptions o;
+  o.device = device.index;
+  o.mode = precision == Precision::Fp8    ? GemmMode::Fp8
+           : precision == Precision::Bf16 ? GemmMode::Bf16
+                                          : GemmMode::Fp32;
+  o.recipe = cfg.recipe;
+  o.fp8_weights = cfg.fp8_weights;
+  o.weight_decay = cfg.weight_decay;
+  return o;
+}
+
+InferenceModel::InferenceModel(GPT& model, const TrainConfig& cfg, const DeviceSpec& device)
+    : model_(model),
+      device_(resolve_device(device)),
+      precision_(resolve_precision(cfg.precision, device_)),
+      scope_(precision_.precision, cfg.recipe) {
+  if (device_.cuda) {
+    gpu_ = std::make_unique<CudaGPT>(model, cuda_gpt_options(cfg, device_, precision_.precision));
+  }
+}
+
+std::vector<int32_t> InferenceModel::generate(const int32_t* prompts, int64_t B, int64_t P,
+                                              int64_t n_new) {
+  return gpu_ ? gpu_->generate(prompts, B, P, n_new) : model_.generate(prompts, B, P, n_new);
+}
+
+double InferenceModel::mean_loss(const std::vector<Batch>& batches) {
+  return gpu_ ? fp8lm::mean_loss(*gpu_, batches) : fp8lm::mean_loss(model_, batches);
+}
+
+void Trainer::sync_host() {
+  if (!gpu_ || !host_stale_) return;
+  gpu_->download();
+  std::vector<std::vector<float>> m, v;
+  for (size_t i = 0; i < opt_->parameters().size(); ++i) {
+    m.push_back(std::move(opt_->first_moment(i)));
+    v.push_back(std::move(opt_->second_moment(i)));
+  }
+  gpu_->download_moments(m, v);
+  for (size_t i = 0; i < m.size(); ++i) {
+    opt_->first_moment(i) = std::move(m[i]);
+    opt_->second_moment(i) = std::move(v[i]);
+  }
+  host_stale_ = false;
+}
+
+GPT& Trainer::model() {
+  sync_host();
+  return *model_;
+}
+
+AdamW& Trainer::optimizer() {
+  sync_host();
+  return *opt_;
+}
+
+GPT& Trainer::model_fp8_state() {
+  if (gpu_ && host_stale_) gpu_->download_fp8_state();
+  return *model_;
+}
+
+std::unique_ptr<GPT> Trainer::release_model() {
+  sync_host();
+  gpu_.reset();
+  return std::move(model_);
 }
 
 Trainer::~Trainer() = default;
@@ -110,6 +214,15 @@ StepStats Trainer::train_step() {
   const bool fp8 = precision_.precision == Precision::Fp8;
   const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
   const Batch batch = stride_ ? stride_->next(B, T) : text_->next_train(B, T);
+  const float lr =
+      learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
+  if (gpu_) {
+    const CudaGPT::StepResult r = gpu_->train_step(batch.tokens.data(), batch.targets.data(), B, T,
+                                                   lr, cfg_.grad_clip, opt_->steps() + 1);
+    opt_->set_steps(opt_->steps() + 1);
+    host_stale_ = true;
+    return finish_step(start, r.loss, lr, r.grad_norm);
+  }
   const FusionScope fusion(cfg_.fusion);
   opt_->zero_grad();
   float loss;
@@ -118,8 +231,6 @@ StepStats Trainer::train_step() {
     loss = model_->forward(batch.tokens.data(), batch.targets.data(), B, T);
   }
   model_->backward();
-  const float lr =
-      learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
   float norm;
   if (cfg_.fusion) {  // clipping folded into the one fused AdamW pass
     norm = grad_norm(opt_->parameters());
@@ -129,6 +240,12 @@ StepStats Trainer::train_step() {
     opt_->step(lr);
   }
   if (cfg_.fp8_weights) refresh_fp8_weights();
+  return finish_step(start, loss, lr, norm);
+}
+
+StepStats Trainer::finish_step(std::chrono::steady_clock::time_point start, float loss, float lr,
+                               float norm) {
+  const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
   losses_.push_back(loss);
   ++step_;
   const double took =
@@ -153,6 +270,7 @@ double Trainer::validation_loss(int64_t batches) {
   const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
   const std::vector<Batch> held_out =
       stride_ ? stride_held_out_batches(cfg_, batches) : text_->validation(B, T, batches);
+  if (gpu_) return mean_loss(*gpu_, held_out);
   std::vector<Fp8Meta> saved;
   for (Fp8Meta* m : model_->fp8_metas()) saved.push_back(*m);
   double loss;
@@ -199,14 +317,18 @@ TrainResult Trainer::finish() {
   }
   if (!cfg_.evaluate) return result;
   const InferenceScope scope(precision_.precision, cfg_.recipe);
+  const GenerateFn generate = [&](const int32_t* p, int64_t b, int64_t P, int64_t n) {
+    return gpu_ ? gpu_->generate(p, b, P, n) : model_->generate(p, b, P, n);
+  };
   if (stride_) {
-    result.stride_accuracy = stride_accuracy(*model_, cfg_);
+    result.stride_accuracy = stride_accuracy(generate, cfg_);
   } else {
-    result.val_loss = static_cast<float>(mean_loss(*model_, text_->validation(B, T, 8)));
+    const auto val = text_->validation(B, T, 8);
+    result.val_loss = static_cast<float>(gpu_ ? mean_loss(*gpu_, val) : mean_loss(*model_, val));
     const int64_t P = std::min<int64_t>(16, T / 2);
     std::vector<int32_t> prompt(text_->bytes().begin() + text_->train_size(),
                                 text_->bytes().begin() + text_->train_size() + P);
-    const auto gen = model_->generate(prompt.data(), 1, P, T - P);
+    const auto gen = generate(prompt.data(), 1, P, T - P);
     for (int32_t c : prompt) result.sample.push_back(static_cast<char>(c));
     for (int32_t c : gen) result.sample.push_back(static_cast<char>(c));
   }

@@ -1,10 +1,13 @@
 #pragma once
 // The training loop: data, model, FP8 autocast or a BF16/FP32 fallback, AdamW with clipping and
 // a warmup+cosine schedule; at the end greedy generation (stride task) or validation loss (text).
+#include <chrono>
 #include <functional>
 #include <string>
 
 #include "core/precision.h"
+#include "gpu/cuda_gpt.h"
+#include "gpu/device.h"
 #include "nn/gpt.h"
 #include "train/data.h"
 
@@ -16,6 +19,8 @@ struct TrainConfig {
   Fp8Recipe recipe;
   bool fp8_weights = false;
   bool fusion = true;  // false: the unfused twins (--no-fusion), to measure what fusion is worth
+  // Where the steps run. Not part of a checkpoint's config: a run resumes on any device.
+  DeviceSpec device{DeviceSpec::Cpu, 0};
   int64_t steps = 120;
   int64_t batch_size = 32;
   float lr = 2e-3f;
@@ -73,9 +78,17 @@ class Trainer {
   const TrainConfig& config() const { return cfg_; }
   void set_fusion(bool on) { cfg_.fusion = on; }
   const PrecisionChoice& precision() const { return precision_; }
-  GPT& model() { return *model_; }
-  std::unique_ptr<GPT> release_model() { return std::move(model_); }
-  AdamW& optimizer() { return *opt_; }
+  // Moves training to a device: on a GPU the model, optimizer state and FP8 state are uploaded
+  // from the host objects, which then mirror the device's (model() and optimizer() bring them
+  // up to date). Called by the constructor with cfg.device, and again after a restore.
+  void use_device(const DeviceSpec& spec);
+  const DeviceChoice& device() const { return device_; }
+  // The host model and optimizer, current with the device's state.
+  GPT& model();
+  AdamW& optimizer();
+  // Only the FP8 scaling state made current (metrics): no weight copy from the device.
+  GPT& model_fp8_state();
+  std::unique_ptr<GPT> release_model();
   int64_t steps_done() const { return step_; }
   double seconds() const { return seconds_; }
   const std::vector<float>& losses() const { return losses_; }
@@ -98,6 +111,12 @@ class Trainer {
   std::unique_ptr<TextData> text_;
   std::unique_ptr<GPT> model_;
   std::unique_ptr<AdamW> opt_;
+  DeviceChoice device_;
+  std::unique_ptr<CudaGPT> gpu_;
+  bool host_stale_ = false;  // the device ran steps the host objects have not seen
+  void sync_host();
+  StepStats finish_step(std::chrono::steady_clock::time_point start, float loss, float lr,
+                        float norm);
   int64_t step_ = 0;
   double seconds_ = 0;
   std::vector<float> losses_;
@@ -106,16 +125,42 @@ class Trainer {
 // Greedy generation from cfg.eval_prompts held-out prompts (a random stream apart from
 // training's): the fraction of generated tokens that continue each prompt's stride.
 double stride_accuracy(GPT& model, const TrainConfig& cfg);
+// The same with any greedy generator (prompts [B, P] -> n_new tokens each): a GPU model.
+using GenerateFn = std::function<std::vector<int32_t>(const int32_t*, int64_t, int64_t, int64_t)>;
+double stride_accuracy(const GenerateFn& generate, const TrainConfig& cfg);
 // The stride task's held-out loss batches: a random stream apart from training's and from the
 // generation prompts, the same for every caller (validation during training, fp8lm eval).
 std::vector<Batch> stride_held_out_batches(const TrainConfig& cfg, int64_t batches);
 // Mean loss over batches (no gradients kept).
 double mean_loss(GPT& model, const std::vector<Batch>& batches);
+double mean_loss(CudaGPT& model, const std::vector<Batch>& batches);
 // The precision scopes a trained model's forward runs in (FP8 autocast and GEMM precision).
 struct InferenceScope {
   InferenceScope(Precision p, const Fp8Recipe& recipe);
   GemmPrecision gemm;
   Autocast autocast;
+};
+
+// The GPU model's settings for a run's config on a device at a resolved precision.
+CudaGptOptions cuda_gpt_options(const TrainConfig& cfg, const DeviceChoice& device,
+                                Precision precision);
+
+// A trained model for generation and held-out loss on a device: on a GPU through a CudaGPT
+// built from it, else the host model under the precision's scopes.
+class InferenceModel {
+ public:
+  InferenceModel(GPT& model, const TrainConfig& cfg, const DeviceSpec& device);
+  std::vector<int32_t> generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new);
+  double mean_loss(const std::vector<Batch>& batches);
+  const DeviceChoice& device() const { return device_; }
+  const PrecisionChoice& precision() const { return precision_; }
+
+ private:
+  GPT& model_;
+  DeviceChoice device_;
+  PrecisionChoice precision_;
+  InferenceScope scope_;
+  std::unique_ptr<CudaGPT> gpu_;
 };
 
 // Trains to the end; the model is returned through *model_out when given.

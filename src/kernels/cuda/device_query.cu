@@ -27,4 +27,13 @@ DeviceQuery query_devices() {
   return q;
 }
 
+size_t memory_used_bytes(int device) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) return 0;
+  size_t free = 0, total = 0;
+  const bool ok = cudaMemGetInfo(&free, &total) == cudaSuccess;
+  cudaSetDevice(previous);
+  return ok ? total - free : 0;
+}
+
 }  // namespace fp8lm::cuda

@@ -23,4 +23,7 @@ struct DeviceQuery {
 
 DeviceQuery query_devices();
 
+// Bytes of the device's memory in use (by every process), 0 without CUDA.
+size_t memory_used_bytes(int device);
+
 }  // namespace fp8lm::cuda

@@ -7,4 +7,8 @@ DeviceQuery query_devices() {
   return {false, "", {}, "CUDA support not built"};
 }
 
+size_t memory_used_bytes(int) {
+  return 0;
+}
+
 }  // namespace fp8lm::cuda

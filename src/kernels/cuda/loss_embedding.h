@@ -15,7 +15,9 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
 
 // One pass per row: losses[r] = -log softmax(logits[r])[targets[r]], and
 // dlogits = (softmax - onehot) * grad_scale (dlogits may alias logits). *loss_sum (device)
-// = sum of losses, overwritten, summed in a fixed order.
+// = sum of losses, overwritten, summed in a fixed order (loss_sum nullptr: not computed).
+// A target < 0 ignores its row (loss 0, zero gradient); a target >= V, which the CPU rejects
+// with an Error, gives the row a NaN loss and NaN gradients (a kernel cannot throw).
 void softmax_cross_entropy(float* dlogits, float* losses, float* loss_sum, const float* logits,
                            const int32_t* targets, int64_t rows, int64_t V, float grad_scale,
                            cudaStream_t stream);

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""fp8lm on GPU 0, in one run: training steps of the demo and of d_model 2048 / 12 layers / seq
+2048 in FP8 and BF16 (and FP32 for the demo) beside the PyTorch peer (tools/torch_gpt_peer.py,
+BF16 autocast, eager) on the same model and batch, then the gates issue 6 sets at 2048/12:
+FP8 >= 1.25x our BF16 tokens/s, and our BF16 >= PyTorch BF16. About 2 minutes on an H200.
+
+Usage: bench/gpu_bench.py [--build build/gpu] [--configs demo,2048/12] [--batch-size 8]
+                          [--steps 5] [--json FILE] [--no-peer] [--no-gates]
+
+Columns:
+  tokens/s      timed steps after warmup ones
+  TFLOP/s       model FLOPs per step / step time, counted as bench/cpu_bench.py does (6 * matmul
+                params * tokens plus the causal half of attention)
+  MFU           TFLOP/s over the GPU's dense tensor-core peak for the precision (fp8: the FP8
+                peak, although the LM head and attention run in BF16; fp32: the plain FP32
+                peak); n/a for a GPU not in PEAKS
+  vs PyTorch    our tokens/s over the faster of the PyTorch BF16 peers (flash attention through
+                F.scaled_dot_product_attention, or the explicit softmax(QK^T)V)
+Exit status: 0 when every run worked and every gate passed; 1 when a gate failed (unless
+--no-gates); 2 when a run failed.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_bench import CONFIGS as CPU_CONFIGS, model_flops_per_step  # noqa: E402
+
+CONFIGS = {
+    "demo": CPU_CONFIGS["demo"],
+    "2048/12": dict(vocab=256, seq_len=2048, d_model=2048, n_layers=12, n_heads=16, ffn=8192,
+                    batch_size=8),
+}
+GATE_CONFIG = "2048/12"
+FP8_OVER_BF16 = 1.25
+OURS_OVER_TORCH = 1.0
+
+# Dense (not sparse) peak TFLOP/s by the vendors' datasheets: (name substring, bf16, fp8, fp32
+# without tensor cores). The first match wins, so specific names come before general ones.
+PEAKS = [
+    ("H200 NVL", 835.0, 1670.0, 60.0),
+    ("H100 NVL", 835.0, 1670.0, 60.0),
+    ("H100 PCIe", 756.0, 1513.0, 51.2),
+    ("H200", 989.4, 1978.9, 66.9),
+    ("H100", 989.4, 1978.9, 66.9),
+    ("A100", 312.0, None, 19.5),
+    ("L40S", 362.0, 733.0, 91.6),
+    ("RTX 4090", 165.0, 330.0, 82.6),
+]
+
+
+def peaks_for(gpu_name):
+    for key, bf16, fp8, fp32 in PEAKS:
+        if key.lower() in gpu_name.lower():
+            return {"match": key, "bf16": bf16, "fp8": fp8, "fp32": fp32}
+    return {"match": None, "bf16": None, "fp8": None, "fp32": None}
+
+
+def flags(cfg, steps, warmup):
+    out = [f"--{k.replace('_', '-')}={v}" for k, v in cfg.items()]
+    return out + [f"--steps={steps}", f"--warmup-steps={warmup}", f"--threads={os.cpu_count()}"]
+
+
+def run_json(cmd, timeout):
+    """The last line of the command's stdout as JSON, or (None, why) when it failed."""
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout}s"
+    lines = res.stdout.strip().splitlines()
+    if res.returncode != 0 or not lines:
+        tail = (res.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return None, f"exit {res.returncode}: {tail}"
+    try:
+        return json.loads(lines[-1]), None
+    except json.JSONDecodeError:
+        return None, f"not JSON: {lines[-1][:200]}"
+
+
+def tps(rows, name, engine, prec):
+    """The best tokens/s of the runs that worked (engine "PyTorch": either attention)."""
+    hits = [r["result"]["tokens_per_s"] for r in rows if r["config"] == name and not r["error"]
+            and r["engine"].startswith(engine) and r["precision"] == prec]
+    return max(hits) if hits else None
+
+
+def ratio(x, y):
+    return x / y if x and y else None
+
+
+def fmt(x, spec, suffix=""):
+    return "n/a" if x is None else f"{x:{spec}}{suffix}"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", default="build/gpu")
+    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
+    p.add_argument("--batch-size", type=int, default=CONFIGS["2048/12"]["batch_size"],
+                   help="batch of the 2048/12 config")
+    p.add_argument("--steps", type=int, default=5, help="timed steps of the 2048/12 config")
+    p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps of the 2048/12 config")
+    p.add_argument("--demo-steps", type=int, default=20, help="timed steps of the demo config")
+    p.add_argument("--peer-python", default=sys.executable, help="a Python with PyTorch 2.x and CUDA")
+    p.add_argument("--no-peer", action="store_true", help="skip PyTorch (and its gate)")
+    p.add_argument("--no-gates", action="store_true", help="print only: exit 0 even if a gate fails")
+    p.add_argument("--timeout", type=int, default=300, help="seconds for any one run")
+    p.add_argument("--json", help="write every result and gate to this file")
+    a = p.parse_args()
+    ours = os.path.join(a.build, "bench", "bench_train")
+    peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "torch_gpt_peer.py")
+    if not os.path.exists(ours):
+        sys.exit(f"error: {ours} not found; build first (scripts/gpu-check builds build/gpu)")
+    names = a.configs.split(",")
+    for name in names:
+        if name not in CONFIGS:
+            sys.exit(f"error: unknown config '{name}' (expected {', '.join(CONFIGS)})")
+    CONFIGS["2048/12"]["batch_size"] = a.batch_size
+    steps = {"demo": (3, a.demo_steps), "2048/12": (a.warmup_steps, a.steps)}
+
+    rows, errors, gpu, peak = [], [], None, peaks_for("")
+    print("| config | engine | precision | tokens/s | TFLOP/s | MFU | peak GPU MiB | s/step | vs PyTorch |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    sys.stdout.flush()
+    for name in names:
+        cfg = CONFIGS[name]
+        warmup, timed = steps[name]
+        runs = [] if a.no_peer else [
+            (f"PyTorch {att}", "bf16",
+             [a.peer_python, peer, "--precision=bf16", "--device=cuda", f"--attention={att}"])
+            for att in ("sdpa", "explicit")]
+        runs += [("fp8lm", prec, [ours, f"--precision={prec}", "--device=cuda"])
+                 for prec in (("fp32", "bf16", "fp8") if name == "demo" else ("bf16", "fp8"))]
+        for engine, prec, cmd in runs:
+            r, why = run_json(cmd + flags(cfg, timed, warmup), a.timeout)
+            if r is not None and "cuda" not in r.get("device", ""):
+                why = f"ran on '{r.get('device', 'an unnamed device')}', not on a GPU"
+            elif r is not None and engine == "fp8lm" and not (
+                    r.get("precision", "").startswith(prec) and "emulated" not in r["precision"]):
+                # The label says what ran: "fp8 (emulated)" or a fallback is not what was asked.
+                why = f"asked for {prec}, ran '{r.get('precision')}'"
+            row = {"config": name, "engine": engine, "precision": prec, "result": r, "error": why}
+            rows.append(row)
+            if why:
+                errors.append(f"{name} {engine} {prec}: {why}")
+                print(f"| {name} | {engine} | {prec} | FAILED: {why} | | | | | |")
+                sys.stdout.flush()
+                continue
+            if gpu is None:
+                gpu = r["device"].split(" ", 1)[-1]  # "cuda:0 NVIDIA H200" -> "NVIDIA H200"
+                peak = peaks_for(gpu)
+            row["tflops"] = model_flops_per_step(cfg) / r["seconds_per_step"] / 1e12
+            row["mfu"] = row["tflops"] / peak[prec] if peak[prec] else None
+            vs, label = "", f"{prec} autocast"
+            if engine.startswith("PyTorch"):
+                engine = f"PyTorch {r.get('torch', '')} {engine.split()[1]}"
+            else:
+                ref = tps(rows, name, "PyTorch", "bf16") if prec != "fp32" else None
+                row["vs_torch"] = r["tokens_per_s"] / ref if ref else None
+                vs, label = fmt(row["vs_torch"], ".2f", "x"), r["precision"]
+            print(f"| {name} | {engine} | {label} | {r['tokens_per_s']:.0f} | {row['tflops']:.1f} | "
+                  f"{fmt(None if row['mfu'] is None else 100 * row['mfu'], '.1f', '%')} | "
+                  f"{fmt(r.get('peak_gpu_mb'), '.0f')} | {r['seconds_per_step']:.4f} | {vs} |")
+            sys.stdout.flush()
+
+    print(f"\nGPU: {gpu or 'unknown'}; " + (
+        f"dense peaks (TFLOP/s) of {peak['match']}: bf16 {peak['bf16']}, fp8 {fmt(peak['fp8'], '')}, "
+        f"fp32 {peak['fp32']}" if peak["match"] else "peaks unknown: MFU n/a"))
+    for name in names:
+        s = ratio(tps(rows, name, "fp8lm", "fp8"), tps(rows, name, "fp8lm", "bf16"))
+        line = f"{name}: FP8/BF16 speedup {fmt(s, '.2f', 'x')}"
+        if not a.no_peer:
+            t = ratio(tps(rows, name, "fp8lm", "bf16"), tps(rows, name, "PyTorch", "bf16"))
+            line += f"; our BF16 / PyTorch BF16 (the faster of sdpa, explicit) {fmt(t, '.2f', 'x')}"
+        print(line)
+
+    gates = []
+    if GATE_CONFIG in names:
+        bf16 = tps(rows, GATE_CONFIG, "fp8lm", "bf16")
+        gates.append({"name": f"{GATE_CONFIG} FP8 / our BF16 tokens/s", "threshold": FP8_OVER_BF16,
+                      "value": ratio(tps(rows, GATE_CONFIG, "fp8lm", "fp8"), bf16)})
+        if not a.no_peer:
+            gates.append({"name": f"{GATE_CONFIG} our BF16 / PyTorch BF16 eager tokens/s",
+                          "threshold": OURS_OVER_TORCH,
+                          "value": ratio(bf16, tps(rows, GATE_CONFIG, "PyTorch", "bf16"))})
+    for g in gates:
+        g["passed"] = g["value"] is not None and g["value"] >= g["threshold"]
+        print(f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['name']} {fmt(g['value'], '.2f', 'x')} "
+              f"(needs >= {g['threshold']:.2f}x)")
+    for e in errors:
+        print(f"run FAILED: {e}")
+
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"gpu": gpu, "peaks_tflops": peak,
+                       "configs": {n: CONFIGS[n] for n in names}, "rows": rows, "gates": gates,
+                       "errors": errors}, f, indent=1)
+    if errors:
+        return 2
+    return 0 if a.no_gates or all(g["passed"] for g in gates) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

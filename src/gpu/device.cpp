@@ -1,0 +1,56 @@
+#include "gpu/device.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "core/error.h"
+#include "kernels/cuda/device_query.h"
+
+namespace fp8lm {
+
+DeviceSpec parse_device(std::string_view text) {
+  if (text == "auto") return {DeviceSpec::Auto, 0};
+  if (text == "cpu") return {DeviceSpec::Cpu, 0};
+  if (text == "cuda") return {DeviceSpec::Cuda, 0};
+  if (text.starts_with("cuda:")) {
+    const std::string_view n = text.substr(5);
+    int index = -1;
+    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), index);
+    if (ec == std::errc() && end == n.data() + n.size() && !n.empty() && index >= 0) {
+      return {DeviceSpec::Cuda, index};
+    }
+  }
+  throw Error(fmt::format("--device '{}' is not one of auto, cpu, cuda, cuda:N", text));
+}
+
+DeviceChoice resolve_device(const DeviceSpec& spec) {
+  DeviceChoice cpu_choice{false, 0, "cpu", 0, 0, ""};
+  if (spec.kind == DeviceSpec::Cpu) return cpu_choice;
+  const cuda::DeviceQuery q = cuda::query_devices();
+  if (spec.kind == DeviceSpec::Auto && q.devices.empty()) {
+    cpu_choice.reason = q.built ? fmt::format("no CUDA device ({})", q.why_none)
+                                : "fp8lm was built without CUDA";
+    return cpu_choice;
+  }
+  if (!q.built) throw Error("--device cuda: fp8lm was built without the CUDA backend");
+  if (q.devices.empty()) throw Error(fmt::format("--device cuda: no CUDA device ({})", q.why_none));
+  if (spec.index >= static_cast<int>(q.devices.size())) {
+    throw Error(fmt::format("--device cuda:{}: only {} CUDA device(s) visible", spec.index,
+                            q.devices.size()));
+  }
+  const cuda::Device& d = q.devices[static_cast<size_t>(spec.index)];
+  return {true,
+          d.index,
+          fmt::format("cuda:{} {}", d.index, d.name),
+          d.cc_major,
+          d.cc_minor,
+          spec.kind == DeviceSpec::Auto ? "a CUDA device is present" : ""};
+}
+
+PrecisionChoice resolve_precision(Precision requested, const DeviceChoice& device) {
+  if (device.cuda) return resolve_cuda_precision(requested, device.cc_major, device.cc_minor);
+  return resolve_cpu_precision(requested, cpu_features());
+}
+
+}  // namespace fp8lm

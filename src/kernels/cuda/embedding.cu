@@ -1,0 +1,114 @@
+// Token + position embeddings on the device. The backward pass adds each gradient row in
+// position order, as kernels/cpu/embedding.cpp does, so the device and the CPU give the same
+// bits: no float atomics anywhere.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstddef>
+#include <cub/device/device_radix_sort.cuh>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/loss_embedding.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte,
+                                         const float* wpe, int64_t T, int64_t C, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t p = i / C, c = i % C;
+    out[i] = wte[int64_t{tokens[p]} * C + c] + wpe[(p % T) * C + c];
+  }
+}
+
+// One thread per (t, c): dwpe[t, c] += dout[b, t, c] for b = 0, 1, ...: the CPU's order.
+__global__ void position_grad_kernel(float* dwpe, const float* dout, int64_t B, int64_t T,
+                                     int64_t C) {
+  const int64_t TC = T * C;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < TC;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    float acc = dwpe[i];
+    for (int64_t b = 0; b < B; ++b) acc += dout[b * TC + i];
+    dwpe[i] = acc;
+  }
+}
+
+__global__ void iota_kernel(int32_t* rows, int32_t n) {
+  for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    rows[i] = i;
+}
+
+// Block k looks at sorted position k; if it starts a run of equal tokens, it adds that run's
+// gradient rows into dwte[token] in run order. The sort is stable, so a run lists the rows
+// in position order, the order the CPU adds them in. Other blocks return at once.
+__global__ void token_grad_kernel(float* dwte, const float* dout, const int32_t* sorted_tokens,
+                                  const int32_t* sorted_rows, int32_t n, int64_t C) {
+  const auto k = static_cast<int32_t>(blockIdx.x);
+  const int32_t token = sorted_tokens[k];
+  if (k > 0 && sorted_tokens[k - 1] == token) return;
+  int32_t end = k + 1;
+  while (end < n && sorted_tokens[end] == token) ++end;
+  float* dst = dwte + int64_t{token} * C;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = dst[c];
+    for (int32_t j = k; j < end; ++j) acc += dout[int64_t{sorted_rows[j]} * C + c];
+    dst[c] = acc;
+  }
+}
+
+int grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 65536 ? blocks : 65536);  // grid-stride loops cover the rest
+}
+
+size_t align_up(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+}  // namespace
+
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                       int64_t B, int64_t T, int64_t C, cudaStream_t stream) {
+  const int64_t total = B * T * C;
+  if (total == 0) return;
+  embedding_forward_kernel<<<grid_for(total), kThreads, 0, stream>>>(out, tokens, wte, wpe, T, C,
+                                                                     total);
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
+
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                        int64_t B, int64_t T, int64_t C, cudaStream_t stream) {
+  if (B * T * C == 0) return;
+  if (B * T > INT32_MAX) throw Error("embedding backward: more than 2^31 - 1 positions");
+  position_grad_kernel<<<grid_for(T * C), kThreads, 0, stream>>>(dwpe, dout, B, T, C);
+  FP8LM_CUDA_CHECK_LAUNCH();
+
+  // Group the rows by token: a stable sort of (token, row) pairs. The buffers are
+  // stream-ordered allocations, so this call is safe on any stream and under graph capture.
+  const auto n = static_cast<int32_t>(B * T);
+  size_t sort_bytes = 0;
+  FP8LM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, 0, 32, stream));
+  const size_t list_bytes = align_up(sizeof(int32_t) * static_cast<size_t>(n));
+  char* scratch = nullptr;
+  FP8LM_CUDA_CHECK(
+      cudaMallocAsync(reinterpret_cast<void**>(&scratch), 3 * list_bytes + sort_bytes, stream));
+  auto* rows = reinterpret_cast<int32_t*>(scratch);
+  auto* sorted_tokens = reinterpret_cast<int32_t*>(scratch + list_bytes);
+  auto* sorted_rows = reinterpret_cast<int32_t*>(scratch + 2 * list_bytes);
+  void* sort_temp = scratch + 3 * list_bytes;
+
+  iota_kernel<<<grid_for(n), kThreads, 0, stream>>>(rows, n);
+  FP8LM_CUDA_CHECK_LAUNCH();
+  FP8LM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_temp, sort_bytes, tokens, sorted_tokens,
+                                                   rows, sorted_rows, n, 0, 32, stream));
+  token_grad_kernel<<<n, kThreads, 0, stream>>>(dwte, dout, sorted_tokens, sorted_rows, n, C);
+  FP8LM_CUDA_CHECK_LAUNCH();
+  FP8LM_CUDA_CHECK(cudaFreeAsync(scratch, stream));
+}
+
+}  // namespace fp8lm::cuda

@@ -1,0 +1,230 @@
+// gemm.h through cuBLASLt (gemm_plan.h). cuBLASLt is column-major, and a row-major [R, C]
+// buffer is the column-major C x R matrix, i.e. its transpose, with leading dimension C. So
+// C = op(A) op(B) is computed as Cᵀ = op(B)ᵀ op(A)ᵀ: our B goes into cuBLASLt's A slot with
+// transa = tb, our A into its B slot with transb = ta, m = N, n = M, and D = Cᵀ comes out as
+// the row-major C. FP8's only call, ta = N and tb = T, thereby becomes cuBLASLt's "TN", and
+// each operand's scale pointer moves with it. Our bias[N] indexes the columns of C, which are
+// the rows of D: the length-m vector cuBLASLt's bias epilogue broadcasts.
+//
+// Arguments are checked before any CUDA call, so misuse is reported the same with or without a
+// GPU.
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_plan.h"
+#include "kernels/cuda/quantize.h"
+#include "kernels/cuda/scratch.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+template <typename... Parts>
+std::string cat(const Parts&... parts) {
+  std::ostringstream s;
+  (s << ... << parts);
+  return s.str();
+}
+
+bool is_fp8(DType t) {
+  return t == DType::E4M3 || t == DType::E5M2;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32:
+      return "f32";
+    case DType::BF16:
+      return "bf16";
+    case DType::E4M3:
+      return "e4m3";
+    case DType::E5M2:
+      return "e5m2";
+  }
+  return "?";
+}
+
+cudaDataType_t lt_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return CUDA_R_32F;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    case DType::E4M3:
+      return CUDA_R_8F_E4M3;
+    case DType::E5M2:
+      return CUDA_R_8F_E5M2;
+  }
+  return CUDA_R_32F;
+}
+
+cublasOperation_t lt_op(Trans t) {
+  return t == Trans::T ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+const char* trans_name(Trans t) {
+  return t == Trans::T ? "T" : "N";
+}
+
+std::string sizes(int64_t M, int64_t N, int64_t K) {
+  return cat("M=", M, " N=", N, " K=", K);
+}
+
+void check_gemm_args(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const GemmOperand& A,
+                     const GemmOperand& B) {
+  if (M < 0 || N < 0 || K < 0) throw Error(cat("cuda::gemm: negative size ", sizes(M, N, K)));
+  const bool fp8 = is_fp8(A.type);
+  if (fp8 != is_fp8(B.type) || (!fp8 && A.type != B.type))
+    throw Error(cat("cuda::gemm: operand types ", dtype_name(A.type), " and ", dtype_name(B.type),
+                    " do not mix (both f32, both bf16, or both FP8)"));
+  if (!fp8) return;
+  if (ta != Trans::N || tb != Trans::T)
+    throw Error(cat("cuda::gemm: FP8 operands need ta=N tb=T (C = A·Bᵀ, cuBLASLt's TN), got ta=",
+                    trans_name(ta), " tb=", trans_name(tb),
+                    "; pass transposed codes made by cast_transpose"));
+  if (A.type == DType::E5M2 && B.type == DType::E5M2)
+    throw Error("cuda::gemm: e5m2 x e5m2 is not supported by cuBLASLt; one operand must be e4m3");
+  if (M % 16 != 0 || N % 16 != 0 || K % 16 != 0)
+    throw Error(cat("cuda::gemm: FP8 sizes must be multiples of 16, got ", sizes(M, N, K)));
+  if (reinterpret_cast<uintptr_t>(A.data) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(B.data) % 16 != 0)
+    throw Error("cuda::gemm: FP8 operands must be 16-byte aligned");
+}
+
+void require_cc(int need, const char* what) {
+  const int cc = current_device_cc();
+  if (cc < need)
+    throw Error(cat("cuda::gemm: ", what, " GEMMs need compute capability ", need / 10, ".",
+                    need % 10, ", this device has ", cc / 10, ".", cc % 10));
+}
+
+// C[m, n] = beta * C[m, n] + bias[n], C not read when beta = 0, no bias when nullptr: the bias
+// when cuBLASLt's epilogue cannot take it (beta = 1), and the whole product when K = 0.
+__global__ void bias_rows_kernel(float* C, int64_t M, int64_t N, float beta, const float* bias) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < M * N;
+       i += stride) {
+    const float prior = beta == 0.0f ? 0.0f : __fmul_rn(beta, C[i]);
+    C[i] = __fadd_rn(prior, bias ? bias[i % N] : 0.0f);
+  }
+}
+
+void bias_rows(float* C, int64_t M, int64_t N, float beta, const float* bias, cudaStream_t stream) {
+  constexpr int64_t kThreads = 256, kMaxBlocks = 4096;
+  const int64_t blocks = std::min((M * N + kThreads - 1) / kThreads, kMaxBlocks);
+  bias_rows_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(C, M, N, beta, bias);
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+DType fp8_dtype(Fp8Format f) {
+  return f == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
+}
+
+size_t gemm_workspace_bytes() {
+  return lt_workspace_bytes(current_device_cc());
+}
+
+void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A,
+          GemmOperand B, float beta, float* C, const GemmOptions& options, cudaStream_t stream) {
+  check_gemm_args(ta, tb, M, N, K, A, B);
+  if (M == 0 || N == 0) return;
+  const bool fp8 = is_fp8(A.type);
+  if (fp8) require_cc(89, "FP8");
+  if (A.type == DType::BF16) require_cc(80, "BF16");
+  if (K == 0) {  // alpha times an empty sum
+    bias_rows(C, M, N, beta, options.bias, stream);
+    return;
+  }
+
+  LtProblem p;
+  p.transa = lt_op(tb);
+  p.transb = lt_op(ta);
+  p.m = N;
+  p.n = M;
+  p.k = K;
+  p.atype = lt_type(B.type);
+  p.btype = lt_type(A.type);
+  p.ctype = CUDA_R_32F;
+  p.lda = tb == Trans::N ? N : K;  // the row length of B as stored
+  p.ldb = ta == Trans::N ? K : M;
+  p.ldc = N;
+  p.fp8 = fp8;
+  p.fast_accum = fp8 && options.fast_accum;
+  p.bias = options.bias != nullptr;
+  // cuBLASLt's FP8 kernels take the bias only as BF16 when D is FP32 (the FP8 type table of
+  // cublasLtMatmul; cublasLt.h on CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), so for FP8 the FP32
+  // bias is rounded to BF16 in a per-stream scratch first: a relative change of at most 2^-9
+  // per element, as TE's BF16 biases have.
+  p.bias_type = fp8 ? CUDA_R_16BF : CUDA_R_32F;
+  p.alpha_nonzero = alpha != 0.0f;
+  p.beta_nonzero = beta != 0.0f;
+
+  LtOperands ops;
+  ops.a = B.data;
+  ops.b = A.data;
+  ops.c = C;
+  ops.scale_a = B.scale_inv;
+  ops.scale_b = A.scale_inv;
+  bf16_t* bias16 = nullptr;
+  if (p.bias && fp8) {
+    bias16 = static_cast<bf16_t*>(
+        stream_scratch(ScratchUse::GemmBias, static_cast<size_t>(N) * sizeof(bf16_t), stream));
+    ops.bias = bias16;
+  } else {
+    ops.bias = options.bias;
+  }
+
+  LtPlan& plan = lt_plan(p, ops);
+  const bool bias_in_epilogue = p.bias && plan_has_bias(plan);
+  if (bias_in_epilogue && bias16) fp32_to_bf16(bias16, options.bias, N, stream);
+  lt_run(plan, ops, alpha, beta, stream);
+  if (p.bias && !bias_in_epilogue) bias_rows(C, M, N, 1.0f, options.bias, stream);
+}
+
+void gemm_batched_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                       const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
+                       int64_t stride_b, float beta, void* C, bool c_bf16, int64_t ldc,
+                       int64_t stride_c, int64_t batch, cudaStream_t stream) {
+  if (M < 0 || N < 0 || K < 0 || batch < 0 || batch > INT32_MAX)
+    throw Error(cat("cuda::gemm_batched_bf16: bad size ", sizes(M, N, K), " batch=", batch));
+  const int64_t a_row = ta == Trans::N ? K : M, b_row = tb == Trans::N ? N : K;
+  if (lda < a_row || ldb < b_row || ldc < N)
+    throw Error(cat("cuda::gemm_batched_bf16: leading dimensions lda=", lda, " ldb=", ldb,
+                    " ldc=", ldc, " shorter than the rows they step over (", a_row, ", ", b_row,
+                    ", ", N, ")"));
+  if (M == 0 || N == 0 || batch == 0) return;
+  if (K == 0) throw Error("cuda::gemm_batched_bf16: K=0 is not supported");
+  require_cc(80, "BF16");
+
+  LtProblem p;
+  p.transa = lt_op(tb);
+  p.transb = lt_op(ta);
+  p.m = N;
+  p.n = M;
+  p.k = K;
+  p.atype = CUDA_R_16BF;
+  p.btype = CUDA_R_16BF;
+  p.ctype = c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  p.lda = ldb;
+  p.ldb = lda;
+  p.ldc = ldc;
+  p.batch = batch;
+  p.stride_a = stride_b;
+  p.stride_b = stride_a;
+  p.stride_c = stride_c;
+  p.alpha_nonzero = alpha != 0.0f;
+  p.beta_nonzero = beta != 0.0f;
+
+  LtOperands ops;
+  ops.a = B;
+  ops.b = A;
+  ops.c = C;
+  lt_run(lt_plan(p, ops), ops, alpha, beta, stream);
+}
+
+}  // namespace fp8lm::cuda

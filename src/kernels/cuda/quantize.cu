@@ -1,0 +1,142 @@
+// Element-wise casts (quantize.h): grid-stride loops, four elements per thread through 16-byte
+// loads where the pointers allow it, one atomic per block for the statistics.
+#include <algorithm>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fp8_cast_tally.cuh"
+#include "kernels/cuda/quantize.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// Enough blocks to fill any current GPU several times over; more would only add atomics.
+constexpr int64_t kMaxBlocks = 4096;
+
+int blocks_for(int64_t work) {
+  return static_cast<int>(std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
+}
+
+__device__ __forceinline__ int64_t global_thread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_threads() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+bool aligned(const void* p, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// kVec4: x is 16-byte and codes 4-byte aligned; the first n / 4 * 4 elements go as float4 and
+// packed 4-byte stores, the rest one by one.
+template <Fp8Format F, bool kVec4>
+__global__ void quantize_kernel(uint8_t* codes, const float* x, int64_t n, const float* scale,
+                                float* amax, unsigned long long* saturated,
+                                unsigned long long* flushed) {
+  const float s = scale ? *scale : 1.0f;
+  CastTally t;
+  int64_t head = 0;
+  if constexpr (kVec4) {
+    const int64_t n4 = n / 4;
+    for (int64_t v = global_thread(); v < n4; v += grid_threads()) {
+      const float4 xv = reinterpret_cast<const float4*>(x)[v];
+      const uint32_t packed = static_cast<uint32_t>(cast_and_tally<F>(xv.x, s, t)) |
+                              static_cast<uint32_t>(cast_and_tally<F>(xv.y, s, t)) << 8 |
+                              static_cast<uint32_t>(cast_and_tally<F>(xv.z, s, t)) << 16 |
+                              static_cast<uint32_t>(cast_and_tally<F>(xv.w, s, t)) << 24;
+      reinterpret_cast<uint32_t*>(codes)[v] = packed;  // little-endian: element 4v first
+    }
+    head = n4 * 4;
+  }
+  for (int64_t i = head + global_thread(); i < n; i += grid_threads())
+    codes[i] = cast_and_tally<F>(x[i], s, t);
+  publish_cast_tally(t, amax, saturated, flushed);
+}
+
+template <Fp8Format F>
+__global__ void dequantize_kernel(float* y, const uint8_t* codes, const float* scale_inv,
+                                  int64_t n) {
+  const float s = scale_inv ? *scale_inv : 1.0f;
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    y[i] = __fmul_rn(fp8_decode_device<F>(codes[i]), s);
+}
+
+__global__ void absmax_kernel(float* amax, const float* x, int64_t n) {
+  CastTally t;
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) t.amax = fmaxf(t.amax, fabsf(x[i]));
+  publish_cast_tally(t, amax, nullptr, nullptr);
+}
+
+// bf16_from_float of core/bf16.h, step for step (the NaN branch keeps sign and payload top).
+__device__ __forceinline__ uint16_t bf16_from_float_device(float x) {
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+__global__ void fp32_to_bf16_kernel(uint16_t* y, const float* x, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = bf16_from_float_device(x[i]);
+}
+
+__global__ void bf16_to_fp32_kernel(float* y, const uint16_t* x, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    y[i] = __uint_as_float(static_cast<uint32_t>(x[i]) << 16);
+}
+
+template <Fp8Format F>
+void launch_quantize(const Fp8Out& out, const float* x, int64_t n, cudaStream_t stream) {
+  if (aligned(x, 16) && aligned(out.data, 4)) {
+    quantize_kernel<F, true><<<blocks_for(n / 4), kThreads, 0, stream>>>(
+        out.data, x, n, out.scale, out.amax, out.saturated, out.flushed);
+  } else {
+    quantize_kernel<F, false><<<blocks_for(n), kThreads, 0, stream>>>(
+        out.data, x, n, out.scale, out.amax, out.saturated, out.flushed);
+  }
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void quantize(Fp8Out out, const float* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  if (out.format == Fp8Format::E4M3) {
+    launch_quantize<Fp8Format::E4M3>(out, x, n, stream);
+  } else {
+    launch_quantize<Fp8Format::E5M2>(out, x, n, stream);
+  }
+}
+
+void dequantize(float* y, const uint8_t* codes, Fp8Format f, const float* scale_inv, int64_t n,
+                cudaStream_t stream) {
+  if (n <= 0) return;
+  if (f == Fp8Format::E4M3) {
+    dequantize_kernel<Fp8Format::E4M3>
+        <<<blocks_for(n), kThreads, 0, stream>>>(y, codes, scale_inv, n);
+  } else {
+    dequantize_kernel<Fp8Format::E5M2>
+        <<<blocks_for(n), kThreads, 0, stream>>>(y, codes, scale_inv, n);
+  }
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
+
+void absmax(float* amax, const float* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  absmax_kernel<<<blocks_for(n), kThreads, 0, stream>>>(amax, x, n);
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
+
+void fp32_to_bf16(bf16_t* y, const float* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  fp32_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
+
+void bf16_to_fp32(float* y, const bf16_t* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  bf16_to_fp32_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fp8lm::cuda

@@ -1,0 +1,301 @@
+// The device casts (kernels/cuda/quantize.h) against their CPU twins: FP8 codes, amax and the
+// saturated/flushed counts of fp8lm::quantize bit for bit; BF16 against bf16_from_float bit
+// for bit; cast+transpose as the CPU codes and their transpose; the bias gradient against a
+// double-precision column sum.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/bf16.h"
+#include "cuda_test_util.h"
+#include "fp8/quantize.h"
+#include "kernels/cuda/quantize.h"
+#include "test_util.h"
+
+namespace fp8lm {
+namespace {
+
+using cuda::DeviceBuffer;
+using cuda::to_device;
+using cuda::to_host;
+
+const Fp8Format kFormats[] = {Fp8Format::E4M3, Fp8Format::E5M2};
+// 1 and a power of two move no rounding boundary; 224 and 3.7 push values past the maximum and
+// onto midpoints; 2^-7 flushes small values.
+const float kScales[] = {1.0f, 224.0f, 0.0078125f, 3.7f};
+
+// The device side of one cast's scaling state: scale, amax and the two counters.
+class DeviceCastState {
+ public:
+  explicit DeviceCastState(float scale, float amax = 0.0f)
+      : scale_(to_device(std::vector<float>{scale})),
+        amax_(to_device(std::vector<float>{amax})),
+        counts_(to_device(std::vector<unsigned long long>{0, 0})) {}
+
+  cuda::Fp8Out out(uint8_t* data, Fp8Format f) {
+    cuda::Fp8Out o;
+    o.data = data;
+    o.scale = scale_.data();
+    o.amax = amax_.data();
+    o.format = f;
+    o.saturated = counts_.data();
+    o.flushed = counts_.data() + 1;
+    return o;
+  }
+
+  CastStats stats() const {
+    const auto counts = to_host(counts_.data(), 2);
+    CastStats s;
+    s.amax = to_host(amax_.data(), 1)[0];
+    s.saturated = static_cast<int64_t>(counts[0]);
+    s.flushed = static_cast<int64_t>(counts[1]);
+    return s;
+  }
+
+ private:
+  DeviceBuffer<float> scale_, amax_;
+  DeviceBuffer<unsigned long long> counts_;
+};
+
+std::vector<uint8_t> cpu_codes(const std::vector<float>& x, float scale, Fp8Format f,
+                               CastStats* stats = nullptr) {
+  std::vector<uint8_t> codes(x.size());
+  const CastStats s = quantize(codes.data(), x.data(), static_cast<int64_t>(x.size()), scale, f);
+  if (stats) *stats = s;
+  return codes;
+}
+
+void expect_same_codes(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                       const std::vector<float>& x, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], want[i]) << what << " at " << i << " x=" << x[i];
+}
+
+TEST(CudaQuantize, CodesAmaxAndCountsMatchCpuBitForBit) {
+  FP8LM_REQUIRE_CUDA();
+  // 20001: the 4-wide path with a tail; 3: tail only. An offset of 1 float takes the unaligned
+  // one-by-one path.
+  for (int64_t n : {int64_t{3}, int64_t{20001}}) {
+    for (int64_t offset : {int64_t{0}, int64_t{1}}) {
+      const auto pool = test::random_with_specials(static_cast<size_t>(n + offset), 11);
+      const std::vector<float> x(pool.begin() + offset, pool.end());
+      for (Fp8Format f : kFormats) {
+        for (float scale : kScales) {
+          SCOPED_TRACE(testing::Message() << fp8_format_name(f) << " scale " << scale << " n " << n
+                                          << " offset " << offset);
+          CastStats want;
+          const auto want_codes = cpu_codes(x, scale, f, &want);
+          const auto d_x = to_device(pool);
+          DeviceBuffer<uint8_t> d_codes(static_cast<size_t>(n + offset));
+          DeviceCastState state(scale);
+          cuda::quantize(state.out(d_codes.data() + offset, f), d_x.data() + offset, n, nullptr);
+          expect_same_codes(to_host(d_codes.data() + offset, static_cast<size_t>(n)), want_codes, x,
+                            "code");
+          test::expect_same_stats(state.stats(), want);
+          if (n > 1000) {
+            EXPECT_GT(want.saturated + want.flushed, 0) << "the input should exercise both";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaQuantize, AmaxMaxAccumulatesAndNullCountersAreSkipped) {
+  FP8LM_REQUIRE_CUDA();
+  const auto x = test::randn(5000, 12);
+  const float amax = absmax(x.data(), static_cast<int64_t>(x.size()));
+  const auto d_x = to_device(x);
+  DeviceBuffer<uint8_t> d_codes(x.size());
+  for (float prior : {0.0f, amax / 2, amax * 2, INFINITY}) {
+    DeviceCastState state(1.0f, prior);
+    cuda::Fp8Out out = state.out(d_codes.data(), Fp8Format::E4M3);
+    out.saturated = nullptr;
+    out.flushed = nullptr;
+    cuda::quantize(out, d_x.data(), static_cast<int64_t>(x.size()), nullptr);
+    const CastStats s = state.stats();
+    EXPECT_EQ(s.amax, std::fmax(prior, amax)) << "prior " << prior;
+    EXPECT_EQ(s.saturated, 0);
+    EXPECT_EQ(s.flushed, 0);
+  }
+}
+
+TEST(CudaDequantize, EveryCodeDecodesExactlyTimesScaleInv) {
+  FP8LM_REQUIRE_CUDA();
+  std::vector<uint8_t> codes(256);
+  for (int c = 0; c < 256; ++c) codes[static_cast<size_t>(c)] = static_cast<uint8_t>(c);
+  const auto d_codes = to_device(codes);
+  DeviceBuffer<float> d_y(codes.size());
+  for (Fp8Format f : kFormats) {
+    for (float scale_inv : {1.0f, 0.37f, 0x1p-7f}) {
+      std::vector<float> want(codes.size());
+      dequantize(want.data(), codes.data(), 256, scale_inv, f);
+      const auto d_scale_inv = to_device(std::vector<float>{scale_inv});
+      cuda::dequantize(d_y.data(), d_codes.data(), f, d_scale_inv.data(), 256, nullptr);
+      const auto got = to_host(d_y.data(), codes.size());
+      for (int c = 0; c < 256; ++c) {
+        const size_t i = static_cast<size_t>(c);
+        if (std::isnan(want[i])) {
+          EXPECT_TRUE(std::isnan(got[i])) << "code " << c;
+        } else {
+          EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << fp8_format_name(f) << " code " << c << " scale_inv " << scale_inv;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaAbsmax, MatchesCpuIgnoringNanAndMaxAccumulates) {
+  FP8LM_REQUIRE_CUDA();
+  const auto x = test::random_with_specials(30001, 13);  // holds ±Inf and NaN
+  const auto finite = test::randn(30001, 14);
+  for (const auto* input : {&x, &finite}) {
+    const float want = absmax(input->data(), static_cast<int64_t>(input->size()));
+    const auto d_x = to_device(*input);
+    for (float prior : {0.0f, 1e30f}) {
+      auto d_amax = to_device(std::vector<float>{prior});
+      cuda::absmax(d_amax.data(), d_x.data(), static_cast<int64_t>(input->size()), nullptr);
+      EXPECT_EQ(to_host(d_amax.data(), 1)[0], std::fmax(prior, want));
+    }
+  }
+}
+
+// Every high half with the low halves where rounding decides (exact, just above, below, at and
+// past half way, all ones): ±0, subnormals, ties both ways, carries into the exponent and to
+// Inf, NaNs with payload in either half. Then random bit patterns.
+std::vector<float> bf16_cast_inputs() {
+  std::vector<float> x;
+  for (uint32_t hi = 0; hi < 0x10000u; ++hi)
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+      x.push_back(std::bit_cast<float>(hi << 16 | lo));
+  std::mt19937 rng(15);
+  for (int i = 0; i < (1 << 16); ++i)
+    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  return x;
+}
+
+TEST(CudaBf16, Fp32ToBf16EqualsBf16FromFloatBitForBit) {
+  FP8LM_REQUIRE_CUDA();
+  const auto x = bf16_cast_inputs();
+  const auto d_x = to_device(x);
+  DeviceBuffer<bf16_t> d_y(x.size());
+  cuda::fp32_to_bf16(d_y.data(), d_x.data(), static_cast<int64_t>(x.size()), nullptr);
+  const auto got = to_host(d_y.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(got[i], bf16_from_float(x[i]))
+        << std::hex << "input 0x" << std::bit_cast<uint32_t>(x[i]);
+}
+
+TEST(CudaBf16, Bf16ToFp32WidensEveryCodeExactly) {
+  FP8LM_REQUIRE_CUDA();
+  std::vector<bf16_t> codes(0x10000);
+  for (uint32_t c = 0; c < 0x10000u; ++c) codes[c] = static_cast<bf16_t>(c);
+  const auto d_codes = to_device(codes);
+  DeviceBuffer<float> d_y(codes.size());
+  cuda::bf16_to_fp32(d_y.data(), d_codes.data(), static_cast<int64_t>(codes.size()), nullptr);
+  const auto got = to_host(d_y.data(), codes.size());
+  for (uint32_t c = 0; c < 0x10000u; ++c)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[c]), std::bit_cast<uint32_t>(bf16_to_float(codes[c])))
+        << "code " << c;
+}
+
+struct Shape {
+  int64_t rows, cols;
+};
+// One element; one row; one column; tile edges in both directions; whole tiles; many row
+// tiles with a ragged last one.
+const Shape kShapes[] = {{1, 1}, {1, 45}, {33, 1}, {17, 33}, {64, 128}, {300, 70}};
+
+// codes [rows, cols] transposed.
+std::vector<uint8_t> transpose(const std::vector<uint8_t>& codes, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> t(codes.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      t[static_cast<size_t>(c * rows + r)] = codes[static_cast<size_t>(r * cols + c)];
+  return t;
+}
+
+TEST(CudaCastTranspose, BothOutputsAreTheCpuCodesAndStatsMatch) {
+  FP8LM_REQUIRE_CUDA();
+  for (const Shape& s : kShapes) {
+    const size_t n = static_cast<size_t>(s.rows * s.cols);
+    const auto x = test::random_with_specials(n, 16);
+    const auto d_x = to_device(x);
+    for (Fp8Format f : kFormats) {
+      for (bool with_rowwise : {true, false}) {
+        SCOPED_TRACE(testing::Message() << s.rows << "x" << s.cols << " " << fp8_format_name(f)
+                                        << " rowwise " << with_rowwise);
+        const float scale = 3.7f;
+        CastStats want;
+        const auto want_codes = cpu_codes(x, scale, f, &want);
+        DeviceBuffer<uint8_t> d_codes(n), d_t(n);
+        DeviceCastState state(scale);
+        cuda::cast_transpose(state.out(with_rowwise ? d_codes.data() : nullptr, f), d_t.data(),
+                             d_x.data(), s.rows, s.cols, nullptr);
+        if (with_rowwise) expect_same_codes(to_host(d_codes.data(), n), want_codes, x, "code");
+        EXPECT_EQ(to_host(d_t.data(), n), transpose(want_codes, s.rows, s.cols));
+        test::expect_same_stats(state.stats(), want);
+      }
+    }
+  }
+}
+
+TEST(CudaCastTranspose, DbiasIsTheColumnSumAndIsDeterministic) {
+  FP8LM_REQUIRE_CUDA();
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(testing::Message() << s.rows << "x" << s.cols);
+    const size_t n = static_cast<size_t>(s.rows * s.cols);
+    const auto x = test::randn(n, 17, 3.0f);
+    const auto d_x = to_device(x);
+    CastStats want_stats;
+    const auto want_codes = cpu_codes(x, 16.0f, Fp8Format::E5M2, &want_stats);
+    DeviceBuffer<uint8_t> d_codes(n), d_t(n);
+    // Garbage first: dbias is overwritten, not accumulated.
+    auto d_dbias = to_device(std::vector<float>(static_cast<size_t>(s.cols), 1e9f));
+    std::vector<float> first;
+    for (int run = 0; run < 2; ++run) {
+      DeviceCastState state(16.0f);
+      cuda::cast_transpose_dbias(state.out(d_codes.data(), Fp8Format::E5M2), d_t.data(),
+                                 d_dbias.data(), d_x.data(), s.rows, s.cols, nullptr);
+      expect_same_codes(to_host(d_codes.data(), n), want_codes, x, "code");
+      EXPECT_EQ(to_host(d_t.data(), n), transpose(want_codes, s.rows, s.cols));
+      test::expect_same_stats(state.stats(), want_stats);
+      const auto dbias = to_host(d_dbias.data(), static_cast<size_t>(s.cols));
+      if (run == 0) first = dbias;
+      EXPECT_TRUE(test::same_bits(dbias, first)) << "two runs differ";
+      for (int64_t c = 0; c < s.cols; ++c) {
+        double sum = 0, abs_sum = 0;
+        for (int64_t r = 0; r < s.rows; ++r) {
+          sum += x[static_cast<size_t>(r * s.cols + c)];
+          abs_sum += std::fabs(x[static_cast<size_t>(r * s.cols + c)]);
+        }
+        // rows float additions in any order err by at most (rows - 1) * 2^-24 * sum|x|.
+        const double tol = static_cast<double>(s.rows) * 0x1p-24 * abs_sum;
+        ASSERT_NEAR(dbias[static_cast<size_t>(c)], sum, tol) << "column " << c;
+      }
+    }
+  }
+}
+
+TEST(CudaTransposeFp8, TransposesBytes) {
+  FP8LM_REQUIRE_CUDA();
+  std::mt19937 rng(18);
+  for (const Shape& s : kShapes) {
+    std::vector<uint8_t> codes(static_cast<size_t>(s.rows * s.cols));
+    for (auto& c : codes) c = static_cast<uint8_t>(rng());
+    const auto d_codes = to_device(codes);
+    DeviceBuffer<uint8_t> d_t(codes.size());
+    cuda::transpose_fp8(d_t.data(), d_codes.data(), s.rows, s.cols, nullptr);
+    EXPECT_EQ(to_host(d_t.data(), codes.size()), transpose(codes, s.rows, s.cols))
+        << s.rows << "x" << s.cols;
+  }
+}
+
+}  // namespace
+}  // namespace fp8lm

@@ -1,0 +1,193 @@
+// Training on the GPU (the model of gpu/cuda_gpt.h): the demo learns in every precision, the
+// first step agrees with the CPU's, runs are deterministic and resume bit for bit, and a
+// checkpoint moves between the backends in both directions. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "cuda_test_util.h"
+#include "io/checkpoint.h"
+#include "io/run_dir.h"
+#include "train/trainer.h"
+
+namespace fp8lm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Multiples of 16 everywhere: FP8 GEMMs on the GPU need them.
+TrainConfig demo(Precision p, DeviceSpec::Kind device) {
+  TrainConfig c;
+  c.model = {.vocab = 32, .seq_len = 16, .d_model = 64, .n_layers = 2, .n_heads = 4, .ffn = 128};
+  c.steps = 150;
+  c.batch_size = 16;
+  c.lr = 3e-3f;
+  c.warmup = 10;
+  c.max_stride = 4;
+  c.eval_prompts = 32;
+  c.prompt_len = 4;
+  c.threads = 2;
+  c.precision = p;
+  c.recipe.delayed.amax_history_len = 16;
+  c.device = {device, 0};
+  return c;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const std::string d = testing::TempDir() + "fp8lm_cuda_" + name;
+  fs::remove_all(d);
+  return d;
+}
+
+struct Variant {
+  const char* name;
+  Precision precision;
+  Format format;
+  bool fp8_weights;
+};
+
+const Variant kVariants[] = {{"fp32", Precision::Fp32, Format::Hybrid, false},
+                             {"bf16", Precision::Bf16, Format::Hybrid, false},
+                             {"fp8 hybrid", Precision::Fp8, Format::Hybrid, false},
+                             {"fp8 e4m3 fp8-weights", Precision::Fp8, Format::E4M3, true}};
+
+TrainConfig variant(const Variant& v, DeviceSpec::Kind device) {
+  TrainConfig c = demo(v.precision, device);
+  c.recipe.delayed.format = v.format;
+  c.fp8_weights = v.fp8_weights;
+  return c;
+}
+
+TEST(CudaTraining, DemoLearnsInEveryPrecision) {
+  FP8LM_REQUIRE_CUDA();
+  for (const Variant& v : kVariants) {
+    if (v.precision == Precision::Fp8 && test::cuda_cc() < 89) continue;
+    const TrainResult r = train(variant(v, DeviceSpec::Cuda));
+    // Chance is 1/32; the CPU reaches about 1.0 on this demo in every precision.
+    EXPECT_GE(r.stride_accuracy, 0.95) << v.name;
+    EXPECT_LT(r.final_loss, 0.5f) << v.name;
+    EXPECT_TRUE(std::isfinite(r.final_loss)) << v.name;
+  }
+}
+
+TEST(CudaTraining, FirstStepMatchesTheCpu) {
+  FP8LM_REQUIRE_CUDA();
+  for (const Variant& v : kVariants) {
+    if (v.precision == Precision::Fp8 && test::cuda_cc() < 89) continue;
+    Trainer cpu(variant(v, DeviceSpec::Cpu)), gpu(variant(v, DeviceSpec::Cuda));
+    const StepStats a = cpu.train_step(), b = gpu.train_step();
+    // Same weights, same batch. FP32: only summation orders differ (cuBLAS, reductions), so
+    // the loss agrees to ~1e-5 relative. BF16/FP8: operands are rounded the same way, but an
+    // FP32 difference of one ulp before a cast can move a value to the next BF16/FP8 code, so
+    // the loss agrees to ~1e-3.
+    const float tol = v.precision == Precision::Fp32 ? 1e-5f : 2e-3f;
+    EXPECT_NEAR(a.loss, b.loss, tol * std::fabs(a.loss)) << v.name;
+    EXPECT_NEAR(a.grad_norm, b.grad_norm, 20 * tol * a.grad_norm) << v.name;
+    // After one AdamW step the weights moved by about lr each; they agree far closer.
+    const ParameterList pa = cpu.model().parameters(), pb = gpu.model().parameters();
+    for (size_t i = 0; i < pa.size(); ++i) {
+      for (size_t j = 0; j < pa[i]->value.size(); ++j) {
+        ASSERT_NEAR(pa[i]->value[j], pb[i]->value[j], 3e-3f) << v.name << " " << pa[i]->name;
+      }
+    }
+  }
+}
+
+TEST(CudaTraining, RunsAreDeterministic) {
+  FP8LM_REQUIRE_CUDA();
+  for (const Variant& v : kVariants) {
+    if (v.precision == Precision::Fp8 && test::cuda_cc() < 89) continue;
+    TrainConfig c = variant(v, DeviceSpec::Cuda);
+    c.steps = 6;
+    c.evaluate = false;
+    EXPECT_EQ(train(c).losses, train(c).losses) << v.name;
+  }
+}
+
+TEST(CudaTraining, StopAndResumeEqualsUninterruptedBitForBit) {
+  FP8LM_REQUIRE_CUDA();
+  for (const Variant& v : kVariants) {
+    if (v.precision == Precision::Fp8 && test::cuda_cc() < 89) continue;
+    TrainConfig c = variant(v, DeviceSpec::Cuda);
+    c.steps = 12;
+    c.evaluate = false;
+    Trainer straight(c);
+    TrainResult r_straight;
+    RunOptions a{fresh_dir(std::string(v.name) + "_a")};
+    a.val_every = 4;
+    ASSERT_EQ(run_training(straight, a, {}, nullptr, &r_straight), RunEnd::Finished);
+    const std::string dir = fresh_dir(std::string(v.name) + "_b");
+    {
+      Trainer first(c);
+      RunOptions opts{dir};
+      opts.stop_after = 8;  // after a validation step: evaluating changes nothing
+      opts.val_every = 4;
+      ASSERT_EQ(run_training(first, opts, {}, nullptr, nullptr), RunEnd::Stopped);
+    }
+    std::unique_ptr<Trainer> resumed = load_checkpoint(latest_checkpoint(dir));
+    resumed->use_device({DeviceSpec::Cuda, 0});
+    TrainResult r_resumed;
+    RunOptions b{dir};
+    b.val_every = 4;
+    ASSERT_EQ(run_training(*resumed, b, {}, nullptr, &r_resumed), RunEnd::Finished);
+    EXPECT_EQ(r_resumed.losses, r_straight.losses) << v.name;
+    const ParameterList pa = straight.model().parameters(), pb = resumed->model().parameters();
+    for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(pa[i]->value, pb[i]->value) << v.name;
+  }
+}
+
+// A run checkpointed on one backend continues on the other: the weights, moments and FP8
+// state arrive unchanged, and the next step's loss agrees with the first backend's next step.
+TEST(CudaTraining, CheckpointsMoveBetweenBackends) {
+  FP8LM_REQUIRE_CUDA();
+  for (const Variant& v : kVariants) {
+    if (v.precision == Precision::Fp8 && test::cuda_cc() < 89) continue;
+    for (const bool from_gpu : {true, false}) {
+      SCOPED_TRACE(from_gpu ? "gpu -> cpu" : "cpu -> gpu");
+      const DeviceSpec::Kind src = from_gpu ? DeviceSpec::Cuda : DeviceSpec::Cpu;
+      const DeviceSpec::Kind dst = from_gpu ? DeviceSpec::Cpu : DeviceSpec::Cuda;
+      TrainConfig c = variant(v, src);
+      c.steps = 8;
+      c.evaluate = false;
+      const std::string dir = fresh_dir(std::string(v.name) + (from_gpu ? "_g2c" : "_c2g"));
+      Trainer first(c);
+      RunOptions opts{dir};
+      opts.stop_after = 4;
+      ASSERT_EQ(run_training(first, opts, {}, nullptr, nullptr), RunEnd::Stopped);
+      std::unique_ptr<Trainer> moved = load_checkpoint(latest_checkpoint(dir));
+      moved->use_device({dst, 0});
+      const ParameterList pa = first.model().parameters(), pb = moved->model().parameters();
+      for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(pa[i]->value, pb[i]->value) << v.name;
+      const auto ma = first.model().fp8_metas(), mb = moved->model().fp8_metas();
+      for (size_t i = 0; i < ma.size(); ++i) {
+        EXPECT_EQ((*ma[i])[Slot::Weight].scale, (*mb[i])[Slot::Weight].scale) << v.name;
+        EXPECT_EQ((*ma[i])[Slot::Input].amax_history, (*mb[i])[Slot::Input].amax_history);
+      }
+      const StepStats a = first.train_step(), b = moved->train_step();
+      EXPECT_EQ(a.step, b.step);
+      // Across backends: as FirstStepMatchesTheCpu.
+      const float tol = v.precision == Precision::Fp32 ? 1e-5f : 2e-3f;
+      EXPECT_NEAR(a.loss, b.loss, tol * std::fabs(a.loss)) << v.name;
+    }
+  }
+}
+
+TEST(CudaTraining, GenerationAgreesWithTheCpu) {
+  FP8LM_REQUIRE_CUDA();
+  TrainConfig c = demo(Precision::Fp32, DeviceSpec::Cuda);
+  c.evaluate = false;
+  std::unique_ptr<GPT> model;
+  train(c, {}, &model);
+  const std::vector<int32_t> prompts = {3, 5, 7, 9, 1, 2, 3, 4};
+  const std::vector<int32_t> on_cpu = model->generate(prompts.data(), 2, 4, 8);
+  InferenceModel gpu(*model, c, {DeviceSpec::Cuda, 0});
+  // A trained model's greedy choices have clear margins, far above FP32 summation-order noise.
+  EXPECT_EQ(gpu.generate(prompts.data(), 2, 4, 8), on_cpu);
+  InferenceModel cpu(*model, c, {DeviceSpec::Cpu, 0});
+  const auto batches = stride_held_out_batches(c, 2);
+  EXPECT_NEAR(gpu.mean_loss(batches), cpu.mean_loss(batches), 1e-4);
+}
+
+}  // namespace
+}  // namespace fp8lm
