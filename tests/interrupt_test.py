@@ -4,6 +4,7 @@
 then a resume that runs to the end. The fp8lm binary is the first argument."""
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,8 +27,10 @@ def main(binary):
             p.send_signal(signal.SIGKILL)
             p.wait()
             if not os.path.exists(os.path.join(run, "checkpoints", "latest")):
-                cmd = [binary, "train", "--out", run] + TINY if not os.path.exists(os.path.join(run, "config.json")) \
-                    else [binary, "train", "--resume", run]
+                # Killed before its first checkpoint (a loaded machine): a run without one
+                # cannot be resumed, so start it again.
+                shutil.rmtree(run, ignore_errors=True)
+                cmd = [binary, "train", "--out", run] + TINY
                 continue
             # The latest checkpoint must load: inspect reads its model file, resume its state.
             r = subprocess.run([binary, "inspect", run, "--json"], capture_output=True, text=True)

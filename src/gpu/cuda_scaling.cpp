@@ -119,23 +119,30 @@ void ScalingSlots::download(const std::vector<Fp8Meta*>& metas) const {
   }
 }
 
+namespace {
+template <typename T>
+void copy_buffer(cuda::DeviceBuffer<T>& dst, const cuda::DeviceBuffer<T>& src) {
+  dst.resize(src.size());
+  FP8LM_CUDA_CHECK(cudaMemcpy(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToDevice));
+}
+}  // namespace
+
 void ScalingSlots::save() {
-  const auto copy = [](cuda::DeviceBuffer<float>& dst, const cuda::DeviceBuffer<float>& src) {
-    dst.resize(src.size());
-    FP8LM_CUDA_CHECK(cudaMemcpy(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToDevice));
-  };
-  copy(saved_history_, history_buf_);
-  copy(saved_scale_, scale_);
-  copy(saved_scale_inv_, scale_inv_);
+  copy_buffer(saved_history_, history_buf_);
+  copy_buffer(saved_scale_, scale_);
+  copy_buffer(saved_scale_inv_, scale_inv_);
+  copy_buffer(saved_saturated_, saturated_);
+  copy_buffer(saved_flushed_, flushed_);
+  saved_cast_n_ = cast_n_;
 }
 
 void ScalingSlots::restore() {
-  const auto copy = [](cuda::DeviceBuffer<float>& dst, const cuda::DeviceBuffer<float>& src) {
-    FP8LM_CUDA_CHECK(cudaMemcpy(dst.data(), src.data(), dst.bytes(), cudaMemcpyDeviceToDevice));
-  };
-  copy(history_buf_, saved_history_);
-  copy(scale_, saved_scale_);
-  copy(scale_inv_, saved_scale_inv_);
+  copy_buffer(history_buf_, saved_history_);
+  copy_buffer(scale_, saved_scale_);
+  copy_buffer(scale_inv_, saved_scale_inv_);
+  copy_buffer(saturated_, saved_saturated_);
+  copy_buffer(flushed_, saved_flushed_);
+  cast_n_ = saved_cast_n_;
 }
 
 }  // namespace fp8lm::gpu

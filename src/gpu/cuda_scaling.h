@@ -49,7 +49,8 @@ class ScalingSlots {
   cuda::DeviceBuffer<float> history_buf_, scale_, scale_inv_, fp8_max_, forward_scale_inv_;
   cuda::DeviceBuffer<unsigned long long> saturated_, flushed_;
   cuda::DeviceBuffer<float> saved_history_, saved_scale_, saved_scale_inv_;
-  std::vector<int64_t> cast_n_;
+  cuda::DeviceBuffer<unsigned long long> saved_saturated_, saved_flushed_;
+  std::vector<int64_t> cast_n_, saved_cast_n_;
   std::vector<Fp8Format> format_;
   cuda::ScalingSlots view();
 };

@@ -15,6 +15,7 @@
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/norm_out.cuh"
 
 namespace fp8lm::cuda {
@@ -87,23 +88,20 @@ __device__ float swiglu(float a, float b) {
 // A 2-D grid over [rows, cols]: blocks stride over rows (y) and column tiles (x), so no thread
 // divides an index, and every thread reaches the end of the kernel.
 dim3 grid_2d(int64_t rows, int64_t cols) {
-  const int64_t gx = std::min<int64_t>((cols + kBlock - 1) / kBlock, 64);
+  const int64_t gx = std::min<int64_t>(ceil_div(cols, kBlock), 64);
   const int64_t gy = std::min<int64_t>({rows, std::max<int64_t>(1, 8192 / gx), 65535});
   return {static_cast<unsigned>(gx), static_cast<unsigned>(gy)};
 }
 
 unsigned grid_1d(int64_t n) {
-  return static_cast<unsigned>(std::min<int64_t>((n + kBlock - 1) / kBlock, 8192));
+  return grid_stride_blocks(n, kBlock, 8192);
 }
 
 // Calls f(r, c) for this thread's share of [rows, cols] under grid_2d.
 template <typename F>
 __device__ void for_rows_cols(int64_t rows, int64_t cols, F f) {
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
-         c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      f(r, c);
-    }
+    for (int64_t c = global_thread(); c < cols; c += grid_threads()) f(r, c);
   }
 }
 
@@ -167,10 +165,7 @@ __global__ void __launch_bounds__(kBlock)
 
 __global__ void __launch_bounds__(kBlock)
     add_kernel(float* y, const float* a, const float* b, int64_t n) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    y[i] = __fadd_rn(a[i], b[i]);
-  }
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = __fadd_rn(a[i], b[i]);
 }
 
 struct BiasGradTerm {

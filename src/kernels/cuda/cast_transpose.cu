@@ -2,12 +2,14 @@
 // row (consecutive threads, consecutive columns), cast each value once, write the row-major
 // codes directly and park them in shared memory, then write the transposed codes row by row of
 // the transpose (consecutive threads, consecutive rows of x). The bias gradient is summed per
-// tile in a fixed order into partials [row tiles, cols], then down the row tiles by a second
-// kernel, so its bits never depend on scheduling.
+// tile in a fixed order into partials [row tiles, cols], then down the row tiles by the second
+// pass of column_sum.cuh, so its bits never depend on scheduling.
 #include <string>
 
+#include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/fp8_cast_tally.cuh"
+#include "kernels/cuda/fp8_codec.cuh"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/scratch.h"
 
@@ -22,65 +24,62 @@ constexpr int kTileStride = kTile + 4;
 // gridDim.y is limited to 65535 tiles of columns.
 constexpr int64_t kMaxCols = int64_t{65535} * kTile;
 
+using Tile = uint8_t[kTile][kTileStride];
+
+// Writes the block's tile of codes, tile[i][j] = element (r0 + i, c0 + j) of [rows, cols], to
+// its place in the transposed [cols, rows]: row c0 + i of the transpose holds column c0 + i.
+__device__ void store_transposed(uint8_t* transposed, const Tile& tile, int64_t r0, int64_t c0,
+                                 int64_t rows, int64_t cols) {
+  const int64_t r = r0 + threadIdx.x;
+  for (int i = threadIdx.y; i < kTile; i += kBlockRows) {
+    const int64_t tc = c0 + i;
+    if (tc < cols && r < rows) transposed[tc * rows + r] = tile[threadIdx.x][i];
+  }
+}
+
 template <Fp8Format F, bool kDbias>
 __global__ void cast_transpose_kernel(uint8_t* codes, uint8_t* transposed, float* partials,
                                       const float* x, int64_t rows, int64_t cols,
                                       const float* scale, float* amax,
                                       unsigned long long* saturated, unsigned long long* flushed) {
-  __shared__ uint8_t tile[kTile][kTileStride];
-  __shared__ float column_sums[kBlockRows][kTile];
+  __shared__ Tile tile;
+  __shared__ float block_column_sums[kBlockRows][kTile];
   const float s = scale ? *scale : 1.0f;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kTile;
 
-  CastTally t;
+  Fp8Stats stats;
   float sum = 0.0f;
   const int64_t c = c0 + tx;
   for (int i = ty; i < kTile; i += kBlockRows) {
     const int64_t r = r0 + i;
     if (r < rows && c < cols) {
       const float v = x[r * cols + c];
-      const uint8_t q = cast_and_tally<F>(v, s, t);
+      const uint8_t q = fp8_encode_counted<F>(v, s, stats);
       if (codes) codes[r * cols + c] = q;
       tile[i][tx] = q;
       if constexpr (kDbias) sum = __fadd_rn(sum, v);
     }
   }
   __syncthreads();
-
-  // Transposed [cols, rows]: row c0 + i of it holds column c0 + i of x.
-  const int64_t r = r0 + tx;
-  for (int i = ty; i < kTile; i += kBlockRows) {
-    const int64_t tc = c0 + i;
-    if (transposed && tc < cols && r < rows) transposed[tc * rows + r] = tile[tx][i];
-  }
+  if (transposed) store_transposed(transposed, tile, r0, c0, rows, cols);
 
   if constexpr (kDbias) {
-    column_sums[ty][tx] = sum;
+    block_column_sums[ty][tx] = sum;
     __syncthreads();
     if (ty == 0 && c < cols) {
-      float total = column_sums[0][tx];
-      for (int j = 1; j < kBlockRows; ++j) total = __fadd_rn(total, column_sums[j][tx]);
+      float total = block_column_sums[0][tx];
+      for (int j = 1; j < kBlockRows; ++j) total = __fadd_rn(total, block_column_sums[j][tx]);
       partials[static_cast<int64_t>(blockIdx.x) * cols + c] = total;
     }
   }
-  publish_cast_tally(t, amax, saturated, flushed);
-}
-
-// dbias[c] = sum of partials[0..tiles)[c], in order.
-__global__ void sum_partials_kernel(float* dbias, const float* partials, int64_t tiles,
-                                    int64_t cols) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float total = 0.0f;
-  for (int64_t t = 0; t < tiles; ++t) total = __fadd_rn(total, partials[t * cols + c]);
-  dbias[c] = total;
+  commit_fp8_stats(stats, amax, saturated, flushed);
 }
 
 __global__ void transpose_bytes_kernel(uint8_t* transposed, const uint8_t* codes, int64_t rows,
                                        int64_t cols) {
-  __shared__ uint8_t tile[kTile][kTileStride];
+  __shared__ Tile tile;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kTile;
@@ -90,15 +89,11 @@ __global__ void transpose_bytes_kernel(uint8_t* transposed, const uint8_t* codes
     if (r < rows && c < cols) tile[i][tx] = codes[r * cols + c];
   }
   __syncthreads();
-  const int64_t r = r0 + tx;
-  for (int i = ty; i < kTile; i += kBlockRows) {
-    const int64_t tc = c0 + i;
-    if (tc < cols && r < rows) transposed[tc * rows + r] = tile[tx][i];
-  }
+  store_transposed(transposed, tile, r0, c0, rows, cols);
 }
 
 int64_t tiles(int64_t n) {
-  return (n + kTile - 1) / kTile;
+  return ceil_div(n, kTile);
 }
 
 void check_shape(const char* what, int64_t rows, int64_t cols) {
@@ -147,10 +142,7 @@ void cast_transpose_dbias(Fp8Out out, uint8_t* transposed, float* dbias, const f
       stream_scratch(ScratchUse::CastDbiasPartials,
                      static_cast<size_t>(row_tiles * cols) * sizeof(float), stream));
   launch_cast_transpose<true>(out, transposed, partials, x, rows, cols, stream);
-  constexpr int kSumThreads = 256;
-  sum_partials_kernel<<<static_cast<unsigned>((cols + kSumThreads - 1) / kSumThreads), kSumThreads,
-                        0, stream>>>(dbias, partials, row_tiles, cols);
-  FP8LM_CUDA_CHECK_LAUNCH();
+  column_finish<1>(ColumnDst<1>{{dbias}}, partials, cols, row_tiles, /*accumulate=*/false, stream);
 }
 
 void transpose_fp8(uint8_t* transposed, const uint8_t* codes, int64_t rows, int64_t cols,

@@ -4,15 +4,16 @@
 // First pass: rows split into fixed chunks of kChunkRows; one thread sums one column of one
 // chunk in row order into a workspace. Second pass: one thread per column adds the chunks in
 // order, then adds the total to dst. With a single chunk this is the CPU kernels' order
-// exactly (a float sum from 0 in row order, then added to dst).
+// exactly (a float sum from 0 in row order, then added to dst). The second pass alone also
+// finishes sums whose first pass is fused into another kernel (cast_transpose_dbias).
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <map>
-#include <mutex>
+#include <string>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/grid.cuh"
+#include "kernels/cuda/scratch.h"
 
 namespace fp8lm::cuda {
 
@@ -43,49 +44,46 @@ __global__ void __launch_bounds__(kColumnBlock)
   for (int k = 0; k < N; ++k) partials[(k * chunks + chunk) * C + c] = acc[k];
 }
 
+// dst_k[c] (+)= the sum of partials[k][0..chunks)[c] in chunk order; overwritten (dst not read)
+// unless accumulate.
 template <int N>
 __global__ void __launch_bounds__(kColumnBlock)
-    column_finish_kernel(ColumnDst<N> dst, const float* partials, int64_t C, int64_t chunks) {
+    column_finish_kernel(ColumnDst<N> dst, const float* partials, int64_t C, int64_t chunks,
+                         bool accumulate) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnBlock + threadIdx.x;
   if (c >= C) return;
   for (int k = 0; k < N; ++k) {
     float total = 0.0f;
     for (int64_t j = 0; j < chunks; ++j)
       total = __fadd_rn(total, partials[(k * chunks + j) * C + c]);
-    dst.p[k][c] = __fadd_rn(dst.p[k][c], total);
+    dst.p[k][c] = accumulate ? __fadd_rn(dst.p[k][c], total) : total;
   }
 }
 
-// The partial sums' workspace: one per device, grown as needed and kept (a steady training
-// step allocates nothing). Calls on one device are assumed stream-ordered: two column sums
-// running at once on different streams of the same device would share it.
-inline float* column_workspace(size_t n) {
-  static std::mutex mutex;
-  // Never destroyed: a static DeviceBuffer would call cudaFree after the runtime has shut down.
-  static auto* buffers = new std::map<int, DeviceBuffer<float>>;
-  int device = 0;
-  FP8LM_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mutex);
-  DeviceBuffer<float>& b = (*buffers)[device];
-  b.resize(n);
-  return b.data();
+// The second pass on its own: partials [N][chunks][C], C > 0.
+template <int N>
+void column_finish(ColumnDst<N> dst, const float* partials, int64_t C, int64_t chunks,
+                   bool accumulate, cudaStream_t stream) {
+  column_finish_kernel<N>
+      <<<static_cast<unsigned>(ceil_div(C, kColumnBlock)), kColumnBlock, 0, stream>>>(
+          dst, partials, C, chunks, accumulate);
+  FP8LM_CUDA_CHECK_LAUNCH();
 }
 
 // term is a device functor: term(r, c, float t[N]) writes the N terms of element (r, c).
 template <int N, typename Term>
 void column_sums(ColumnDst<N> dst, Term term, int64_t rows, int64_t C, cudaStream_t stream) {
   if (rows <= 0 || C <= 0) return;
-  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
-  const int64_t col_blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  const int64_t chunks = ceil_div(rows, kChunkRows);
+  const int64_t col_blocks = ceil_div(C, kColumnBlock);
   if (col_blocks > 65535) throw Error("column sums: " + std::to_string(C) + " columns is too many");
-  float* partials = column_workspace(static_cast<size_t>(N * chunks * C));
+  auto* partials = static_cast<float*>(stream_scratch(
+      ScratchUse::ColumnPartials, static_cast<size_t>(N * chunks * C) * sizeof(float), stream));
   column_partials_kernel<N, Term>
       <<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(col_blocks)), kColumnBlock, 0,
          stream>>>(partials, term, rows, C, chunks);
   FP8LM_CUDA_CHECK_LAUNCH();
-  column_finish_kernel<N>
-      <<<static_cast<unsigned>(col_blocks), kColumnBlock, 0, stream>>>(dst, partials, C, chunks);
-  FP8LM_CUDA_CHECK_LAUNCH();
+  column_finish<N>(dst, partials, C, chunks, /*accumulate=*/true, stream);
 }
 
 }  // namespace fp8lm::cuda

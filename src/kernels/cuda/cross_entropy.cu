@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/loss_embedding.h"
+#include "kernels/cuda/reduce.cuh"
 
 namespace fp8lm::cuda {
 namespace {
@@ -20,41 +21,8 @@ namespace {
 constexpr int kRowThreads = 512;
 constexpr int kSumThreads = 1024;
 
-template <class T, class Op>
-__device__ T warp_reduce(T v, Op op) {
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Every thread gets op over the block's values, combined in a fixed tree (same bits every
-// run). blockDim.x must be a multiple of 32.
-template <class T, class Op>
-__device__ T block_allreduce(T v, Op op, T identity) {
-  __shared__ T warp_part[32];
-  __shared__ T result;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_reduce(v, op);
-  if (lane == 0) warp_part[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < static_cast<int>(blockDim.x / 32) ? warp_part[lane] : identity;
-    v = warp_reduce(v, op);
-    if (lane == 0) result = v;
-  }
-  __syncthreads();
-  const T r = result;
-  __syncthreads();  // the next call may overwrite warp_part and result
-  return r;
-}
-
 struct MaxIgnoringNan {  // as the CPU's row_max: a NaN never wins
   __device__ float operator()(float a, float b) const { return b > a ? b : a; }
-};
-struct Add {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    return a + b;
-  }
 };
 
 __global__ void cross_entropy_kernel(float* dlogits, float* losses, const float* logits,
@@ -83,7 +51,7 @@ __global__ void cross_entropy_kernel(float* dlogits, float* losses, const float*
     if (d != nullptr) d[i] = e;
     sum += e;
   }
-  sum = block_allreduce(sum, Add{}, 0.0f);
+  sum = block_allreduce(sum, Sum{}, 0.0f);
 
   if (d != nullptr) {
     // Rounded step by step as on the CPU (no contraction of e * k - grad_scale into an FMA).
@@ -101,7 +69,7 @@ __global__ void cross_entropy_kernel(float* dlogits, float* losses, const float*
 __global__ void loss_sum_kernel(float* loss_sum, const float* losses, int64_t rows) {
   double s = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += losses[r];
-  s = block_allreduce(s, Add{}, 0.0);
+  s = block_allreduce(s, Sum{}, 0.0);
   if (threadIdx.x == 0) *loss_sum = static_cast<float>(s);
 }
 

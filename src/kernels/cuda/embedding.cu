@@ -8,6 +8,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/loss_embedding.h"
 
 namespace fp8lm::cuda {
@@ -17,8 +18,7 @@ constexpr int kThreads = 256;
 
 __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte,
                                          const float* wpe, int64_t T, int64_t C, int64_t total) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = global_thread(); i < total; i += grid_threads()) {
     const int64_t p = i / C, c = i % C;
     out[i] = wte[int64_t{tokens[p]} * C + c] + wpe[(p % T) * C + c];
   }
@@ -28,8 +28,7 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, cons
 __global__ void position_grad_kernel(float* dwpe, const float* dout, int64_t B, int64_t T,
                                      int64_t C) {
   const int64_t TC = T * C;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < TC;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = global_thread(); i < TC; i += grid_threads()) {
     float acc = dwpe[i];
     for (int64_t b = 0; b < B; ++b) acc += dout[b * TC + i];
     dwpe[i] = acc;
@@ -37,8 +36,7 @@ __global__ void position_grad_kernel(float* dwpe, const float* dout, int64_t B, 
 }
 
 __global__ void iota_kernel(int32_t* rows, int32_t n) {
-  for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    rows[i] = i;
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) rows[i] = static_cast<int32_t>(i);
 }
 
 // Block k looks at sorted position k; if it starts a run of equal tokens, it adds that run's
@@ -59,9 +57,8 @@ __global__ void token_grad_kernel(float* dwte, const float* dout, const int32_t*
   }
 }
 
-int grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < 65536 ? blocks : 65536);  // grid-stride loops cover the rest
+unsigned grid_for(int64_t n) {
+  return grid_stride_blocks(n, kThreads, 65536);
 }
 
 size_t align_up(size_t bytes) {

@@ -1,18 +1,25 @@
 #pragma once
-// The CPU codecs on the device, bit for bit: FP8 encode (fp8_encode of core/fp8_dtype.h in its
-// saturating mode, with its saturated / flushed flags) and decode, BF16 rounding (core/bf16.h),
-// and what every FP8 producer shares: the statistics of CastStats (fp8/quantize.h), gathered per
-// thread and committed with one atomic per block.
+// The CPU codecs on the device, bit for bit, and the only copy of them there: FP8 encode
+// (fp8_encode of core/fp8_dtype.h in its saturating mode, with its saturated / flushed flags)
+// and decode, BF16 rounding (core/bf16.h), and what every FP8 producer shares: the statistics
+// of CastStats (fp8/quantize.h), gathered per thread and committed with one atomic per block.
+// The encoder is integer arithmetic on fp8_consts, not the PTX conversion behind
+// __nv_cvt_float_to_fp8(..., __NV_SATFINITE, ...): that one turns every NaN into 0x7f (sign
+// dropped; the CPU keeps it and gives 0x7e in E5M2), and the flags need the unbounded code.
 //
 // The codecs are __host__ __device__ so that a host program can hold them against the CPU
-// codecs over every float; everything else here is device-only.
+// codecs over every float; everything else here is device-only. Device code calls the
+// constexpr fp8_consts, so .cu files including this need --expt-relaxed-constexpr.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstring>
 
 #include "core/fp8_dtype.h"
-#include "kernels/cuda/fp8_tensor.h"
+
+#ifdef __CUDACC__
+#include "kernels/cuda/reduce.cuh"
+#endif
 
 namespace fp8lm::cuda {
 
@@ -103,8 +110,9 @@ __host__ __device__ inline uint16_t bf16_round(float x) {
 
 #ifdef __CUDACC__
 
-// *amax = max(*amax, v) for v >= 0 and *amax >= 0 (neither NaN): non-negative floats order like
-// their bit patterns read as unsigned integers.
+// *amax = max(*amax, v) for v >= +0, not NaN: floats with a clear sign bit order like their bit
+// patterns read as unsigned integers. A NaN already in *amax (of either sign) stays, as the
+// CPU's max_keeping_nan keeps it; a negative *amax (which no scaling state holds) would too.
 __device__ inline void atomic_max_nonneg(float* amax, float v) {
   atomicMax(reinterpret_cast<unsigned int*>(amax), __float_as_uint(v));
 }
@@ -117,7 +125,8 @@ struct Fp8Stats {
   unsigned flushed = 0;
 };
 
-// q = cast(y * scale), and y's share of the statistics (quantize's scalar loop, one element).
+// q = cast(y * scale), and y's share of the statistics (quantize's scalar loop, one element;
+// the product rounded once, as on the CPU).
 template <Fp8Format F>
 __device__ inline uint8_t fp8_encode_counted(float y, float scale, Fp8Stats& stats) {
   const Fp8Code c = fp8_encode_sat<F>(__fmul_rn(y, scale));
@@ -127,45 +136,42 @@ __device__ inline uint8_t fp8_encode_counted(float y, float scale, Fp8Stats& sta
   return c.code;
 }
 
-__device__ inline float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-
-__device__ inline unsigned long long warp_sum(unsigned long long v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// Adds a block's statistics to q's amax and counters, with one atomic each. Every thread of
-// the block must call it (it synchronizes the block), once, with a 1-D block whose size is a
-// multiple of 32. Max and integer sums combine exactly, so the result has no order.
-__device__ inline void commit_fp8_stats(const Fp8Out& q, const Fp8Stats& stats) {
-  __shared__ float block_amax[32];
-  __shared__ unsigned long long block_saturated[32];
-  __shared__ unsigned long long block_flushed[32];
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const float amax = warp_max(stats.amax);
-  const unsigned long long saturated = warp_sum(stats.saturated);
-  const unsigned long long flushed = warp_sum(stats.flushed);
+// Adds the block's statistics to *amax, *saturated and *flushed, with one atomic each from one
+// thread, skipping the null pointers and what would change nothing. Every thread of the block
+// must call it (it synchronizes the block); the block may have any shape of a multiple of 32
+// threads, and may call it again (one piece of work after another). Max and integer sums
+// combine exactly, so the result does not depend on the order.
+__device__ inline void commit_fp8_stats(const Fp8Stats& stats, float* amax,
+                                        unsigned long long* saturated,
+                                        unsigned long long* flushed) {
+  __shared__ float warp_amax[32];
+  __shared__ unsigned long long warp_saturated[32];
+  __shared__ unsigned long long warp_flushed[32];
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned lane = tid % 32, warp = tid / 32;
+  const float m = warp_reduce(stats.amax, Fmax{});
+  const auto s = warp_reduce(static_cast<unsigned long long>(stats.saturated), Sum{});
+  const auto f = warp_reduce(static_cast<unsigned long long>(stats.flushed), Sum{});
   if (lane == 0) {
-    block_amax[warp] = amax;
-    block_saturated[warp] = saturated;
-    block_flushed[warp] = flushed;
+    warp_amax[warp] = m;
+    warp_saturated[warp] = s;
+    warp_flushed[warp] = f;
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  float total_amax = 0.0f;
-  unsigned long long total_saturated = 0, total_flushed = 0;
-  for (unsigned w = 0; w < blockDim.x / 32; ++w) {
-    total_amax = fmaxf(total_amax, block_amax[w]);
-    total_saturated += block_saturated[w];
-    total_flushed += block_flushed[w];
+  if (tid == 0) {
+    const unsigned warps = blockDim.x * blockDim.y * blockDim.z / 32;
+    float total_amax = 0.0f;
+    unsigned long long total_saturated = 0, total_flushed = 0;
+    for (unsigned w = 0; w < warps; ++w) {
+      total_amax = fmaxf(total_amax, warp_amax[w]);
+      total_saturated += warp_saturated[w];
+      total_flushed += warp_flushed[w];
+    }
+    if (amax && total_amax > 0.0f) atomic_max_nonneg(amax, total_amax);
+    if (saturated && total_saturated) atomicAdd(saturated, total_saturated);
+    if (flushed && total_flushed) atomicAdd(flushed, total_flushed);
   }
-  if (q.amax) atomic_max_nonneg(q.amax, total_amax);
-  if (q.saturated && total_saturated) atomicAdd(q.saturated, total_saturated);
-  if (q.flushed && total_flushed) atomicAdd(q.flushed, total_flushed);
+  __syncthreads();  // a later call may overwrite the warps' parts
 }
 
 #endif  // __CUDACC__

@@ -8,7 +8,6 @@
 //
 // Arguments are checked before any CUDA call, so misuse is reported the same with or without a
 // GPU.
-#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <sstream>
@@ -17,6 +16,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_plan.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/scratch.h"
 
@@ -104,18 +104,31 @@ void require_cc(int need, const char* what) {
 // C[m, n] = beta * C[m, n] + bias[n], C not read when beta = 0, no bias when nullptr: the bias
 // when cuBLASLt's epilogue cannot take it (beta = 1), and the whole product when K = 0.
 __global__ void bias_rows_kernel(float* C, int64_t M, int64_t N, float beta, const float* bias) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < M * N;
-       i += stride) {
+  for (int64_t i = global_thread(); i < M * N; i += grid_threads()) {
     const float prior = beta == 0.0f ? 0.0f : __fmul_rn(beta, C[i]);
     C[i] = __fadd_rn(prior, bias ? bias[i % N] : 0.0f);
   }
 }
 
+// The cuBLASLt problem of the row-major C[M, N] = alpha op(A) op(B) + beta C: the operands
+// trade places, and with them their transposes and M and N (see the top of this file).
+LtProblem swapped_problem(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                          float beta) {
+  LtProblem p;
+  p.transa = lt_op(tb);
+  p.transb = lt_op(ta);
+  p.m = N;
+  p.n = M;
+  p.k = K;
+  p.alpha_nonzero = alpha != 0.0f;
+  p.beta_nonzero = beta != 0.0f;
+  return p;
+}
+
 void bias_rows(float* C, int64_t M, int64_t N, float beta, const float* bias, cudaStream_t stream) {
-  constexpr int64_t kThreads = 256, kMaxBlocks = 4096;
-  const int64_t blocks = std::min((M * N + kThreads - 1) / kThreads, kMaxBlocks);
-  bias_rows_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(C, M, N, beta, bias);
+  constexpr int kThreads = 256;
+  bias_rows_kernel<<<grid_stride_blocks(M * N, kThreads, 4096), kThreads, 0, stream>>>(C, M, N,
+                                                                                       beta, bias);
   FP8LM_CUDA_CHECK_LAUNCH();
 }
 
@@ -141,12 +154,7 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, Gemm
     return;
   }
 
-  LtProblem p;
-  p.transa = lt_op(tb);
-  p.transb = lt_op(ta);
-  p.m = N;
-  p.n = M;
-  p.k = K;
+  LtProblem p = swapped_problem(ta, tb, M, N, K, alpha, beta);
   p.atype = lt_type(B.type);
   p.btype = lt_type(A.type);
   p.ctype = CUDA_R_32F;
@@ -161,8 +169,6 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, Gemm
   // bias is rounded to BF16 in a per-stream scratch first: a relative change of at most 2^-9
   // per element, as TE's BF16 biases have.
   p.bias_type = fp8 ? CUDA_R_16BF : CUDA_R_32F;
-  p.alpha_nonzero = alpha != 0.0f;
-  p.beta_nonzero = beta != 0.0f;
 
   LtOperands ops;
   ops.a = B.data;
@@ -201,12 +207,7 @@ void gemm_batched_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, floa
   if (K == 0) throw Error("cuda::gemm_batched_bf16: K=0 is not supported");
   require_cc(80, "BF16");
 
-  LtProblem p;
-  p.transa = lt_op(tb);
-  p.transb = lt_op(ta);
-  p.m = N;
-  p.n = M;
-  p.k = K;
+  LtProblem p = swapped_problem(ta, tb, M, N, K, alpha, beta);
   p.atype = CUDA_R_16BF;
   p.btype = CUDA_R_16BF;
   p.ctype = c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -217,8 +218,6 @@ void gemm_batched_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, floa
   p.stride_a = stride_b;
   p.stride_b = stride_a;
   p.stride_c = stride_c;
-  p.alpha_nonzero = alpha != 0.0f;
-  p.beta_nonzero = beta != 0.0f;
 
   LtOperands ops;
   ops.a = B;

@@ -72,7 +72,7 @@ struct OutWriter {
   }
 
   __device__ void finish() {
-    if constexpr (kFp8) commit_fp8_stats(out.y8, stats);
+    if constexpr (kFp8) commit_fp8_stats(stats, out.y8.amax, out.y8.saturated, out.y8.flushed);
   }
 };
 

@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/norm_out.cuh"
 #include "kernels/cuda/norms.h"
 
@@ -203,7 +204,7 @@ struct RmsNormParamTerm {
 };
 
 unsigned row_blocks(int64_t rows) {
-  return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  return static_cast<unsigned>(ceil_div(rows, kRowsPerBlock));
 }
 
 }  // namespace

@@ -1,9 +1,8 @@
 // Element-wise casts (quantize.h): grid-stride loops, four elements per thread through 16-byte
 // loads where the pointers allow it, one atomic per block for the statistics.
-#include <algorithm>
-
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/fp8_cast_tally.cuh"
+#include "kernels/cuda/fp8_codec.cuh"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/quantize.h"
 
 namespace fp8lm::cuda {
@@ -13,15 +12,8 @@ constexpr int kThreads = 256;
 // Enough blocks to fill any current GPU several times over; more would only add atomics.
 constexpr int64_t kMaxBlocks = 4096;
 
-int blocks_for(int64_t work) {
-  return static_cast<int>(std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
-}
-
-__device__ __forceinline__ int64_t global_thread() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_threads() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+unsigned blocks_for(int64_t work) {
+  return grid_stride_blocks(work, kThreads, kMaxBlocks);
 }
 
 bool aligned(const void* p, uintptr_t bytes) {
@@ -35,23 +27,23 @@ __global__ void quantize_kernel(uint8_t* codes, const float* x, int64_t n, const
                                 float* amax, unsigned long long* saturated,
                                 unsigned long long* flushed) {
   const float s = scale ? *scale : 1.0f;
-  CastTally t;
+  Fp8Stats stats;
   int64_t head = 0;
   if constexpr (kVec4) {
     const int64_t n4 = n / 4;
     for (int64_t v = global_thread(); v < n4; v += grid_threads()) {
       const float4 xv = reinterpret_cast<const float4*>(x)[v];
-      const uint32_t packed = static_cast<uint32_t>(cast_and_tally<F>(xv.x, s, t)) |
-                              static_cast<uint32_t>(cast_and_tally<F>(xv.y, s, t)) << 8 |
-                              static_cast<uint32_t>(cast_and_tally<F>(xv.z, s, t)) << 16 |
-                              static_cast<uint32_t>(cast_and_tally<F>(xv.w, s, t)) << 24;
+      const uint32_t packed = static_cast<uint32_t>(fp8_encode_counted<F>(xv.x, s, stats)) |
+                              static_cast<uint32_t>(fp8_encode_counted<F>(xv.y, s, stats)) << 8 |
+                              static_cast<uint32_t>(fp8_encode_counted<F>(xv.z, s, stats)) << 16 |
+                              static_cast<uint32_t>(fp8_encode_counted<F>(xv.w, s, stats)) << 24;
       reinterpret_cast<uint32_t*>(codes)[v] = packed;  // little-endian: element 4v first
     }
     head = n4 * 4;
   }
   for (int64_t i = head + global_thread(); i < n; i += grid_threads())
-    codes[i] = cast_and_tally<F>(x[i], s, t);
-  publish_cast_tally(t, amax, saturated, flushed);
+    codes[i] = fp8_encode_counted<F>(x[i], s, stats);
+  commit_fp8_stats(stats, amax, saturated, flushed);
 }
 
 template <Fp8Format F>
@@ -59,25 +51,18 @@ __global__ void dequantize_kernel(float* y, const uint8_t* codes, const float* s
                                   int64_t n) {
   const float s = scale_inv ? *scale_inv : 1.0f;
   for (int64_t i = global_thread(); i < n; i += grid_threads())
-    y[i] = __fmul_rn(fp8_decode_device<F>(codes[i]), s);
+    y[i] = __fmul_rn(fp8_decode_value<F>(codes[i]), s);
 }
 
 __global__ void absmax_kernel(float* amax, const float* x, int64_t n) {
-  CastTally t;
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) t.amax = fmaxf(t.amax, fabsf(x[i]));
-  publish_cast_tally(t, amax, nullptr, nullptr);
-}
-
-// bf16_from_float of core/bf16.h, step for step (the NaN branch keeps sign and payload top).
-__device__ __forceinline__ uint16_t bf16_from_float_device(float x) {
-  uint32_t u = __float_as_uint(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+  Fp8Stats stats;
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    stats.amax = fmaxf(stats.amax, fabsf(x[i]));
+  commit_fp8_stats(stats, amax, nullptr, nullptr);
 }
 
 __global__ void fp32_to_bf16_kernel(uint16_t* y, const float* x, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = bf16_from_float_device(x[i]);
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = bf16_round(x[i]);
 }
 
 __global__ void bf16_to_fp32_kernel(float* y, const uint16_t* x, int64_t n) {

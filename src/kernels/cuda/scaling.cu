@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/scaling.h"
 
 namespace fp8lm::cuda {
@@ -65,7 +66,7 @@ void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int
                 std::to_string(slots.n) + " slots (history length " +
                 std::to_string(slots.history_len) + ")");
   }
-  const int blocks = (count + kThreads - 1) / kThreads;
+  const auto blocks = static_cast<unsigned>(ceil_div(count, kThreads));
   delayed_scaling_kernel<<<blocks, kThreads, 0, stream>>>(slots, first, count, margin,
                                                           algo == AmaxComputeAlgo::MostRecent);
   FP8LM_CUDA_CHECK_LAUNCH();

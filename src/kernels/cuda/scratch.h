@@ -8,7 +8,7 @@
 
 namespace fp8lm::cuda {
 
-enum class ScratchUse : int { GemmWorkspace, GemmBias, CastDbiasPartials };
+enum class ScratchUse : int { GemmWorkspace, GemmBias, CastDbiasPartials, ColumnPartials };
 
 // At least `bytes` bytes (256-byte aligned, as from cudaMalloc) on the current device, for work
 // queued on `stream`; contents undefined. Valid until a later call for the same (device, stream,
