@@ -1,0 +1,557 @@
+// Flash-style causal attention on BF16 tensor cores (WMMA m16n16k16, FP32 accumulators, sm_80+):
+// no T x T matrix, scores recomputed per tile, deterministic (no atomics).
+//
+// Tiling. Inputs are first moved to head-major BF16 [B*H, t_pad, HD] with t_pad = T rounded up
+// to 64 and zero padding rows (attention_layout.h), so every tile load is a plain copy. A block
+// is 4 warps and owns 64 consecutive rows of one head; warp w owns rows 16w..16w+15 of them,
+// and every product a warp makes is 16 rows by 64 columns (4 fragments) or 16 rows by HD.
+//   forward    block = 64 queries [q0, q0+64); loops over key tiles j0 = 0, 64, .., q0 (tiles
+//              past the diagonal are causally invisible and skipped). Per tile: K, V -> shared;
+//              S_w = Q_w·Kᵀ (Q_w in registers); online softmax on S_w (rows: running max m and
+//              sum l in FP32; P_w = exp(scale*S_w - m_new) in BF16; the output rows rescaled
+//              by exp(m_old - m_new), through shared memory when some row's max grew);
+//              O_w += P_w·V in FP32 accumulators. At the end out = O_w / l, lse = m + log(l).
+//   backward   D = rowsum(dO * O) first (row_dots). Then two kernels, both recomputing
+//              P = exp(scale*S - lse) and dS = P * (dP - D) per tile:
+//     dK, dV   block = 64 keys [j0, j0+64); loops over query tiles i0 = j0, .., t_pad-64
+//              (earlier queries see none of the keys). Per tile: Q, dO -> shared;
+//              Sᵀ_w = K_w·Qᵀ, dPᵀ_w = V_w·dOᵀ (16 keys x 64 queries); dV_w += Pᵀ_w·dO,
+//              dK_w += dSᵀ_w·Q, accumulated in registers; dK scaled at the end.
+//     dQ       block = 64 queries, key tiles as in forward: S_w = Q_w·Kᵀ, dP_w = dO_w·Vᵀ,
+//              dQ_w += dS_w·K in registers; scaled at the end.
+// Masking: key j is visible to query i iff j <= i. Because tiles are 64-aligned on both axes,
+// every processed tile holds key j0 <= q0 <= i, so each row sees at least one key in every
+// tile of the forward loop and its running max is finite from the first tile on. Padding keys
+// (j >= T) are only ever seen by padding queries (i >= T), which are never stored; the backward
+// masks padding queries too (i < T), so they add nothing to dK and dV.
+//
+// Shared-memory rows are padded (HD+8 BF16, 64+4 FP32, 64+8 BF16) so that fragment loads of
+// consecutive rows fall in different banks; every fragment pointer stays 32-byte aligned as
+// WMMA requires, and leading dimensions are multiples of 16 bytes.
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "core/error.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_layout.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
+using attention_detail::at;
+using attention_detail::Carve;
+using attention_detail::round_up;
+
+constexpr int kRows = 64;  // queries (forward, dQ) or keys (dK/dV) per block
+constexpr int kTile = 64;  // keys (forward, dQ) or queries (dK/dV) per loop step
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kWarpRows = 16;    // one fragment of rows per warp
+constexpr int kLdS = kTile + 4;  // FP32 score rows in shared memory
+constexpr int kLdP = kTile + 8;  // BF16 probability rows in shared memory
+static_assert(kRows == kTile, "causal tile skipping assumes square tiles on one grid");
+static_assert(kRows == kWarps * kWarpRows, "each warp owns one fragment of rows");
+constexpr unsigned kFullMask = 0xffffffffu;
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+// A row-major tile read as column-major is its transpose: how K and V enter S = Q·Kᵀ.
+using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+template <int HD>
+struct Geometry {
+  static constexpr int kLdT = HD + 8;  // BF16 rows of a Q, K, V or dO tile
+  static constexpr int kLdO = HD + 4;  // FP32 output rows (forward)
+  // Region sizes are multiples of 128 bytes, so every region starts aligned.
+  static constexpr size_t kTileBytes = size_t{kTile} * kLdT * sizeof(bf16);
+  static constexpr size_t kScoreBytes = size_t{kRows} * kLdS * sizeof(float);
+  static constexpr size_t kProbBytes = size_t{kRows} * kLdP * sizeof(bf16);
+  static constexpr size_t kOutBytes = size_t{kRows} * kLdO * sizeof(float);
+  static constexpr size_t kRowStatBytes = size_t{kTile} * sizeof(float);
+  // K, V | S | P | O
+  static constexpr size_t kForwardBytes = 2 * kTileBytes + kScoreBytes + kProbBytes + kOutBytes;
+  // Q, dO | Sᵀ, dPᵀ | Pᵀ, dSᵀ | lse, D of the query tile
+  static constexpr size_t kDkDvBytes =
+      2 * kTileBytes + 2 * kScoreBytes + 2 * kProbBytes + 2 * kRowStatBytes;
+  // K, V | S, dP | dS
+  static constexpr size_t kDqBytes = 2 * kTileBytes + 2 * kScoreBytes + kProbBytes;
+  static_assert(HD % 16 == 0 && HD >= 16 && HD <= 128, "head size: a multiple of 16 up to 128");
+  static_assert(kTileBytes % 128 == 0 && kScoreBytes % 128 == 0 && kProbBytes % 128 == 0 &&
+                    kOutBytes % 128 == 0,
+                "regions must keep 128-byte alignment");
+};
+
+// The smallest per-block opt-in shared memory among the GPUs built for (sm_86 and sm_89:
+// 99 KiB; sm_80 has 163, sm_90 227).
+constexpr size_t kMaxSharedBytes = 99 * 1024;
+static_assert(Geometry<128>::kForwardBytes <= kMaxSharedBytes, "forward tiles too large");
+static_assert(Geometry<128>::kDkDvBytes <= kMaxSharedBytes, "dK/dV tiles too large");
+static_assert(Geometry<128>::kDqBytes <= kMaxSharedBytes, "dQ tiles too large");
+
+// 64 rows of HD BF16, contiguous in global memory, into a padded shared tile; 16 bytes a thread
+// per step.
+template <int HD>
+__device__ void load_tile(bf16* dst, const bf16* src) {
+  constexpr int kChunks = HD / 8;
+  for (int c = threadIdx.x; c < kTile * kChunks; c += kThreads) {
+    const int r = c / kChunks;
+    const int col = c % kChunks * 8;
+    *reinterpret_cast<uint4*>(dst + r * Geometry<HD>::kLdT + col) =
+        *reinterpret_cast<const uint4*>(src + r * HD + col);
+  }
+}
+
+// A warp's 16 rows of HD (row-major, rows HD apart in global memory) as A fragments.
+template <int HD>
+__device__ void load_rows(FragA (&a)[HD / 16], const bf16* src) {
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) wmma::load_matrix_sync(a[kk], src + kk * 16, HD);
+}
+
+// out[16 x 64] (FP32, rows kLdS apart) = a[16 x HD] · tileᵀ, tile = 64 rows of HD in shared
+// memory: out[r][c] = sum_d a[r][d] * tile[c][d].
+template <int HD>
+__device__ void product_with_transposed_tile(float* out, const FragA (&a)[HD / 16],
+                                             const bf16* tile) {
+  constexpr int kLdT = Geometry<HD>::kLdT;
+#pragma unroll
+  for (int n = 0; n < kTile / 16; ++n) {
+    FragAcc acc;
+    wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      FragBCol b;  // element (k, c) = tile[n*16 + c][kk*16 + k]
+      wmma::load_matrix_sync(b, tile + n * 16 * kLdT + kk * 16, kLdT);
+      wmma::mma_sync(acc, a[kk], b, acc);
+    }
+    wmma::store_matrix_sync(out + n * 16, acc, kLdS, wmma::mem_row_major);
+  }
+}
+
+// acc[16 x HD] += a[16 x 64] · tile[64 x HD]; a is BF16 in shared memory (rows kLdP apart),
+// the tile 64 rows of HD in shared memory; acc[n] holds columns n*16..n*16+15.
+template <int HD>
+__device__ void accumulate_tile_product(FragAcc (&acc)[HD / 16], const bf16* a, const bf16* tile) {
+  constexpr int kLdT = Geometry<HD>::kLdT;
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    FragA fa;
+    wmma::load_matrix_sync(fa, a + kk * 16, kLdP);
+#pragma unroll
+    for (int n = 0; n < HD / 16; ++n) {
+      FragBRow b;  // element (k, c) = tile[kk*16 + k][n*16 + c]
+      wmma::load_matrix_sync(b, tile + kk * 16 * kLdT + n * 16, kLdT);
+      wmma::mma_sync(acc[n], fa, b, acc[n]);
+    }
+  }
+}
+
+// A warp's 16 x HD accumulators into FP32 shared-memory rows kLdO apart.
+template <int HD>
+__device__ void store_rows(float* dst, const FragAcc (&acc)[HD / 16]) {
+#pragma unroll
+  for (int n = 0; n < HD / 16; ++n) {
+    wmma::store_matrix_sync(dst + n * 16, acc[n], Geometry<HD>::kLdO, wmma::mem_row_major);
+  }
+}
+
+template <int HD>
+__device__ void scale_and_store(float* dst, FragAcc (&acc)[HD / 16], float scale) {
+#pragma unroll
+  for (int n = 0; n < HD / 16; ++n) {
+    // A uniform factor may be applied element by element whatever the fragment's layout.
+    for (int e = 0; e < acc[n].num_elements; ++e) acc[n].x[e] *= scale;
+    wmma::store_matrix_sync(dst + n * 16, acc[n], HD, wmma::mem_row_major);
+  }
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(float* out, float* lse, const bf16* q, const bf16* k, const bf16* v, int T,
+                   int t_pad, int H, float scale) {
+  using G = Geometry<HD>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* at_ = smem;  // each region starts where the previous one ends
+  bf16* sK = reinterpret_cast<bf16*>(at_);
+  bf16* sV = reinterpret_cast<bf16*>(at_ += G::kTileBytes);
+  float* sS = reinterpret_cast<float*>(at_ += G::kTileBytes);
+  bf16* sP = reinterpret_cast<bf16*>(at_ += G::kScoreBytes);
+  float* sO = reinterpret_cast<float*>(at_ += G::kProbBytes);
+
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t bh = blockIdx.x;
+  const int qb = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // longest rows launch first
+  const int row0 = qb * kRows + warp * kWarpRows;               // the warp's first query
+  const int64_t head = bh * t_pad * HD;
+  float* sS_w = sS + warp * kWarpRows * kLdS;
+  bf16* sP_w = sP + warp * kWarpRows * kLdP;
+  float* sO_w = sO + warp * kWarpRows * G::kLdO;
+
+  FragA qf[HD / 16];
+  load_rows<HD>(qf, q + head + int64_t{row0} * HD);
+  FragAcc o_acc[HD / 16];  // the warp's 16 output rows, unnormalized
+#pragma unroll
+  for (int n = 0; n < HD / 16; ++n) wmma::fill_fragment(o_acc[n], 0.0f);
+
+  // Softmax layout: lanes 2r and 2r+1 share row r of the warp's 16, taking the even and the
+  // odd columns of each tile and halves of the output row; both hold the row's statistics.
+  const int r = lane / 2;
+  const int half = lane % 2;
+  const int i = row0 + r;
+  float row_max = -INFINITY;  // of scale * scores seen so far
+  float row_sum = 0.0f;       // of exp(scale * score - row_max)
+
+  for (int kt = 0; kt <= qb; ++kt) {
+    const int j0 = kt * kTile;
+    __syncthreads();  // every warp is done with the previous K and V
+    load_tile<HD>(sK, k + head + int64_t{j0} * HD);
+    load_tile<HD>(sV, v + head + int64_t{j0} * HD);
+    __syncthreads();
+
+    product_with_transposed_tile<HD>(sS_w, qf, sK);
+    __syncwarp();
+
+    const float* s = sS_w + r * kLdS;
+    float tile_max = -INFINITY;
+    for (int c = half; c < kTile; c += 2) {
+      if (j0 + c <= i) tile_max = fmaxf(tile_max, s[c]);
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
+    // scale > 0 and rounding is monotonic, so scale * max(s) is exactly max(scale * s); finite
+    // because key j0 <= i is in the tile.
+    const float new_max = fmaxf(row_max, tile_max * scale);
+    float tile_sum = 0.0f;
+    bf16* p = sP_w + r * kLdP;
+    for (int c = half; c < kTile; c += 2) {
+      const float pc = j0 + c <= i ? expf(s[c] * scale - new_max) : 0.0f;
+      tile_sum += pc;
+      p[c] = __float2bfloat16_rn(pc);
+    }
+    tile_sum += __shfl_xor_sync(kFullMask, tile_sum, 1);
+    const float alpha = expf(row_max - new_max);  // 0 on the first tile (row_max = -inf)
+    row_sum = row_sum * alpha + tile_sum;
+    row_max = new_max;
+    // Rows whose maximum grew rescale their output by alpha < 1. Which fragment element holds
+    // which row is opaque, so the rows take a trip through shared memory, and only when some
+    // row of the warp needs it (alpha == 1 leaves a row as it is; before the first tile the
+    // output is still zero).
+    if (kt > 0 && __any_sync(kFullMask, alpha != 1.0f)) {
+      store_rows<HD>(sO_w, o_acc);
+      __syncwarp();
+      float* o = sO_w + r * G::kLdO;
+      for (int d = half; d < HD; d += 2) o[d] *= alpha;
+      __syncwarp();
+#pragma unroll
+      for (int n = 0; n < HD / 16; ++n) {
+        wmma::load_matrix_sync(o_acc[n], sO_w + n * 16, G::kLdO, wmma::mem_row_major);
+      }
+    }
+    __syncwarp();  // every lane's P row is in place
+    accumulate_tile_product<HD>(o_acc, sP_w, sV);
+  }
+  store_rows<HD>(sO_w, o_acc);
+  __syncwarp();
+
+  // Row by row, so that the warp writes each output row in one contiguous run.
+  const int64_t b = bh / H;
+  const int64_t h = bh % H;
+  for (int rr = 0; rr < kWarpRows; ++rr) {
+    const float sum = __shfl_sync(kFullMask, row_sum, 2 * rr);
+    const float max = __shfl_sync(kFullMask, row_max, 2 * rr);
+    const int64_t query = row0 + rr;
+    if (query >= T) break;  // padding rows, the same for the whole warp
+    const float inv_sum = 1.0f / sum;
+    float* dst = out + (b * T + query) * (int64_t{H} * HD) + h * HD;
+    const float* o = sO_w + rr * G::kLdO;
+    for (int d = lane; d < HD; d += 32) dst[d] = o[d] * inv_sum;
+    if (lane == 0) lse[bh * T + query] = max + logf(sum);
+  }
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
+    backward_dkdv_kernel(float* dk, float* dv, const bf16* q, const bf16* k, const bf16* v,
+                         const bf16* dout, const float* lse, const float* D, int T, int t_pad,
+                         float scale) {
+  using G = Geometry<HD>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* at_ = smem;
+  bf16* sQ = reinterpret_cast<bf16*>(at_);
+  bf16* sdO = reinterpret_cast<bf16*>(at_ += G::kTileBytes);
+  float* sS = reinterpret_cast<float*>(at_ += G::kTileBytes);
+  float* sdP = reinterpret_cast<float*>(at_ += G::kScoreBytes);
+  bf16* sP = reinterpret_cast<bf16*>(at_ += G::kScoreBytes);
+  bf16* sdS = reinterpret_cast<bf16*>(at_ += G::kProbBytes);
+  float* sLse = reinterpret_cast<float*>(at_ += G::kProbBytes);
+  float* sD = reinterpret_cast<float*>(at_ += G::kRowStatBytes);
+
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t bh = blockIdx.x;
+  const int kb = static_cast<int>(blockIdx.y);     // the first keys meet the most queries
+  const int key0 = kb * kRows + warp * kWarpRows;  // the warp's first key
+  const int64_t head = bh * t_pad * HD;
+  float* sS_w = sS + warp * kWarpRows * kLdS;  // Sᵀ: row = key, column = query
+  float* sdP_w = sdP + warp * kWarpRows * kLdS;
+  bf16* sP_w = sP + warp * kWarpRows * kLdP;
+  bf16* sdS_w = sdS + warp * kWarpRows * kLdP;
+
+  FragAcc dk_acc[HD / 16], dv_acc[HD / 16];
+#pragma unroll
+  for (int n = 0; n < HD / 16; ++n) {
+    wmma::fill_fragment(dk_acc[n], 0.0f);
+    wmma::fill_fragment(dv_acc[n], 0.0f);
+  }
+  FragA rows[HD / 16];  // the warp's K rows, then its V rows
+
+  for (int qt = kb; qt < t_pad / kTile; ++qt) {
+    const int i0 = qt * kTile;
+    __syncthreads();  // every warp is done with the previous Q, dO, lse and D
+    load_tile<HD>(sQ, q + head + int64_t{i0} * HD);
+    load_tile<HD>(sdO, dout + head + int64_t{i0} * HD);
+    for (int c = threadIdx.x; c < kTile; c += kThreads) {
+      sLse[c] = i0 + c < T ? lse[bh * T + i0 + c] : 0.0f;
+      sD[c] = D[bh * t_pad + i0 + c];
+    }
+    __syncthreads();
+
+    load_rows<HD>(rows, k + head + int64_t{key0} * HD);
+    product_with_transposed_tile<HD>(sS_w, rows, sQ);
+    load_rows<HD>(rows, v + head + int64_t{key0} * HD);
+    product_with_transposed_tile<HD>(sdP_w, rows, sdO);
+    __syncwarp();
+
+    for (int r = 0; r < kWarpRows; ++r) {
+      const int j = key0 + r;
+      for (int c = lane; c < kTile; c += 32) {
+        const int i = i0 + c;
+        float p = 0.0f, ds = 0.0f;
+        if (j <= i && i < T) {
+          p = expf(sS_w[r * kLdS + c] * scale - sLse[c]);
+          ds = p * (sdP_w[r * kLdS + c] - sD[c]);
+        }
+        sP_w[r * kLdP + c] = __float2bfloat16_rn(p);
+        sdS_w[r * kLdP + c] = __float2bfloat16_rn(ds);
+      }
+    }
+    __syncwarp();
+
+    accumulate_tile_product<HD>(dv_acc, sP_w, sdO);  // dV_w += Pᵀ_w · dO
+    accumulate_tile_product<HD>(dk_acc, sdS_w, sQ);  // dK_w += dSᵀ_w · Q
+  }
+
+  scale_and_store<HD>(dk + head + int64_t{key0} * HD, dk_acc, scale);
+  scale_and_store<HD>(dv + head + int64_t{key0} * HD, dv_acc, 1.0f);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
+    backward_dq_kernel(float* dq, const bf16* q, const bf16* k, const bf16* v, const bf16* dout,
+                       const float* lse, const float* D, int T, int t_pad, float scale) {
+  using G = Geometry<HD>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* at_ = smem;
+  bf16* sK = reinterpret_cast<bf16*>(at_);
+  bf16* sV = reinterpret_cast<bf16*>(at_ += G::kTileBytes);
+  float* sS = reinterpret_cast<float*>(at_ += G::kTileBytes);
+  float* sdP = reinterpret_cast<float*>(at_ += G::kScoreBytes);
+  bf16* sdS = reinterpret_cast<bf16*>(at_ += G::kScoreBytes);
+
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t bh = blockIdx.x;
+  const int qb = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // longest rows launch first
+  const int row0 = qb * kRows + warp * kWarpRows;
+  const int64_t head = bh * t_pad * HD;
+  float* sS_w = sS + warp * kWarpRows * kLdS;
+  float* sdP_w = sdP + warp * kWarpRows * kLdS;
+  bf16* sdS_w = sdS + warp * kWarpRows * kLdP;
+
+  FragA qf[HD / 16], dof[HD / 16];
+  load_rows<HD>(qf, q + head + int64_t{row0} * HD);
+  load_rows<HD>(dof, dout + head + int64_t{row0} * HD);
+  // Lane r and r + 16 hold row r's lse and D; the row loop broadcasts them.
+  const int lane_row = row0 + lane % kWarpRows;
+  const float lane_lse = lane_row < T ? lse[bh * T + lane_row] : 0.0f;
+  const float lane_D = D[bh * t_pad + lane_row];
+
+  FragAcc dq_acc[HD / 16];
+#pragma unroll
+  for (int n = 0; n < HD / 16; ++n) wmma::fill_fragment(dq_acc[n], 0.0f);
+
+  for (int kt = 0; kt <= qb; ++kt) {
+    const int j0 = kt * kTile;
+    __syncthreads();  // every warp is done with the previous K and V
+    load_tile<HD>(sK, k + head + int64_t{j0} * HD);
+    load_tile<HD>(sV, v + head + int64_t{j0} * HD);
+    __syncthreads();
+
+    product_with_transposed_tile<HD>(sS_w, qf, sK);
+    product_with_transposed_tile<HD>(sdP_w, dof, sV);
+    __syncwarp();
+
+    for (int r = 0; r < kWarpRows; ++r) {
+      const int i = row0 + r;
+      const float lse_i = __shfl_sync(kFullMask, lane_lse, r);
+      const float D_i = __shfl_sync(kFullMask, lane_D, r);
+      for (int c = lane; c < kTile; c += 32) {
+        const int j = j0 + c;
+        float ds = 0.0f;
+        if (j <= i && i < T) {
+          const float p = expf(sS_w[r * kLdS + c] * scale - lse_i);
+          ds = p * (sdP_w[r * kLdS + c] - D_i);
+        }
+        sdS_w[r * kLdP + c] = __float2bfloat16_rn(ds);
+      }
+    }
+    __syncwarp();
+
+    accumulate_tile_product<HD>(dq_acc, sdS_w, sK);  // dQ_w += dS_w · K
+  }
+
+  scale_and_store<HD>(dq + head + int64_t{row0} * HD, dq_acc, scale);
+}
+
+// The head sizes with kernels. A runtime head size becomes the template argument here, in one
+// place; false where there is no kernel.
+using HeadDims = std::integer_sequence<int, 16, 32, 48, 64, 80, 96, 112, 128>;
+
+template <typename F, int... HDs>
+bool with_head_dim(int64_t hd, F&& f, std::integer_sequence<int, HDs...>) {
+  return ((hd == HDs ? (f(std::integral_constant<int, HDs>{}), true) : false) || ...);
+}
+
+template <typename F>
+bool with_head_dim(int64_t hd, F&& f) {
+  return with_head_dim(hd, f, HeadDims{});
+}
+
+bool has_kernel(int64_t hd) {
+  return with_head_dim(hd, [](auto) {});
+}
+
+template <typename Kernel>
+void allow_shared_bytes(Kernel kernel, size_t bytes) {
+  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(bytes)));
+}
+
+attention_detail::Workspace& workspace() {
+  static attention_detail::Workspace w;
+  return w;
+}
+
+// Blocks along y are 64-row blocks of one head: at most 65535 of them.
+dim3 grid_for(int64_t B, int64_t H, int64_t T, int64_t t_pad) {
+  const int64_t row_blocks = t_pad / kRows;
+  if (row_blocks > 65535 || B * H > 0x7fffffff) {
+    throw Error("attention: B*H = " + std::to_string(B * H) + ", T = " + std::to_string(T) +
+                " exceed the flash kernels' grid (B*H < 2^31, T <= 65535*64)");
+  }
+  return dim3(static_cast<unsigned>(B * H), static_cast<unsigned>(row_blocks));
+}
+
+}  // namespace
+
+// Head sizes without a flash kernel (not a multiple of 16, or above 128) take the plain path.
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
+                       int64_t H, cudaStream_t stream) {
+  const int64_t hd = C / H;
+  if (!has_kernel(hd)) return plain::attention_forward(out, lse, qkv, B, T, C, H, stream);
+  if (B == 0 || T == 0) return;
+  const int64_t t_pad = round_up(T, kRows);
+  const int64_t n = B * H * t_pad * hd;
+  Carve carve;
+  const size_t q_at = carve.add<bf16_t>(n);
+  const size_t k_at = carve.add<bf16_t>(n);
+  const size_t v_at = carve.add<bf16_t>(n);
+  void* base = workspace().get(carve.size());
+  bf16_t* parts[3] = {at<bf16_t>(base, q_at), at<bf16_t>(base, k_at), at<bf16_t>(base, v_at)};
+  for (int part = 0; part < 3; ++part) {
+    attention_detail::split_heads(parts[part], qkv, 3 * C, part * C, B, T, H, hd, t_pad, hd,
+                                  stream);
+  }
+  const dim3 grid = grid_for(B, H, T, t_pad);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  with_head_dim(hd, [&](auto head_dim) {
+    constexpr int HD = decltype(head_dim)::value;
+    constexpr size_t bytes = Geometry<HD>::kForwardBytes;
+    allow_shared_bytes(forward_kernel<HD>, bytes);
+    forward_kernel<HD><<<grid, kThreads, bytes, stream>>>(
+        out, lse, reinterpret_cast<const bf16*>(parts[0]), reinterpret_cast<const bf16*>(parts[1]),
+        reinterpret_cast<const bf16*>(parts[2]), static_cast<int>(T), static_cast<int>(t_pad),
+        static_cast<int>(H), scale);
+    FP8LM_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
+                        cudaStream_t stream) {
+  const int64_t hd = C / H;
+  if (!has_kernel(hd)) {
+    return plain::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, stream);
+  }
+  if (B == 0 || T == 0) return;
+  const int64_t t_pad = round_up(T, kRows);
+  const int64_t n = B * H * t_pad * hd;
+  Carve carve;
+  const size_t q_at = carve.add<bf16_t>(n);
+  const size_t k_at = carve.add<bf16_t>(n);
+  const size_t v_at = carve.add<bf16_t>(n);
+  const size_t do_at = carve.add<bf16_t>(n);
+  const size_t delta_at = carve.add<float>(B * H * t_pad);
+  const size_t dq_at = carve.add<float>(n);
+  const size_t dk_at = carve.add<float>(n);
+  const size_t dv_at = carve.add<float>(n);
+  void* base = workspace().get(carve.size());
+  bf16_t* parts[3] = {at<bf16_t>(base, q_at), at<bf16_t>(base, k_at), at<bf16_t>(base, v_at)};
+  bf16_t* dO = at<bf16_t>(base, do_at);
+  float* delta = at<float>(base, delta_at);
+  float* grads[3] = {at<float>(base, dq_at), at<float>(base, dk_at), at<float>(base, dv_at)};
+
+  for (int part = 0; part < 3; ++part) {
+    attention_detail::split_heads(parts[part], qkv, 3 * C, part * C, B, T, H, hd, t_pad, hd,
+                                  stream);
+  }
+  attention_detail::split_heads(dO, dout, C, 0, B, T, H, hd, t_pad, hd, stream);
+  attention_detail::row_dots(delta, dout, out, B, T, H, hd, t_pad, stream);
+
+  const dim3 grid = grid_for(B, H, T, t_pad);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto* q = reinterpret_cast<const bf16*>(parts[0]);
+  const auto* k = reinterpret_cast<const bf16*>(parts[1]);
+  const auto* v = reinterpret_cast<const bf16*>(parts[2]);
+  const auto* d_o = reinterpret_cast<const bf16*>(dO);
+  const int t = static_cast<int>(T);
+  const int tp = static_cast<int>(t_pad);
+  with_head_dim(hd, [&](auto head_dim) {
+    constexpr int HD = decltype(head_dim)::value;
+    constexpr size_t dkdv_bytes = Geometry<HD>::kDkDvBytes;
+    allow_shared_bytes(backward_dkdv_kernel<HD>, dkdv_bytes);
+    backward_dkdv_kernel<HD><<<grid, kThreads, dkdv_bytes, stream>>>(grads[1], grads[2], q, k, v,
+                                                                     d_o, lse, delta, t, tp, scale);
+    FP8LM_CUDA_CHECK_LAUNCH();
+    constexpr size_t dq_bytes = Geometry<HD>::kDqBytes;
+    allow_shared_bytes(backward_dq_kernel<HD>, dq_bytes);
+    backward_dq_kernel<HD>
+        <<<grid, kThreads, dq_bytes, stream>>>(grads[0], q, k, v, d_o, lse, delta, t, tp, scale);
+    FP8LM_CUDA_CHECK_LAUNCH();
+  });
+  for (int part = 0; part < 3; ++part) {
+    attention_detail::merge_heads(dqkv, 3 * C, part * C, grads[part], B, T, H, hd, t_pad, hd,
+                                  stream);
+  }
+}
+
+}  // namespace fp8lm::cuda
