@@ -20,14 +20,14 @@ inline int cuda_cc() {  // compute capability of device 0 as 10*major + minor (0
 
 }  // namespace fp8lm::test
 
-#define FP8LM_REQUIRE_CUDA()                                                      \
-  do {                                                                            \
+#define FP8LM_REQUIRE_CUDA()                                                     \
+  do {                                                                           \
     if (!::fp8lm::test::cuda_device_present()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 
 // FP8 tensor-core GEMMs need compute capability 8.9 (Ada) or 9.0 (Hopper).
-#define FP8LM_REQUIRE_CUDA_FP8()                                                       \
-  do {                                                                                 \
-    FP8LM_REQUIRE_CUDA();                                                              \
+#define FP8LM_REQUIRE_CUDA_FP8()                                                   \
+  do {                                                                             \
+    FP8LM_REQUIRE_CUDA();                                                          \
     if (::fp8lm::test::cuda_cc() < 89) GTEST_SKIP() << "FP8 GEMMs need cc >= 8.9"; \
   } while (0)

@@ -145,8 +145,9 @@ TEST(Cli, DeviceCudaWithoutAGpuIsAnErrorNotAFallback) {
   EXPECT_EQ(r.err.rfind("error: --device cuda", 0), 0u) << r.err;
   EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
   // auto trains on the CPU and says why.
-  const CliResult a = fp8lm("train --device auto --steps 1 --threads 2 --vocab 16 --seq-len 12 "
-                            "--d-model 16 --n-layers 1 --n-heads 2 --ffn 32");
+  const CliResult a = fp8lm(
+      "train --device auto --steps 1 --threads 2 --vocab 16 --seq-len 12 "
+      "--d-model 16 --n-layers 1 --n-heads 2 --ffn 32");
   EXPECT_EQ(a.status, 0) << a.err;
   EXPECT_NE(a.out.find(" on cpu ("), std::string::npos) << a.out;
   EXPECT_NE(a.out.find("device cpu: "), std::string::npos) << a.out;
@@ -257,7 +258,7 @@ TEST(Cli, GenerateEvalInspectOnATrainedRun) {
   EXPECT_EQ(input["slot"], "input");
   EXPECT_EQ(input["format"], "e4m3");
   EXPECT_NE(input["scale"].get<float>(), 1.0f);  // moved after the first steps
-  EXPECT_EQ(input["amax_history_len"], 8);  // the configured --amax-history-len
+  EXPECT_EQ(input["amax_history_len"], 8);       // the configured --amax-history-len
   EXPECT_TRUE(input.contains("saturated_fraction"));
   EXPECT_EQ(ins["gemms"][3]["format"], "e5m2");  // grad_output under HYBRID
 

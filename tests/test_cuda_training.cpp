@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cuda_test_util.h"
+#include "demo_config.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "train/trainer.h"
@@ -16,18 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Multiples of 16 everywhere: FP8 GEMMs on the GPU need them.
 TrainConfig demo(Precision p, DeviceSpec::Kind device) {
-  TrainConfig c;
-  c.model = {.vocab = 32, .seq_len = 16, .d_model = 64, .n_layers = 2, .n_heads = 4, .ffn = 128};
-  c.steps = 150;
-  c.batch_size = 16;
-  c.lr = 3e-3f;
-  c.warmup = 10;
-  c.max_stride = 4;
-  c.eval_prompts = 32;
-  c.prompt_len = 4;
-  c.threads = 2;
+  TrainConfig c = test::small_stride_demo();
   c.precision = p;
   c.recipe.delayed.amax_history_len = 16;
   c.device = {device, 0};

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "demo_config.h"
 #include "nn/fusion.h"
 #include "train/data.h"
 #include "train/trainer.h"
@@ -16,17 +17,7 @@ namespace fp8lm {
 namespace {
 
 TrainConfig small_demo() {
-  TrainConfig c;
-  c.model = {.vocab = 32, .seq_len = 16, .d_model = 64, .n_layers = 2, .n_heads = 4, .ffn = 128};
-  c.steps = 150;
-  c.batch_size = 16;
-  c.lr = 3e-3f;
-  c.warmup = 10;
-  c.max_stride = 4;
-  c.eval_prompts = 32;
-  c.prompt_len = 4;
-  c.threads = 2;
-  return c;
+  return test::small_stride_demo();
 }
 
 struct Variant {

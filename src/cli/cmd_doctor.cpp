@@ -5,9 +5,9 @@
 #include "core/cpu_features.h"
 #include "core/precision.h"
 #include "fp8/quantize.h"
+#include "gpu/device.h"
 #include "kernels/cpu/bf16_probe.h"
 #include "kernels/cpu/gemm.h"
-#include "gpu/device.h"
 #include "kernels/cuda/device_query.h"
 
 namespace fp8lm::cli {

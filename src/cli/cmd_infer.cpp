@@ -99,12 +99,12 @@ void run_eval(const EvalFlags& f) {
   } else {
     if (!f.data.empty()) throw Error("--data: this model was trained on the stride task, not text");
     const double loss = model.mean_loss(stride_held_out_batches(c, f.batches));
-    j = {{"loss", loss},
-         {"perplexity", std::exp(loss)},
-         {"stride_accuracy",
-          stride_accuracy([&](const int32_t* p, int64_t b, int64_t n_p,
-                              int64_t n) { return model.generate(p, b, n_p, n); },
-                          c)}};
+    j = {
+        {"loss", loss},
+        {"perplexity", std::exp(loss)},
+        {"stride_accuracy", stride_accuracy([&](const int32_t* p, int64_t b, int64_t n_p,
+                                                int64_t n) { return model.generate(p, b, n_p, n); },
+                                            c)}};
   }
   if (f.json) {
     fmt::print("{}\n", j.dump());

@@ -103,8 +103,8 @@ struct CudaGPT::Impl {
   float* grad(Parameter* p) { return p ? grad(*p) : nullptr; }
 
   DeviceNorm make_norm(Norm& n) {
-    return {n.kind(), dev(n.weight()), dev(n.bias()), grad(n.weight()), grad(n.bias()), n.eps(),
-            {}, {}};
+    return {n.kind(), dev(n.weight()), dev(n.bias()), grad(n.weight()), grad(n.bias()), n.eps(), {},
+            {}};
   }
 
   std::unique_ptr<CudaLinear> make_linear(Linear& l, int index) {
@@ -181,8 +181,8 @@ struct CudaGPT::Impl {
 
   void norm_backward(DeviceNorm& n, float* dx, const float* dy, const float* x, int64_t rows) {
     if (n.kind == Normalization::LayerNorm) {
-      cuda::layernorm_backward(dx, n.dgamma, n.dbeta, dy, x, n.gamma, n.mean.data(),
-                               n.rstd.data(), rows, cfg.d_model, s);
+      cuda::layernorm_backward(dx, n.dgamma, n.dbeta, dy, x, n.gamma, n.mean.data(), n.rstd.data(),
+                               rows, cfg.d_model, s);
     } else {
       cuda::rmsnorm_backward(dx, n.dgamma, dy, x, n.gamma, n.rstd.data(), rows, cfg.d_model, s);
     }
@@ -198,8 +198,7 @@ struct CudaGPT::Impl {
     L.qkv->forward(opt.mode, L.qkv_out.data(), rows, s);
     L.att.resize(size_t(rows * d));
     L.lse.resize(size_t(B * cfg.n_heads * T));
-    cuda::attention_forward(L.att.data(), L.lse.data(), L.qkv_out.data(), B, T, d, cfg.n_heads,
-                            s);
+    cuda::attention_forward(L.att.data(), L.lse.data(), L.qkv_out.data(), B, T, d, cfg.n_heads, s);
     L.proj->set_input(opt.mode, L.att.data(), rows, s);
     proj_out.resize(size_t(rows * d));
     L.proj->forward(opt.mode, proj_out.data(), rows, s);
@@ -270,8 +269,8 @@ struct CudaGPT::Impl {
     datt.resize(size_t(rows * d));
     L.proj->backward(dresid.data(), datt.data(), false, rows, s);
     dqkv.resize(size_t(rows * 3 * d));
-    cuda::attention_backward(dqkv.data(), datt.data(), L.qkv_out.data(), L.att.data(),
-                             L.lse.data(), B, T, d, cfg.n_heads, s);
+    cuda::attention_backward(dqkv.data(), datt.data(), L.qkv_out.data(), L.att.data(), L.lse.data(),
+                             B, T, d, cfg.n_heads, s);
     L.qkv->backward(dqkv.data(), dln.data(), false, rows, s);
     copy_d2d(dx, dresid.data(), rows * d, s);
     norm_backward(L.ln1, dx, dln.data(), act(l), rows);
@@ -307,21 +306,21 @@ struct CudaGPT::Impl {
       layer_backward(l, dy, dx);
       std::swap(dy, dx);
     }
-    cuda::embedding_backward(grad(wte), grad(host.position_embedding()), dy, tokens.data(), B, T,
-                             d, s);
+    cuda::embedding_backward(grad(wte), grad(host.position_embedding()), dy, tokens.data(), B, T, d,
+                             s);
   }
 
   // --- steps -----------------------------------------------------------------------------
 
   void set_batch(const int32_t* tok, const int32_t* tgt, int64_t b, int64_t t) {
     if (t > cfg.seq_len) {
-      throw Error(fmt::format("sequence length {} exceeds the position table ({})", t,
-                              cfg.seq_len));
+      throw Error(
+          fmt::format("sequence length {} exceeds the position table ({})", t, cfg.seq_len));
     }
     if (opt.mode == GemmMode::Fp8 && (b * t) % 16 != 0) {
       throw Error(fmt::format(
-          "FP8 GEMMs on the GPU need batch x sequence length ({} x {}) to be a multiple of 16",
-          b, t));
+          "FP8 GEMMs on the GPU need batch x sequence length ({} x {}) to be a multiple of 16", b,
+          t));
     }
     B = b, T = t;
     const size_t n = size_t(B * T);
@@ -405,7 +404,8 @@ CudaGPT::CudaGPT(GPT& host, const CudaGptOptions& options)
     }
     for (const auto& [flag, v] : {std::pair{"--d-model", c.d_model}, std::pair{"--ffn", c.ffn}}) {
       if (v % 16 != 0) {
-        throw Error(fmt::format("{} {} must be a multiple of 16 for FP8 GEMMs on the GPU", flag, v));
+        throw Error(
+            fmt::format("{} {} must be a multiple of 16 for FP8 GEMMs on the GPU", flag, v));
       }
     }
   }

@@ -102,8 +102,8 @@ void CudaLinear::backward(const float* dy, float* dx, bool accumulate_dx, int64_
       const cuda::Fp8Out q = slots_->out(index_, Slot::GradOutput, scratch_->dy8.data());
       if (p_.b) {
         scratch_->dbias.resize(size_t(out_));
-        cuda::cast_transpose_dbias(q, scratch_->dyt8.data(), scratch_->dbias.data(), dy, rows,
-                                   out_, s);
+        cuda::cast_transpose_dbias(q, scratch_->dyt8.data(), scratch_->dbias.data(), dy, rows, out_,
+                                   s);
         cuda::accumulate(p_.db, scratch_->dbias.data(), out_, s);
       } else {
         cuda::cast_transpose(q, scratch_->dyt8.data(), dy, rows, out_, s);

@@ -46,8 +46,8 @@ const float* ScalingSlots::forward_scale_inv(int linear, Slot s) const {
 }
 
 cuda::ScalingSlots ScalingSlots::view() {
-  return {history_buf_.data(), scale_.data(), scale_inv_.data(), fp8_max_.data(),
-          5 * n_linears_, history_};
+  return {history_buf_.data(), scale_.data(),  scale_inv_.data(),
+          fp8_max_.data(),     5 * n_linears_, history_};
 }
 
 void ScalingSlots::begin(Direction d, cudaStream_t s) {
@@ -65,8 +65,8 @@ void ScalingSlots::update(Direction d, const DelayedScaling& recipe, cudaStream_
     FP8LM_CUDA_CHECK(cudaMemcpyAsync(forward_scale_inv_.data(), scale_inv_.data(),
                                      size_t(3 * n_linears_) * sizeof(float),
                                      cudaMemcpyDeviceToDevice, s));
-    cuda::update_delayed_scaling(view(), 0, 3 * n_linears_, recipe.margin,
-                                 recipe.amax_compute_algo, s);
+    cuda::update_delayed_scaling(view(), 0, 3 * n_linears_, recipe.margin, recipe.amax_compute_algo,
+                                 s);
   } else {
     cuda::update_delayed_scaling(view(), 3 * n_linears_, 2 * n_linears_, recipe.margin,
                                  recipe.amax_compute_algo, s);

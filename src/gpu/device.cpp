@@ -29,8 +29,8 @@ DeviceChoice resolve_device(const DeviceSpec& spec) {
   if (spec.kind == DeviceSpec::Cpu) return cpu_choice;
   const cuda::DeviceQuery q = cuda::query_devices();
   if (spec.kind == DeviceSpec::Auto && q.devices.empty()) {
-    cpu_choice.reason = q.built ? fmt::format("no CUDA device ({})", q.why_none)
-                                : "fp8lm was built without CUDA";
+    cpu_choice.reason =
+        q.built ? fmt::format("no CUDA device ({})", q.why_none) : "fp8lm was built without CUDA";
     return cpu_choice;
   }
   if (!q.built) throw Error("--device cuda: fp8lm was built without the CUDA backend");
@@ -40,12 +40,8 @@ DeviceChoice resolve_device(const DeviceSpec& spec) {
                             q.devices.size()));
   }
   const cuda::Device& d = q.devices[static_cast<size_t>(spec.index)];
-  return {true,
-          d.index,
-          fmt::format("cuda:{} {}", d.index, d.name),
-          d.cc_major,
-          d.cc_minor,
-          spec.kind == DeviceSpec::Auto ? "a CUDA device is present" : ""};
+  return {true,       d.index,    fmt::format("cuda:{} {}", d.index, d.name),
+          d.cc_major, d.cc_minor, spec.kind == DeviceSpec::Auto ? "a CUDA device is present" : ""};
 }
 
 PrecisionChoice resolve_precision(Precision requested, const DeviceChoice& device) {

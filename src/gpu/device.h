@@ -19,7 +19,7 @@ DeviceSpec parse_device(std::string_view text);
 struct DeviceChoice {
   bool cuda = false;
   int index = 0;
-  std::string name;    // "cpu" or "cuda:0 NVIDIA H200"
+  std::string name;  // "cpu" or "cuda:0 NVIDIA H200"
   int cc_major = 0, cc_minor = 0;
   std::string reason;  // auto: why this device
   std::string label() const { return cuda ? "cuda:" + std::to_string(index) : "cpu"; }

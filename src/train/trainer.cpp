@@ -69,24 +69,30 @@ std::vector<Batch> stride_held_out_batches(const TrainConfig& cfg, int64_t batch
   return out;
 }
 
-double mean_loss(CudaGPT& model, const std::vector<Batch>& batches) {
+namespace {
+// Each batch's mean loss weighted by its sequences.
+template <class BatchLoss>
+double weighted_mean_loss(const std::vector<Batch>& batches, BatchLoss loss) {
   double sum = 0;
   int64_t rows = 0;
   for (const Batch& b : batches) {
-    sum += model.loss(b.tokens.data(), b.targets.data(), b.B, b.T) * static_cast<double>(b.B);
+    sum += loss(b) * static_cast<double>(b.B);
     rows += b.B;
   }
   return rows ? sum / static_cast<double>(rows) : 0.0;
 }
+}  // namespace
+
+double mean_loss(CudaGPT& model, const std::vector<Batch>& batches) {
+  return weighted_mean_loss(batches, [&](const Batch& b) {
+    return model.loss(b.tokens.data(), b.targets.data(), b.B, b.T);
+  });
+}
 
 double mean_loss(GPT& model, const std::vector<Batch>& batches) {
-  double sum = 0;
-  int64_t rows = 0;
-  for (const Batch& b : batches) {
-    sum += model.forward(b.tokens.data(), b.targets.data(), b.B, b.T) * static_cast<double>(b.B);
-    rows += b.B;
-  }
-  return rows ? sum / static_cast<double>(rows) : 0.0;
+  return weighted_mean_loss(batches, [&](const Batch& b) {
+    return model.forward(b.tokens.data(), b.targets.data(), b.B, b.T);
+  });
 }
 
 namespace {

@@ -14,12 +14,11 @@ namespace fp8lm::cuda {
 
 }  // namespace fp8lm::cuda
 
-#define FP8LM_CUDA_CHECK(call)                                                         \
-  do {                                                                                 \
-    const cudaError_t fp8lm_err_ = (call);                                             \
-    if (fp8lm_err_ != cudaSuccess)                                                     \
-      ::fp8lm::cuda::throw_cuda_error(#call, cudaGetErrorString(fp8lm_err_), __FILE__, \
-                                      __LINE__);                                       \
+#define FP8LM_CUDA_CHECK(call)                                                                    \
+  do {                                                                                            \
+    const cudaError_t fp8lm_err_ = (call);                                                        \
+    if (fp8lm_err_ != cudaSuccess)                                                                \
+      ::fp8lm::cuda::throw_cuda_error(#call, cudaGetErrorString(fp8lm_err_), __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: a bad launch configuration surfaces here, at the launch site.

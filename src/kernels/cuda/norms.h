@@ -30,10 +30,8 @@ void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy,
                         int64_t C, cudaStream_t stream);
 
 void rmsnorm_forward(NormOut out, float* s, float* rstd, const float* x, const float* r,
-                     const float* gamma, int64_t rows, int64_t C, float eps,
-                     cudaStream_t stream);
-void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x,
-                      const float* gamma, const float* rstd, int64_t rows, int64_t C,
-                      cudaStream_t stream);
+                     const float* gamma, int64_t rows, int64_t C, float eps, cudaStream_t stream);
+void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                      const float* rstd, int64_t rows, int64_t C, cudaStream_t stream);
 
 }  // namespace fp8lm::cuda

@@ -25,8 +25,8 @@ void bf16_to_fp32(float* y, const bf16_t* x, int64_t n, cudaStream_t stream);
 
 // x [rows, cols] FP32 -> out.data [rows, cols] (optional, nullptr: skipped) and
 // transposed [cols, rows] codes, both with the same scale; amax as quantize.
-void cast_transpose(Fp8Out out, uint8_t* transposed, const float* x, int64_t rows,
-                    int64_t cols, cudaStream_t stream);
+void cast_transpose(Fp8Out out, uint8_t* transposed, const float* x, int64_t rows, int64_t cols,
+                    cudaStream_t stream);
 // The same, and dbias[c] = sum over rows of x[r, c] (overwritten): the bias gradient taken in
 // the pass that quantizes dY, as TE does under FP8.
 void cast_transpose_dbias(Fp8Out out, uint8_t* transposed, float* dbias, const float* x,

@@ -11,10 +11,10 @@
 namespace fp8lm::cuda {
 
 struct ScalingSlots {
-  float* amax_history = nullptr;  // [n, H]
-  float* scale = nullptr;         // [n]
-  float* scale_inv = nullptr;     // [n]
-  const float* fp8_max = nullptr; // [n]: the largest finite value of each slot's format
+  float* amax_history = nullptr;   // [n, H]
+  float* scale = nullptr;          // [n]
+  float* scale_inv = nullptr;      // [n]
+  const float* fp8_max = nullptr;  // [n]: the largest finite value of each slot's format
   int n = 0;
   int history_len = 1;
 };
