@@ -159,7 +159,7 @@ TEST(Cli, TrainWritesSummaryJson) {
   const CliResult r = fp8lm(
       "train --precision fp8 --fp8-format e4m3 --amax-history-len 4 --steps 3 --vocab 16 "
       "--seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
-      "--threads 2 --out " +
+      "--threads 2 --device cpu --out " +
       dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("stride accuracy"), std::string::npos) << r.out;

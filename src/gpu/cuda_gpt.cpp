@@ -312,37 +312,54 @@ struct CudaGPT::Impl {
 
   // --- steps -----------------------------------------------------------------------------
 
+  // The rows FP8 GEMMs can take for b sequences of length t: whole dummy sequences are added
+  // until b * t is a multiple of 16 (cuBLASLt's FP8 constraint).
+  int64_t padded_batch(int64_t b, int64_t t) const {
+    int64_t bp = b;
+    if (opt.mode == GemmMode::Fp8) {
+      while ((bp * t) % 16 != 0) ++bp;
+    }
+    return bp;
+  }
+
+  // Uploads a batch, padded with dummy sequences (token 0, target -1: no loss) to
+  // padded_batch() rows; they run through the model but are never read back. Training batches
+  // need no padding (Trainer::use_device checks the shape).
   void set_batch(const int32_t* tok, const int32_t* tgt, int64_t b, int64_t t) {
     if (t > cfg.seq_len) {
       throw Error(
           fmt::format("sequence length {} exceeds the position table ({})", t, cfg.seq_len));
     }
-    if (opt.mode == GemmMode::Fp8 && (b * t) % 16 != 0) {
-      throw Error(fmt::format(
-          "FP8 GEMMs on the GPU need batch x sequence length ({} x {}) to be a multiple of 16", b,
-          t));
-    }
-    B = b, T = t;
-    const size_t n = size_t(B * T);
+    const size_t n = size_t(b * t);
     for (size_t i = 0; i < n; ++i) {
       if (tok[i] < 0 || tok[i] >= cfg.vocab) {
         throw Error(fmt::format("token {} at position {} is outside the vocabulary of {}", tok[i],
                                 i, cfg.vocab));
       }
+      if (tgt && tgt[i] >= cfg.vocab) {
+        throw Error(fmt::format("target {} at position {} is outside the vocabulary of {}", tgt[i],
+                                i, cfg.vocab));
+      }
     }
-    tokens.resize(n);
+    B = padded_batch(b, t), T = t;
+    const size_t padded = size_t(B * T);
+    tokens.resize(padded);
     cuda::upload(tokens.data(), tok, n);
+    const std::vector<int32_t> zeros(padded - n, 0), ignored(padded - n, -1);
+    cuda::upload(tokens.data() + n, zeros.data(), zeros.size());
     if (tgt) {
-      targets.resize(n);
+      targets.resize(padded);
       cuda::upload(targets.data(), tgt, n);
+      cuda::upload(targets.data() + n, ignored.data(), ignored.size());
     }
   }
 
-  float mean_loss(const int32_t* tgt) {
+  // The mean over the n real rows' targets (the padding's add nothing to the sum).
+  float mean_loss(const int32_t* tgt, int64_t n) {
     float sum = 0;
     cuda::download(&sum, loss_sum.data(), 1);
     int64_t counted = 0;  // as the CPU loss: negative targets are not counted
-    for (int64_t i = 0; i < B * T; ++i) counted += tgt[i] >= 0;
+    for (int64_t i = 0; i < n; ++i) counted += tgt[i] >= 0;
     return counted ? sum / static_cast<float>(counted) : 0.0f;
   }
 
@@ -392,6 +409,12 @@ struct CudaGPT::Impl {
       cuda::quantize(slots->out(c.index(), Slot::Weight, c.fp8_weight_codes()),
                      dev(hl[i]->weight()), hl[i]->weight().numel(), s);
     }
+    keep_fp8_weight_scales();
+  }
+
+  void keep_fp8_weight_scales() {
+    if (!opt.fp8_weights) return;
+    for (CudaLinear* c : linears) c->keep_fp8_weight_scale(s);
   }
 };
 
@@ -400,7 +423,7 @@ CudaGPT::CudaGPT(GPT& host, const CudaGptOptions& options)
   const GPTConfig& c = host.config();
   if (options.mode == GemmMode::Fp8) {
     if (options.recipe.kind != ScalingKind::Delayed) {
-      throw Error("--scaling current is not supported on the GPU (delayed scaling only)");
+      throw Error("--recipe current is not supported on the GPU (delayed scaling only)");
     }
     for (const auto& [flag, v] : {std::pair{"--d-model", c.d_model}, std::pair{"--ffn", c.ffn}}) {
       if (v % 16 != 0) {
@@ -469,6 +492,11 @@ void CudaGPT::download_moments(std::vector<std::vector<float>>& m,
 CudaGPT::StepResult CudaGPT::train_step(const int32_t* tokens, const int32_t* targets, int64_t B,
                                         int64_t T, float lr, float grad_clip, int64_t t) {
   Impl& I = *impl_;
+  if (I.padded_batch(B, T) != B) {
+    throw Error(fmt::format(
+        "FP8 GEMMs on the GPU need batch x sequence length ({} x {}) to be a multiple of 16", B,
+        T));
+  }
   I.set_batch(tokens, targets, B, T);
   I.ensure_moments();
   if (I.n_adam == 0) I.build_adam_table();
@@ -489,8 +517,9 @@ CudaGPT::StepResult CudaGPT::train_step(const int32_t* tokens, const int32_t* ta
                      1.0f - std::pow(o.beta1, static_cast<float>(t)),
                      1.0f - std::pow(o.beta2, static_cast<float>(t))};
   cuda::adamw_step(I.adam_table.data(), I.n_adam, I.adam_elements, h, I.norm_clip.data() + 1, I.s);
+  I.keep_fp8_weight_scales();  // the optimizer re-quantized them at the current scales
   StepResult r;
-  r.loss = I.mean_loss(targets);
+  r.loss = I.mean_loss(targets, B * T);
   cuda::download(&r.grad_norm, I.norm_clip.data(), 1);
   return r;
 }
@@ -500,7 +529,7 @@ float CudaGPT::loss(const int32_t* tokens, const int32_t* targets, int64_t B, in
   I.set_batch(tokens, targets, B, T);
   I.slots->save();
   I.forward(true);
-  const float l = I.mean_loss(targets);
+  const float l = I.mean_loss(targets, B * T);
   I.slots->restore();
   return l;
 }
@@ -516,27 +545,21 @@ std::vector<int32_t> CudaGPT::generate(const int32_t* prompts, int64_t B, int64_
   std::vector<int32_t> out(size_t(B * n_new));
   if (n_new == 0) return out;
   // Each new token runs the whole sequence again: causal attention makes the last position's
-  // logits the same as with a KV cache. FP8 GEMMs want rows in multiples of 16, so the sequence
-  // is padded at its end (later positions cannot change earlier ones).
-  std::vector<int32_t> seq(size_t(B * I.cfg.seq_len), 0), best;
+  // logits the same as with a KV cache.
+  std::vector<int32_t> seq(size_t(B * I.cfg.seq_len)), best;
   for (int64_t step = 0; step < n_new; ++step) {
     const int64_t T = P + step;
-    int64_t Tp = T;
-    if (I.opt.mode == GemmMode::Fp8) {
-      while ((B * Tp) % 16 != 0 && Tp < I.cfg.seq_len) ++Tp;
-    }
-    std::fill(seq.begin(), seq.end(), 0);
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t i = 0; i < T; ++i) {
-        seq[size_t(b * Tp + i)] = i < P ? prompts[b * P + i] : out[size_t(b * n_new + i - P)];
+        seq[size_t(b * T + i)] = i < P ? prompts[b * P + i] : out[size_t(b * n_new + i - P)];
       }
     }
-    I.set_batch(seq.data(), nullptr, B, Tp);
+    I.set_batch(seq.data(), nullptr, B, T);
     I.forward(false);
-    I.argmax.resize(size_t(B * Tp));
-    cuda::argmax_rows(I.argmax.data(), I.logits.data(), B * Tp, I.cfg.vocab, I.s);
-    best = cuda::to_host(I.argmax.data(), size_t(B * Tp));
-    for (int64_t b = 0; b < B; ++b) out[size_t(b * n_new + step)] = best[size_t(b * Tp + T - 1)];
+    I.argmax.resize(size_t(I.B * T));
+    cuda::argmax_rows(I.argmax.data(), I.logits.data(), I.B * T, I.cfg.vocab, I.s);
+    best = cuda::to_host(I.argmax.data(), size_t(B * T));
+    for (int64_t b = 0; b < B; ++b) out[size_t(b * n_new + step)] = best[size_t(b * T + T - 1)];
   }
   if (I.opt.mode == GemmMode::Fp8) I.slots->update(Direction::Forward, I.opt.recipe.delayed, I.s);
   return out;

@@ -17,7 +17,15 @@ CudaLinear::CudaLinear(int64_t in, int64_t out, Params p, ScalingSlots* slots, i
 
 void CudaLinear::set_fp8_weights(bool on) {
   fp8_weights_ = on;
-  if (on) qw_.resize(size_t(in_ * out_));
+  if (on) {
+    qw_.resize(size_t(in_ * out_));
+    qw_scale_inv_.resize(1);
+  }
+}
+
+void CudaLinear::keep_fp8_weight_scale(cudaStream_t s) {
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(qw_scale_inv_.data(), slots_->scale_inv(index_, Slot::Weight),
+                                   sizeof(float), cudaMemcpyDeviceToDevice, s));
 }
 
 cuda::Fp8Out CudaLinear::fp8_input(int64_t rows) {
@@ -58,9 +66,11 @@ void CudaLinear::forward(GemmMode mode, float* y, int64_t rows, cudaStream_t s) 
       cuda::transpose_fp8(xt8_.data(), scratch_->x8.data(), rows, in_, s);
       wt8_.resize(size_t(nw));
       const uint8_t* w8;
+      const float* w_scale_inv = slots_->scale_inv(index_, Slot::Weight);
       if (fp8_weights_) {  // the codes are the weight; only the transpose is made
         cuda::transpose_fp8(wt8_.data(), qw_.data(), out_, in_, s);
         w8 = qw_.data();
+        w_scale_inv = qw_scale_inv_.data();
       } else {
         scratch_->w8.resize(size_t(nw));
         slots_->set_cast_size(index_, Slot::Weight, nw);
@@ -71,8 +81,7 @@ void CudaLinear::forward(GemmMode mode, float* y, int64_t rows, cudaStream_t s) 
       cuda::gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f,
                  GemmOperand{scratch_->x8.data(), cuda::fp8_dtype(fx),
                              slots_->scale_inv(index_, Slot::Input)},
-                 GemmOperand{w8, cuda::fp8_dtype(fw), slots_->scale_inv(index_, Slot::Weight)},
-                 0.0f, y, bias, s);
+                 GemmOperand{w8, cuda::fp8_dtype(fw), w_scale_inv}, 0.0f, y, bias, s);
       break;
     }
     case GemmMode::Bf16:
@@ -116,7 +125,8 @@ void CudaLinear::backward(const float* dy, float* dx, bool accumulate_dx, int64_
         cuda::gemm(Trans::N, Trans::T, rows, in_, out_, 1.0f,
                    GemmOperand{scratch_->dy8.data(), tdy, dy_sinv},
                    GemmOperand{wt8_.data(), cuda::fp8_dtype(fw),
-                               slots_->forward_scale_inv(index_, Slot::Weight)},
+                               fp8_weights_ ? qw_scale_inv_.data()
+                                            : slots_->forward_scale_inv(index_, Slot::Weight)},
                    beta, dx, precise, s);
       }
       // dW = dYᵀ · X, as (dYᵀ) · (Xᵀ)ᵀ

@@ -51,6 +51,9 @@ class CudaLinear {
   // --fp8-weights: the weight is these codes, written by the optimizer after each step.
   void set_fp8_weights(bool on);
   uint8_t* fp8_weight_codes() { return qw_.data(); }
+  // After the codes were (re)written at the weight slot's current scale: keeps its scale_inv
+  // with them, since the slot's changes with every forward update while the codes do not.
+  void keep_fp8_weight_scale(cudaStream_t s);
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   int index() const { return index_; }
@@ -66,6 +69,7 @@ class CudaLinear {
   const float* x32_ = nullptr;
   cuda::DeviceBuffer<bf16_t> x16_;
   cuda::DeviceBuffer<uint8_t> xt8_, wt8_, qw_;
+  cuda::DeviceBuffer<float> qw_scale_inv_;  // the scale_inv the codes of qw_ were made with
 };
 
 }  // namespace fp8lm::gpu

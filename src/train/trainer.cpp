@@ -126,21 +126,32 @@ Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
 }
 
 void Trainer::use_device(const DeviceSpec& spec) {
-  sync_host();
-  gpu_.reset();
-  device_ = resolve_device(spec);
-  precision_ = resolve_precision(cfg_.precision, device_);
-  if (!device_.cuda) return;
-  if (cfg_.fp8_weights && precision_.precision != Precision::Fp8) {
+  // Everything that can refuse comes before the trainer changes: an error leaves it as it was.
+  const DeviceChoice device = resolve_device(spec);
+  const PrecisionChoice precision = resolve_precision(cfg_.precision, device);
+  if (device.cuda && cfg_.fp8_weights && precision.precision != Precision::Fp8) {
     throw Error("--fp8-weights needs --precision fp8");
   }
-  gpu_ = std::make_unique<CudaGPT>(*model_, cuda_gpt_options(cfg_, device_, precision_.precision));
-  std::vector<std::vector<float>> m, v;
-  for (size_t i = 0; i < opt_->parameters().size(); ++i) {
-    m.push_back(opt_->first_moment(i));
-    v.push_back(opt_->second_moment(i));
+  if (device.cuda && precision.precision == Precision::Fp8 &&
+      (cfg_.batch_size * cfg_.model.seq_len) % 16 != 0) {
+    throw Error(fmt::format(
+        "--batch-size {} x --seq-len {} must be a multiple of 16 for FP8 GEMMs on the GPU",
+        cfg_.batch_size, cfg_.model.seq_len));
   }
-  gpu_->upload_moments(m, v);
+  sync_host();
+  std::unique_ptr<CudaGPT> gpu;
+  if (device.cuda) {
+    gpu = std::make_unique<CudaGPT>(*model_, cuda_gpt_options(cfg_, device, precision.precision));
+    std::vector<std::vector<float>> m, v;
+    for (size_t i = 0; i < opt_->parameters().size(); ++i) {
+      m.push_back(opt_->first_moment(i));
+      v.push_back(opt_->second_moment(i));
+    }
+    gpu->upload_moments(m, v);
+  }
+  gpu_ = std::move(gpu);
+  device_ = device;
+  precision_ = precision;
 }
 
 CudaGptOptions cuda_gpt_options(const TrainConfig& cfg, const DeviceChoice& device,
@@ -324,7 +335,9 @@ TrainResult Trainer::finish() {
   if (!cfg_.evaluate) return result;
   const InferenceScope scope(precision_.precision, cfg_.recipe);
   const GenerateFn generate = [&](const int32_t* p, int64_t b, int64_t P, int64_t n) {
-    return gpu_ ? gpu_->generate(p, b, P, n) : model_->generate(p, b, P, n);
+    if (!gpu_) return model_->generate(p, b, P, n);
+    host_stale_ = true;  // the forward scales update after generating, as on the CPU
+    return gpu_->generate(p, b, P, n);
   };
   if (stride_) {
     result.stride_accuracy = stride_accuracy(generate, cfg_);
