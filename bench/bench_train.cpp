@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/error.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/device_query.h"
 #include "nn/fusion.h"
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
     c.evaluate = false;
     c.device = fp8lm::parse_device(device);
     const fp8lm::DeviceChoice dev = fp8lm::resolve_device(c.device);
+    if (no_fusion && dev.cuda) throw fp8lm::Error("--no-fusion: the unfused twins are CPU kernels");
     size_t gpu_bytes = 0;  // device memory in use at the last step (nothing is freed before)
     double warm_seconds = 0;
     std::unique_ptr<fp8lm::GPT> model;
@@ -81,7 +83,7 @@ int main(int argc, char** argv) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     fmt::print(
-        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "gpu_memory_mb": {:.0f}}})"
+        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}}})"
         "\n",
         r.precision.label(),
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
@@ -90,7 +92,8 @@ int main(int argc, char** argv) {
         gemm.flops / 1e9 / static_cast<double>(timed_steps),
         fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()), c.fusion ? "true" : "false",
         static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps),
-        memory_json(*model), dev.name, static_cast<double>(gpu_bytes) / (1 << 20));
+        dev.cuda ? std::string("null") : memory_json(*model),  // host figures: CPU runs only
+        dev.name, static_cast<double>(gpu_bytes) / (1 << 20));
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
