@@ -565,10 +565,4 @@ std::vector<int32_t> CudaGPT::generate(const int32_t* prompts, int64_t B, int64_
   return out;
 }
 
-size_t CudaGPT::device_bytes() const {
-  size_t free = 0, total = 0;
-  FP8LM_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  return total - free;
-}
-
 }  // namespace fp8lm

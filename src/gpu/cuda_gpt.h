@@ -55,8 +55,6 @@ class CudaGPT {
   void download_moments(std::vector<std::vector<float>>& m,
                         std::vector<std::vector<float>>& v) const;
   void download_fp8_state();
-  // Bytes of device memory this model holds (weights, gradients, moments, activations).
-  size_t device_bytes() const;
 
   struct Impl;
 

@@ -27,8 +27,5 @@ void CudaGPT::upload_moments(const std::vector<std::vector<float>>&,
 void CudaGPT::download_moments(std::vector<std::vector<float>>&,
                                std::vector<std::vector<float>>&) const {}
 void CudaGPT::download_fp8_state() {}
-size_t CudaGPT::device_bytes() const {
-  return 0;
-}
 
 }  // namespace fp8lm
