@@ -302,8 +302,9 @@ TEST(CudaGemm, RepeatedCallsGiveTheSameBits) {
   }
 }
 
-// Misuse is rejected before any device work, so these run (and pass) without a GPU. The
-// pointers are never dereferenced.
+// Misuse is rejected before any device work, so these run (and pass) without a GPU: host checks
+// of the wrapper, not GPU tests, hence a suite name without the Cuda prefix. The pointers are
+// never dereferenced.
 const auto* const kFake = reinterpret_cast<const void*>(uintptr_t{4096});
 float* const kFakeC = reinterpret_cast<float*>(uintptr_t{8192});
 
@@ -311,21 +312,21 @@ void fp8_call(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, DType a, DTyp
   cuda::gemm(ta, tb, M, N, K, 1.0f, {kFake, a}, {kFake, b}, 0.0f, kFakeC, {}, nullptr);
 }
 
-TEST(CudaGemm, Fp8OtherThanTnThrows) {
+TEST(GemmArguments, Fp8OtherThanTnThrows) {
   for (auto [ta, tb] : {std::pair{Trans::N, Trans::N}, std::pair{Trans::T, Trans::N},
                         std::pair{Trans::T, Trans::T}}) {
     EXPECT_THROW(fp8_call(ta, tb, 16, 16, 16, DType::E4M3, DType::E4M3), Error);
   }
 }
 
-TEST(CudaGemm, Fp8SizesNotMultiplesOf16Throw) {
+TEST(GemmArguments, Fp8SizesNotMultiplesOf16Throw) {
   for (auto [M, N, K] :
        {std::tuple<int64_t, int64_t, int64_t>{8, 16, 16}, {16, 24, 16}, {16, 16, 40}}) {
     EXPECT_THROW(fp8_call(Trans::N, Trans::T, M, N, K, DType::E4M3, DType::E4M3), Error);
   }
 }
 
-TEST(CudaGemm, UnsupportedTypeCombinationsThrow) {
+TEST(GemmArguments, UnsupportedTypeCombinationsThrow) {
   EXPECT_THROW(fp8_call(Trans::N, Trans::T, 16, 16, 16, DType::E5M2, DType::E5M2), Error);
   EXPECT_THROW(fp8_call(Trans::N, Trans::T, 16, 16, 16, DType::E4M3, DType::BF16), Error);
   EXPECT_THROW(fp8_call(Trans::N, Trans::T, 16, 16, 16, DType::F32, DType::BF16), Error);
