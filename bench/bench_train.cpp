@@ -6,7 +6,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/error.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/device_query.h"
 #include "nn/fusion.h"
@@ -62,7 +61,6 @@ int main(int argc, char** argv) {
     c.evaluate = false;
     c.device = fp8lm::parse_device(device);
     const fp8lm::DeviceChoice dev = fp8lm::resolve_device(c.device);
-    if (no_fusion && dev.cuda) throw fp8lm::Error("--no-fusion: the unfused twins are CPU kernels");
     size_t gpu_bytes = 0;  // device memory in use at the last step (nothing is freed before)
     double warm_seconds = 0;
     std::unique_ptr<fp8lm::GPT> model;

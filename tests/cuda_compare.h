@@ -5,6 +5,7 @@
 // statistics.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,14 +19,9 @@
 
 namespace fp8lm::test {
 
-inline uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-
 inline bool same_float(float a, float b) {
-  return (std::isnan(a) && std::isnan(b)) || bits_of(a) == bits_of(b);
+  return (std::isnan(a) && std::isnan(b)) ||
+         std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
 }
 
 inline bool is_nan_code(uint8_t code, Fp8Format f) {

@@ -14,8 +14,11 @@ inline bool cuda_device_present() {
 }
 
 inline int cuda_cc() {  // compute capability of device 0 as 10*major + minor (0: none)
-  const auto q = cuda::query_devices();
-  return q.devices.empty() ? 0 : q.devices[0].cc_major * 10 + q.devices[0].cc_minor;
+  static const int cc = [] {
+    const auto q = cuda::query_devices();
+    return q.devices.empty() ? 0 : q.devices[0].cc_major * 10 + q.devices[0].cc_minor;
+  }();
+  return cc;
 }
 
 }  // namespace fp8lm::test

@@ -166,23 +166,9 @@ TEST(CudaAbsmax, MatchesCpuIgnoringNanAndMaxAccumulates) {
   }
 }
 
-// Every high half with the low halves where rounding decides (exact, just above, below, at and
-// past half way, all ones): ±0, subnormals, ties both ways, carries into the exponent and to
-// Inf, NaNs with payload in either half. Then random bit patterns.
-std::vector<float> bf16_cast_inputs() {
-  std::vector<float> x;
-  for (uint32_t hi = 0; hi < 0x10000u; ++hi)
-    for (uint32_t lo : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
-      x.push_back(std::bit_cast<float>(hi << 16 | lo));
-  std::mt19937 rng(15);
-  for (int i = 0; i < (1 << 16); ++i)
-    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
-  return x;
-}
-
 TEST(CudaBf16, Fp32ToBf16EqualsBf16FromFloatBitForBit) {
   FP8LM_REQUIRE_CUDA();
-  const auto x = bf16_cast_inputs();
+  const auto x = test::bf16_cast_inputs(1 << 16, 15);
   const auto d_x = to_device(x);
   DeviceBuffer<bf16_t> d_y(x.size());
   cuda::fp32_to_bf16(d_y.data(), d_x.data(), static_cast<int64_t>(x.size()), nullptr);

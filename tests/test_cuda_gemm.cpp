@@ -31,28 +31,6 @@ using cuda::to_device;
 using cuda::to_host;
 using Vec = std::vector<float>;
 
-// |op(A) op(B)| summed without cancellation, times |alpha|, plus |beta C0| and |bias|: what
-// rounding errors scale with.
-Vec magnitudes(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const Vec& A,
-               const Vec& B, float beta, const Vec& C0, const float* bias) {
-  Vec mag(static_cast<size_t>(M * N));
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t n = 0; n < N; ++n) {
-      double s = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        const double a = ta == Trans::N ? A[m * K + k] : A[k * M + m];
-        const double b = tb == Trans::N ? B[k * N + n] : B[n * K + k];
-        s += std::fabs(a * b);
-      }
-      s = std::fabs(alpha) * s;
-      if (beta != 0.0f) s += std::fabs(beta * C0[m * N + n]);
-      if (bias) s += std::fabs(bias[n]);
-      mag[m * N + n] = static_cast<float>(s);
-    }
-  }
-  return mag;
-}
-
 // |got - want| <= per_unit * mag + 1e-30 everywhere.
 void expect_within(const Vec& got, const Vec& want, const Vec& mag, double per_unit,
                    const char* what) {
@@ -108,8 +86,8 @@ TEST(CudaGemm, F32MatchesReferenceForAllTransposesAlphaBetaAndBias) {
             const auto got = to_host(d_C.data(), C0.size());
             // FP32 FMAs in any order and blocking (split-K included) stay within (K + 1) roundings
             // of 2^-24 of the magnitude; alpha, beta and the bias add three more.
-            const auto mag = magnitudes(ta, tb, s.M, s.N, s.K, 0.5f, A, B, beta, C0,
-                                        with_bias ? bias.data() : nullptr);
+            const auto mag = test::gemm_magnitudes(ta, tb, s.M, s.N, s.K, 0.5f, A, B, beta, C0,
+                                                   with_bias ? bias.data() : nullptr);
             expect_within(got, want, mag, (static_cast<double>(s.K) + 4) * 0x1p-24, "f32");
           }
         }
@@ -156,7 +134,8 @@ TEST(CudaGemm, Bf16MatchesCpuOnTheSameCodes) {
         // Products of BF16 values are exact in FP32; only the sums differ. Tensor cores may
         // truncate instead of round in their adders (Fasi et al. 2021), so each side is within
         // (K + 4) * 2^-23 of the magnitude from the exact result, twice that from each other.
-        const auto mag = magnitudes(ta, tb, s.M, s.N, s.K, 2.0f, A, B, 1.0f, C0, nullptr);
+        const auto mag =
+            test::gemm_magnitudes(ta, tb, s.M, s.N, s.K, 2.0f, A, B, 1.0f, C0, nullptr);
         expect_within(to_host(d_C.data(), C0.size()), want, mag,
                       2 * (static_cast<double>(s.K) + 4) * 0x1p-23, "bf16");
       }
@@ -268,8 +247,8 @@ TEST(CudaGemm, Fp8MatchesCpuOnRandomCodes) {
           // fast accumulation uses for the whole sum: up to 2^-13 of the magnitude per addition,
           // K additions, plus a few roundings of scale_inv, alpha and beta. The BF16 bias the
           // FP8 epilogue takes is within 2^-9 of the FP32 one (2^-8 allowed).
-          const Vec mag =
-              magnitudes(Trans::N, Trans::T, s.M, s.N, s.K, alpha, A, B, 1.0f, C0, nullptr);
+          const Vec mag = test::gemm_magnitudes(Trans::N, Trans::T, s.M, s.N, s.K, alpha, A, B,
+                                                1.0f, C0, nullptr);
           Vec tol_mag = mag;
           const double unit = (static_cast<double>(s.K) + 4) * 0x1p-13;
           if (with_bias) {
@@ -397,7 +376,8 @@ TEST(CudaGemm, BatchedBf16MatchesALoopOfCpuGemms) {
         cpu::ref::gemm(Trans::N, Trans::T, T, T, hd, 0.25f, Q.data(), K.data(), beta,
                        s_want.data());
         const Vec s_head(s_got.begin() + h * T * T, s_got.begin() + (h + 1) * T * T);
-        const Vec s_mag = magnitudes(Trans::N, Trans::T, T, T, hd, 0.25f, Q, K, beta, s0, nullptr);
+        const Vec s_mag =
+            test::gemm_magnitudes(Trans::N, Trans::T, T, T, hd, 0.25f, Q, K, beta, s0, nullptr);
         expect_within(s_head, s_want, s_mag, (static_cast<double>(hd) + 4) * 0x1p-23 + out_rounding,
                       "Q K^T");
 
@@ -412,7 +392,8 @@ TEST(CudaGemm, BatchedBf16MatchesALoopOfCpuGemms) {
         Vec o_want = o0;
         cpu::ref::gemm(Trans::N, Trans::N, T, hd, T, 1.0f, Ph.data(), V.data(), beta,
                        o_want.data());
-        const Vec o_mag = magnitudes(Trans::N, Trans::N, T, hd, T, 1.0f, Ph, V, beta, o0, nullptr);
+        const Vec o_mag =
+            test::gemm_magnitudes(Trans::N, Trans::N, T, hd, T, 1.0f, Ph, V, beta, o0, nullptr);
         expect_within(o_head, o_want, o_mag, (static_cast<double>(T) + 4) * 0x1p-23 + out_rounding,
                       "P V");
       }

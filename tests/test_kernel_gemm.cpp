@@ -13,17 +13,10 @@
 #include "fp8/quantize.h"
 #include "kernels/cpu/casts.h"
 #include "kernels/cpu/gemm.h"
+#include "test_util.h"
 
 namespace fp8lm::cpu {
 namespace {
-
-std::vector<float> random_vector(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // FP32 accumulation of K products (any order, any blocking) differs from the exact sum by at
 // most about K * 2^-24 * sum|a_k b_k|; the bound is computed per element from the operands.
@@ -31,16 +24,11 @@ void expect_within_fp32_accumulation(const std::vector<float>& got, const std::v
                                      const std::vector<float>& B, Trans ta, Trans tb, int64_t M,
                                      int64_t N, int64_t K, float alpha,
                                      const std::vector<float>& want) {
+  const std::vector<float> mag =
+      test::gemm_magnitudes(ta, tb, M, N, K, alpha, A, B, 0.0f, {}, nullptr);
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < N; ++n) {
-      double abs_sum = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        const double a = ta == Trans::N ? A[m * K + k] : A[k * M + m];
-        const double b = tb == Trans::N ? B[k * N + n] : B[n * K + k];
-        abs_sum += std::fabs(a * b);
-      }
-      const double tol =
-          (static_cast<double>(K) + 2) * 0x1p-24 * std::fabs(alpha) * abs_sum + 1e-30;
+      const double tol = (static_cast<double>(K) + 2) * 0x1p-24 * mag[m * N + n] + 1e-30;
       ASSERT_NEAR(got[m * N + n], want[m * N + n], tol) << "m=" << m << " n=" << n << " K=" << K;
     }
   }
@@ -69,8 +57,8 @@ TEST(GemmF32, MatchesReferenceForAllTransposes) {
   for (const Shape& s : kShapes) {
     for (Trans ta : {Trans::N, Trans::T}) {
       for (Trans tb : {Trans::N, Trans::T}) {
-        const auto A = random_vector(s.M * s.K, 1), B = random_vector(s.K * s.N, 2);
-        auto C = random_vector(s.M * s.N, 3);
+        const auto A = test::random_normal(s.M * s.K, 1), B = test::random_normal(s.K * s.N, 2);
+        auto C = test::random_normal(s.M * s.N, 3);
         auto want = C;
         for (float beta : {0.0f, 1.0f}) {
           gemm_f32(ta, tb, s.M, s.N, s.K, 0.5f, A.data(), B.data(), beta, C.data());
@@ -87,7 +75,7 @@ TEST(GemmBf16, MatchesReferenceOnTheRoundedOperands) {
     for (const Shape& s : kShapes) {
       for (Trans ta : {Trans::N, Trans::T}) {
         for (Trans tb : {Trans::N, Trans::T}) {
-          auto A = random_vector(s.M * s.K, 4), B = random_vector(s.K * s.N, 5);
+          auto A = test::random_normal(s.M * s.K, 4), B = test::random_normal(s.K * s.N, 5);
           std::vector<bf16_t> a16(A.size()), b16(B.size());
           fp32_to_bf16(a16.data(), A.data(), static_cast<int64_t>(A.size()));
           fp32_to_bf16(b16.data(), B.data(), static_cast<int64_t>(B.size()));
@@ -108,7 +96,7 @@ TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
   for_each_engine([] {
     for (const Shape& s : kShapes) {
       for (Fp8Format fb : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-        const auto X = random_vector(s.M * s.K, 6), W = random_vector(s.K * s.N, 7);
+        const auto X = test::random_normal(s.M * s.K, 6), W = test::random_normal(s.K * s.N, 7);
         std::vector<uint8_t> qa(X.size()), qb(W.size());
         const float sa = 64.0f, sb = 16.0f;
         quantize(qa.data(), X.data(), static_cast<int64_t>(X.size()), sa, Fp8Format::E4M3);
@@ -127,21 +115,6 @@ TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
   });
 }
 
-// Every sign and exponent (each high half) with the low halves where rounding decides:
-// exact, just above, just below, exactly at and just past half way, all ones. That covers
-// ±0, subnormals, ties to even both ways, carries into the exponent and on to Inf, and NaNs
-// with and without payload bits in either half. Then random patterns.
-std::vector<float> bf16_cast_inputs() {
-  std::vector<float> x;
-  for (uint32_t hi = 0; hi < 0x10000u; ++hi)
-    for (uint32_t lo : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
-      x.push_back(std::bit_cast<float>(hi << 16 | lo));
-  std::mt19937 rng(10);
-  for (int i = 0; i < (1 << 18); ++i)
-    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
-  return x;
-}
-
 // Converts x[offset, offset + n) with cast and checks each code against bf16_from_float, and
 // that the codes either side were left alone.
 void expect_cast_matches(void (*cast)(bf16_t*, const float*, int64_t), const std::vector<float>& x,
@@ -158,7 +131,7 @@ void expect_cast_matches(void (*cast)(bf16_t*, const float*, int64_t), const std
 }
 
 TEST(Fp32ToBf16, EqualsBf16FromFloatBitForBit) {
-  const std::vector<float> x = bf16_cast_inputs();
+  const std::vector<float> x = test::bf16_cast_inputs(1 << 18, 10);
   const int64_t all = static_cast<int64_t>(x.size()) - 1;
   // Partial vectors of every width, at aligned and unaligned starts, and lengths that split
   // into several threads' chunks.
@@ -174,7 +147,7 @@ TEST(Fp32ToBf16, EqualsBf16FromFloatBitForBit) {
 }
 
 TEST(GemmF32, RepeatedCallsAreBitIdentical) {
-  const auto A = random_vector(128 * 256, 8), B = random_vector(256 * 192, 9);
+  const auto A = test::random_normal(128 * 256, 8), B = test::random_normal(256 * 192, 9);
   std::vector<float> C1(128 * 192), C2(128 * 192);
   gemm_f32(Trans::N, Trans::T, 128, 192, 256, 1.0f, A.data(), B.data(), 0.0f, C1.data());
   gemm_f32(Trans::N, Trans::T, 128, 192, 256, 1.0f, A.data(), B.data(), 0.0f, C2.data());
@@ -182,7 +155,7 @@ TEST(GemmF32, RepeatedCallsAreBitIdentical) {
 }
 
 TEST(GemmStats, CountTheFlopsOfEveryProduct) {
-  const auto A = random_vector(16 * 8, 10), B = random_vector(8 * 4, 11);
+  const auto A = test::random_normal(16 * 8, 10), B = test::random_normal(8 * 4, 11);
   std::vector<float> C(16 * 4);
   std::vector<uint8_t> qa(A.size(), 0x38), qb(B.size(), 0x38);
   reset_gemm_stats();

@@ -1,5 +1,6 @@
 #pragma once
 // Shared test inputs: random tensors salted with the values casts get wrong.
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "fp8/quantize.h"
+#include "kernels/cpu/gemm.h"
 
 namespace fp8lm::test {
 
@@ -64,6 +66,44 @@ inline void expect_same_stats(const CastStats& got, const CastStats& want) {
   EXPECT_EQ(got.amax, want.amax);
   EXPECT_EQ(got.saturated, want.saturated);
   EXPECT_EQ(got.flushed, want.flushed);
+}
+
+// What the rounding errors of C = alpha op(A) op(B) + beta C0 + bias scale with, per element:
+// |alpha| sum_k |a b| (no cancellation) plus |beta C0| and |bias| (row-major, gemm.h's Trans).
+inline std::vector<float> gemm_magnitudes(cpu::Trans ta, cpu::Trans tb, int64_t M, int64_t N,
+                                          int64_t K, float alpha, const std::vector<float>& A,
+                                          const std::vector<float>& B, float beta,
+                                          const std::vector<float>& C0, const float* bias) {
+  std::vector<float> mag(static_cast<size_t>(M * N));
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = ta == cpu::Trans::N ? A[m * K + k] : A[k * M + m];
+        const double b = tb == cpu::Trans::N ? B[k * N + n] : B[n * K + k];
+        s += std::fabs(a * b);
+      }
+      s = std::fabs(alpha) * s;
+      if (beta != 0.0f) s += std::fabs(beta * C0[m * N + n]);
+      if (bias) s += std::fabs(bias[n]);
+      mag[m * N + n] = static_cast<float>(s);
+    }
+  }
+  return mag;
+}
+
+// Inputs for FP32 -> BF16 casts: every high half (sign and exponent) with the low halves where
+// rounding decides (exact, just above, just below, at and just past half way, all ones): ±0,
+// subnormals, ties to even both ways, carries into the exponent and on to Inf, NaNs with payload
+// bits in either half. Then `randoms` random bit patterns.
+inline std::vector<float> bf16_cast_inputs(int randoms, uint32_t seed) {
+  std::vector<float> x;
+  for (uint32_t hi = 0; hi < 0x10000u; ++hi)
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+      x.push_back(std::bit_cast<float>(hi << 16 | lo));
+  std::mt19937 rng(seed);
+  for (int i = 0; i < randoms; ++i) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  return x;
 }
 
 }  // namespace fp8lm::test

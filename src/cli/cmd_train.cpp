@@ -238,9 +238,6 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     }
     trainer = std::make_unique<Trainer>(c);
   }
-  if (f.no_fusion && trainer->device().cuda) {
-    throw Error("--no-fusion: the unfused twins are CPU kernels; add --device cpu");
-  }
   trainer->set_fusion(!f.no_fusion);  // how kernels run, not what the run is: not saved
   const TrainConfig& c = trainer->config();
   const PrecisionChoice& choice = trainer->precision();

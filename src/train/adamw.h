@@ -27,6 +27,9 @@ class AdamW {
   const ParameterList& parameters() const { return params_; }
   std::vector<float>& first_moment(size_t i) { return m_[i]; }
   std::vector<float>& second_moment(size_t i) { return v_[i]; }
+  // Every parameter's, in parameters() order (what a device copy of the optimizer moves).
+  std::vector<std::vector<float>>& first_moments() { return m_; }
+  std::vector<std::vector<float>>& second_moments() { return v_; }
   void set_steps(int64_t t) { t_ = t; }
 
  private:

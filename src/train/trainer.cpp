@@ -125,6 +125,16 @@ Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
   use_device(cfg_.device);
 }
 
+namespace {
+constexpr const char* kNoFusionOnGpu =
+    "--no-fusion: the unfused twins are CPU kernels; add --device cpu";
+}  // namespace
+
+void Trainer::set_fusion(bool on) {
+  if (gpu_ && !on) throw Error(kNoFusionOnGpu);
+  cfg_.fusion = on;
+}
+
 void Trainer::use_device(const DeviceSpec& spec) {
   // Everything that can refuse comes before the trainer changes: an error leaves it as it was.
   const DeviceChoice device = resolve_device(spec);
@@ -132,6 +142,7 @@ void Trainer::use_device(const DeviceSpec& spec) {
   if (device.cuda && cfg_.fp8_weights && precision.precision != Precision::Fp8) {
     throw Error("--fp8-weights needs --precision fp8");
   }
+  if (device.cuda && !cfg_.fusion) throw Error(kNoFusionOnGpu);
   if (device.cuda && precision.precision == Precision::Fp8 &&
       (cfg_.batch_size * cfg_.model.seq_len) % 16 != 0) {
     throw Error(fmt::format(
@@ -142,12 +153,7 @@ void Trainer::use_device(const DeviceSpec& spec) {
   std::unique_ptr<CudaGPT> gpu;
   if (device.cuda) {
     gpu = std::make_unique<CudaGPT>(*model_, cuda_gpt_options(cfg_, device, precision.precision));
-    std::vector<std::vector<float>> m, v;
-    for (size_t i = 0; i < opt_->parameters().size(); ++i) {
-      m.push_back(opt_->first_moment(i));
-      v.push_back(opt_->second_moment(i));
-    }
-    gpu->upload_moments(m, v);
+    gpu->upload_moments(opt_->first_moments(), opt_->second_moments());
   }
   gpu_ = std::move(gpu);
   device_ = device;
@@ -189,16 +195,7 @@ double InferenceModel::mean_loss(const std::vector<Batch>& batches) {
 void Trainer::sync_host() {
   if (!gpu_ || !host_stale_) return;
   gpu_->download();
-  std::vector<std::vector<float>> m, v;
-  for (size_t i = 0; i < opt_->parameters().size(); ++i) {
-    m.push_back(std::move(opt_->first_moment(i)));
-    v.push_back(std::move(opt_->second_moment(i)));
-  }
-  gpu_->download_moments(m, v);
-  for (size_t i = 0; i < m.size(); ++i) {
-    opt_->first_moment(i) = std::move(m[i]);
-    opt_->second_moment(i) = std::move(v[i]);
-  }
+  gpu_->download_moments(opt_->first_moments(), opt_->second_moments());
   host_stale_ = false;
 }
 

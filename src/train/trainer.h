@@ -76,7 +76,8 @@ class Trainer {
   TrainResult finish();
 
   const TrainConfig& config() const { return cfg_; }
-  void set_fusion(bool on) { cfg_.fusion = on; }
+  // false: the unfused twins, CPU kernels only (an Error on a GPU).
+  void set_fusion(bool on);
   const PrecisionChoice& precision() const { return precision_; }
   // Moves training to a device: on a GPU the model, optimizer state and FP8 state are uploaded
   // from the host objects, which then mirror the device's (model() and optimizer() bring them

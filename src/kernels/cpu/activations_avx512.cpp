@@ -88,14 +88,20 @@ void swiglu_backward(__m512 g, __m512 a, __m512 b, __m512& da, __m512& db) {
   db = _mm512_mul_ps(gs, a);
 }
 
+// y[i] = f(x[i]) over a row, the tail under a mask; y may alias x.
+template <class F>
+void map_row(float* y, const float* x, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) _mm512_storeu_ps(y + i, f(_mm512_loadu_ps(x + i)));
+  if (i == n) return;
+  const __mmask16 m = tail_mask(n - i);
+  _mm512_mask_storeu_ps(y + i, m, f(_mm512_maskz_loadu_ps(m, x + i)));
+}
+
 }  // namespace
 
 void gelu_row(float* y, const float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + kWidth <= n; i += kWidth) _mm512_storeu_ps(y + i, gelu(_mm512_loadu_ps(x + i)));
-  if (i == n) return;
-  const __mmask16 m = tail_mask(n - i);
-  _mm512_mask_storeu_ps(y + i, m, gelu(_mm512_maskz_loadu_ps(m, x + i)));
+  map_row(y, x, n, [](__m512 v) { return gelu(v); });
 }
 
 void gelu_backward_row(float* dx, const float* dy, const float* x, int64_t n) {
@@ -136,11 +142,7 @@ void swiglu_backward_row(float* da, float* db, const float* g, const float* a, c
 }
 
 void sigmoid_row(float* y, const float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + kWidth <= n; i += kWidth) _mm512_storeu_ps(y + i, sigmoid(_mm512_loadu_ps(x + i)));
-  if (i == n) return;
-  const __mmask16 m = tail_mask(n - i);
-  _mm512_mask_storeu_ps(y + i, m, sigmoid(_mm512_maskz_loadu_ps(m, x + i)));
+  map_row(y, x, n, [](__m512 v) { return sigmoid(v); });
 }
 
 }  // namespace fp8lm::cpu::avx512
