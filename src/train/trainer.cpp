@@ -225,8 +225,6 @@ Trainer::~Trainer() = default;
 StepStats Trainer::train_step() {
   const auto start = std::chrono::steady_clock::now();
   const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
-  const bool fp8 = precision_.precision == Precision::Fp8;
-  const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
   const Batch batch = stride_ ? stride_->next(B, T) : text_->next_train(B, T);
   const float lr =
       learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
@@ -237,11 +235,12 @@ StepStats Trainer::train_step() {
     host_stale_ = true;
     return finish_step(start, r.loss, lr, r.grad_norm);
   }
+  const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
   const FusionScope fusion(cfg_.fusion);
   opt_->zero_grad();
   float loss;
   {
-    const Autocast autocast(fp8, cfg_.recipe);
+    const Autocast autocast(precision_.precision == Precision::Fp8, cfg_.recipe);
     loss = model_->forward(batch.tokens.data(), batch.targets.data(), B, T);
   }
   model_->backward();
