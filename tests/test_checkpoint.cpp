@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
+#include "run_util.h"
 
 namespace fp8lm {
 namespace {
@@ -29,12 +30,6 @@ TrainConfig tiny(Precision p) {
   return c;
 }
 
-std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::TempDir() + "fp8lm_ckpt_" + name;
-  fs::remove_all(d);
-  return d;
-}
-
 struct Variant {
   const char* name;
   Precision p;
@@ -52,26 +47,23 @@ TEST(Resume, StopAndResumeEqualsUninterruptedBitForBit) {
     c.fp8_weights = v.fp8_weights;
     Trainer straight(c);
     TrainResult r_straight;
-    RunOptions straight_opts{fresh_dir(std::string(v.name) + "_a")};
-    straight_opts.val_every = 4;
-    ASSERT_EQ(run_training(straight, straight_opts, {}, nullptr, &r_straight), RunEnd::Finished);
+    const RunSchedule every4{.val_every = 4};
+    ASSERT_EQ(test::train_in_dir(straight, test::fresh_dir(std::string(v.name) + "_a"), every4,
+                                 &r_straight),
+              RunEnd::Finished);
 
-    const std::string dir = fresh_dir(std::string(v.name) + "_b");
+    const std::string dir = test::fresh_dir(std::string(v.name) + "_b");
     {
       Trainer first(c);
-      RunOptions opts{dir};
-      opts.stop_after =
-          8;  // a step with a validation pass (val_every 4): evaluating changes nothing
-      opts.val_every = 4;
-      ASSERT_EQ(run_training(first, opts, {}, nullptr, nullptr), RunEnd::Stopped) << v.name;
+      // Stops after a step with a validation pass: evaluating changes nothing.
+      ASSERT_EQ(test::train_in_dir(first, dir, {.stop_after = 8, .val_every = 4}), RunEnd::Stopped)
+          << v.name;
       EXPECT_EQ(first.steps_done(), 8);
     }
-    std::unique_ptr<Trainer> resumed = load_checkpoint(latest_checkpoint(dir));
+    std::unique_ptr<Trainer> resumed = resume_trainer(latest_checkpoint(dir));
     EXPECT_EQ(resumed->steps_done(), 8);
     TrainResult r_resumed;
-    RunOptions resume_opts{dir};
-    resume_opts.val_every = 4;
-    ASSERT_EQ(run_training(*resumed, resume_opts, {}, nullptr, &r_resumed), RunEnd::Finished);
+    ASSERT_EQ(test::train_in_dir(*resumed, dir, every4, &r_resumed), RunEnd::Finished);
     EXPECT_EQ(r_resumed.losses, r_straight.losses) << v.name;
     const ParameterList a = straight.model().parameters(), b = resumed->model().parameters();
     ASSERT_EQ(a.size(), b.size());
@@ -91,9 +83,8 @@ TEST(Checkpoint, KeepsTheLastKAndNamesTheLatest) {
   TrainConfig c = tiny(Precision::Fp32);
   c.steps = 10;
   Trainer t(c);
-  const std::string dir = fresh_dir("keep");
-  RunOptions opts{dir, /*checkpoint_every=*/2, /*keep=*/2};
-  run_training(t, opts, {}, nullptr, nullptr);
+  const std::string dir = test::fresh_dir("keep");
+  test::train_in_dir(t, dir, {.checkpoint_every = 2}, nullptr, /*keep_checkpoints=*/2);
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
     if (e.is_directory()) names.push_back(e.path().filename());
@@ -109,8 +100,8 @@ TEST(Checkpoint, ModelFileRoundTripsWeightsAndFp8State) {
   TrainConfig c = tiny(Precision::Fp8);
   Trainer t(c);
   for (int i = 0; i < 3; ++i) t.train_step();
-  const std::string path = fresh_dir("roundtrip") + ".safetensors";
-  model_checkpoint(t).write(path);
+  const std::string path = test::fresh_dir("roundtrip") + ".safetensors";
+  trainer_model_file(t).write(path);
   const LoadedModel m = load_model(path);
   const ParameterList a = t.model().parameters(), b = m.model->parameters();
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]->value, b[i]->value) << a[i]->name;
@@ -174,8 +165,8 @@ void replace_in_header(std::vector<uint8_t>& bytes, const std::string& from,
 TEST(Checkpoint, DamagedOrForeignFilesAreRefused) {
   TrainConfig c = tiny(Precision::Fp32);
   Trainer t(c);
-  const std::string good = fresh_dir("damage") + ".safetensors";
-  model_checkpoint(t).write(good);
+  const std::string good = test::fresh_dir("damage") + ".safetensors";
+  trainer_model_file(t).write(good);
   expect_refused(
       good, [](auto& b) { b.resize(5); }, "too short");
   expect_refused(
@@ -220,11 +211,11 @@ TEST(Checkpoint, DamagedOrForeignFilesAreRefused) {
 TEST(Checkpoint, WritesAreAtomicAndLeaveNoTempFiles) {
   TrainConfig c = tiny(Precision::Fp32);
   Trainer t(c);
-  const std::string dir = fresh_dir("atomic");
-  save_checkpoint(t, dir);
+  const std::string dir = test::fresh_dir("atomic");
+  save_trainer(t, dir);
   for (const auto& e : fs::directory_iterator(dir))
     EXPECT_NE(e.path().extension(), ".tmp") << e.path();
-  EXPECT_THROW(latest_checkpoint(fresh_dir("none")), Error);
+  EXPECT_THROW(latest_checkpoint(test::fresh_dir("none")), Error);
 }
 
 }  // namespace

@@ -29,7 +29,6 @@
 namespace fp8lm {
 namespace {
 
-using cuda::Act;
 using cuda::DeviceBuffer;
 using cuda::to_device;
 using cuda::to_host;
@@ -46,10 +45,10 @@ const Shape kShapes[] = {{1, 64}, {7, 100}, {64, 768}, {130, 2048}, {3, 4100}, {
 
 enum class Out { F32, E4M3, E5M2, BF16 };
 const Out kOuts[] = {Out::F32, Out::E4M3, Out::E5M2, Out::BF16};
-const Act kActs[] = {Act::Gelu, Act::Relu, Act::Swiglu};
+const Activation kActs[] = {Activation::Gelu, Activation::Relu, Activation::Swiglu};
 
-const char* act_name(Act a) {
-  return a == Act::Gelu ? "gelu" : a == Act::Relu ? "relu" : "swiglu";
+const char* act_name(Activation a) {
+  return a == Activation::Gelu ? "gelu" : a == Activation::Relu ? "relu" : "swiglu";
 }
 Fp8Format format_of(Out o) {
   return o == Out::E5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3;
@@ -57,8 +56,8 @@ Fp8Format format_of(Out o) {
 bool is_fp8(Out o) {
   return o == Out::E4M3 || o == Out::E5M2;
 }
-int64_t in_cols(Act a, int64_t C) {
-  return a == Act::Swiglu ? 2 * C : C;
+int64_t in_cols(Activation a, int64_t C) {
+  return a == Activation::Swiglu ? 2 * C : C;
 }
 // Scales at which some outputs of N(0, 3) pre-activations saturate and some flush.
 float scale_for(Out o) {
@@ -92,11 +91,11 @@ Vec make_h(int64_t rows, int64_t cols, uint32_t seed) {
 }
 
 // The CPU's scalar twin of act on pre-activations h [rows, in_cols(C)] -> y [rows, C].
-Vec twin_forward(Act act, const Vec& h, int64_t rows, int64_t C) {
+Vec twin_forward(Activation act, const Vec& h, int64_t rows, int64_t C) {
   Vec y(rows * C);
-  if (act == Act::Gelu) cpu::scalar::gelu_row(y.data(), h.data(), rows * C);
-  if (act == Act::Relu) cpu::relu_forward(y.data(), h.data(), rows * C);
-  if (act == Act::Swiglu) {
+  if (act == Activation::Gelu) cpu::scalar::gelu_row(y.data(), h.data(), rows * C);
+  if (act == Activation::Relu) cpu::relu_forward(y.data(), h.data(), rows * C);
+  if (act == Activation::Swiglu) {
     for (int64_t r = 0; r < rows; ++r) {
       const float* hr = h.data() + r * 2 * C;
       cpu::scalar::swiglu_row(y.data() + r * C, hr, hr + C, C);
@@ -105,11 +104,12 @@ Vec twin_forward(Act act, const Vec& h, int64_t rows, int64_t C) {
   return y;
 }
 
-Vec twin_backward(Act act, const Vec& dy, const Vec& h, int64_t rows, int64_t C) {
+Vec twin_backward(Activation act, const Vec& dy, const Vec& h, int64_t rows, int64_t C) {
   Vec dh(rows * in_cols(act, C));
-  if (act == Act::Gelu) cpu::scalar::gelu_backward_row(dh.data(), dy.data(), h.data(), rows * C);
-  if (act == Act::Relu) cpu::relu_backward(dh.data(), dy.data(), h.data(), rows * C);
-  if (act == Act::Swiglu) {
+  if (act == Activation::Gelu)
+    cpu::scalar::gelu_backward_row(dh.data(), dy.data(), h.data(), rows * C);
+  if (act == Activation::Relu) cpu::relu_backward(dh.data(), dy.data(), h.data(), rows * C);
+  if (act == Activation::Swiglu) {
     for (int64_t r = 0; r < rows; ++r) {
       const float* hr = h.data() + r * 2 * C;
       float* dr = dh.data() + r * 2 * C;
@@ -120,21 +120,22 @@ Vec twin_backward(Act act, const Vec& dy, const Vec& h, int64_t rows, int64_t C)
 }
 
 // What the CPU backend runs (dispatched, maybe AVX-512): h += bias, y = act(h).
-Vec dispatched_forward(Act act, Vec h, const Vec& bias, int64_t rows, int64_t C) {
+Vec dispatched_forward(Activation act, Vec h, const Vec& bias, int64_t rows, int64_t C) {
   Vec y(rows * C);
-  if (act == Act::Gelu) cpu::bias_gelu_forward(y.data(), h.data(), bias.data(), rows, C);
-  if (act == Act::Relu) cpu::bias_relu_forward(y.data(), h.data(), bias.data(), rows, C);
-  if (act == Act::Swiglu) cpu::bias_swiglu_forward(y.data(), h.data(), bias.data(), rows, C);
+  if (act == Activation::Gelu) cpu::bias_gelu_forward(y.data(), h.data(), bias.data(), rows, C);
+  if (act == Activation::Relu) cpu::bias_relu_forward(y.data(), h.data(), bias.data(), rows, C);
+  if (act == Activation::Swiglu) cpu::bias_swiglu_forward(y.data(), h.data(), bias.data(), rows, C);
   return y;
 }
 
-CastStats dispatched_forward_fp8(std::vector<uint8_t>& codes, Act act, Vec h, const Vec& bias,
-                                 int64_t rows, int64_t C, float scale, Fp8Format f) {
+CastStats dispatched_forward_fp8(std::vector<uint8_t>& codes, Activation act, Vec h,
+                                 const Vec& bias, int64_t rows, int64_t C, float scale,
+                                 Fp8Format f) {
   codes.resize(rows * C);
   uint8_t* q = codes.data();
-  if (act == Act::Gelu)
+  if (act == Activation::Gelu)
     return cpu::bias_gelu_forward_fp8(q, scale, f, h.data(), bias.data(), rows, C);
-  if (act == Act::Relu)
+  if (act == Activation::Relu)
     return cpu::bias_relu_forward_fp8(q, scale, f, h.data(), bias.data(), rows, C);
   return cpu::bias_swiglu_forward_fp8(q, scale, f, h.data(), bias.data(), rows, C);
 }
@@ -179,10 +180,10 @@ void expect_codes_near(const std::vector<uint8_t>& got, const std::vector<uint8_
 // The relative bound for element i of act's output: GELU's twins agree within 8 (1 + |u|)
 // units (the CPU's Avx512AgreesWithScalar); SwiGLU's are each within 8 (1 + |a|) units of the
 // reference (the CPU's GeluAndSwiGluMatchReferenceOverAWideRange), so within twice that.
-std::function<double(size_t)> dispatch_bound(Act act, const Vec& h_biased, int64_t C) {
+std::function<double(size_t)> dispatch_bound(Activation act, const Vec& h_biased, int64_t C) {
   constexpr double kUlp = 0x1p-24;
-  if (act == Act::Relu) return [](size_t) { return 0.0; };
-  if (act == Act::Gelu) {
+  if (act == Activation::Relu) return [](size_t) { return 0.0; };
+  if (act == Activation::Gelu) {
     return [&h_biased](size_t i) { return 8 * (1 + std::fabs(gelu_u(h_biased[i]))) * kUlp; };
   }
   return [&h_biased, C](size_t i) {
@@ -192,7 +193,7 @@ std::function<double(size_t)> dispatch_bound(Act act, const Vec& h_biased, int64
   };
 }
 
-void check_bias_act_forward(Act act, Out out) {
+void check_bias_act_forward(Activation act, Out out) {
   int64_t saturated = 0, flushed = 0;
   for (const Shape sh : kShapes) {
     SCOPED_TRACE(::testing::Message() << act_name(act) << " rows " << sh.rows << " C " << sh.C);
@@ -252,7 +253,7 @@ void check_bias_act_forward(Act act, Out out) {
   if (is_fp8(out)) {
     EXPECT_GT(saturated, 0) << "the scale should make some outputs saturate";
     // ReLU passes its inputs through, none of them small enough.
-    if (act != Act::Relu) {
+    if (act != Activation::Relu) {
       EXPECT_GT(flushed, 0) << "the scale should make some outputs flush";
     }
   }
@@ -260,29 +261,29 @@ void check_bias_act_forward(Act act, Out out) {
 
 TEST(CudaActivations, BiasActForwardFp32MatchesCpu) {
   FP8LM_REQUIRE_CUDA();
-  for (const Act a : kActs) check_bias_act_forward(a, Out::F32);
+  for (const Activation a : kActs) check_bias_act_forward(a, Out::F32);
 }
 
 TEST(CudaActivations, BiasActForwardE4M3MatchesCpu) {
   FP8LM_REQUIRE_CUDA();
-  for (const Act a : kActs) check_bias_act_forward(a, Out::E4M3);
+  for (const Activation a : kActs) check_bias_act_forward(a, Out::E4M3);
 }
 
 TEST(CudaActivations, BiasActForwardE5M2MatchesCpu) {
   FP8LM_REQUIRE_CUDA();
-  for (const Act a : kActs) check_bias_act_forward(a, Out::E5M2);
+  for (const Activation a : kActs) check_bias_act_forward(a, Out::E5M2);
 }
 
 TEST(CudaActivations, BiasActForwardBf16MatchesCpu) {
   FP8LM_REQUIRE_CUDA();
-  for (const Act a : kActs) check_bias_act_forward(a, Out::BF16);
+  for (const Activation a : kActs) check_bias_act_forward(a, Out::BF16);
 }
 
 // Without a bias, h is left as it is and act applies to it directly.
 TEST(CudaActivations, ForwardWithoutBiasLeavesHAlone) {
   FP8LM_REQUIRE_CUDA();
   const Shape sh{5, 300};
-  for (const Act act : kActs) {
+  for (const Activation act : kActs) {
     SCOPED_TRACE(act_name(act));
     const int64_t n = sh.rows * sh.C, hn = sh.rows * in_cols(act, sh.C);
     const Vec h = make_h(sh.rows, in_cols(act, sh.C), 17);
@@ -299,7 +300,7 @@ TEST(CudaActivations, ForwardWithoutBiasLeavesHAlone) {
 // dh = act'(h) * dy, overwritten (the device buffer starts as garbage).
 TEST(CudaActivations, ActBackwardMatchesCpu) {
   FP8LM_REQUIRE_CUDA();
-  for (const Act act : kActs) {
+  for (const Activation act : kActs) {
     for (const Shape sh : kShapes) {
       SCOPED_TRACE(::testing::Message() << act_name(act) << " rows " << sh.rows << " C " << sh.C);
       const int64_t n = sh.rows * sh.C, hn = sh.rows * in_cols(act, sh.C);
@@ -312,16 +313,18 @@ TEST(CudaActivations, ActBackwardMatchesCpu) {
       expect_same_floats(got, twin_backward(act, dy, h, sh.rows, sh.C), "dh vs scalar twin");
 
       Vec want(hn);
-      if (act == Act::Gelu) cpu::gelu_backward(want.data(), dy.data(), h.data(), n);
-      if (act == Act::Relu) cpu::relu_backward(want.data(), dy.data(), h.data(), n);
-      if (act == Act::Swiglu) cpu::swiglu_backward(want.data(), dy.data(), h.data(), sh.rows, sh.C);
+      if (act == Activation::Gelu) cpu::gelu_backward(want.data(), dy.data(), h.data(), n);
+      if (act == Activation::Relu) cpu::relu_backward(want.data(), dy.data(), h.data(), n);
+      if (act == Activation::Swiglu)
+        cpu::swiglu_backward(want.data(), dy.data(), h.data(), sh.rows, sh.C);
       // Bounds relative to the scale of the terms (|dy|, and |b| for SwiGLU's da), not to the
       // result, which passes through zero (GELU's gradient at -0.75, da at a = -1.28).
       constexpr double kUlp = 0x1p-24;
       for (int64_t i = 0; i < hn; ++i) {
         double tol = 0.0;
-        if (act == Act::Gelu) tol = 8 * (1 + std::fabs(gelu_u(h[i]))) * kUlp * std::fabs(dy[i]);
-        if (act == Act::Swiglu) {
+        if (act == Activation::Gelu)
+          tol = 8 * (1 + std::fabs(gelu_u(h[i]))) * kUlp * std::fabs(dy[i]);
+        if (act == Activation::Swiglu) {
           const int64_t r = i / (2 * sh.C), j = i % (2 * sh.C) % sh.C;
           const double a = h[r * 2 * sh.C + j], b = h[r * 2 * sh.C + sh.C + j];
           // Twice the CPU's reference bounds: 8 (1 + |a|)^2 units of |dy b| for da,
@@ -346,7 +349,7 @@ TEST(CudaActivations, ReluGradientAtZero) {
   const Vec dy = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
   auto d_h = to_device(h), d_dy = to_device(dy);
   DeviceBuffer<float> dh(h.size());
-  cuda::act_backward(dh.data(), d_dy.data(), d_h.data(), Act::Relu, 1, 6, nullptr);
+  cuda::act_backward(dh.data(), d_dy.data(), d_h.data(), Activation::Relu, 1, 6, nullptr);
   expect_same_floats(to_host(dh.data(), h.size()), Vec{0.0f, 0.0f, 3.0f, 0.0f, 0.0f, 6.0f}, "dh");
 }
 

@@ -22,9 +22,7 @@
 namespace fp8lm {
 namespace {
 
-using cpu::Trans;
 using cuda::DeviceBuffer;
-using cuda::DType;
 using cuda::GemmOperand;
 using cuda::GemmOptions;
 using cuda::to_device;
@@ -165,8 +163,8 @@ Vec run_gpu_fp8(int64_t M, int64_t N, int64_t K, const std::vector<uint8_t>& qa,
     d_bias = to_device(*bias);
     options.bias = d_bias.data();
   }
-  cuda::gemm(Trans::N, Trans::T, M, N, K, 1.0f, {d_A.data(), cuda::fp8_dtype(fa), d_sa.data()},
-             {d_B.data(), cuda::fp8_dtype(fb), d_sb.data()}, beta, d_C.data(), options, nullptr);
+  cuda::gemm(Trans::N, Trans::T, M, N, K, 1.0f, {d_A.data(), fp8_dtype(fa), d_sa.data()},
+             {d_B.data(), fp8_dtype(fb), d_sb.data()}, beta, d_C.data(), options, nullptr);
   return to_host(d_C.data(), C0.size());
 }
 

@@ -10,6 +10,7 @@
 #include "demo_config.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
+#include "run_util.h"
 #include "train/trainer.h"
 
 namespace fp8lm {
@@ -23,12 +24,6 @@ TrainConfig demo(Precision p, DeviceSpec::Kind device) {
   c.recipe.delayed.amax_history_len = 16;
   c.device = {device, 0};
   return c;
-}
-
-std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::TempDir() + "fp8lm_cuda_" + name;
-  fs::remove_all(d);
-  return d;
 }
 
 struct Variant {
@@ -109,23 +104,20 @@ TEST(CudaTraining, StopAndResumeEqualsUninterruptedBitForBit) {
     c.evaluate = false;
     Trainer straight(c);
     TrainResult r_straight;
-    RunOptions a{fresh_dir(std::string(v.name) + "_a")};
-    a.val_every = 4;
-    ASSERT_EQ(run_training(straight, a, {}, nullptr, &r_straight), RunEnd::Finished);
-    const std::string dir = fresh_dir(std::string(v.name) + "_b");
+    const RunSchedule every4{.val_every = 4};
+    ASSERT_EQ(test::train_in_dir(straight, test::fresh_dir(std::string(v.name) + "_a"), every4,
+                                 &r_straight),
+              RunEnd::Finished);
+    const std::string dir = test::fresh_dir(std::string(v.name) + "_b");
     {
       Trainer first(c);
-      RunOptions opts{dir};
-      opts.stop_after = 8;  // after a validation step: evaluating changes nothing
-      opts.val_every = 4;
-      ASSERT_EQ(run_training(first, opts, {}, nullptr, nullptr), RunEnd::Stopped);
+      // Stops after a validation step: evaluating changes nothing.
+      ASSERT_EQ(test::train_in_dir(first, dir, {.stop_after = 8, .val_every = 4}), RunEnd::Stopped);
     }
-    std::unique_ptr<Trainer> resumed = load_checkpoint(latest_checkpoint(dir));
+    std::unique_ptr<Trainer> resumed = resume_trainer(latest_checkpoint(dir));
     resumed->use_device({DeviceSpec::Cuda, 0});
     TrainResult r_resumed;
-    RunOptions b{dir};
-    b.val_every = 4;
-    ASSERT_EQ(run_training(*resumed, b, {}, nullptr, &r_resumed), RunEnd::Finished);
+    ASSERT_EQ(test::train_in_dir(*resumed, dir, every4, &r_resumed), RunEnd::Finished);
     EXPECT_EQ(r_resumed.losses, r_straight.losses) << v.name;
     const ParameterList pa = straight.model().parameters(), pb = resumed->model().parameters();
     for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(pa[i]->value, pb[i]->value) << v.name;
@@ -145,12 +137,10 @@ TEST(CudaTraining, CheckpointsMoveBetweenBackends) {
       TrainConfig c = variant(v, src);
       c.steps = 8;
       c.evaluate = false;
-      const std::string dir = fresh_dir(std::string(v.name) + (from_gpu ? "_g2c" : "_c2g"));
+      const std::string dir = test::fresh_dir(std::string(v.name) + (from_gpu ? "_g2c" : "_c2g"));
       Trainer first(c);
-      RunOptions opts{dir};
-      opts.stop_after = 4;
-      ASSERT_EQ(run_training(first, opts, {}, nullptr, nullptr), RunEnd::Stopped);
-      std::unique_ptr<Trainer> moved = load_checkpoint(latest_checkpoint(dir));
+      ASSERT_EQ(test::train_in_dir(first, dir, {.stop_after = 4}), RunEnd::Stopped);
+      std::unique_ptr<Trainer> moved = resume_trainer(latest_checkpoint(dir));
       moved->use_device({dst, 0});
       const ParameterList pa = first.model().parameters(), pb = moved->model().parameters();
       for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(pa[i]->value, pb[i]->value) << v.name;

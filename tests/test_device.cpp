@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "gpu/device.h"
 #include "kernels/cuda/device_query.h"
+#include "kernels/device.h"
 #include "train/trainer.h"
 
 namespace fp8lm {

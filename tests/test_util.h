@@ -70,8 +70,8 @@ inline void expect_same_stats(const CastStats& got, const CastStats& want) {
 
 // What the rounding errors of C = alpha op(A) op(B) + beta C0 + bias scale with, per element:
 // |alpha| sum_k |a b| (no cancellation) plus |beta C0| and |bias| (row-major, gemm.h's Trans).
-inline std::vector<float> gemm_magnitudes(cpu::Trans ta, cpu::Trans tb, int64_t M, int64_t N,
-                                          int64_t K, float alpha, const std::vector<float>& A,
+inline std::vector<float> gemm_magnitudes(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
+                                          float alpha, const std::vector<float>& A,
                                           const std::vector<float>& B, float beta,
                                           const std::vector<float>& C0, const float* bias) {
   std::vector<float> mag(static_cast<size_t>(M * N));
@@ -79,8 +79,8 @@ inline std::vector<float> gemm_magnitudes(cpu::Trans ta, cpu::Trans tb, int64_t 
     for (int64_t n = 0; n < N; ++n) {
       double s = 0;
       for (int64_t k = 0; k < K; ++k) {
-        const double a = ta == cpu::Trans::N ? A[m * K + k] : A[k * M + m];
-        const double b = tb == cpu::Trans::N ? B[k * N + n] : B[n * K + k];
+        const double a = ta == Trans::N ? A[m * K + k] : A[k * M + m];
+        const double b = tb == Trans::N ? B[k * N + n] : B[n * K + k];
         s += std::fabs(a * b);
       }
       s = std::fabs(alpha) * s;

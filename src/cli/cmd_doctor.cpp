@@ -4,11 +4,7 @@
 #include "cli/commands.h"
 #include "core/cpu_features.h"
 #include "core/precision.h"
-#include "fp8/quantize.h"
-#include "gpu/device.h"
-#include "kernels/cpu/bf16_probe.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cuda/device_query.h"
+#include "kernels/device.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -23,15 +19,15 @@ void run_doctor() {
   fmt::print("cpu: {}\n", cpu.model);
   fmt::print("  avx2 {} · avx512 {} · avx512_bf16 {} · amx_bf16 {}\n", yes_no(cpu.avx2),
              yes_no(cpu.avx512), yes_no(cpu.avx512_bf16), yes_no(cpu.amx_bf16));
-  fmt::print("  fp8 quantize kernels: {}\n", isa_name(best_isa()));
-  const cpu::Bf16Throughput& t = cpu::bf16_throughput();
-  if (t.fma_gflops > 0) {
-    fmt::print("  one core: vfmadd231ps {:.0f} GFLOP/s · vdpbf16ps {:.0f} GFLOP/s\n", t.fma_gflops,
-               t.dpbf16_gflops);
+  const CpuKernelInfo k = cpu_kernel_info();
+  fmt::print("  fp8 quantize kernels: {}\n", k.quantize_isa);
+  if (k.fma_gflops > 0) {
+    fmt::print("  one core: vfmadd231ps {:.0f} GFLOP/s · vdpbf16ps {:.0f} GFLOP/s\n", k.fma_gflops,
+               k.dpbf16_gflops);
   }
-  fmt::print("  bf16/fp8 GEMM engine: {}\n", cpu::engine_name(cpu::low_precision_engine()));
+  fmt::print("  bf16/fp8 GEMM engine: {}\n", k.gemm_engine);
 
-  const cuda::DeviceQuery q = cuda::query_devices();
+  const cuda::DeviceQuery q = cuda_devices();
   if (!q.built) {
     fmt::print("cuda: not built\n");
   } else if (q.devices.empty()) {

@@ -34,33 +34,6 @@ struct TrainFlags {
   std::string device = "auto";
 };
 
-const char* kValueFlags[][2] = {
-    {"vocab", "vocabulary size"},
-    {"seq-len", "sequence length (the position table)"},
-    {"d-model", "model width"},
-    {"n-layers", "transformer layers"},
-    {"n-heads", "attention heads"},
-    {"ffn", "MLP hidden width"},
-    {"activation", "gelu|relu|swiglu"},
-    {"normalization", "layernorm|rmsnorm"},
-    {"precision", "auto|fp8|bf16|fp32"},
-    {"fp8-format", "e4m3|hybrid"},
-    {"amax-history-len", "delayed scaling: amax history length"},
-    {"amax-compute-algo", "delayed scaling: max|most_recent"},
-    {"margin", "scale = fp8_max / amax / 2^margin"},
-    {"recipe", "delayed|current"},
-    {"steps", "training steps"},
-    {"batch-size", "sequences per step"},
-    {"lr", "peak learning rate"},
-    {"warmup", "warmup steps"},
-    {"weight-decay", "AdamW weight decay (matrices only)"},
-    {"grad-clip", "clip the global gradient norm to this (0: off)"},
-    {"seed", "random seed"},
-    {"threads", "threads (0: all cores)"},
-    {"data", "byte-level text file (default: the stride task)"},
-    {"max-stride", "stride task: largest stride K"},
-};
-
 int64_t as_int(const std::string& flag, const std::string& v) {
   const std::optional<int64_t> x = parse_int(v);
   if (!x) throw Error(fmt::format("--{} '{}' is not an integer", flag, v));
@@ -78,64 +51,79 @@ float as_float(const std::string& flag, const std::string& v) {
   return x;
 }
 
+// Every setting once: its flag (and config key), its help, and how it applies.
+struct Setting {
+  const char* name;
+  const char* help;
+  void (*apply)(TrainConfig& c, const std::string& flag, const std::string& v);
+};
+
+using Flag = const std::string&;
+const Setting kSettings[] = {
+    {"vocab", "vocabulary size",
+     [](TrainConfig& c, Flag f, Flag v) { c.model.vocab = as_int(f, v); }},
+    {"seq-len", "sequence length (the position table)",
+     [](TrainConfig& c, Flag f, Flag v) { c.model.seq_len = as_int(f, v); }},
+    {"d-model", "model width",
+     [](TrainConfig& c, Flag f, Flag v) { c.model.d_model = as_int(f, v); }},
+    {"n-layers", "transformer layers",
+     [](TrainConfig& c, Flag f, Flag v) { c.model.n_layers = as_int(f, v); }},
+    {"n-heads", "attention heads",
+     [](TrainConfig& c, Flag f, Flag v) { c.model.n_heads = as_int(f, v); }},
+    {"ffn", "MLP hidden width", [](TrainConfig& c, Flag f, Flag v) { c.model.ffn = as_int(f, v); }},
+    {"activation", "gelu|relu|swiglu",
+     [](TrainConfig& c, Flag, Flag v) { c.model.activation = parse_activation(v); }},
+    {"normalization", "layernorm|rmsnorm",
+     [](TrainConfig& c, Flag, Flag v) { c.model.normalization = parse_normalization(v); }},
+    {"precision", "auto|fp8|bf16|fp32",
+     [](TrainConfig& c, Flag, Flag v) { c.precision = parse_precision(v); }},
+    {"fp8-format", "e4m3|hybrid",
+     [](TrainConfig& c, Flag, Flag v) { c.recipe.delayed.format = parse_format(v); }},
+    {"amax-history-len", "delayed scaling: amax history length",
+     [](TrainConfig& c, Flag f, Flag v) {
+       c.recipe.delayed.amax_history_len = static_cast<int>(as_int(f, v));
+     }},
+    {"amax-compute-algo", "delayed scaling: max|most_recent",
+     [](TrainConfig& c, Flag, Flag v) {
+       c.recipe.delayed.amax_compute_algo = parse_amax_compute_algo(v);
+     }},
+    {"margin", "scale = fp8_max / amax / 2^margin",
+     [](TrainConfig& c, Flag f, Flag v) {
+       c.recipe.delayed.margin = static_cast<int>(as_int(f, v));
+     }},
+    {"recipe", "delayed|current",
+     [](TrainConfig& c, Flag, Flag v) {
+       if (v == "delayed")
+         c.recipe.kind = ScalingKind::Delayed;
+       else if (v == "current")
+         c.recipe.kind = ScalingKind::Current;
+       else
+         throw Error(fmt::format("--recipe: unknown recipe '{}' (expected delayed or current)", v));
+     }},
+    {"steps", "training steps", [](TrainConfig& c, Flag f, Flag v) { c.steps = as_int(f, v); }},
+    {"batch-size", "sequences per step",
+     [](TrainConfig& c, Flag f, Flag v) { c.batch_size = as_int(f, v); }},
+    {"lr", "peak learning rate", [](TrainConfig& c, Flag f, Flag v) { c.lr = as_float(f, v); }},
+    {"warmup", "warmup steps", [](TrainConfig& c, Flag f, Flag v) { c.warmup = as_int(f, v); }},
+    {"weight-decay", "AdamW weight decay (matrices only)",
+     [](TrainConfig& c, Flag f, Flag v) { c.weight_decay = as_float(f, v); }},
+    {"grad-clip", "clip the global gradient norm to this (0: off)",
+     [](TrainConfig& c, Flag f, Flag v) { c.grad_clip = as_float(f, v); }},
+    {"seed", "random seed",
+     [](TrainConfig& c, Flag f, Flag v) { c.seed = static_cast<uint64_t>(as_int(f, v)); }},
+    {"threads", "threads (0: all cores)",
+     [](TrainConfig& c, Flag f, Flag v) { c.threads = static_cast<int>(as_int(f, v)); }},
+    {"data", "byte-level text file (default: the stride task)",
+     [](TrainConfig& c, Flag, Flag v) { c.data = v; }},
+    {"max-stride", "stride task: largest stride K",
+     [](TrainConfig& c, Flag f, Flag v) { c.max_stride = as_int(f, v); }},
+};
+
 void apply(TrainConfig& c, const std::string& flag, const std::string& v) {
-  auto& m = c.model;
-  auto& r = c.recipe.delayed;
-  if (flag == "vocab")
-    m.vocab = as_int(flag, v);
-  else if (flag == "seq-len")
-    m.seq_len = as_int(flag, v);
-  else if (flag == "d-model")
-    m.d_model = as_int(flag, v);
-  else if (flag == "n-layers")
-    m.n_layers = as_int(flag, v);
-  else if (flag == "n-heads")
-    m.n_heads = as_int(flag, v);
-  else if (flag == "ffn")
-    m.ffn = as_int(flag, v);
-  else if (flag == "activation")
-    m.activation = parse_activation(v);
-  else if (flag == "normalization")
-    m.normalization = parse_normalization(v);
-  else if (flag == "precision")
-    c.precision = parse_precision(v);
-  else if (flag == "fp8-format")
-    r.format = parse_format(v);
-  else if (flag == "amax-history-len")
-    r.amax_history_len = static_cast<int>(as_int(flag, v));
-  else if (flag == "amax-compute-algo")
-    r.amax_compute_algo = parse_amax_compute_algo(v);
-  else if (flag == "margin")
-    r.margin = static_cast<int>(as_int(flag, v));
-  else if (flag == "recipe") {
-    if (v == "delayed")
-      c.recipe.kind = ScalingKind::Delayed;
-    else if (v == "current")
-      c.recipe.kind = ScalingKind::Current;
-    else
-      throw Error(fmt::format("--recipe: unknown recipe '{}' (expected delayed or current)", v));
-  } else if (flag == "steps")
-    c.steps = as_int(flag, v);
-  else if (flag == "batch-size")
-    c.batch_size = as_int(flag, v);
-  else if (flag == "lr")
-    c.lr = as_float(flag, v);
-  else if (flag == "warmup")
-    c.warmup = as_int(flag, v);
-  else if (flag == "weight-decay")
-    c.weight_decay = as_float(flag, v);
-  else if (flag == "grad-clip")
-    c.grad_clip = as_float(flag, v);
-  else if (flag == "seed")
-    c.seed = static_cast<uint64_t>(as_int(flag, v));
-  else if (flag == "threads")
-    c.threads = static_cast<int>(as_int(flag, v));
-  else if (flag == "data")
-    c.data = v;
-  else if (flag == "max-stride")
-    c.max_stride = as_int(flag, v);
-  else
-    throw Error(fmt::format("unknown setting '{}'", flag));
+  for (const Setting& s : kSettings) {
+    if (flag == s.name) return s.apply(c, flag, v);
+  }
+  throw Error(fmt::format("unknown setting '{}'", flag));
 }
 
 // A JSON object whose keys are flag names (with - or _): {"d_model": 512, "precision": "fp8"}.
@@ -216,7 +204,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     if (!f.config.empty() || f.fp8_weights)
       throw Error("--resume continues the run's own config; drop --config and --fp8-weights");
     const std::string ckpt = latest_checkpoint(f.resume);
-    trainer = load_checkpoint(ckpt);
+    trainer = resume_trainer(ckpt);
     trainer->use_device(parse_device(f.device));  // a run resumes on any device
     fmt::print("resuming {} at step {} of {}\n", ckpt, trainer->steps_done(),
                trainer->config().steps);
@@ -261,9 +249,10 @@ int run_train(const TrainFlags& f, CLI::App* app) {
   }
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
-  const RunOptions opts{dir, f.checkpoint_every, f.keep_checkpoints, f.stop_after};
+  const RunSchedule schedule{f.checkpoint_every, f.stop_after};
+  RunDirectory run(dir, *trainer, f.keep_checkpoints);
   TrainResult r;
-  if (run_training(*trainer, opts, print_progress, &g_stop, &r) == RunEnd::Stopped) {
+  if (run_training(*trainer, schedule, run, print_progress, &g_stop, &r) == RunEnd::Stopped) {
     fmt::print(stderr,
                "\nstopped at step {}; checkpoint written; continue with: fp8lm train --resume {}\n",
                trainer->steps_done(), dir);
@@ -296,8 +285,8 @@ void add_train_command(CLI::App& app) {
                     "auto|cpu|cuda|cuda:N (auto: a GPU when one is present; default auto)");
   train->add_flag("--no-fusion", flags->no_fusion,
                   "run the unfused kernel twins (to measure what fusion saves)");
-  for (const auto& [name, help] : kValueFlags) {
-    train->add_option(std::string("--") + name, flags->values[name], help);
+  for (const Setting& s : kSettings) {
+    train->add_option(std::string("--") + s.name, flags->values[s.name], s.help);
   }
   train->callback([flags, train] {
     const int code = run_train(*flags, train);

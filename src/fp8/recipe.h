@@ -34,6 +34,16 @@ struct CurrentScaling {
   void validate() const;
 };
 
+enum class ScalingKind { Delayed, Current };
+
+// The recipe fields a user sets (TE's DelayedScaling, plus which kind of scaling).
+struct Fp8Recipe {
+  ScalingKind kind = ScalingKind::Delayed;
+  DelayedScaling delayed;  // margin, format, history length, algorithm, reduce_amax
+  CurrentScaling current() const { return {delayed.margin, delayed.format}; }
+  Format format() const { return delayed.format; }
+};
+
 enum class Direction { Forward, Backward };
 
 constexpr Fp8Format tensor_format(Format recipe_format, Direction dir) {

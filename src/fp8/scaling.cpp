@@ -97,4 +97,14 @@ void update_delayed_scaling(std::span<Fp8Meta* const> metas, Direction dir,
     for (ScalingState& s : m->slots(dir)) update_delayed_scaling(s, recipe);
 }
 
+float cast_with_recipe(ScalingState& slot, const Fp8Recipe& recipe, uint8_t* codes, const float* x,
+                       int64_t n) {
+  if (recipe.kind == ScalingKind::Current) {
+    cast_current_scaling(slot, recipe.current(), codes, x, n);
+  } else {
+    slot.cast(codes, x, n);
+  }
+  return slot.scale_inv;
+}
+
 }  // namespace fp8lm

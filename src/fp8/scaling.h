@@ -65,6 +65,11 @@ void update_delayed_scaling(ScalingState& s, const DelayedScaling& recipe);
 CastStats cast_current_scaling(ScalingState& s, const CurrentScaling& recipe, uint8_t* codes,
                                const float* x, int64_t n);
 
+// Quantizes x into codes through one slot, by the recipe's kind of scaling: delayed (the slot's
+// current scale) or current (this tensor's own amax). Returns the scale_inv to dequantize with.
+float cast_with_recipe(ScalingState& slot, const Fp8Recipe& recipe, uint8_t* codes, const float* x,
+                       int64_t n);
+
 // TE's slot layout per GEMM: forward input, weight, output; backward grad_output, grad_input.
 enum class Slot { Input, Weight, Output, GradOutput, GradInput };
 constexpr Direction slot_direction(Slot s) {

@@ -21,9 +21,7 @@
 namespace fp8lm {
 
 using cuda::DeviceBuffer;
-using cuda::DType;
 using cuda::GemmOperand;
-using cuda::Trans;
 using gpu::CudaLinear;
 
 namespace {
@@ -31,18 +29,6 @@ namespace {
 // Parameters start on 256-byte boundaries: cuBLASLt wants 16-byte aligned operands, and the
 // vectorized kernels like whole cache lines.
 constexpr size_t kAlign = 64;
-
-cuda::Act act_of(Activation a) {
-  switch (a) {
-    case Activation::Gelu:
-      return cuda::Act::Gelu;
-    case Activation::Relu:
-      return cuda::Act::Relu;
-    case Activation::Swiglu:
-      return cuda::Act::Swiglu;
-  }
-  return cuda::Act::Gelu;
-}
 
 void copy_d2d(float* dst, const float* src, int64_t n, cudaStream_t s) {
   FP8LM_CUDA_CHECK(
@@ -208,8 +194,8 @@ struct CudaGPT::Impl {
                  rows);
     L.h.resize(size_t(rows * fc1_out));
     L.fc1->forward(opt.mode, L.h.data(), rows, s);  // bias fused into the GEMM
-    cuda::bias_act_forward(input_of(*L.fc2, L.act_out, rows), L.h.data(), nullptr,
-                           act_of(cfg.activation), rows, F, s);
+    cuda::bias_act_forward(input_of(*L.fc2, L.act_out, rows), L.h.data(), nullptr, cfg.activation,
+                           rows, F, s);
     mlp_out.resize(size_t(rows * d));
     L.fc2->forward(opt.mode, mlp_out.data(), rows, s);
     cuda::add(y, L.resid.data(), mlp_out.data(), rows * d, s);
@@ -225,7 +211,7 @@ struct CudaGPT::Impl {
                             dev(host.position_embedding()), B, T, d, s);
     for (size_t l = 0; l < layers.size(); ++l) layer_forward(layers[l], act(l), act(l + 1));
     // The tied LM head is not an FP8 GEMM: BF16 under fp8 and bf16, as on the CPU.
-    head_mode = opt.mode == GemmMode::Fp32 ? GemmMode::Fp32 : GemmMode::Bf16;
+    head_mode = non_fp8_gemm_mode(opt.mode);
     logits.resize(size_t(rows * V));
     const float* wte = dev(host.token_embedding());
     cuda::NormOut out;
@@ -262,7 +248,7 @@ struct CudaGPT::Impl {
     dact.resize(size_t(rows * F));
     L.fc2->backward(dy, dact.data(), /*accumulate_dx=*/false, rows, s);
     dh.resize(size_t(rows * fc1_out));
-    cuda::act_backward(dh.data(), dact.data(), L.h.data(), act_of(cfg.activation), rows, F, s);
+    cuda::act_backward(dh.data(), dact.data(), L.h.data(), cfg.activation, rows, F, s);
     dln.resize(size_t(rows * d));
     L.fc1->backward(dh.data(), dln.data(), false, rows, s);
     norm_backward(L.ln2, dresid.data(), dln.data(), L.resid.data(), rows);

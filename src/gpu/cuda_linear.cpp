@@ -6,10 +6,8 @@
 
 namespace fp8lm::gpu {
 
-using cuda::DType;
 using cuda::GemmOperand;
 using cuda::GemmOptions;
-using cuda::Trans;
 
 CudaLinear::CudaLinear(int64_t in, int64_t out, Params p, ScalingSlots* slots, int index,
                        LinearScratch* scratch)
@@ -78,10 +76,10 @@ void CudaLinear::forward(GemmMode mode, float* y, int64_t rows, cudaStream_t s) 
                              p_.w, out_, in_, s);
         w8 = scratch_->w8.data();
       }
-      cuda::gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f,
-                 GemmOperand{scratch_->x8.data(), cuda::fp8_dtype(fx),
-                             slots_->scale_inv(index_, Slot::Input)},
-                 GemmOperand{w8, cuda::fp8_dtype(fw), w_scale_inv}, 0.0f, y, bias, s);
+      cuda::gemm(
+          Trans::N, Trans::T, rows, out_, in_, 1.0f,
+          GemmOperand{scratch_->x8.data(), fp8_dtype(fx), slots_->scale_inv(index_, Slot::Input)},
+          GemmOperand{w8, fp8_dtype(fw), w_scale_inv}, 0.0f, y, bias, s);
       break;
     }
     case GemmMode::Bf16:
@@ -117,24 +115,24 @@ void CudaLinear::backward(const float* dy, float* dx, bool accumulate_dx, int64_
       } else {
         cuda::cast_transpose(q, scratch_->dyt8.data(), dy, rows, out_, s);
       }
-      const DType tdy = cuda::fp8_dtype(q.format);
+      const DType tdy = fp8_dtype(q.format);
       const float* dy_sinv = slots_->scale_inv(index_, Slot::GradOutput);
       const Fp8Format fx = slots_->format(index_, Slot::Input);
       const Fp8Format fw = slots_->format(index_, Slot::Weight);
       if (dx) {  // dX = dY · W, as dY · (Wᵀ)ᵀ
         cuda::gemm(Trans::N, Trans::T, rows, in_, out_, 1.0f,
                    GemmOperand{scratch_->dy8.data(), tdy, dy_sinv},
-                   GemmOperand{wt8_.data(), cuda::fp8_dtype(fw),
+                   GemmOperand{wt8_.data(), fp8_dtype(fw),
                                fp8_weights_ ? qw_scale_inv_.data()
                                             : slots_->forward_scale_inv(index_, Slot::Weight)},
                    beta, dx, precise, s);
       }
       // dW = dYᵀ · X, as (dYᵀ) · (Xᵀ)ᵀ
-      cuda::gemm(Trans::N, Trans::T, out_, in_, rows, 1.0f,
-                 GemmOperand{scratch_->dyt8.data(), tdy, dy_sinv},
-                 GemmOperand{xt8_.data(), cuda::fp8_dtype(fx),
-                             slots_->forward_scale_inv(index_, Slot::Input)},
-                 1.0f, p_.dw, precise, s);
+      cuda::gemm(
+          Trans::N, Trans::T, out_, in_, rows, 1.0f,
+          GemmOperand{scratch_->dyt8.data(), tdy, dy_sinv},
+          GemmOperand{xt8_.data(), fp8_dtype(fx), slots_->forward_scale_inv(index_, Slot::Input)},
+          1.0f, p_.dw, precise, s);
       break;
     }
     case GemmMode::Bf16: {

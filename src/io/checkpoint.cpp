@@ -174,9 +174,8 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& o
   return c;
 }
 
-Safetensors model_checkpoint(Trainer& trainer) {
+Safetensors model_file(GPT& model, const CheckpointInfo& info) {
   Safetensors st;
-  GPT& model = trainer.model();
   std::vector<Linear*> fp8_weight_linears;
   for (Linear* l : model.linears())
     if (l->fp8_weights()) fp8_weight_linears.push_back(l);
@@ -185,45 +184,45 @@ Safetensors model_checkpoint(Trainer& trainer) {
                                  [&](Linear* l) { return &l->weight() == p; });
     if (it != fp8_weight_linears.end()) {
       // The module holds this weight only as FP8: stored as such, with its scale_inv.
-      st.add(p->name, DType::F8_E4M3, p->shape, (*it)->fp8_weight_codes().data());
+      st.add(p->name, DType::E4M3, p->shape, (*it)->fp8_weight_codes().data());
       st.add_f32(p->name + "_scale_inv", {1}, {(*it)->fp8_weight_scale_inv()});
     } else {
       st.add_f32(p->name, p->shape, p->value);
     }
   }
-  if (trainer.precision().precision == Precision::Fp8) {
+  if (info.fp8_state) {
     for (Linear* l : model.linears()) add_fp8_state(st, *l);
   }
   auto& meta = st.metadata();
   meta["format"] = "fp8lm";
-  meta["config"] = train_config_to_json(trainer.config());
-  meta["precision"] = trainer.precision().label();
-  meta["step"] = std::to_string(trainer.steps_done());
+  meta["config"] = train_config_to_json(info.config);
+  meta["precision"] = info.precision;
+  meta["step"] = std::to_string(info.step);
   return st;
 }
 
-void save_checkpoint(Trainer& trainer, const std::string& dir) {
+void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
+                     const CheckpointInfo& info, const TrainProgress& progress) {
   std::filesystem::create_directories(dir);
   Safetensors state;
-  AdamW& opt = trainer.optimizer();
   for (size_t i = 0; i < opt.parameters().size(); ++i) {
     const Parameter& p = *opt.parameters()[i];
     state.add_f32("adamw.m." + p.name, p.shape, opt.first_moment(i));
     state.add_f32("adamw.v." + p.name, p.shape, opt.second_moment(i));
     // The model file holds FP8 weights only as FP8; their FP32 masters live here.
-    if (trainer.config().fp8_weights && p.name.ends_with(".weight") && p.shape.size() == 2) {
+    if (info.config.fp8_weights && p.name.ends_with(".weight") && p.shape.size() == 2) {
       state.add_f32("master." + p.name, p.shape, p.value);
     }
   }
-  state.add_f32("losses", {static_cast<int64_t>(trainer.losses().size())}, trainer.losses());
+  state.add_f32("losses", {static_cast<int64_t>(progress.losses.size())}, progress.losses);
   auto& meta = state.metadata();
-  meta["step"] = std::to_string(trainer.steps_done());
+  meta["step"] = std::to_string(progress.step);
   meta["adamw_steps"] = std::to_string(opt.steps());
-  meta["seconds"] = fmt::format("{:.17g}", trainer.seconds());
-  meta["data_state"] = trainer.data_state();
+  meta["seconds"] = fmt::format("{:.17g}", progress.seconds);
+  meta["data_state"] = progress.data_state;
   // The training state first: a model file is only ever beside a complete state.
   state.write(dir + "/train_state.safetensors");
-  model_checkpoint(trainer).write(dir + "/model.safetensors");
+  model_file(model, info).write(dir + "/model.safetensors");
 }
 
 void apply_model_tensors(const Safetensors& file, GPT& model) {
@@ -234,7 +233,7 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
                               file.origin(), p->name, fmt::join(t.shape, ","),
                               fmt::join(p->shape, ",")));
     }
-    if (t.dtype == DType::F8_E4M3) {
+    if (t.dtype == DType::E4M3) {
       const float sinv = file.at(p->name + "_scale_inv").to_f32().at(0);
       const auto v = t.to_f32();
       for (size_t i = 0; i < v.size(); ++i) p->value[i] = v[i] * sinv;
@@ -263,17 +262,18 @@ LoadedModel load_model(const std::string& path) {
   return m;
 }
 
-std::unique_ptr<Trainer> load_checkpoint(const std::string& dir) {
+TrainConfig checkpoint_config(const std::string& dir) {
   const Safetensors model_file = Safetensors::read(dir + "/model.safetensors");
-  const Safetensors state = Safetensors::read(dir + "/train_state.safetensors");
   if (!model_file.metadata().count("config")) {
     throw Error(fmt::format("{}/model.safetensors: not an fp8lm checkpoint", dir));
   }
-  const TrainConfig cfg = train_config_from_json(model_file.metadata().at("config"), dir);
-  auto trainer = std::make_unique<Trainer>(cfg);
-  GPT& model = trainer->model();
+  return train_config_from_json(model_file.metadata().at("config"), dir);
+}
+
+TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
+  const Safetensors model_file = Safetensors::read(dir + "/model.safetensors");
+  const Safetensors state = Safetensors::read(dir + "/train_state.safetensors");
   apply_model_tensors(model_file, model);
-  AdamW& opt = trainer->optimizer();
   for (size_t i = 0; i < opt.parameters().size(); ++i) {
     Parameter& p = *opt.parameters()[i];
     for (const std::string kind : {"adamw.m.", "adamw.v.", "master."}) {
@@ -294,10 +294,8 @@ std::unique_ptr<Trainer> load_checkpoint(const std::string& dir) {
       throw Error(fmt::format("{}: no '{}' in its metadata", state.origin(), key));
   }
   opt.set_steps(std::stoll(meta.at("adamw_steps")));
-  trainer->restore_progress(std::stoll(meta.at("step")), std::stod(meta.at("seconds")),
-                            state.at("losses").to_f32(), meta.at("data_state"));
-  trainer->refresh_fp8_weights();
-  return trainer;
+  return {std::stoll(meta.at("step")), std::stod(meta.at("seconds")), state.at("losses").to_f32(),
+          meta.at("data_state")};
 }
 
 }  // namespace fp8lm

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "io/safetensors.h"
+#include "train/adamw.h"
 #include "train/trainer.h"
 
 namespace fp8lm {
@@ -15,13 +16,26 @@ namespace fp8lm {
 std::string train_config_to_json(const TrainConfig& c);
 TrainConfig train_config_from_json(const std::string& json, const std::string& origin);
 
-// The model file's tensors and metadata for this trainer's model.
-Safetensors model_checkpoint(Trainer& trainer);
-// Writes model.safetensors and train_state.safetensors into dir (atomically, each file).
-void save_checkpoint(Trainer& trainer, const std::string& dir);
-// Rebuilds a trainer from a checkpoint directory written by save_checkpoint: the same weights,
-// optimizer, FP8 state, data position and step, so training continues bit for bit.
-std::unique_ptr<Trainer> load_checkpoint(const std::string& dir);
+// What a model file's metadata says beyond its tensors.
+struct CheckpointInfo {
+  TrainConfig config;
+  std::string precision;   // the resolved precision's label, e.g. "fp8 (emulated)"
+  bool fp8_state = false;  // the GEMMs ran in FP8: every GEMM's scaling state is saved
+  int64_t step = 0;
+};
+
+// The model file's tensors and metadata.
+Safetensors model_file(GPT& model, const CheckpointInfo& info);
+// Writes train_state.safetensors (optimizer, FP32 masters of FP8 weights, progress), then
+// model.safetensors into dir (atomically, each file).
+void save_checkpoint(const std::string& dir, GPT& model, const AdamW& optimizer,
+                     const CheckpointInfo& info, const TrainProgress& progress);
+// The config a checkpoint directory was written with: what to build the model and optimizer
+// from before load_checkpoint restores them.
+TrainConfig checkpoint_config(const std::string& dir);
+// Restores weights, FP8 state and optimizer from a checkpoint directory written by
+// save_checkpoint, so training continues bit for bit; returns the run's progress.
+TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& optimizer);
 
 // A model file for inference: the model, its config and the file's metadata.
 struct LoadedModel {

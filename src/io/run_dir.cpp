@@ -62,19 +62,9 @@ void truncate_metrics(const std::string& path, int64_t step) {
   write_text_atomic(path, kept);
 }
 
-void checkpoint_now(Trainer& trainer, const RunOptions& opts) {
-  const std::string root = opts.dir + "/checkpoints";
-  const std::string name = fmt::format("step-{:06d}", trainer.steps_done());
-  save_checkpoint(trainer, root + "/" + name);
-  write_text_atomic(root + "/latest", name + "\n");  // only now is it the checkpoint to resume
-  std::vector<std::string> all;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && e.path().filename().string().starts_with("step-"))
-      all.push_back(e.path().filename());
-  std::sort(all.begin(), all.end());
-  for (size_t i = 0; i + static_cast<size_t>(std::max(opts.keep, 1)) < all.size(); ++i) {
-    if (all[i] != name) fs::remove_all(root + "/" + all[i]);
-  }
+CheckpointInfo checkpoint_info(const Trainer& trainer) {
+  return {trainer.config(), trainer.precision().label(),
+          trainer.precision().precision == Precision::Fp8, trainer.steps_done()};
 }
 
 }  // namespace
@@ -115,50 +105,71 @@ void write_summary(const std::string& dir, const Trainer& trainer, const TrainRe
   write_text_atomic(dir + "/summary.json", j.dump(2) + "\n");
 }
 
-RunEnd run_training(Trainer& trainer, const RunOptions& opts, const ProgressFn& progress,
-                    const std::atomic<bool>* stop, TrainResult* result) {
-  fs::create_directories(opts.dir);
-  write_text_atomic(opts.dir + "/config.json", train_config_to_json(trainer.config()) + "\n");
-  const std::string metrics_path = opts.dir + "/metrics.jsonl";
+Safetensors trainer_model_file(Trainer& trainer) {
+  return model_file(trainer.model(), checkpoint_info(trainer));
+}
+
+void save_trainer(Trainer& trainer, const std::string& checkpoint_dir) {
+  GPT& model = trainer.model();
+  save_checkpoint(checkpoint_dir, model, trainer.optimizer(), checkpoint_info(trainer),
+                  trainer.progress());
+}
+
+std::unique_ptr<Trainer> resume_trainer(const std::string& checkpoint_dir) {
+  auto trainer = std::make_unique<Trainer>(checkpoint_config(checkpoint_dir));
+  GPT& model = trainer->model();
+  trainer->restore_progress(load_checkpoint(checkpoint_dir, model, trainer->optimizer()));
+  trainer->refresh_fp8_weights();
+  return trainer;
+}
+
+RunDirectory::RunDirectory(std::string dir, Trainer& trainer, int keep_checkpoints)
+    : dir_(std::move(dir)), keep_(keep_checkpoints) {
+  fs::create_directories(dir_);
+  write_text_atomic(dir_ + "/config.json", train_config_to_json(trainer.config()) + "\n");
+  const std::string metrics_path = dir_ + "/metrics.jsonl";
   truncate_metrics(metrics_path, trainer.steps_done());
-  std::ofstream metrics(metrics_path, std::ios::app);
-  const bool fp8 = trainer.precision().precision == Precision::Fp8;
-  while (!trainer.done()) {
-    const StepStats s = trainer.train_step();
-    Json line = {{"step", s.step},
-                 {"loss", s.loss},
-                 {"lr", s.lr},
-                 {"grad_norm", s.grad_norm},
-                 {"tokens_per_s", s.step_tokens_per_s},
-                 {"seconds", s.seconds}};
-    if (opts.val_every > 0 && (s.step % opts.val_every == 0 || trainer.done())) {
-      line["val_loss"] = trainer.validation_loss();
-    }
-    if (fp8 && (s.step % std::max<int64_t>(1, opts.fp8_snapshot_every) == 0 || s.step == 1)) {
-      line["fp8"] = fp8_snapshot(trainer.model_fp8_state());
-    }
-    metrics << line.dump() << "\n" << std::flush;
-    if (progress) progress(s);
-    const bool stopping =
-        (stop && stop->load()) || (opts.stop_after > 0 && s.step >= opts.stop_after);
-    if (stopping && !trainer.done()) {
-      checkpoint_now(trainer, opts);
-      metrics.close();
-      write_report(opts.dir);
-      return RunEnd::Stopped;
-    }
-    if (opts.checkpoint_every > 0 && s.step % opts.checkpoint_every == 0 && !trainer.done()) {
-      checkpoint_now(trainer, opts);
-    }
+  metrics_.open(metrics_path, std::ios::app);
+}
+
+void RunDirectory::step(Trainer& trainer, const StepRecord& record) {
+  const StepStats& s = record.stats;
+  Json line = {{"step", s.step},
+               {"loss", s.loss},
+               {"lr", s.lr},
+               {"grad_norm", s.grad_norm},
+               {"tokens_per_s", s.step_tokens_per_s},
+               {"seconds", s.seconds}};
+  if (record.val_loss) line["val_loss"] = *record.val_loss;
+  if (record.fp8_snapshot) line["fp8"] = fp8_snapshot(trainer.model_fp8_state());
+  metrics_ << line.dump() << "\n" << std::flush;
+}
+
+void RunDirectory::checkpoint(Trainer& trainer) {
+  const std::string root = dir_ + "/checkpoints";
+  const std::string name = fmt::format("step-{:06d}", trainer.steps_done());
+  save_trainer(trainer, root + "/" + name);
+  write_text_atomic(root + "/latest", name + "\n");  // only now is it the checkpoint to resume
+  std::vector<std::string> all;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && e.path().filename().string().starts_with("step-"))
+      all.push_back(e.path().filename());
+  std::sort(all.begin(), all.end());
+  for (size_t i = 0; i + static_cast<size_t>(std::max(keep_, 1)) < all.size(); ++i) {
+    if (all[i] != name) fs::remove_all(root + "/" + all[i]);
   }
-  checkpoint_now(trainer, opts);
-  TrainResult r = trainer.finish();
-  model_checkpoint(trainer).write(opts.dir + "/model.safetensors");
-  write_summary(opts.dir, trainer, r);
-  metrics.close();
-  write_report(opts.dir);
-  if (result) *result = std::move(r);
-  return RunEnd::Finished;
+}
+
+void RunDirectory::stopped(Trainer&) {
+  metrics_.close();
+  write_report(dir_);
+}
+
+void RunDirectory::finished(Trainer& trainer, const TrainResult& result) {
+  trainer_model_file(trainer).write(dir_ + "/model.safetensors");
+  write_summary(dir_, trainer, result);
+  metrics_.close();
+  write_report(dir_);
 }
 
 }  // namespace fp8lm

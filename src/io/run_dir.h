@@ -2,29 +2,39 @@
 // A run directory: config.json, metrics.jsonl (a line per step; every N steps a snapshot of
 // every FP8 slot), checkpoints/step-NNNNNN/ (the last K, `latest` naming the newest complete
 // one), and at the end model.safetensors, summary.json and report.html.
-#include <atomic>
+#include <fstream>
+#include <memory>
 #include <string>
 
-#include "train/trainer.h"
+#include "io/safetensors.h"
+#include "train/run_loop.h"
 
 namespace fp8lm {
 
-struct RunOptions {
-  std::string dir;
-  int64_t checkpoint_every = 0;  // 0: only at the end or when stopped
-  int keep = 3;                  // checkpoints kept
-  int64_t stop_after = 0;  // stop (with a checkpoint) after this step, as an interruption would
-  int64_t fp8_snapshot_every = 10;
-  int64_t val_every = 20;  // held-out loss in metrics.jsonl every N steps (0: never)
+// A run directory as the training loop's recorder (train/run_loop.h). Construction creates
+// the directory, writes config.json and drops metrics lines past the trainer's step (a resumed
+// run rewrites what came after).
+class RunDirectory : public RunRecorder {
+ public:
+  RunDirectory(std::string dir, Trainer& trainer, int keep_checkpoints = 3);
+  void step(Trainer& trainer, const StepRecord& record) override;
+  void checkpoint(Trainer& trainer) override;  // checkpoints/step-NNNNNN, then `latest`
+  void stopped(Trainer& trainer) override;
+  void finished(Trainer& trainer, const TrainResult& result) override;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  int keep_;
+  std::ofstream metrics_;
 };
 
-enum class RunEnd { Finished, Stopped };
-
-// Trains until done, a stop request (checked between steps), or stop_after. A stopped run
-// leaves a checkpoint to resume from; a finished one also writes model.safetensors and
-// summary.json. `result` receives the summary when finished.
-RunEnd run_training(Trainer& trainer, const RunOptions& opts, const ProgressFn& progress,
-                    const std::atomic<bool>* stop, TrainResult* result);
+// A trainer's checkpoint (save_checkpoint of io/checkpoint.h with the trainer's model,
+// optimizer and progress), and a trainer rebuilt from one.
+void save_trainer(Trainer& trainer, const std::string& checkpoint_dir);
+std::unique_ptr<Trainer> resume_trainer(const std::string& checkpoint_dir);
+// The model file of a trainer's model.
+Safetensors trainer_model_file(Trainer& trainer);
 
 // The newest complete checkpoint directory of a run; Error when there is none.
 std::string latest_checkpoint(const std::string& run_dir);

@@ -18,42 +18,11 @@
 namespace fp8lm {
 
 namespace {
-constexpr DType kDTypes[] = {DType::F32,     DType::BF16, DType::F8_E4M3,
-                             DType::F8_E5M2, DType::I64,  DType::U8};
+constexpr DType kDTypes[] = {DType::F32,  DType::BF16, DType::E4M3,
+                             DType::E5M2, DType::I64,  DType::U8};
 // Headers beyond this are not ours and not plausible: refuse before allocating.
 constexpr uint64_t kMaxHeader = 100u << 20;
 }  // namespace
-
-std::string_view dtype_name(DType d) {
-  switch (d) {
-    case DType::F32:
-      return "F32";
-    case DType::BF16:
-      return "BF16";
-    case DType::F8_E4M3:
-      return "F8_E4M3";
-    case DType::F8_E5M2:
-      return "F8_E5M2";
-    case DType::I64:
-      return "I64";
-    case DType::U8:
-      return "U8";
-  }
-  return "?";
-}
-
-size_t dtype_size(DType d) {
-  switch (d) {
-    case DType::F32:
-      return 4;
-    case DType::BF16:
-      return 2;
-    case DType::I64:
-      return 8;
-    default:
-      return 1;
-  }
-}
 
 int64_t TensorData::numel() const {
   int64_t n = 1;
@@ -75,9 +44,9 @@ std::vector<float> TensorData::to_f32() const {
         out[i] = bf16_to_float(h);
       }
       break;
-    case DType::F8_E4M3:
-    case DType::F8_E5M2: {
-      const Fp8Format f = dtype == DType::F8_E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
+    case DType::E4M3:
+    case DType::E5M2: {
+      const Fp8Format f = dtype == DType::E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
       for (size_t i = 0; i < n; ++i) out[i] = fp8_decode(bytes[i], f);
       break;
     }

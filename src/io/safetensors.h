@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace fp8lm {
-
-enum class DType { F32, BF16, F8_E4M3, F8_E5M2, I64, U8 };
-
-std::string_view dtype_name(DType d);  // "F32", "BF16", "F8_E4M3", ...
-size_t dtype_size(DType d);
 
 struct TensorData {
   DType dtype = DType::F32;

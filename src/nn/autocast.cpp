@@ -54,14 +54,4 @@ void autocast_register(Fp8Meta& meta) {
   if (std::find(used.begin(), used.end(), &meta) == used.end()) used.push_back(&meta);
 }
 
-float cast_with_recipe(ScalingState& slot, const Fp8Recipe& recipe, uint8_t* codes, const float* x,
-                       int64_t n) {
-  if (recipe.kind == ScalingKind::Current) {
-    cast_current_scaling(slot, recipe.current(), codes, x, n);
-  } else {
-    slot.cast(codes, x, n);
-  }
-  return slot.scale_inv;
-}
-
 }  // namespace fp8lm

@@ -11,16 +11,6 @@
 
 namespace fp8lm {
 
-enum class ScalingKind { Delayed, Current };
-
-// The recipe fields a user sets (TE's DelayedScaling, plus which kind of scaling).
-struct Fp8Recipe {
-  ScalingKind kind = ScalingKind::Delayed;
-  DelayedScaling delayed;  // margin, format, history length, algorithm, reduce_amax
-  CurrentScaling current() const { return {delayed.margin, delayed.format}; }
-  Format format() const { return delayed.format; }
-};
-
 struct AutocastState {
   bool enabled = false;
   Fp8Recipe recipe;
@@ -52,10 +42,5 @@ class GemmPrecision : ScopedValue<Precision> {
 
 // Called by a module's FP8 forward: registers the meta for the update at scope exit.
 void autocast_register(Fp8Meta& meta);
-
-// Quantizes x into codes through one slot, by the recipe's kind of scaling: delayed (the slot's
-// current scale) or current (this tensor's own amax). Returns the scale_inv to dequantize with.
-float cast_with_recipe(ScalingState& slot, const Fp8Recipe& recipe, uint8_t* codes, const float* x,
-                       int64_t n);
 
 }  // namespace fp8lm

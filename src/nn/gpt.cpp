@@ -17,8 +17,6 @@
 
 namespace fp8lm {
 
-using cpu::Trans;
-
 void GPTConfig::validate() const {
   const std::pair<const char*, int64_t> sizes[] = {{"--vocab", vocab},     {"--seq-len", seq_len},
                                                    {"--d-model", d_model}, {"--n-layers", n_layers},
@@ -39,34 +37,6 @@ int64_t GPTConfig::parameter_count() const {
                         (d_model * d_model + d_model) + (fc1_out * d_model + fc1_out) +
                         (d_model * ffn + d_model);
   return vocab * d_model + seq_len * d_model + n_layers * layer + norm;
-}
-
-std::string_view activation_name(Activation a) {
-  switch (a) {
-    case Activation::Gelu:
-      return "gelu";
-    case Activation::Relu:
-      return "relu";
-    case Activation::Swiglu:
-      return "swiglu";
-  }
-  return "?";
-}
-
-Activation parse_activation(std::string_view name) {
-  for (Activation a : {Activation::Gelu, Activation::Relu, Activation::Swiglu})
-    if (name == activation_name(a)) return a;
-  throw Error(fmt::format("unknown activation '{}' (expected gelu, relu or swiglu)", name));
-}
-
-std::string_view normalization_name(Normalization n) {
-  return n == Normalization::LayerNorm ? "layernorm" : "rmsnorm";
-}
-
-Normalization parse_normalization(std::string_view name) {
-  if (name == "layernorm") return Normalization::LayerNorm;
-  if (name == "rmsnorm") return Normalization::RMSNorm;
-  throw Error(fmt::format("unknown normalization '{}' (expected layernorm or rmsnorm)", name));
 }
 
 TransformerLayer::TransformerLayer(int index, const GPTConfig& cfg)
@@ -200,7 +170,7 @@ void GPT::head_forward(int64_t rows) {
   const int64_t d = cfg_.d_model, V = cfg_.vocab;
   logits_.resize(static_cast<size_t>(rows * V));
   // The tied LM head is not an FP8 GEMM; it runs in the GEMM precision (bf16 or fp32).
-  head_mode_ = GemmPrecision::current() == Precision::Bf16 ? GemmMode::Bf16 : GemmMode::Fp32;
+  head_mode_ = gemm_mode(GemmPrecision::current());
   if (head_mode_ == GemmMode::Bf16) {
     normed16_.resize(normed_.size());
     wte16_.resize(wte_.value.size());

@@ -27,11 +27,6 @@ struct GPTConfig {
   int64_t parameter_count() const;
 };
 
-std::string_view activation_name(Activation a);
-Activation parse_activation(std::string_view name);
-std::string_view normalization_name(Normalization n);
-Normalization parse_normalization(std::string_view name);
-
 class TransformerLayer {
  public:
   TransformerLayer(int index, const GPTConfig& cfg);

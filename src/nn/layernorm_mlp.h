@@ -11,8 +11,6 @@
 
 namespace fp8lm {
 
-enum class Activation { Gelu, Relu, Swiglu };
-
 class LayerNormMLP {
  public:
   // Names: {prefix}.ln2, {prefix}.fc1, {prefix}.fc2. SwiGLU's fc1 has 2*ffn outputs (gate, value).

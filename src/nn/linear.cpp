@@ -9,11 +9,9 @@
 
 namespace fp8lm {
 
-using cpu::Trans;
-
 GemmMode current_gemm_mode() {
   if (autocast_state().enabled) return GemmMode::Fp8;
-  return GemmPrecision::current() == Precision::Bf16 ? GemmMode::Bf16 : GemmMode::Fp32;
+  return gemm_mode(GemmPrecision::current());
 }
 
 bool fused_fp8_casts() {

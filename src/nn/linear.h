@@ -8,13 +8,12 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/gemm_mode.h"
 #include "fp8/scaling.h"
 #include "nn/autocast.h"
 #include "nn/parameter.h"
 
 namespace fp8lm {
-
-enum class GemmMode { Fp32, Bf16, Fp8 };
 
 // How the forward of a GEMM runs right now: FP8 inside an enabled autocast, else the GEMM
 // precision.

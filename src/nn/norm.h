@@ -5,11 +5,10 @@
 #include <vector>
 
 #include "fp8/quantize.h"
+#include "kernels/types.h"
 #include "nn/parameter.h"
 
 namespace fp8lm {
-
-enum class Normalization { LayerNorm, RMSNorm };
 
 class Norm {
  public:

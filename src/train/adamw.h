@@ -27,6 +27,8 @@ class AdamW {
   const ParameterList& parameters() const { return params_; }
   std::vector<float>& first_moment(size_t i) { return m_[i]; }
   std::vector<float>& second_moment(size_t i) { return v_[i]; }
+  const std::vector<float>& first_moment(size_t i) const { return m_[i]; }
+  const std::vector<float>& second_moment(size_t i) const { return v_[i]; }
   // Every parameter's, in parameters() order (what a device copy of the optimizer moves).
   std::vector<std::vector<float>>& first_moments() { return m_; }
   std::vector<std::vector<float>>& second_moments() { return v_; }

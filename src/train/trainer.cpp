@@ -164,9 +164,7 @@ CudaGptOptions cuda_gpt_options(const TrainConfig& cfg, const DeviceChoice& devi
                                 Precision precision) {
   CudaGptOptions o;
   o.device = device.index;
-  o.mode = precision == Precision::Fp8    ? GemmMode::Fp8
-           : precision == Precision::Bf16 ? GemmMode::Bf16
-                                          : GemmMode::Fp32;
+  o.mode = gemm_mode(precision);
   o.recipe = cfg.recipe;
   o.fp8_weights = cfg.fp8_weights;
   o.weight_decay = cfg.weight_decay;
@@ -297,19 +295,18 @@ double Trainer::validation_loss(int64_t batches) {
   return loss;
 }
 
-std::string Trainer::data_state() const {
-  return stride_ ? stride_->state() : text_->state();
+TrainProgress Trainer::progress() const {
+  return {step_, seconds_, losses_, stride_ ? stride_->state() : text_->state()};
 }
 
-void Trainer::restore_progress(int64_t step, double seconds, std::vector<float> losses,
-                               const std::string& data_state) {
-  step_ = step;
-  seconds_ = seconds;
-  losses_ = std::move(losses);
+void Trainer::restore_progress(TrainProgress p) {
+  step_ = p.step;
+  seconds_ = p.seconds;
+  losses_ = std::move(p.losses);
   if (stride_) {
-    stride_->restore(data_state);
+    stride_->restore(p.data_state);
   } else {
-    text_->restore(data_state);
+    text_->restore(p.data_state);
   }
 }
 

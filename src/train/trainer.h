@@ -7,7 +7,7 @@
 
 #include "core/precision.h"
 #include "gpu/cuda_gpt.h"
-#include "gpu/device.h"
+#include "kernels/device.h"
 #include "nn/gpt.h"
 #include "train/data.h"
 
@@ -60,6 +60,15 @@ struct TrainResult {
 
 using ProgressFn = std::function<void(const StepStats&)>;
 
+// Where a run stands beyond its weights, optimizer and FP8 state: what a checkpoint keeps so
+// that a resumed run continues bit for bit.
+struct TrainProgress {
+  int64_t step = 0;
+  double seconds = 0;
+  std::vector<float> losses;
+  std::string data_state;  // the data stream's position (its RNG state), as text
+};
+
 class AdamW;
 
 // One training run, a step at a time, so that a caller can checkpoint, log and stop between
@@ -93,11 +102,8 @@ class Trainer {
   int64_t steps_done() const { return step_; }
   double seconds() const { return seconds_; }
   const std::vector<float>& losses() const { return losses_; }
-  // The data stream's position (its RNG state), as text.
-  std::string data_state() const;
-  // Restores what a checkpoint holds beyond weights, optimizer and FP8 state.
-  void restore_progress(int64_t step, double seconds, std::vector<float> losses,
-                        const std::string& data_state);
+  TrainProgress progress() const;
+  void restore_progress(TrainProgress progress);
   // Mean loss on held-out batches (the stride task's own held-out stream, or the text's
   // validation split). FP8 scaling state is left exactly as it was, so evaluating does not
   // change the training run.

@@ -15,10 +15,9 @@
 
 #include "core/bf16.h"
 #include "core/fp8_dtype.h"
+#include "kernels/types.h"
 
 namespace fp8lm::cpu {
-
-enum class Trans : bool { N = false, T = true };
 
 void gemm_f32(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
               const float* B, float beta, float* C);

@@ -106,12 +106,12 @@ __device__ void for_rows_cols(int64_t rows, int64_t cols, F f) {
 }
 
 // h [rows, C] (GELU, ReLU) or [rows, 2C] (SwiGLU: gate | value); out [rows, C].
-template <Act A, OutKind K>
+template <Activation A, DType K>
 __global__ void __launch_bounds__(kBlock)
     bias_act_kernel(NormOut out, float* h, const float* bias, int64_t rows, int64_t C) {
   OutWriter<K> w(out);
   for_rows_cols(rows, C, [&](int64_t r, int64_t c) {
-    if constexpr (A == Act::Swiglu) {
+    if constexpr (A == Activation::Swiglu) {
       float* hr = h + r * 2 * C;
       float a = hr[c], b = hr[C + c];
       if (bias != nullptr) {
@@ -128,17 +128,17 @@ __global__ void __launch_bounds__(kBlock)
         v = __fadd_rn(v, bias[c]);
         h[i] = v;
       }
-      w.put(i, A == Act::Gelu ? gelu(v) : relu(v));
+      w.put(i, A == Activation::Gelu ? gelu(v) : relu(v));
     }
   });
   w.finish();
 }
 
-template <Act A>
+template <Activation A>
 __global__ void __launch_bounds__(kBlock)
     act_backward_kernel(float* dh, const float* dy, const float* h, int64_t rows, int64_t C) {
   for_rows_cols(rows, C, [&](int64_t r, int64_t c) {
-    if constexpr (A == Act::Swiglu) {
+    if constexpr (A == Activation::Swiglu) {
       // silu'(a) = s (1 + a (1 - s)): da = dy s b (1 + a (1 - s)), db = dy s a.
       const float* hr = h + r * 2 * C;
       const float a = hr[c], b = hr[C + c];
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kBlock)
       const float inner = __fadd_rn(__fmul_rn(a, __fsub_rn(1.0f, s)), 1.0f);
       dh[r * 2 * C + c] = __fmul_rn(__fmul_rn(gs, b), inner);
       dh[r * 2 * C + C + c] = __fmul_rn(gs, a);
-    } else if constexpr (A == Act::Gelu) {
+    } else if constexpr (A == Activation::Gelu) {
       const int64_t i = r * C + c;
       dh[i] = gelu_backward(dy[i], h[i]);
     } else {
@@ -176,41 +176,41 @@ struct BiasGradTerm {
 
 }  // namespace
 
-void bias_act_forward(ActOut out, float* h, const float* bias, Act act, int64_t rows, int64_t C,
-                      cudaStream_t stream) {
-  const OutKind kind = out_kind(out, "bias_act_forward");
+void bias_act_forward(ActOut out, float* h, const float* bias, Activation act, int64_t rows,
+                      int64_t C, cudaStream_t stream) {
+  const DType kind = out_kind(out, "bias_act_forward");
   if (rows <= 0 || C <= 0) return;
   const dim3 grid = grid_2d(rows, C);
   with_out_kind(kind, [&](auto kk) {
-    constexpr OutKind K = decltype(kk)::value;
+    constexpr DType K = decltype(kk)::value;
     switch (act) {
-      case Act::Gelu:
-        bias_act_kernel<Act::Gelu, K><<<grid, kBlock, 0, stream>>>(out, h, bias, rows, C);
+      case Activation::Gelu:
+        bias_act_kernel<Activation::Gelu, K><<<grid, kBlock, 0, stream>>>(out, h, bias, rows, C);
         break;
-      case Act::Relu:
-        bias_act_kernel<Act::Relu, K><<<grid, kBlock, 0, stream>>>(out, h, bias, rows, C);
+      case Activation::Relu:
+        bias_act_kernel<Activation::Relu, K><<<grid, kBlock, 0, stream>>>(out, h, bias, rows, C);
         break;
-      case Act::Swiglu:
-        bias_act_kernel<Act::Swiglu, K><<<grid, kBlock, 0, stream>>>(out, h, bias, rows, C);
+      case Activation::Swiglu:
+        bias_act_kernel<Activation::Swiglu, K><<<grid, kBlock, 0, stream>>>(out, h, bias, rows, C);
         break;
     }
     FP8LM_CUDA_CHECK_LAUNCH();
   });
 }
 
-void act_backward(float* dh, const float* dy, const float* h, Act act, int64_t rows, int64_t C,
-                  cudaStream_t stream) {
+void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
+                  int64_t C, cudaStream_t stream) {
   if (rows <= 0 || C <= 0) return;
   const dim3 grid = grid_2d(rows, C);
   switch (act) {
-    case Act::Gelu:
-      act_backward_kernel<Act::Gelu><<<grid, kBlock, 0, stream>>>(dh, dy, h, rows, C);
+    case Activation::Gelu:
+      act_backward_kernel<Activation::Gelu><<<grid, kBlock, 0, stream>>>(dh, dy, h, rows, C);
       break;
-    case Act::Relu:
-      act_backward_kernel<Act::Relu><<<grid, kBlock, 0, stream>>>(dh, dy, h, rows, C);
+    case Activation::Relu:
+      act_backward_kernel<Activation::Relu><<<grid, kBlock, 0, stream>>>(dh, dy, h, rows, C);
       break;
-    case Act::Swiglu:
-      act_backward_kernel<Act::Swiglu><<<grid, kBlock, 0, stream>>>(dh, dy, h, rows, C);
+    case Activation::Swiglu:
+      act_backward_kernel<Activation::Swiglu><<<grid, kBlock, 0, stream>>>(dh, dy, h, rows, C);
       break;
   }
   FP8LM_CUDA_CHECK_LAUNCH();

@@ -8,21 +8,20 @@
 #include <cstdint>
 
 #include "core/bf16.h"
-#include "kernels/cuda/norms.h"  // NormOut: the same choice of output
+#include "kernels/cuda/norms.h"
+#include "kernels/types.h"  // NormOut: the same choice of output
 
 namespace fp8lm::cuda {
-
-enum class Act : uint8_t { Gelu, Relu, Swiglu };
 
 using ActOut = NormOut;
 
 // h += bias (bias nullptr: none); out = act(h). C is the activation's output width (F); h
 // has 2F columns for SwiGLU ([gate | up], as the CPU kernel).
-void bias_act_forward(ActOut out, float* h, const float* bias, Act act, int64_t rows, int64_t C,
-                      cudaStream_t stream);
+void bias_act_forward(ActOut out, float* h, const float* bias, Activation act, int64_t rows,
+                      int64_t C, cudaStream_t stream);
 // dh = dact(h) * dy (overwritten), for the saved pre-activation h.
-void act_backward(float* dh, const float* dy, const float* h, Act act, int64_t rows, int64_t C,
-                  cudaStream_t stream);
+void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
+                  int64_t C, cudaStream_t stream);
 // dbias[c] += sum over rows of dy[r, c].
 void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C, cudaStream_t stream);
 // y[r, c] += bias[c].

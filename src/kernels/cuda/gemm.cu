@@ -30,24 +30,6 @@ std::string cat(const Parts&... parts) {
   return s.str();
 }
 
-bool is_fp8(DType t) {
-  return t == DType::E4M3 || t == DType::E5M2;
-}
-
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32:
-      return "f32";
-    case DType::BF16:
-      return "bf16";
-    case DType::E4M3:
-      return "e4m3";
-    case DType::E5M2:
-      return "e5m2";
-  }
-  return "?";
-}
-
 cudaDataType_t lt_type(DType t) {
   switch (t) {
     case DType::F32:
@@ -58,6 +40,8 @@ cudaDataType_t lt_type(DType t) {
       return CUDA_R_8F_E4M3;
     case DType::E5M2:
       return CUDA_R_8F_E5M2;
+    default:
+      break;  // refused by check_operands before any descriptor is made
   }
   return CUDA_R_32F;
 }
@@ -76,10 +60,11 @@ std::string sizes(int64_t M, int64_t N, int64_t K) {
 void check_gemm_args(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const GemmOperand& A,
                      const GemmOperand& B) {
   if (M < 0 || N < 0 || K < 0) throw Error(cat("cuda::gemm: negative size ", sizes(M, N, K)));
+  const auto is_float = [](DType t) { return t == DType::F32 || t == DType::BF16 || is_fp8(t); };
   const bool fp8 = is_fp8(A.type);
-  if (fp8 != is_fp8(B.type) || (!fp8 && A.type != B.type))
+  if (!is_float(A.type) || !is_float(B.type) || fp8 != is_fp8(B.type) || (!fp8 && A.type != B.type))
     throw Error(cat("cuda::gemm: operand types ", dtype_name(A.type), " and ", dtype_name(B.type),
-                    " do not mix (both f32, both bf16, or both FP8)"));
+                    " do not mix (both F32, both BF16, or both FP8)"));
   if (!fp8) return;
   if (ta != Trans::N || tb != Trans::T)
     throw Error(cat("cuda::gemm: FP8 operands need ta=N tb=T (C = A·Bᵀ, cuBLASLt's TN), got ta=",
@@ -133,10 +118,6 @@ void bias_rows(float* C, int64_t M, int64_t N, float beta, const float* bias, cu
 }
 
 }  // namespace
-
-DType fp8_dtype(Fp8Format f) {
-  return f == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
-}
 
 size_t gemm_workspace_bytes() {
   return lt_workspace_bytes(current_device_cc());

@@ -11,15 +11,10 @@
 
 #include <cstdint>
 
-#include "core/fp8_dtype.h"
-#include "kernels/cpu/gemm.h"  // Trans
+#include "core/dtype.h"
+#include "kernels/types.h"
 
 namespace fp8lm::cuda {
-
-using cpu::Trans;
-
-enum class DType : uint8_t { F32, BF16, E4M3, E5M2 };
-DType fp8_dtype(Fp8Format f);
 
 struct GemmOperand {
   const void* data = nullptr;

@@ -8,48 +8,49 @@
 #include <string>
 #include <type_traits>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/norms.h"
 
 namespace fp8lm::cuda {
 
-enum class OutKind { F32, E4M3, E5M2, BF16 };
-
 // The kind a NormOut asks for; exactly one output must be set, and FP8 needs its scale.
-inline OutKind out_kind(const NormOut& out, const char* op) {
+inline DType out_kind(const NormOut& out, const char* op) {
   const int set = (out.y != nullptr) + (out.y8.data != nullptr) + (out.y16 != nullptr);
   if (set != 1) {
     throw Error(std::string(op) + ": exactly one output (FP32, FP8 or BF16) must be given, got " +
                 std::to_string(set));
   }
-  if (out.y != nullptr) return OutKind::F32;
-  if (out.y16 != nullptr) return OutKind::BF16;
+  if (out.y != nullptr) return DType::F32;
+  if (out.y16 != nullptr) return DType::BF16;
   if (out.y8.scale == nullptr) throw Error(std::string(op) + ": FP8 output without a scale");
-  return out.y8.format == Fp8Format::E4M3 ? OutKind::E4M3 : OutKind::E5M2;
+  return fp8_dtype(out.y8.format);
 }
 
-// Calls f(std::integral_constant<OutKind, K>{}) for the runtime kind k: one kernel
+// Calls f(std::integral_constant<DType, K>{}) for the runtime kind k: one kernel
 // instantiation per kind.
 template <typename F>
-void with_out_kind(OutKind k, F&& f) {
+void with_out_kind(DType k, F&& f) {
   switch (k) {
-    case OutKind::F32:
-      return f(std::integral_constant<OutKind, OutKind::F32>{});
-    case OutKind::E4M3:
-      return f(std::integral_constant<OutKind, OutKind::E4M3>{});
-    case OutKind::E5M2:
-      return f(std::integral_constant<OutKind, OutKind::E5M2>{});
-    case OutKind::BF16:
-      return f(std::integral_constant<OutKind, OutKind::BF16>{});
+    case DType::F32:
+      return f(std::integral_constant<DType, DType::F32>{});
+    case DType::E4M3:
+      return f(std::integral_constant<DType, DType::E4M3>{});
+    case DType::E5M2:
+      return f(std::integral_constant<DType, DType::E5M2>{});
+    case DType::BF16:
+      return f(std::integral_constant<DType, DType::BF16>{});
+    default:
+      return;  // out_kind yields only the four above
   }
 }
 
 // One thread's writer. FP8 statistics gather per thread; finish() commits them and must be
 // reached by every thread of the block (see commit_fp8_stats).
-template <OutKind K>
+template <DType K>
 struct OutWriter {
-  static constexpr bool kFp8 = K == OutKind::E4M3 || K == OutKind::E5M2;
+  static constexpr bool kFp8 = K == DType::E4M3 || K == DType::E5M2;
 
   NormOut out;
   float scale = 1.0f;
@@ -60,11 +61,11 @@ struct OutWriter {
   }
 
   __device__ void put(int64_t i, float v) {
-    if constexpr (K == OutKind::F32) {
+    if constexpr (K == DType::F32) {
       out.y[i] = v;
-    } else if constexpr (K == OutKind::BF16) {
+    } else if constexpr (K == DType::BF16) {
       out.y16[i] = bf16_round(v);
-    } else if constexpr (K == OutKind::E4M3) {
+    } else if constexpr (K == DType::E4M3) {
       out.y8.data[i] = fp8_encode_counted<Fp8Format::E4M3>(v, scale, stats);
     } else {
       out.y8.data[i] = fp8_encode_counted<Fp8Format::E5M2>(v, scale, stats);

@@ -74,7 +74,7 @@ __device__ float load_row_partial(const RowLane& t, float* s, const float* x, co
   return part;
 }
 
-template <OutKind K>
+template <DType K>
 __global__ void __launch_bounds__(kBlock)
     layernorm_forward_kernel(NormOut out, float* s, float* mean_out, float* rstd_out,
                              const float* x, const float* r, const float* gamma, const float* beta,
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kBlock)
   w.finish();
 }
 
-template <OutKind K>
+template <DType K>
 __global__ void __launch_bounds__(kBlock)
     rmsnorm_forward_kernel(NormOut out, float* s, float* rstd_out, const float* x, const float* r,
                            const float* gamma, int64_t rows, int64_t C, float eps) {
@@ -212,7 +212,7 @@ unsigned row_blocks(int64_t rows) {
 void layernorm_forward(NormOut out, float* s, float* mean, float* rstd, const float* x,
                        const float* r, const float* gamma, const float* beta, int64_t rows,
                        int64_t C, float eps, cudaStream_t stream) {
-  const OutKind kind = out_kind(out, "layernorm_forward");
+  const DType kind = out_kind(out, "layernorm_forward");
   if (r != nullptr && s == nullptr) throw Error("layernorm_forward: residual r without s");
   if (rows <= 0 || C <= 0) return;
   with_out_kind(kind, [&](auto k) {
@@ -224,7 +224,7 @@ void layernorm_forward(NormOut out, float* s, float* mean, float* rstd, const fl
 
 void rmsnorm_forward(NormOut out, float* s, float* rstd, const float* x, const float* r,
                      const float* gamma, int64_t rows, int64_t C, float eps, cudaStream_t stream) {
-  const OutKind kind = out_kind(out, "rmsnorm_forward");
+  const DType kind = out_kind(out, "rmsnorm_forward");
   if (r != nullptr && s == nullptr) throw Error("rmsnorm_forward: residual r without s");
   if (rows <= 0 || C <= 0) return;
   with_out_kind(kind, [&](auto k) {

@@ -1,11 +1,13 @@
-#include "gpu/device.h"
+#include "kernels/device.h"
 
 #include <fmt/format.h>
 
 #include <charconv>
 
 #include "core/error.h"
-#include "kernels/cuda/device_query.h"
+#include "fp8/quantize.h"
+#include "kernels/cpu/bf16_probe.h"
+#include "kernels/cpu/gemm.h"
 
 namespace fp8lm {
 
@@ -47,6 +49,12 @@ DeviceChoice resolve_device(const DeviceSpec& spec) {
 PrecisionChoice resolve_precision(Precision requested, const DeviceChoice& device) {
   if (device.cuda) return resolve_cuda_precision(requested, device.cc_major, device.cc_minor);
   return resolve_cpu_precision(requested, cpu_features());
+}
+
+CpuKernelInfo cpu_kernel_info() {
+  const cpu::Bf16Throughput& t = cpu::bf16_throughput();
+  return {std::string(isa_name(best_isa())), t.fma_gflops, t.dpbf16_gflops,
+          std::string(cpu::engine_name(cpu::low_precision_engine()))};
 }
 
 }  // namespace fp8lm

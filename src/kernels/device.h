@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/precision.h"
+#include "kernels/cuda/device_query.h"
 
 namespace fp8lm {
 
@@ -28,6 +29,18 @@ struct DeviceChoice {
 // Resolves auto; an explicit cuda request without a usable GPU throws Error with the reason
 // (not built, no device, index out of range), never a silent fallback to the CPU.
 DeviceChoice resolve_device(const DeviceSpec& spec);
+
+// What the machine offers fp8lm's kernels, for `fp8lm doctor`: the CPU paths chosen at run
+// time, and the CUDA devices this build can see.
+struct CpuKernelInfo {
+  std::string quantize_isa;                  // the FP8 quantize kernels' instruction set
+  double fma_gflops = 0, dpbf16_gflops = 0;  // one core's measured throughput (0: no probe)
+  std::string gemm_engine;                   // how BF16/FP8 GEMMs run
+};
+CpuKernelInfo cpu_kernel_info();
+inline cuda::DeviceQuery cuda_devices() {
+  return cuda::query_devices();
+}
 
 // The precision policy for the chosen device (resolve_cpu_precision / resolve_cuda_precision).
 PrecisionChoice resolve_precision(Precision requested, const DeviceChoice& device);

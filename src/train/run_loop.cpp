@@ -1,0 +1,40 @@
+#include "train/run_loop.h"
+
+#include <algorithm>
+
+namespace fp8lm {
+
+RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& recorder,
+                    const ProgressFn& progress, const std::atomic<bool>* stop,
+                    TrainResult* result) {
+  const bool fp8 = trainer.precision().precision == Precision::Fp8;
+  while (!trainer.done()) {
+    StepRecord record;
+    record.stats = trainer.train_step();
+    const int64_t step = record.stats.step;
+    if (schedule.val_every > 0 && (step % schedule.val_every == 0 || trainer.done())) {
+      record.val_loss = trainer.validation_loss();
+    }
+    record.fp8_snapshot =
+        fp8 && (step % std::max<int64_t>(1, schedule.fp8_snapshot_every) == 0 || step == 1);
+    recorder.step(trainer, record);
+    if (progress) progress(record.stats);
+    const bool stopping =
+        (stop && stop->load()) || (schedule.stop_after > 0 && step >= schedule.stop_after);
+    if (stopping && !trainer.done()) {
+      recorder.checkpoint(trainer);
+      recorder.stopped(trainer);
+      return RunEnd::Stopped;
+    }
+    if (schedule.checkpoint_every > 0 && step % schedule.checkpoint_every == 0 && !trainer.done()) {
+      recorder.checkpoint(trainer);
+    }
+  }
+  recorder.checkpoint(trainer);
+  TrainResult r = trainer.finish();
+  recorder.finished(trainer, r);
+  if (result) *result = std::move(r);
+  return RunEnd::Finished;
+}
+
+}  // namespace fp8lm
