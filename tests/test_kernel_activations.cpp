@@ -44,17 +44,6 @@ double silu_double(double a) {
   return a / (1.0 + std::exp(-a));
 }
 
-// Central difference of f with respect to v[i], in double.
-double central_difference(std::vector<double>& v, size_t i, const std::function<double()>& f) {
-  const double h = 1e-5, saved = v[i];
-  v[i] = saved + h;
-  const double up = f();
-  v[i] = saved - h;
-  const double down = f();
-  v[i] = saved;
-  return (up - down) / (2 * h);
-}
-
 TEST(AddBias, MatchesReferenceExactly) {
   for (int64_t C : kColumns) {
     const int64_t rows = 17;
@@ -99,7 +88,8 @@ TEST(BiasReference, BackwardMatchesFiniteDifferences) {
   Vec dbias(C, 0.0f);
   cpu::ref::bias_backward(dbias.data(), w.data(), rows, C);
   for (size_t c = 0; c < bias.size(); ++c)
-    EXPECT_NEAR(dbias[c], central_difference(bias, c, loss), 1e-6 * (1 + std::fabs(dbias[c])));
+    EXPECT_NEAR(dbias[c], test::central_difference(bias, c, loss),
+                1e-6 * (1 + std::fabs(dbias[c])));
 }
 
 // GELU: the fast kernel evaluates 0.5 (1 + tanh u) as 1 / (1 + exp(-2u)); a rounding error of
@@ -147,7 +137,7 @@ TEST(GeluReference, BackwardMatchesFiniteDifferences) {
   Vec dx(n);
   cpu::ref::gelu_backward(dx.data(), w.data(), xf.data(), n);
   for (size_t i = 0; i < x.size(); ++i)
-    EXPECT_NEAR(dx[i], central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i]))) << x[i];
+    EXPECT_NEAR(dx[i], test::central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i]))) << x[i];
 }
 
 TEST(Relu, MatchesReferenceExactly) {
@@ -182,7 +172,7 @@ TEST(ReluReference, BackwardMatchesFiniteDifferences) {
   Vec dx(n);
   cpu::ref::relu_backward(dx.data(), w.data(), xf.data(), n);
   for (size_t i = 0; i < x.size(); ++i)
-    EXPECT_NEAR(dx[i], central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i])));
+    EXPECT_NEAR(dx[i], test::central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i])));
 }
 
 // SwiGLU: sigmoid's exp carries the relative error of a into s by up to |a| times, hence the
@@ -228,7 +218,7 @@ TEST(SwiGluReference, BackwardMatchesFiniteDifferences) {
   Vec dx(rows * 2 * F);
   cpu::ref::swiglu_backward(dx.data(), w.data(), xf.data(), rows, F);
   for (size_t i = 0; i < x.size(); ++i)
-    EXPECT_NEAR(dx[i], central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i]))) << i;
+    EXPECT_NEAR(dx[i], test::central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i]))) << i;
 }
 
 TEST(PointwiseKernels, WorkInPlace) {
@@ -509,9 +499,7 @@ TEST(ActivationDeterminism, SameBitsForAnyThreadCount) {
     }
     return r;
   };
-  const int saved = omp_get_max_threads();
-  const Result a = run(2), b = run(2), c = run(1), d = run(3);
-  omp_set_num_threads(saved);
+  const auto [a, b, c, d] = test::at_thread_counts(run);
   for (const Result* o : {&b, &c, &d}) {
     EXPECT_TRUE(same_bits(o->dbias, a.dbias));
     EXPECT_TRUE(same_bits(o->gelu_dx, a.gelu_dx));

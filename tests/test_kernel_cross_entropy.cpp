@@ -253,14 +253,10 @@ TEST(CrossEntropyDeterminism, SameBitsForAnyThreadCount) {
   const int64_t rows = 64, V = 1023;  // big enough to run in parallel
   const Targets t = random_targets(rows, V, 9);
   const Vec logits = random_normal(rows * V, 10, 3.0f);
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(2);
-  const Result a = run_fast(logits, t, V, 0.1f), b = run_fast(logits, t, V, 0.1f);
-  omp_set_num_threads(1);
-  const Result c = run_fast(logits, t, V, 0.1f);
-  omp_set_num_threads(3);
-  const Result d = run_fast(logits, t, V, 0.1f);
-  omp_set_num_threads(saved);
+  const auto [a, b, c, d] = test::at_thread_counts([&](int threads) {
+    omp_set_num_threads(threads);
+    return run_fast(logits, t, V, 0.1f);
+  });
   for (const Result* o : {&b, &c, &d}) {
     EXPECT_TRUE(same_bits(o->dlogits, a.dlogits));
     EXPECT_TRUE(same_bits(o->losses, a.losses));

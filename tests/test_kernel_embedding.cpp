@@ -124,23 +124,16 @@ TEST(EmbeddingReference, BackwardMatchesFiniteDifferences) {
         l += (wte[tokens[p] * C + c] + wpe[(p % T) * C + c]) * w[p * C + c];
     return l;
   };
-  auto central_difference = [&](std::vector<double>& v, size_t i) {
-    const double h = 1e-5, saved = v[i];
-    v[i] = saved + h;
-    const double up = loss();
-    v[i] = saved - h;
-    const double down = loss();
-    v[i] = saved;
-    return (up - down) / (2 * h);
-  };
   Vec dwte(V * C, 0.0f), dwpe(T * C, 0.0f);
   cpu::ref::embedding_backward(dwte.data(), dwpe.data(), w.data(), tokens.data(), B, T, C);
   // L is linear, so the differences are exact up to double rounding (~1e-10); the reference
   // rounds its sums to float once.
   for (size_t i = 0; i < wte.size(); ++i)
-    EXPECT_NEAR(dwte[i], central_difference(wte, i), 1e-6 * (1 + std::fabs(dwte[i]))) << i;
+    EXPECT_NEAR(dwte[i], test::central_difference(wte, i, loss), 1e-6 * (1 + std::fabs(dwte[i])))
+        << i;
   for (size_t i = 0; i < wpe.size(); ++i)
-    EXPECT_NEAR(dwpe[i], central_difference(wpe, i), 1e-6 * (1 + std::fabs(dwpe[i]))) << i;
+    EXPECT_NEAR(dwpe[i], test::central_difference(wpe, i, loss), 1e-6 * (1 + std::fabs(dwpe[i])))
+        << i;
 }
 
 TEST(EmbeddingDeterminism, SameBitsForAnyThreadCount) {
@@ -159,9 +152,7 @@ TEST(EmbeddingDeterminism, SameBitsForAnyThreadCount) {
     cpu::embedding_backward(r.dwte.data(), r.dwpe.data(), dout.data(), tokens.data(), B, T, C);
     return r;
   };
-  const int saved = omp_get_max_threads();
-  const Result a = run(2), b = run(2), c = run(1), d = run(3);
-  omp_set_num_threads(saved);
+  const auto [a, b, c, d] = test::at_thread_counts(run);
   for (const Result* o : {&b, &c, &d}) {
     EXPECT_TRUE(same_bits(o->out, a.out));
     EXPECT_TRUE(same_bits(o->dwte, a.dwte));

@@ -145,18 +145,6 @@ double layernorm_loss(const std::vector<double>& x, const std::vector<double>& g
   return loss;
 }
 
-// Central difference of f with respect to v[i], in double.
-template <typename F>
-double central_difference(std::vector<double>& v, size_t i, F f) {
-  const double h = 1e-5, saved = v[i];
-  v[i] = saved + h;
-  const double up = f();
-  v[i] = saved - h;
-  const double down = f();
-  v[i] = saved;
-  return (up - down) / (2 * h);
-}
-
 TEST(LayerNormReference, BackwardMatchesFiniteDifferences) {
   for (int64_t C : {1, 2, 7, 16}) {
     const int64_t rows = 3;
@@ -174,10 +162,12 @@ TEST(LayerNormReference, BackwardMatchesFiniteDifferences) {
     // mean and rstd (as saved by forward) to a few 2^-24 relative.
     SCOPED_TRACE(C);
     for (size_t i = 0; i < x.size(); ++i)
-      EXPECT_NEAR(dx[i], central_difference(x, i, loss), 1e-5 * (1 + std::fabs(dx[i]))) << i;
+      EXPECT_NEAR(dx[i], test::central_difference(x, i, loss), 1e-5 * (1 + std::fabs(dx[i]))) << i;
     for (size_t i = 0; i < gamma.size(); ++i) {
-      EXPECT_NEAR(dgamma[i], central_difference(gamma, i, loss), 1e-5 * (1 + std::fabs(dgamma[i])));
-      EXPECT_NEAR(dbeta[i], central_difference(beta, i, loss), 1e-5 * (1 + std::fabs(dbeta[i])));
+      EXPECT_NEAR(dgamma[i], test::central_difference(gamma, i, loss),
+                  1e-5 * (1 + std::fabs(dgamma[i])));
+      EXPECT_NEAR(dbeta[i], test::central_difference(beta, i, loss),
+                  1e-5 * (1 + std::fabs(dbeta[i])));
     }
   }
 }
@@ -272,9 +262,7 @@ TEST(LayerNormDeterminism, SameBitsForAnyThreadCount) {
                                          in.beta.data(), rows, C, kEps);
     return r;
   };
-  const int saved = omp_get_max_threads();
-  const Result a = run(2), b = run(2), c = run(1), d = run(3);
-  omp_set_num_threads(saved);
+  const auto [a, b, c, d] = test::at_thread_counts(run);
   for (const Result* o : {&b, &c, &d}) {
     EXPECT_TRUE(same_bits(o->y, a.y));
     EXPECT_TRUE(same_bits(o->mean, a.mean));

@@ -1,5 +1,8 @@
 #pragma once
 // Shared test inputs: random tensors salted with the values casts get wrong.
+#include <omp.h>
+
+#include <array>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -14,6 +17,20 @@
 #include "kernels/cpu/gemm.h"
 
 namespace fp8lm::test {
+
+// Central difference of f with respect to v[i], in double: the oracle every backward is
+// checked against (DESIGN.md §6). h = 1e-5 keeps both the truncation error (h^2 times the
+// third derivative) and the rounding error (eps / h) near 1e-10 for the O(1) losses tests build.
+template <typename F>
+double central_difference(std::vector<double>& v, size_t i, F f) {
+  const double h = 1e-5, saved = v[i];
+  v[i] = saved + h;
+  const double up = f();
+  v[i] = saved - h;
+  const double down = f();
+  v[i] = saved;
+  return (up - down) / (2 * h);
+}
 
 // Normal values at a random spread of magnitudes (so some underflow and some overflow a
 // cast), about one in eight replaced by a special: ±0, ±Inf, NaN, float subnormals,
@@ -104,6 +121,17 @@ inline std::vector<float> bf16_cast_inputs(int randoms, uint32_t seed) {
   std::mt19937 rng(seed);
   for (int i = 0; i < randoms; ++i) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
   return x;
+}
+
+// The thread-determinism harness: run(threads) must set that many OpenMP threads and return
+// what it computed. Runs with 2, 2 again, 1 and 3 threads (restoring the count after);
+// results [1..3] must equal [0] bit for bit, whatever the partition of the work.
+template <typename Run>
+auto at_thread_counts(Run run) {
+  const int saved = omp_get_max_threads();
+  std::array<decltype(run(1)), 4> r = {run(2), run(2), run(1), run(3)};
+  omp_set_num_threads(saved);
+  return r;
 }
 
 }  // namespace fp8lm::test

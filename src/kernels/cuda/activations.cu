@@ -2,16 +2,16 @@
 //
 // GELU and SwiGLU are the CPU's portable twins (cpu::scalar in kernels/cpu/activations.cpp)
 // step for step: the same exp (a clamped Cody-Waite reduction and a degree-6 polynomial, with
-// the constants of activations_isa.h), every operation an explicit round-to-nearest intrinsic
-// so that nothing is contracted into a fused multiply-add, and IEEE division. Their results are
-// the scalar twin's bits; the CPU's AVX-512 twin fuses its multiply-adds and can differ in the
-// last bits. ReLU, the bias and the adds are exact.
+// the constants of kernels/activation_constants.h), every operation an explicit round-to-nearest
+// intrinsic so that nothing is contracted into a fused multiply-add, and IEEE division. Their
+// results are the scalar twin's bits; the CPU's AVX-512 twin fuses its multiply-adds and can differ
+// in the last bits. ReLU, the bias and the adds are exact.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/activations_isa.h"
+#include "kernels/activation_constants.h"
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -21,7 +21,7 @@
 namespace fp8lm::cuda {
 namespace {
 
-namespace k = cpu::act_const;
+namespace k = act_const;
 
 constexpr int kBlock = 256;
 
