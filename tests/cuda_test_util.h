@@ -23,6 +23,13 @@ inline int cuda_cc() {  // compute capability of device 0 as 10*major + minor (0
 
 }  // namespace fp8lm::test
 
+// The names every CUDA parity test uses, declared once.
+namespace fp8lm {
+using cuda::DeviceBuffer;
+using cuda::to_device;
+using cuda::to_host;
+}  // namespace fp8lm
+
 #define FP8LM_REQUIRE_CUDA()                                                     \
   do {                                                                           \
     if (!::fp8lm::test::cuda_device_present()) GTEST_SKIP() << "no CUDA device"; \

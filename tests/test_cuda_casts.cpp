@@ -19,10 +19,6 @@
 namespace fp8lm {
 namespace {
 
-using cuda::DeviceBuffer;
-using cuda::to_device;
-using cuda::to_host;
-
 const Fp8Format kFormats[] = {Fp8Format::E4M3, Fp8Format::E5M2};
 // 1 and a power of two move no rounding boundary; 224 and 3.7 push values past the maximum and
 // onto midpoints; 2^-7 flushes small values.

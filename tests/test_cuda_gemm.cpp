@@ -22,11 +22,8 @@
 namespace fp8lm {
 namespace {
 
-using cuda::DeviceBuffer;
 using cuda::GemmOperand;
 using cuda::GemmOptions;
-using cuda::to_device;
-using cuda::to_host;
 using Vec = std::vector<float>;
 
 // |got - want| <= per_unit * mag + 1e-30 everywhere.

@@ -17,8 +17,6 @@
 namespace fp8lm {
 namespace {
 
-using cuda::to_device;
-using cuda::to_host;
 using test::random_normal;
 using test::same_bits;
 using Vec = std::vector<float>;

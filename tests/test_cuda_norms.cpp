@@ -27,9 +27,6 @@
 namespace fp8lm {
 namespace {
 
-using cuda::DeviceBuffer;
-using cuda::to_device;
-using cuda::to_host;
 using test::DeviceFp8;
 using test::expect_same_bf16;
 using test::expect_same_codes;

@@ -20,7 +20,6 @@
 namespace fp8lm {
 namespace {
 
-using cuda::DeviceBuffer;
 using test::random_normal;
 using test::same_bits;
 using Vec = std::vector<float>;
