@@ -15,7 +15,7 @@
 #include "core/fp8_dtype.h"
 #include "fp8/quantize.h"
 #include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/fp8_tensor.h"
+#include "kernels/tensor.h"
 
 namespace fp8lm::test {
 
@@ -82,7 +82,7 @@ struct DeviceFp8 {
     cuda::upload(saturated.data(), &counts0, 1);
     cuda::upload(flushed.data(), &counts0, 1);
   }
-  cuda::Fp8Out out() {
+  Fp8Out out() {
     return {codes.data(), scale.data(), amax.data(), format, saturated.data(), flushed.data()};
   }
   std::vector<uint8_t> host_codes(size_t n) const { return cuda::to_host(codes.data(), n); }

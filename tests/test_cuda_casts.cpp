@@ -32,8 +32,8 @@ class DeviceCastState {
         amax_(to_device(std::vector<float>{amax})),
         counts_(to_device(std::vector<unsigned long long>{0, 0})) {}
 
-  cuda::Fp8Out out(uint8_t* data, Fp8Format f) {
-    cuda::Fp8Out o;
+  Fp8Out out(uint8_t* data, Fp8Format f) {
+    Fp8Out o;
     o.data = data;
     o.scale = scale_.data();
     o.amax = amax_.data();
@@ -110,7 +110,7 @@ TEST(CudaQuantize, AmaxMaxAccumulatesAndNullCountersAreSkipped) {
   DeviceBuffer<uint8_t> d_codes(x.size());
   for (float prior : {0.0f, amax / 2, amax * 2, INFINITY}) {
     DeviceCastState state(1.0f, prior);
-    cuda::Fp8Out out = state.out(d_codes.data(), Fp8Format::E4M3);
+    Fp8Out out = state.out(d_codes.data(), Fp8Format::E4M3);
     out.saturated = nullptr;
     out.flushed = nullptr;
     cuda::quantize(out, d_x.data(), static_cast<int64_t>(x.size()), nullptr);

@@ -22,7 +22,6 @@
 namespace fp8lm {
 namespace {
 
-using cuda::GemmOperand;
 using cuda::GemmOptions;
 using Vec = std::vector<float>;
 

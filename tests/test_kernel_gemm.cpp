@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/error.h"
 #include "fp8/quantize.h"
 #include "kernels/cpu/casts.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/traffic.h"
 #include "test_util.h"
 
 namespace fp8lm::cpu {
@@ -113,6 +115,44 @@ TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
       }
     }
   });
+}
+
+// The descriptor entry is the typed kernels, nothing else: the same bits for each dtype pair,
+// with FP8's scale_invs folded into alpha as alpha * sa * sb; its traffic counted; a mix of
+// dtypes refused.
+TEST(GemmOperands, DispatchesToTheTypedKernelBitForBit) {
+  const Shape s{17, 33, 40};
+  const auto X = test::random_normal(s.M * s.K, 8), W = test::random_normal(s.K * s.N, 9);
+  std::vector<bf16_t> x16(X.size()), w16(W.size());
+  fp32_to_bf16(x16.data(), X.data(), static_cast<int64_t>(X.size()));
+  fp32_to_bf16(w16.data(), W.data(), static_cast<int64_t>(W.size()));
+  std::vector<uint8_t> qx(X.size()), qw(W.size());
+  quantize(qx.data(), X.data(), static_cast<int64_t>(X.size()), 32.0f, Fp8Format::E4M3);
+  quantize(qw.data(), W.data(), static_cast<int64_t>(W.size()), 8.0f, Fp8Format::E5M2);
+  const float sx = 1.0f / 32.0f, sw = 1.0f / 8.0f;
+  const auto n = static_cast<size_t>(s.M * s.N);
+  std::vector<float> got(n, 1.0f), want(n, 1.0f);
+  gemm(Trans::N, Trans::T, s.M, s.N, s.K, 0.5f, {X.data(), DType::F32}, {W.data(), DType::F32},
+       1.0f, got.data());
+  gemm_f32(Trans::N, Trans::T, s.M, s.N, s.K, 0.5f, X.data(), W.data(), 1.0f, want.data());
+  EXPECT_TRUE(test::same_bits(got, want));
+  gemm(Trans::N, Trans::T, s.M, s.N, s.K, 0.5f, {x16.data(), DType::BF16},
+       {w16.data(), DType::BF16}, 0.0f, got.data());
+  gemm_bf16(Trans::N, Trans::T, s.M, s.N, s.K, 0.5f, x16.data(), w16.data(), 0.0f, want.data());
+  EXPECT_TRUE(test::same_bits(got, want));
+  reset_traffic();
+  gemm(Trans::N, Trans::T, s.M, s.N, s.K, 0.5f, {qx.data(), DType::E4M3, &sx},
+       {qw.data(), DType::E5M2, &sw}, 0.0f, got.data());
+  EXPECT_EQ(traffic_bytes(), gemm_traffic(s.M, s.N, s.K, 1, 1, false));
+  gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, 0.5f * sx * sw, qx.data(), Fp8Format::E4M3, qw.data(),
+           Fp8Format::E5M2, 0.0f, want.data());
+  EXPECT_TRUE(test::same_bits(got, want));
+  EXPECT_THROW(gemm(Trans::N, Trans::T, s.M, s.N, s.K, 1.0f, {X.data(), DType::F32},
+                    {w16.data(), DType::BF16}, 0.0f, got.data()),
+               Error);
+  EXPECT_THROW(gemm(Trans::N, Trans::T, s.M, s.N, s.K, 1.0f, {qx.data(), DType::E4M3},
+                    {qw.data(), DType::E5M2}, 0.0f, got.data()),
+               Error);  // FP8 without its scale_invs
 }
 
 // Converts x[offset, offset + n) with cast and checks each code against bf16_from_float, and

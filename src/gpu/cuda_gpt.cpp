@@ -21,7 +21,6 @@
 namespace fp8lm {
 
 using cuda::DeviceBuffer;
-using cuda::GemmOperand;
 using gpu::CudaLinear;
 
 namespace {

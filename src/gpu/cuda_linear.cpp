@@ -6,7 +6,6 @@
 
 namespace fp8lm::gpu {
 
-using cuda::GemmOperand;
 using cuda::GemmOptions;
 
 CudaLinear::CudaLinear(int64_t in, int64_t out, Params p, ScalingSlots* slots, int index,
@@ -26,7 +25,7 @@ void CudaLinear::keep_fp8_weight_scale(cudaStream_t s) {
                                    sizeof(float), cudaMemcpyDeviceToDevice, s));
 }
 
-cuda::Fp8Out CudaLinear::fp8_input(int64_t rows) {
+Fp8Out CudaLinear::fp8_input(int64_t rows) {
   scratch_->x8.resize(size_t(rows * in_));
   slots_->set_cast_size(index_, Slot::Input, rows * in_);
   return slots_->out(index_, Slot::Input, scratch_->x8.data());
@@ -106,7 +105,7 @@ void CudaLinear::backward(const float* dy, float* dx, bool accumulate_dx, int64_
       scratch_->dy8.resize(size_t(ny));
       scratch_->dyt8.resize(size_t(ny));
       slots_->set_cast_size(index_, Slot::GradOutput, ny);
-      const cuda::Fp8Out q = slots_->out(index_, Slot::GradOutput, scratch_->dy8.data());
+      const Fp8Out q = slots_->out(index_, Slot::GradOutput, scratch_->dy8.data());
       if (p_.b) {
         scratch_->dbias.resize(size_t(out_));
         cuda::cast_transpose_dbias(q, scratch_->dyt8.data(), scratch_->dbias.data(), dy, rows, out_,

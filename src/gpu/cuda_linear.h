@@ -14,7 +14,7 @@
 
 #include "gpu/cuda_scaling.h"
 #include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/fp8_tensor.h"
+#include "kernels/tensor.h"
 #include "nn/linear.h"  // GemmMode
 
 namespace fp8lm::gpu {
@@ -36,7 +36,7 @@ class CudaLinear {
 
   // The input in the form this mode's GEMM takes, for a producer (norm, activation) to write
   // before forward(): FP8 codes with the input slot's scale and amax, or BF16 (kept for wgrad).
-  cuda::Fp8Out fp8_input(int64_t rows);
+  Fp8Out fp8_input(int64_t rows);
   bf16_t* bf16_input(int64_t rows);
   // FP32 mode: x must stay valid until backward.
   void set_fp32_input(const float* x) { x32_ = x; }

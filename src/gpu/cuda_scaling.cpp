@@ -25,9 +25,9 @@ int ScalingSlots::slot(int linear, Slot s) const {
                                                  : 3 * n_linears_ + 2 * linear + (k - 3);
 }
 
-cuda::Fp8Out ScalingSlots::out(int linear, Slot s, uint8_t* codes) {
+Fp8Out ScalingSlots::out(int linear, Slot s, uint8_t* codes) {
   const size_t i = size_t(slot(linear, s));
-  cuda::Fp8Out o;
+  Fp8Out o;
   o.data = codes;
   o.scale = scale_.data() + i;
   o.amax = history_buf_.data() + i * size_t(history_);

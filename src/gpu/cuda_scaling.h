@@ -10,7 +10,7 @@
 
 #include "fp8/scaling.h"
 #include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/fp8_tensor.h"
+#include "kernels/tensor.h"
 #include "kernels/cuda/scaling.h"
 
 namespace fp8lm::gpu {
@@ -23,7 +23,7 @@ class ScalingSlots {
   int slot(int linear, Slot s) const;
   // An Fp8Out writing codes with slot s of Linear l: its scale, its amax (history[0]) and its
   // cast counters.
-  cuda::Fp8Out out(int linear, Slot s, uint8_t* codes);
+  Fp8Out out(int linear, Slot s, uint8_t* codes);
   const float* scale_inv(int linear, Slot s) const;
   Fp8Format format(int linear, Slot s) const { return format_[size_t(slot(linear, s))]; }
   // The scale_inv a forward cast used, kept for backward: the forward update changes the live

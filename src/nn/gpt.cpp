@@ -171,19 +171,17 @@ void GPT::head_forward(int64_t rows) {
   logits_.resize(static_cast<size_t>(rows * V));
   // The tied LM head is not an FP8 GEMM; it runs in the GEMM precision (bf16 or fp32).
   head_mode_ = gemm_mode(GemmPrecision::current());
+  GemmOperand x{normed_.data(), DType::F32}, w{wte_.data(), DType::F32};
   if (head_mode_ == GemmMode::Bf16) {
     normed16_.resize(normed_.size());
     wte16_.resize(wte_.value.size());
     cpu::fp32_to_bf16(normed16_.data(), normed_.data(), rows * d);
     cpu::fp32_to_bf16(wte16_.data(), wte_.data(), V * d);
-    cpu::gemm_bf16(Trans::N, Trans::T, rows, V, d, 1.0f, normed16_.data(), wte16_.data(), 0.0f,
-                   logits_.data());
-    count_traffic((rows + V) * d * 6 + gemm_traffic(rows, V, d, 2, 2, false));
-  } else {
-    cpu::gemm_f32(Trans::N, Trans::T, rows, V, d, 1.0f, normed_.data(), wte_.data(), 0.0f,
-                  logits_.data());
-    count_traffic(gemm_traffic(rows, V, d, 4, 4, false));
+    count_traffic((rows + V) * d * 6);
+    x = {normed16_.data(), DType::BF16};
+    w = {wte16_.data(), DType::BF16};
   }
+  cpu::gemm(Trans::N, Trans::T, rows, V, d, 1.0f, x, w, 0.0f, logits_.data());
 }
 
 float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
@@ -226,22 +224,17 @@ void GPT::backward() {
   const int64_t rows = B_ * T_, d = cfg_.d_model, V = cfg_.vocab;
   const float* dlogits = logits_.data();
   dnormed_.resize(static_cast<size_t>(rows * d));
-  if (head_mode_ == GemmMode::Bf16) {
+  GemmOperand g{dlogits, DType::F32}, w{wte_.data(), DType::F32}, x{normed_.data(), DType::F32};
+  if (head_mode_ == GemmMode::Bf16) {  // forward's BF16 casts of the weight and the input
     dlogits16_.resize(logits_.size());
     cpu::fp32_to_bf16(dlogits16_.data(), dlogits, rows * V);
-    count_traffic(rows * V * 6 + gemm_traffic(rows, d, V, 2, 2, false) +
-                  gemm_traffic(V, d, rows, 2, 2, true));
-    cpu::gemm_bf16(Trans::N, Trans::N, rows, d, V, 1.0f, dlogits16_.data(), wte16_.data(), 0.0f,
-                   dnormed_.data());
-    cpu::gemm_bf16(Trans::T, Trans::N, V, d, rows, 1.0f, dlogits16_.data(), normed16_.data(), 1.0f,
-                   wte_.grad.data());
-  } else {
-    cpu::gemm_f32(Trans::N, Trans::N, rows, d, V, 1.0f, dlogits, wte_.data(), 0.0f,
-                  dnormed_.data());
-    cpu::gemm_f32(Trans::T, Trans::N, V, d, rows, 1.0f, dlogits, normed_.data(), 1.0f,
-                  wte_.grad.data());
-    count_traffic(gemm_traffic(rows, d, V, 4, 4, false) + gemm_traffic(V, d, rows, 4, 4, true));
+    count_traffic(rows * V * 6);
+    g = {dlogits16_.data(), DType::BF16};
+    w = {wte16_.data(), DType::BF16};
+    x = {normed16_.data(), DType::BF16};
   }
+  cpu::gemm(Trans::N, Trans::N, rows, d, V, 1.0f, g, w, 0.0f, dnormed_.data());
+  cpu::gemm(Trans::T, Trans::N, V, d, rows, 1.0f, g, x, 1.0f, wte_.grad.data());
   dacts_a_.assign(static_cast<size_t>(rows * d), 0.0f);
   dacts_b_.resize(static_cast<size_t>(rows * d));
   lnf_.backward(dnormed_.data(), dacts_a_.data(), rows);

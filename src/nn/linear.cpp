@@ -110,16 +110,17 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
     forward_fp8_input(sinv, y, rows, add_bias);
     return;
   }
+  GemmOperand w;
   if (mode_ == GemmMode::Bf16) {
     x16_.resize(static_cast<size_t>(rows * in_));
     cpu::fp32_to_bf16(x16_.data(), x, rows * in_);
-    cpu::gemm_bf16(Trans::N, Trans::T, rows, out_, in_, 1.0f, x16_.data(), weight_bf16(), 0.0f, y);
-    count_traffic(rows * in_ * 6 + gemm_traffic(rows, out_, in_, 2, 2, false));
+    count_traffic(rows * in_ * 6);
+    w = {weight_bf16(), DType::BF16};
   } else {
     x_ = x;
-    cpu::gemm_f32(Trans::N, Trans::T, rows, out_, in_, 1.0f, x, weight_.data(), 0.0f, y);
-    count_traffic(gemm_traffic(rows, out_, in_, 4, 4, false));
+    w = {weight_.data(), DType::F32};
   }
+  cpu::gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
   finish_forward(y, rows, add_bias);
 }
 
@@ -128,10 +129,33 @@ void Linear::forward_fp8_input(float scale_inv, float* y, int64_t rows, bool add
   qx_scale_inv_ = scale_inv;
   const uint8_t* qw = prepare_weight_fp8();
   // The input codes are what backward's weight gradient uses: one byte per value saved.
-  cpu::gemm_fp8(Trans::N, Trans::T, rows, out_, in_, qx_scale_inv_ * qw_scale_inv_, qx_.data(),
-                meta_[Slot::Input].format, qw, meta_[Slot::Weight].format, 0.0f, y);
-  count_traffic(gemm_traffic(rows, out_, in_, 1, 1, false));
+  const GemmOperand w{qw, fp8_dtype(meta_[Slot::Weight].format), &qw_scale_inv_};
+  cpu::gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
   finish_forward(y, rows, add_bias);
+}
+
+GemmOperand Linear::weight_for_dgrad() {
+  switch (mode_) {
+    case GemmMode::Bf16:
+      return {weight_bf16(), DType::BF16};
+    case GemmMode::Fp8:
+      return {weight_fp8_for_backward(), fp8_dtype(meta_[Slot::Weight].format), &qw_scale_inv_};
+    case GemmMode::Fp32:
+      break;
+  }
+  return {weight_.data(), DType::F32};
+}
+
+GemmOperand Linear::saved_input() const {
+  switch (mode_) {
+    case GemmMode::Bf16:
+      return {x16_.data(), DType::BF16};
+    case GemmMode::Fp8:
+      return {qx_.data(), fp8_dtype(meta_[Slot::Input].format), &qx_scale_inv_};
+    case GemmMode::Fp32:
+      break;
+  }
+  return {x_, DType::F32};
 }
 
 void Linear::finish_forward(float* y, int64_t rows, bool add_bias) {
@@ -147,48 +171,35 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
     cpu::bias_backward(bias_.grad.data(), dy, rows, out_);
     count_traffic(rows * out_ * 4 + out_ * 8);
   }
-  // dgrad (when dx is wanted) and wgrad, with the operand width of this mode.
-  const auto count_gemms = [&](int bytes) {
-    if (dx) count_traffic(gemm_traffic(rows, in_, out_, bytes, bytes, accumulate_dx));
-    count_traffic(gemm_traffic(out_, in_, rows, bytes, bytes, true));
-  };
   // A BF16 gradient (--fp8-weights) takes the GEMM's FP32 result from scratch.
   const bool bf16_grad = weight_.bf16_grad();
   float* dw = bf16_grad ? scratch<float>(Scratch::WeightGrad, out_ * in_) : weight_.grad.data();
   const float wbeta = bf16_grad ? 0.0f : 1.0f;
+  // dy as this mode's GEMMs take it.
+  GemmOperand g;
+  float dy_sinv = 1.0f;
   switch (mode_) {
     case GemmMode::Fp32:
-      if (dx)
-        cpu::gemm_f32(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy, weight_.data(), beta, dx);
-      cpu::gemm_f32(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy, x_, wbeta, dw);
-      count_gemms(4);
+      g = {dy, DType::F32};
       break;
     case GemmMode::Bf16: {
       bf16_t* dy16 = scratch<bf16_t>(Scratch::LinearDy, rows * out_);
       cpu::fp32_to_bf16(dy16, dy, rows * out_);
       count_traffic(rows * out_ * 6);
-      count_gemms(2);
-      if (dx)
-        cpu::gemm_bf16(Trans::N, Trans::N, rows, in_, out_, 1.0f, dy16, weight_bf16(), beta, dx);
-      cpu::gemm_bf16(Trans::T, Trans::N, out_, in_, rows, 1.0f, dy16, x16_.data(), wbeta, dw);
+      g = {dy16, DType::BF16};
       break;
     }
     case GemmMode::Fp8: {
       ScalingState& sdy = meta_[Slot::GradOutput];
       uint8_t* qdy = scratch<uint8_t>(Scratch::LinearDy, rows * out_);
-      const float dy_sinv = cast_with_recipe(sdy, recipe_, qdy, dy, rows * out_);
+      dy_sinv = cast_with_recipe(sdy, recipe_, qdy, dy, rows * out_);
       count_traffic(rows * out_ * 5);
-      count_gemms(1);
-      const Fp8Format fw = meta_[Slot::Weight].format, fx = meta_[Slot::Input].format;
-      if (dx) {
-        cpu::gemm_fp8(Trans::N, Trans::N, rows, in_, out_, dy_sinv * qw_scale_inv_, qdy, sdy.format,
-                      weight_fp8_for_backward(), fw, beta, dx);
-      }
-      cpu::gemm_fp8(Trans::T, Trans::N, out_, in_, rows, dy_sinv * qx_scale_inv_, qdy, sdy.format,
-                    qx_.data(), fx, wbeta, dw);
+      g = {qdy, fp8_dtype(sdy.format), &dy_sinv};
       break;
     }
   }
+  if (dx) cpu::gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g, weight_for_dgrad(), beta, dx);
+  cpu::gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, g, saved_input(), wbeta, dw);
   if (bf16_grad) {
     cpu::accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
     count_traffic(out_ * in_ * 8);

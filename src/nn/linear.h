@@ -10,6 +10,7 @@
 #include "core/bf16.h"
 #include "core/gemm_mode.h"
 #include "fp8/scaling.h"
+#include "kernels/tensor.h"
 #include "nn/autocast.h"
 #include "nn/parameter.h"
 
@@ -74,6 +75,10 @@ class Linear {
   const uint8_t* weight_fp8_for_backward();
   const bf16_t* weight_bf16();
   void finish_forward(float* y, int64_t rows, bool add_bias);
+  // The input as forward kept it for this mode's GEMMs (and the weight gradient's).
+  GemmOperand saved_input() const;
+  // The weight for the input gradient, cast (BF16, FP8 at forward's scale) as forward used it.
+  GemmOperand weight_for_dgrad();
 
   std::string name_;
   int64_t in_, out_;

@@ -15,6 +15,7 @@
 
 #include "core/bf16.h"
 #include "core/fp8_dtype.h"
+#include "kernels/tensor.h"
 #include "kernels/types.h"
 
 namespace fp8lm::cpu {
@@ -31,6 +32,13 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
 // decoded inside the call, so callers keep only the 1-byte codes.
 void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const uint8_t* A,
               Fp8Format fa, const uint8_t* B, Fp8Format fb, float beta, float* C);
+
+// The entry every backend shares (kernels/cuda/gemm.h takes the same operands in device
+// memory): the operands' dtypes pick gemm_f32, gemm_bf16 or gemm_fp8, whose two scale_invs
+// fold into the output scale as alpha * sa * sb. Operands are F32×F32, BF16×BF16 or FP8×FP8
+// (any mix of E4M3 and E5M2); anything else throws Error. Counts the call's traffic.
+void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
+          const GemmOperand& B, float beta, float* C);
 
 enum class LowPrecisionEngine { NativeBf16, WidenToFp32 };
 std::string_view engine_name(LowPrecisionEngine e);

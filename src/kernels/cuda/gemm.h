@@ -11,16 +11,10 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
+#include "kernels/tensor.h"
 #include "kernels/types.h"
 
 namespace fp8lm::cuda {
-
-struct GemmOperand {
-  const void* data = nullptr;
-  DType type = DType::F32;
-  const float* scale_inv = nullptr;  // device, FP8 only: the value is code * *scale_inv
-};
 
 struct GemmOptions {
   // [N] FP32 bias added to every row of the product (before beta*C is added) through the

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/fp8_tensor.h"
+#include "kernels/tensor.h"
 
 namespace fp8lm::cuda {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "core/bf16.h"
-#include "kernels/cuda/fp8_tensor.h"
+#include "kernels/tensor.h"
 
 namespace fp8lm::cuda {
 

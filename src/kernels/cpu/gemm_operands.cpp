@@ -1,0 +1,33 @@
+// The GEMM entry over operand descriptors: one dispatch on the operands' dtypes.
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/traffic.h"
+
+namespace fp8lm::cpu {
+
+void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
+          const GemmOperand& B, float beta, float* C) {
+  count_traffic(gemm_traffic(M, N, K, static_cast<int>(dtype_size(A.type)),
+                             static_cast<int>(dtype_size(B.type)), beta != 0.0f));
+  if (A.type == DType::F32 && B.type == DType::F32) {
+    return gemm_f32(ta, tb, M, N, K, alpha, static_cast<const float*>(A.data),
+                    static_cast<const float*>(B.data), beta, C);
+  }
+  if (A.type == DType::BF16 && B.type == DType::BF16) {
+    return gemm_bf16(ta, tb, M, N, K, alpha, static_cast<const bf16_t*>(A.data),
+                     static_cast<const bf16_t*>(B.data), beta, C);
+  }
+  if (is_fp8(A.type) && is_fp8(B.type) && A.scale_inv && B.scale_inv) {
+    return gemm_fp8(ta, tb, M, N, K, alpha * *A.scale_inv * *B.scale_inv,
+                    static_cast<const uint8_t*>(A.data), fp8_format_of(A.type),
+                    static_cast<const uint8_t*>(B.data), fp8_format_of(B.type), beta, C);
+  }
+  throw Error(
+      fmt::format("cpu::gemm: operands {} and {} do not mix (both F32, both BF16, or "
+                  "both FP8 with their scale_invs)",
+                  dtype_name(A.type), dtype_name(B.type)));
+}
+
+}  // namespace fp8lm::cpu

@@ -1,0 +1,30 @@
+#pragma once
+// How tensors travel into every backend's kernels, as in TE's NVTETensor: a GEMM operand is
+// its data, its dtype and (FP8) a pointer to its scale_inv; a quantized output carries its
+// codes with the scale the producer multiplies by, the amax it max-accumulates and the
+// saturated/flushed counters. Pointers are in the backend's memory (host for the CPU, device
+// for CUDA), so a GPU step never waits on the host for a scale.
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace fp8lm {
+
+struct GemmOperand {
+  const void* data = nullptr;
+  DType type = DType::F32;           // F32, BF16, E4M3 or E5M2
+  const float* scale_inv = nullptr;  // FP8 only: the value is code * *scale_inv
+};
+
+struct Fp8Out {
+  uint8_t* data = nullptr;       // codes, row-major like the FP32 tensor they encode
+  const float* scale = nullptr;  // q = cast(x * *scale), saturating (satfinite)
+  float* amax = nullptr;         // max-accumulated with max|x| of the unscaled input
+  Fp8Format format = Fp8Format::E4M3;
+  // Optional counters (nullptr: not counted), added to: values whose |x * scale| rounded past
+  // the format's max or were ±Inf, and non-zero values that became ±0 (CastStats).
+  unsigned long long* saturated = nullptr;
+  unsigned long long* flushed = nullptr;
+};
+
+}  // namespace fp8lm
