@@ -1,0 +1,233 @@
+// The one emulated device: an sm_90-like GPU (compute capability 9.0, so the FP8 paths run),
+// its streams and events. Every operation completes before its call returns, so streams only
+// need to exist and events only need a time.
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "report.h"
+#include "runtime_state.h"
+
+struct CUstream_st {
+  unsigned flags = 0;
+};
+
+struct CUevent_st {
+  std::chrono::steady_clock::time_point when{};
+  bool recorded = false;
+  unsigned flags = 0;
+};
+
+namespace emu::detail {
+namespace {
+
+std::mutex g_mutex;
+std::set<cudaStream_t> g_streams;
+std::set<cudaEvent_t> g_events;
+thread_local int g_device = 0;
+
+bool is_valid_event(cudaEvent_t e) {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  return g_events.count(e) != 0;
+}
+
+cudaDeviceProp make_properties() {
+  cudaDeviceProp p{};
+  std::strncpy(p.name, "fp8lm CUDA emulator (sm_90)", sizeof p.name - 1);
+  p.totalGlobalMem = kDeviceMemory;
+  p.sharedMemPerBlock = 48 * 1024;
+  p.regsPerBlock = 65536;
+  p.warpSize = 32;
+  p.maxThreadsPerBlock = 1024;
+  p.maxThreadsDim[0] = 1024;
+  p.maxThreadsDim[1] = 1024;
+  p.maxThreadsDim[2] = 64;
+  p.maxGridSize[0] = 0x7fffffff;
+  p.maxGridSize[1] = 65535;
+  p.maxGridSize[2] = 65535;
+  p.clockRate = 1980000;
+  p.major = 9;
+  p.minor = 0;
+  p.multiProcessorCount = 132;
+  p.maxThreadsPerMultiProcessor = 2048;
+  p.sharedMemPerBlockOptin = 227 * 1024;
+  p.sharedMemPerMultiprocessor = 228 * 1024;
+  p.l2CacheSize = 50 * 1024 * 1024;
+  p.memoryBusWidth = 5120;
+  return p;
+}
+
+}  // namespace
+
+const cudaDeviceProp& properties() {
+  static const cudaDeviceProp p = make_properties();
+  return p;
+}
+
+bool is_valid_stream(cudaStream_t s) {
+  if (s == nullptr) return true;
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_streams.count(s)) return true;
+  report("stream %p is not the default stream or a live cudaStreamCreate stream",
+         static_cast<void*>(s));
+  return false;
+}
+
+}  // namespace emu::detail
+
+using emu::detail::fail;
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  if (!version) return fail(cudaErrorInvalidValue);
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  return cudaRuntimeGetVersion(version);
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (!count) return fail(cudaErrorInvalidValue);
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (!device) return fail(cudaErrorInvalidValue);
+  *device = emu::detail::g_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  emu::detail::g_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (!prop) return fail(cudaErrorInvalidValue);
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  *prop = emu::detail::properties();
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (!value) return fail(cudaErrorInvalidValue);
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  const cudaDeviceProp& p = emu::detail::properties();
+  switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+    case cudaDevAttrMaxBlockDimX: *value = p.maxThreadsDim[0]; break;
+    case cudaDevAttrMaxGridDimX: *value = p.maxGridSize[0]; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = static_cast<int>(p.sharedMemPerBlock); break;
+    case cudaDevAttrWarpSize: *value = p.warpSize; break;
+    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = static_cast<int>(p.sharedMemPerBlockOptin);
+      break;
+    default:
+      emu::detail::report("cudaDeviceGetAttribute: attribute %d is not emulated",
+                          static_cast<int>(attr));
+      return fail(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  return emu::detail::take_launch_failure();
+}
+
+cudaError_t cudaDeviceReset() {
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  if (!stream) return fail(cudaErrorInvalidValue);
+  *stream = new CUstream_st{flags};
+  const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
+  emu::detail::g_streams.insert(*stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  {
+    const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
+    if (!stream || !emu::detail::g_streams.erase(stream)) {
+      emu::detail::report("cudaStreamDestroy(%p): not a live stream", static_cast<void*>(stream));
+      return fail(cudaErrorInvalidResourceHandle);
+    }
+  }
+  delete stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  return emu::detail::take_launch_failure();
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  return cudaStreamSynchronize(stream);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
+  if (!emu::detail::is_valid_stream(stream) || !emu::detail::is_valid_event(event))
+    return fail(cudaErrorInvalidResourceHandle);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  if (!event) return fail(cudaErrorInvalidValue);
+  *event = new CUevent_st{{}, false, flags};
+  const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
+  emu::detail::g_events.insert(*event);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  {
+    const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
+    if (!event || !emu::detail::g_events.erase(event)) return fail(cudaErrorInvalidResourceHandle);
+  }
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!emu::detail::is_valid_event(event) || !emu::detail::is_valid_stream(stream))
+    return fail(cudaErrorInvalidResourceHandle);
+  event->when = std::chrono::steady_clock::now();
+  event->recorded = true;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!emu::detail::is_valid_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  return emu::detail::take_launch_failure();
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return cudaEventSynchronize(event);
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms) return fail(cudaErrorInvalidValue);
+  if (!emu::detail::is_valid_event(start) || !emu::detail::is_valid_event(end))
+    return fail(cudaErrorInvalidResourceHandle);
+  if (!start->recorded || !end->recorded || (start->flags | end->flags) & cudaEventDisableTiming)
+    return fail(cudaErrorInvalidResourceHandle);
+  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  return cudaSuccess;
+}

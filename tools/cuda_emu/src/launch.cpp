@@ -1,0 +1,81 @@
+// Kernel launches: the configuration checks the CUDA runtime makes, then the blocks.
+#include <map>
+#include <mutex>
+
+#include "block_scheduler.h"
+#include "emu/launch.h"
+#include "report.h"
+#include "runtime_state.h"
+
+namespace emu::detail {
+namespace {
+
+constexpr int kDefaultDynamicShared = 48 * 1024;  // without cudaFuncSetAttribute
+constexpr int kMaxDynamicShared = 227 * 1024;     // sm_90's opt-in limit
+
+std::mutex g_mutex;
+std::map<const void*, int> g_max_dynamic_shared;  // per kernel, from cudaFuncSetAttribute
+
+int max_dynamic_shared(const void* kernel) {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  const auto it = g_max_dynamic_shared.find(kernel);
+  return it == g_max_dynamic_shared.end() ? kDefaultDynamicShared : it->second;
+}
+
+bool config_ok(const LaunchConfig& c, const void* kernel) {
+  const dim3 g = c.grid, b = c.block;
+  const unsigned long long threads = 1ull * b.x * b.y * b.z;
+  if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535) {
+    report("launch of kernel %p: grid (%u,%u,%u) out of range", kernel, g.x, g.y, g.z);
+    return false;
+  }
+  if (threads == 0 || threads > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64) {
+    report("launch of kernel %p: block (%u,%u,%u) out of range", kernel, b.x, b.y, b.z);
+    return false;
+  }
+  if (c.shared_bytes > static_cast<std::size_t>(max_dynamic_shared(kernel))) {
+    report("launch of kernel %p: %zu bytes of dynamic shared memory, above its limit of %d "
+           "(cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) raises it)",
+           kernel, c.shared_bytes, max_dynamic_shared(kernel));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+}  // namespace emu::detail
+
+namespace emu {
+
+void refuse_launch(cudaError_t error) {
+  detail::fail(error);
+}
+
+bool check_pointer_argument(const void* kernel, int index, const void* p) {
+  if (p == nullptr || detail::is_device_range(p, 0)) return true;
+  detail::report("launch of kernel %p: argument %d (%p) is not device memory", kernel, index, p);
+  return false;
+}
+
+void run_grid(const LaunchConfig& config, const void* kernel, void (*body)(void*), void* ctx) {
+  if (!detail::is_valid_stream(config.stream)) return refuse_launch(cudaErrorInvalidResourceHandle);
+  if (!detail::config_ok(config, kernel)) return refuse_launch(cudaErrorInvalidConfiguration);
+  if (!detail::run_blocks(config.grid, config.block, config.shared_bytes, body, ctx))
+    detail::note_launch_failure();
+}
+
+}  // namespace emu
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (!func) return emu::detail::fail(cudaErrorInvalidValue);
+  if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
+      value > emu::detail::kMaxDynamicShared) {
+    emu::detail::report("cudaFuncSetAttribute(%p, %d, %d): not allowed on sm_90", func,
+                        static_cast<int>(attr), value);
+    return emu::detail::fail(cudaErrorInvalidValue);
+  }
+  const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
+  emu::detail::g_max_dynamic_shared[func] = value;
+  return cudaSuccess;
+}

@@ -1,0 +1,221 @@
+// Device memory is host memory the registry knows. Fresh allocations are filled with 0xFF
+// bytes (NaN in every float format), so reading memory nobody wrote shows up in results; every
+// copy and memset is checked against the direction its kind names.
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+
+#include "report.h"
+#include "runtime_state.h"
+
+namespace emu::detail {
+namespace {
+
+std::mutex g_mutex;
+std::map<uintptr_t, std::size_t> g_allocations;  // base -> bytes
+std::size_t g_allocated = 0;
+
+// The allocation holding p (or ending at p), or end().
+std::map<uintptr_t, std::size_t>::const_iterator find(uintptr_t p) {
+  auto it = g_allocations.upper_bound(p);
+  if (it == g_allocations.begin()) return g_allocations.end();
+  --it;
+  return p <= it->first + it->second ? it : g_allocations.end();
+}
+
+const char* kind_name(cudaMemcpyKind kind) {
+  switch (kind) {
+    case cudaMemcpyHostToHost: return "HostToHost";
+    case cudaMemcpyHostToDevice: return "HostToDevice";
+    case cudaMemcpyDeviceToHost: return "DeviceToHost";
+    case cudaMemcpyDeviceToDevice: return "DeviceToDevice";
+    case cudaMemcpyDefault: return "Default";
+  }
+  return "?";
+}
+
+// Checks one side of a copy: device memory for the whole range, or no device memory at all.
+bool side_ok(const char* call, const char* side, const void* p, std::size_t bytes, bool device,
+             cudaMemcpyKind kind) {
+  if (device && !is_device_range(p, bytes)) {
+    report("%s (%s): %s %p + %zu bytes is not inside one cudaMalloc allocation", call,
+           kind_name(kind), side, p, bytes);
+    return false;
+  }
+  if (!device && is_device_pointer(p)) {
+    report("%s (%s): %s %p is device memory, but the kind says host", call, kind_name(kind), side,
+           p);
+    return false;
+  }
+  return true;
+}
+
+cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes,
+                 cudaMemcpyKind kind, cudaStream_t stream) {
+  if (!is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = take_launch_failure(); e != cudaSuccess) return e;
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) {
+    report("%s: null pointer", call);
+    return fail(cudaErrorInvalidValue);
+  }
+  bool ok = true;
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+    case cudaMemcpyHostToDevice:
+    case cudaMemcpyDeviceToHost:
+    case cudaMemcpyDeviceToDevice:
+      ok = side_ok(call, "src", src, bytes, kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice, kind) &&
+           side_ok(call, "dst", dst, bytes, kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice, kind);
+      break;
+    case cudaMemcpyDefault:  // any direction, but a device side must hold the whole range
+      ok = side_ok(call, "src", src, bytes, is_device_pointer(src), kind) &&
+           side_ok(call, "dst", dst, bytes, is_device_pointer(dst), kind);
+      break;
+    default:
+      report("%s: unknown copy kind %d", call, static_cast<int>(kind));
+      return fail(cudaErrorInvalidMemcpyDirection);
+  }
+  if (!ok) return fail(cudaErrorInvalidValue);
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t set(const char* call, void* p, int value, std::size_t bytes, cudaStream_t stream) {
+  if (!is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (bytes == 0) return cudaSuccess;
+  if (!is_device_range(p, bytes)) {
+    report("%s: %p + %zu bytes is not inside one cudaMalloc allocation", call, p, bytes);
+    return fail(cudaErrorInvalidValue);
+  }
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+bool is_device_range(const void* p, std::size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  const auto it = find(a);
+  return it != g_allocations.end() && a + bytes <= it->first + it->second && a + bytes >= a;
+}
+
+bool is_device_pointer(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  const auto it = find(a);
+  return it != g_allocations.end() && a < it->first + it->second;
+}
+
+// The byte fresh allocations are filled with: 0xFF (NaN everywhere), or CUDA_EMU_FILL (e.g.
+// 0 to see whether a failure depends on reading memory nobody wrote).
+int fill_byte() {
+  static const int fill = [] {
+    const char* v = std::getenv("CUDA_EMU_FILL");
+    return v ? static_cast<int>(std::strtol(v, nullptr, 0)) : 0xff;
+  }();
+  return fill;
+}
+
+std::size_t allocated_bytes() {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  return g_allocated;
+}
+
+}  // namespace emu::detail
+
+using emu::detail::fail;
+using emu::detail::report;
+
+cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
+  if (!ptr) return fail(cudaErrorInvalidValue);
+  *ptr = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  if (bytes > emu::detail::kDeviceMemory - emu::detail::allocated_bytes())
+    return fail(cudaErrorMemoryAllocation);
+  const std::size_t rounded = (bytes + 255) / 256 * 256;  // cudaMalloc aligns to 256 bytes
+  void* p = std::aligned_alloc(256, rounded);
+  if (!p) return fail(cudaErrorMemoryAllocation);
+  std::memset(p, emu::detail::fill_byte(), rounded);
+  const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
+  emu::detail::g_allocations[reinterpret_cast<uintptr_t>(p)] = bytes;
+  emu::detail::g_allocated += bytes;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  if (!ptr) return cudaSuccess;
+  {
+    const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
+    const auto it = emu::detail::g_allocations.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == emu::detail::g_allocations.end()) {
+      report("cudaFree(%p): not the start of a live cudaMalloc allocation", ptr);
+      return fail(cudaErrorInvalidValue);
+    }
+    emu::detail::g_allocated -= it->second;
+    emu::detail::g_allocations.erase(it);
+  }
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream) {
+  if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  return cudaMalloc(ptr, bytes);
+}
+
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+  if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  return cudaFree(ptr);
+}
+
+cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
+  if (!ptr) return fail(cudaErrorInvalidValue);
+  *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  return *ptr || bytes == 0 ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  return emu::detail::copy("cudaMemcpy", dst, src, bytes, kind, nullptr);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  return emu::detail::copy("cudaMemcpyAsync", dst, src, bytes, kind, stream);
+}
+
+cudaError_t cudaMemcpy2D(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                         std::size_t width, std::size_t height, cudaMemcpyKind kind) {
+  if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
+  for (std::size_t r = 0; r < height; ++r) {
+    const cudaError_t e = emu::detail::copy("cudaMemcpy2D", static_cast<char*>(dst) + r * dpitch,
+                                            static_cast<const char*>(src) + r * spitch, width, kind,
+                                            nullptr);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
+  return emu::detail::set("cudaMemset", ptr, value, bytes, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_t stream) {
+  return emu::detail::set("cudaMemsetAsync", ptr, value, bytes, stream);
+}
+
+cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total) {
+  if (!free || !total) return fail(cudaErrorInvalidValue);
+  *total = emu::detail::kDeviceMemory;
+  *free = *total - emu::detail::allocated_bytes();
+  return cudaSuccess;
+}

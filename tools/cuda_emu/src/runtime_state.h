@@ -1,0 +1,36 @@
+#pragma once
+// State the runtime API's parts share: the last error, and the registry of device memory.
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda_runtime_api.h"
+
+namespace emu::detail {
+
+// Records err as the last error (cudaGetLastError) and returns it, for `return fail(...)`.
+cudaError_t fail(cudaError_t err);
+
+// A kernel failed (a device error or deadlock): the next synchronizing call and
+// cudaGetLastError report cudaErrorLaunchFailure.
+void note_launch_failure();
+
+// Success, or the pending launch failure (then cleared): what synchronizing calls return.
+cudaError_t take_launch_failure();
+
+// Whether [p, p + bytes) lies inside one cudaMalloc allocation (bytes = 0: p inside it or at
+// its end).
+bool is_device_range(const void* p, std::size_t bytes);
+
+// Whether p points into any cudaMalloc allocation.
+bool is_device_pointer(const void* p);
+
+// Bytes allocated now, for cudaMemGetInfo.
+std::size_t allocated_bytes();
+
+// Whether s is the default stream or one from cudaStreamCreate.
+bool is_valid_stream(cudaStream_t s);
+
+// The emulated device's memory size (16 GiB).
+inline constexpr std::size_t kDeviceMemory = std::size_t{16} << 30;
+
+}  // namespace emu::detail
