@@ -104,8 +104,8 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComput
                                         cudaDataType_t scale_type);
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc);
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
-                                              cublasLtMatmulDescAttributes_t attr,
-                                              const void* buf, std::size_t size);
+                                              cublasLtMatmulDescAttributes_t attr, const void* buf,
+                                              std::size_t size);
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType_t type,
                                           uint64_t rows, uint64_t cols, int64_t ld);
@@ -120,15 +120,16 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     cublasLtMatmulPreferenceAttributes_t attr,
                                                     const void* buf, std::size_t size);
 
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
-    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-    cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
-    cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t* results,
-    int* returned);
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                              cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                              cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                              cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t* results,
+                                              int* returned);
 
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
-                              const void* alpha, const void* A, cublasLtMatrixLayout_t a,
-                              const void* B, cublasLtMatrixLayout_t b, const void* beta,
-                              const void* C, cublasLtMatrixLayout_t c, void* D,
-                              cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t* algo,
-                              void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha,
+                              const void* A, cublasLtMatrixLayout_t a, const void* B,
+                              cublasLtMatrixLayout_t b, const void* beta, const void* C,
+                              cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
+                              const cublasLtMatmulAlgo_t* algo, void* workspace,
+                              std::size_t workspace_bytes, cudaStream_t stream);

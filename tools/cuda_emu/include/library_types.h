@@ -12,4 +12,8 @@ typedef enum cudaDataType_t {
   CUDA_R_8F_E5M2 = 29,
 } cudaDataType;
 
-typedef enum libraryPropertyType_t { MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL } libraryPropertyType;
+typedef enum libraryPropertyType_t {
+  MAJOR_VERSION,
+  MINOR_VERSION,
+  PATCH_LEVEL
+} libraryPropertyType;

@@ -32,8 +32,12 @@ struct TileShape {
   static constexpr int cols = std::is_same_v<Use, matrix_a> ? K : N;
 };
 
-inline float to_float(float v) { return v; }
-inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+inline float to_float(float v) {
+  return v;
+}
+inline float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 
 // WMMA's documented requirements: a 256-bit aligned pointer, ldm a multiple of 16 bytes.
 template <typename T>
@@ -70,7 +74,9 @@ void fill_fragment(fragment<Use, M, N, K, T, L>& f, std::type_identity_t<T> v) {
 template <typename Use, int M, int N, int K, typename T, typename L>
 void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const T* p, unsigned ldm) {
   static_assert(std::is_same_v<L, row_major> || std::is_same_v<L, col_major>);
-  detail::check_memory(p, ldm, "wmma::load_matrix_sync: pointer not 32-byte aligned or ldm not a multiple of 16 bytes");
+  detail::check_memory(
+      p, ldm,
+      "wmma::load_matrix_sync: pointer not 32-byte aligned or ldm not a multiple of 16 bytes");
   using F = fragment<Use, M, N, K, T, L>;
   for (int e = 0; e < F::num_elements; ++e) {
     const int r = F::row_of(e), c = F::col_of(e);
@@ -82,7 +88,9 @@ void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const T* p, unsigned ldm)
 template <int M, int N, int K, typename T>
 void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const T* p, unsigned ldm,
                       layout_t layout) {
-  detail::check_memory(p, ldm, "wmma::load_matrix_sync: pointer not 32-byte aligned or ldm not a multiple of 16 bytes");
+  detail::check_memory(
+      p, ldm,
+      "wmma::load_matrix_sync: pointer not 32-byte aligned or ldm not a multiple of 16 bytes");
   using F = fragment<accumulator, M, N, K, T>;
   for (int e = 0; e < F::num_elements; ++e) {
     const int r = F::row_of(e), c = F::col_of(e);
@@ -93,7 +101,9 @@ void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const T* p, unsigned
 template <int M, int N, int K, typename T>
 void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm,
                        layout_t layout) {
-  detail::check_memory(p, ldm, "wmma::store_matrix_sync: pointer not 32-byte aligned or ldm not a multiple of 16 bytes");
+  detail::check_memory(
+      p, ldm,
+      "wmma::store_matrix_sync: pointer not 32-byte aligned or ldm not a multiple of 16 bytes");
   using F = fragment<accumulator, M, N, K, T>;
   for (int e = 0; e < F::num_elements; ++e) {
     const int r = F::row_of(e), c = F::col_of(e);

@@ -68,10 +68,11 @@ void describe_deadlock(const Block& b) {
     if (t.done) continue;
     (t.wait == Wait::Block ? at_block : at_warp) += 1;
   }
-  report("deadlock in block (%u,%u,%u): %u threads wait at __syncthreads, %u in warp "
-         "collectives, %u have exited; none can proceed",
-         blockIdx.x, blockIdx.y, blockIdx.z, at_block, at_warp,
-         static_cast<unsigned>(b.threads.size()) - b.live);
+  report(
+      "deadlock in block (%u,%u,%u): %u threads wait at __syncthreads, %u in warp "
+      "collectives, %u have exited; none can proceed",
+      blockIdx.x, blockIdx.y, blockIdx.z, at_block, at_warp,
+      static_cast<unsigned>(b.threads.size()) - b.live);
 }
 
 // Runs the current block's threads round-robin until all exit, or none can make progress.
@@ -144,15 +145,16 @@ bool run_blocks(dim3 grid, dim3 block, std::size_t shared_bytes, void (*body)(vo
   b.threads.resize(n);
   for (unsigned z = 0, i = 0; z < block.z; ++z)
     for (unsigned y = 0; y < block.y; ++y)
-      for (unsigned x = 0; x < block.x; ++x, ++i) b.threads[i].idx = {x, y, z}, b.threads[i].linear = i;
+      for (unsigned x = 0; x < block.x; ++x, ++i)
+        b.threads[i].idx = {x, y, z}, b.threads[i].linear = i;
   b.warps.resize((n + 31) / 32);
   for (std::size_t w = 0; w < b.warps.size(); ++w) {
     const unsigned count = std::min(32u, n - static_cast<unsigned>(w) * 32);
     b.warps[w].lanes = count == 32 ? ~0u : (1u << count) - 1;
   }
   // Dynamic shared memory, 1 KiB aligned as on a GPU (where it starts the block's window).
-  std::unique_ptr<unsigned char, AlignedFree> shared(
-      static_cast<unsigned char*>(std::aligned_alloc(1024, (shared_bytes + 1023) / 1024 * 1024 + 1024)));
+  std::unique_ptr<unsigned char, AlignedFree> shared(static_cast<unsigned char*>(
+      std::aligned_alloc(1024, (shared_bytes + 1023) / 1024 * 1024 + 1024)));
   b.shared = shared.get();
   b.shared_bytes = shared_bytes;
 
@@ -196,8 +198,8 @@ void device_error(const char* what) {
     detail::report("device error outside a kernel: %s", what);
     std::abort();
   }
-  detail::report("device error in block (%u,%u,%u) thread (%u,%u,%u): %s", blockIdx.x,
-                 blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
+  detail::report("device error in block (%u,%u,%u) thread (%u,%u,%u): %s", blockIdx.x, blockIdx.y,
+                 blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
   b->failed = true;
   detail::switch_context(b->current->ctx, b->scheduler);
   std::abort();  // an abandoned block is never resumed

@@ -18,8 +18,8 @@ FibreStack::FibreStack(std::size_t bytes) {
   size_ = (bytes + page - 1) / page * page;
   mapped_ = size_ + page;
   // Reserved, not committed: only the pages a thread touches cost memory.
-  base_ = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-               -1, 0);
+  base_ = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base_ == MAP_FAILED) {
     std::perror("cuda-emu: mmap of a fibre stack");
     std::abort();

@@ -79,13 +79,15 @@ bool check_device_range(const void* p, std::size_t bytes, const char* what) {
 
 using namespace emu::detail;
 
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
-    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-    cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
-    cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t* results,
-    int* returned) {
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                              cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                              cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                              cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t* results,
+                                              int* returned) {
   const char* call = "cublasLtMatmulAlgoGetHeuristic";
-  if (!objects_live(handle, desc, a, b, c, d) || !is_live(pref)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!objects_live(handle, desc, a, b, c, d) || !is_live(pref))
+    return CUBLAS_STATUS_NOT_INITIALIZED;
   if (requested < 1 || !results || !returned) return CUBLAS_STATUS_INVALID_VALUE;
   *returned = 0;
   const LtVerdict v = check_problem(*desc, *a, *b, *c, *d);
@@ -111,12 +113,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
-                              const void* alpha, const void* A, cublasLtMatrixLayout_t a,
-                              const void* B, cublasLtMatrixLayout_t b, const void* beta,
-                              const void* C, cublasLtMatrixLayout_t c, void* D,
-                              cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t* algo,
-                              void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha,
+                              const void* A, cublasLtMatrixLayout_t a, const void* B,
+                              cublasLtMatrixLayout_t b, const void* beta, const void* C,
+                              cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
+                              const cublasLtMatmulAlgo_t* algo, void* workspace,
+                              std::size_t workspace_bytes, cudaStream_t stream) {
   const char* call = "cublasLtMatmul";
   if (!objects_live(handle, desc, a, b, c, d)) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!is_valid_stream(stream)) return CUBLAS_STATUS_INVALID_VALUE;

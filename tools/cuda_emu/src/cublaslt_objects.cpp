@@ -58,12 +58,16 @@ bool is_live(const void* h) {
 
 int element_bytes(cudaDataType_t t) {
   switch (t) {
-    case CUDA_R_32F: return 4;
+    case CUDA_R_32F:
+      return 4;
     case CUDA_R_16BF:
-    case CUDA_R_16F: return 2;
+    case CUDA_R_16F:
+      return 2;
     case CUDA_R_8F_E4M3:
-    case CUDA_R_8F_E5M2: return 1;
-    default: return 0;
+    case CUDA_R_8F_E5M2:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -81,26 +85,40 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
 
 const char* cublasLtGetStatusName(cublasStatus_t status) {
   switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
 
 const char* cublasLtGetStatusString(cublasStatus_t status) {
   switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "success";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid value was used as an argument";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
-    default: return cublasLtGetStatusName(status);
+    case CUBLAS_STATUS_SUCCESS:
+      return "success";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "an invalid value was used as an argument";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "the functionality requested is not supported";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "the GPU program failed to execute";
+    default:
+      return cublasLtGetStatusName(status);
   }
 }
 
@@ -119,27 +137,42 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 }
 
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
-                                              cublasLtMatmulDescAttributes_t attr,
-                                              const void* buf, std::size_t size) {
+                                              cublasLtMatmulDescAttributes_t attr, const void* buf,
+                                              std::size_t size) {
   if (!emu::detail::is_live(desc)) return CUBLAS_STATUS_NOT_INITIALIZED;
   const char* call = "cublasLtMatmulDescSetAttribute";
   const int a = static_cast<int>(attr);
   switch (attr) {
-    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: return assign(desc->compute, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_SCALE_TYPE: return assign(desc->scale_type, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_POINTER_MODE: return assign(desc->pointer_mode, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_TRANSA: return assign(desc->transa, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_TRANSB: return assign(desc->transb, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_TRANSC: return assign(desc->transc, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_EPILOGUE: return assign(desc->epilogue, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return assign(desc->bias, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return assign(desc->bias_type, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER: return assign(desc->a_scale, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER: return assign(desc->b_scale, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_C_SCALE_POINTER: return assign(desc->c_scale, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_D_SCALE_POINTER: return assign(desc->d_scale, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_AMAX_D_POINTER: return assign(desc->amax_d, buf, size, call, a);
-    case CUBLASLT_MATMUL_DESC_FAST_ACCUM: return assign(desc->fast_accum, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
+      return assign(desc->compute, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
+      return assign(desc->scale_type, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE:
+      return assign(desc->pointer_mode, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+      return assign(desc->transa, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      return assign(desc->transb, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_TRANSC:
+      return assign(desc->transc, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+      return assign(desc->epilogue, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+      return assign(desc->bias, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+      return assign(desc->bias_type, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
+      return assign(desc->a_scale, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
+      return assign(desc->b_scale, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_C_SCALE_POINTER:
+      return assign(desc->c_scale, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_D_SCALE_POINTER:
+      return assign(desc->d_scale, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_AMAX_D_POINTER:
+      return assign(desc->amax_d, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_FAST_ACCUM:
+      return assign(desc->fast_accum, buf, size, call, a);
   }
   emu::detail::report("%s: attribute %d is not emulated", call, a);
   return CUBLAS_STATUS_INVALID_VALUE;
@@ -168,12 +201,18 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
   const char* call = "cublasLtMatrixLayoutSetAttribute";
   const int a = static_cast<int>(attr);
   switch (attr) {
-    case CUBLASLT_MATRIX_LAYOUT_TYPE: return assign(layout->type, buf, size, call, a);
-    case CUBLASLT_MATRIX_LAYOUT_ORDER: return assign(layout->order, buf, size, call, a);
-    case CUBLASLT_MATRIX_LAYOUT_ROWS: return assign(layout->rows, buf, size, call, a);
-    case CUBLASLT_MATRIX_LAYOUT_COLS: return assign(layout->cols, buf, size, call, a);
-    case CUBLASLT_MATRIX_LAYOUT_LD: return assign(layout->ld, buf, size, call, a);
-    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return assign(layout->batch, buf, size, call, a);
+    case CUBLASLT_MATRIX_LAYOUT_TYPE:
+      return assign(layout->type, buf, size, call, a);
+    case CUBLASLT_MATRIX_LAYOUT_ORDER:
+      return assign(layout->order, buf, size, call, a);
+    case CUBLASLT_MATRIX_LAYOUT_ROWS:
+      return assign(layout->rows, buf, size, call, a);
+    case CUBLASLT_MATRIX_LAYOUT_COLS:
+      return assign(layout->cols, buf, size, call, a);
+    case CUBLASLT_MATRIX_LAYOUT_LD:
+      return assign(layout->ld, buf, size, call, a);
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+      return assign(layout->batch, buf, size, call, a);
     case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
       return assign(layout->stride, buf, size, call, a);
   }
@@ -196,13 +235,18 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   const char* call = "cublasLtMatmulPreferenceSetAttribute";
   const int a = static_cast<int>(attr);
   switch (attr) {
-    case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return assign(pref->search_mode, buf, size, call, a);
+    case CUBLASLT_MATMUL_PREF_SEARCH_MODE:
+      return assign(pref->search_mode, buf, size, call, a);
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
       return assign(pref->max_workspace, buf, size, call, a);
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return assign(pref->align_a, buf, size, call, a);
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return assign(pref->align_b, buf, size, call, a);
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return assign(pref->align_c, buf, size, call, a);
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return assign(pref->align_d, buf, size, call, a);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+      return assign(pref->align_a, buf, size, call, a);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+      return assign(pref->align_b, buf, size, call, a);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+      return assign(pref->align_c, buf, size, call, a);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+      return assign(pref->align_d, buf, size, call, a);
   }
   emu::detail::report("%s: attribute %d is not emulated", call, a);
   return CUBLAS_STATUS_INVALID_VALUE;

@@ -65,7 +65,8 @@ LtVerdict check_problem(const cublasLtMatmulDescOpaque_t& desc,
   if (a.batch != b.batch || a.batch != c.batch || c.batch != d.batch)
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "batch counts differ between A, B, C and D");
   if (c.type != d.type || c.ld != d.ld || c.stride != d.stride)
-    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "C and D differ in type, leading dimension or batch stride");
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "C and D differ in type, leading dimension or batch stride");
 
   if (desc.compute != CUBLAS_COMPUTE_32F || desc.scale_type != CUDA_R_32F)
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
@@ -85,8 +86,9 @@ LtVerdict check_problem(const cublasLtMatmulDescOpaque_t& desc,
     if (!ta || tb)
       return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "FP8 needs transa = T and transb = N (TN)");
     if (!sixteen_byte_shaped(a) || !sixteen_byte_shaped(b) || !sixteen_byte_shaped(c))
-      return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
-                    "FP8: rows, leading dimensions and batch strides must be multiples of 16 bytes");
+      return refuse(
+          CUBLAS_STATUS_NOT_SUPPORTED,
+          "FP8: rows, leading dimensions and batch strides must be multiples of 16 bytes");
   } else if (a.type == CUDA_R_32F && b.type == CUDA_R_32F) {
     if (c.type != CUDA_R_32F)
       return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "FP32 inputs need an FP32 output");

@@ -34,9 +34,10 @@ bool config_ok(const LaunchConfig& c, const void* kernel) {
     return false;
   }
   if (c.shared_bytes > static_cast<std::size_t>(max_dynamic_shared(kernel))) {
-    report("launch of kernel %p: %zu bytes of dynamic shared memory, above its limit of %d "
-           "(cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) raises it)",
-           kernel, c.shared_bytes, max_dynamic_shared(kernel));
+    report(
+        "launch of kernel %p: %zu bytes of dynamic shared memory, above its limit of %d "
+        "(cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) raises it)",
+        kernel, c.shared_bytes, max_dynamic_shared(kernel));
     return false;
   }
   return true;

@@ -27,11 +27,16 @@ std::map<uintptr_t, std::size_t>::const_iterator find(uintptr_t p) {
 
 const char* kind_name(cudaMemcpyKind kind) {
   switch (kind) {
-    case cudaMemcpyHostToHost: return "HostToHost";
-    case cudaMemcpyHostToDevice: return "HostToDevice";
-    case cudaMemcpyDeviceToHost: return "DeviceToHost";
-    case cudaMemcpyDeviceToDevice: return "DeviceToDevice";
-    case cudaMemcpyDefault: return "Default";
+    case cudaMemcpyHostToHost:
+      return "HostToHost";
+    case cudaMemcpyHostToDevice:
+      return "HostToDevice";
+    case cudaMemcpyDeviceToHost:
+      return "DeviceToHost";
+    case cudaMemcpyDeviceToDevice:
+      return "DeviceToDevice";
+    case cudaMemcpyDefault:
+      return "Default";
   }
   return "?";
 }
@@ -67,8 +72,10 @@ cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes
     case cudaMemcpyHostToDevice:
     case cudaMemcpyDeviceToHost:
     case cudaMemcpyDeviceToDevice:
-      ok = side_ok(call, "src", src, bytes, kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice, kind) &&
-           side_ok(call, "dst", dst, bytes, kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice, kind);
+      ok = side_ok(call, "src", src, bytes,
+                   kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice, kind) &&
+           side_ok(call, "dst", dst, bytes,
+                   kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice, kind);
       break;
     case cudaMemcpyDefault:  // any direction, but a device side must hold the whole range
       ok = side_ok(call, "src", src, bytes, is_device_pointer(src), kind) &&
@@ -197,9 +204,9 @@ cudaError_t cudaMemcpy2D(void* dst, std::size_t dpitch, const void* src, std::si
                          std::size_t width, std::size_t height, cudaMemcpyKind kind) {
   if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
   for (std::size_t r = 0; r < height; ++r) {
-    const cudaError_t e = emu::detail::copy("cudaMemcpy2D", static_cast<char*>(dst) + r * dpitch,
-                                            static_cast<const char*>(src) + r * spitch, width, kind,
-                                            nullptr);
+    const cudaError_t e =
+        emu::detail::copy("cudaMemcpy2D", static_cast<char*>(dst) + r * dpitch,
+                          static_cast<const char*>(src) + r * spitch, width, kind, nullptr);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;

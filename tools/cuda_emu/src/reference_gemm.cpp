@@ -24,11 +24,16 @@ float fp8_value(uint8_t code, bool e4m3) {
 
 float load(const void* base, cudaDataType_t type, int64_t index) {
   switch (type) {
-    case CUDA_R_32F: return static_cast<const float*>(base)[index];
-    case CUDA_R_16BF: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[index]);
-    case CUDA_R_8F_E4M3: return fp8_value(static_cast<const uint8_t*>(base)[index], true);
-    case CUDA_R_8F_E5M2: return fp8_value(static_cast<const uint8_t*>(base)[index], false);
-    default: return NAN;
+    case CUDA_R_32F:
+      return static_cast<const float*>(base)[index];
+    case CUDA_R_16BF:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[index]);
+    case CUDA_R_8F_E4M3:
+      return fp8_value(static_cast<const uint8_t*>(base)[index], true);
+    case CUDA_R_8F_E5M2:
+      return fp8_value(static_cast<const uint8_t*>(base)[index], false);
+    default:
+      return NAN;
   }
 }
 

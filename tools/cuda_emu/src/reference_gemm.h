@@ -18,9 +18,9 @@ struct GemmCall {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   bool ta = false, tb = false;
   GemmMatrix a, b, c;
-  void* d = nullptr;  // D has C's type, ld and stride
-  double alpha = 1.0;  // including FP8 scales
-  double beta = 0.0;   // C is not read when 0
+  void* d = nullptr;           // D has C's type, ld and stride
+  double alpha = 1.0;          // including FP8 scales
+  double beta = 0.0;           // C is not read when 0
   const void* bias = nullptr;  // length m, broadcast over columns and batches
   cudaDataType_t bias_type = CUDA_R_32F;
 };

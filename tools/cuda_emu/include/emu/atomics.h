@@ -24,8 +24,12 @@ T atomic_update(T* p, F f) {
 
 }  // namespace emu
 
-inline int atomicAdd(int* p, int v) { return emu::atomic_add(p, v); }
-inline unsigned atomicAdd(unsigned* p, unsigned v) { return emu::atomic_add(p, v); }
+inline int atomicAdd(int* p, int v) {
+  return emu::atomic_add(p, v);
+}
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  return emu::atomic_add(p, v);
+}
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
   return emu::atomic_add(p, v);
 }
@@ -35,8 +39,12 @@ inline float atomicAdd(float* p, float v) {
 inline double atomicAdd(double* p, double v) {
   return emu::atomic_update(p, [v](double o) { return o + v; });
 }
-inline int atomicSub(int* p, int v) { return emu::atomic_add(p, -v); }
-inline unsigned atomicSub(unsigned* p, unsigned v) { return emu::atomic_add(p, 0u - v); }
+inline int atomicSub(int* p, int v) {
+  return emu::atomic_add(p, -v);
+}
+inline unsigned atomicSub(unsigned* p, unsigned v) {
+  return emu::atomic_add(p, 0u - v);
+}
 
 template <typename T>
 T atomicMax(T* p, T v) {
@@ -55,5 +63,9 @@ T atomicCAS(T* p, T compare, T v) {
   std::atomic_ref<T>(*p).compare_exchange_strong(compare, v);
   return compare;  // the old value, whether or not it matched
 }
-inline unsigned atomicOr(unsigned* p, unsigned v) { return std::atomic_ref(*p).fetch_or(v); }
-inline unsigned atomicAnd(unsigned* p, unsigned v) { return std::atomic_ref(*p).fetch_and(v); }
+inline unsigned atomicOr(unsigned* p, unsigned v) {
+  return std::atomic_ref(*p).fetch_or(v);
+}
+inline unsigned atomicAnd(unsigned* p, unsigned v) {
+  return std::atomic_ref(*p).fetch_and(v);
+}

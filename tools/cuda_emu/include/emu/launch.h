@@ -35,7 +35,8 @@ void refuse_launch(cudaError_t error);
 template <typename... P>
 class KernelLaunch {
  public:
-  KernelLaunch(void (*kernel)(P...), const LaunchConfig& config) : kernel_(kernel), config_(config) {}
+  KernelLaunch(void (*kernel)(P...), const LaunchConfig& config)
+      : kernel_(kernel), config_(config) {}
 
   template <typename... A>
   void operator()(A&&... args) const {
@@ -43,17 +44,19 @@ class KernelLaunch {
     // Arguments are copied into the launch as a GPU copies them into parameter memory; each
     // thread then gets its own copy (a kernel may modify its by-value parameters).
     Params params(std::forward<A>(args)...);
-    if (!pointers_ok(params, std::index_sequence_for<P...>{})) return refuse_launch(cudaErrorInvalidValue);
+    if (!pointers_ok(params, std::index_sequence_for<P...>{}))
+      return refuse_launch(cudaErrorInvalidValue);
     struct Ctx {
       void (*kernel)(P...);
       const Params* params;
     } ctx{kernel_, &params};
-    run_grid(config_, reinterpret_cast<const void*>(kernel_),
-             [](void* c) {
-               const auto* x = static_cast<const Ctx*>(c);
-               std::apply(x->kernel, *x->params);
-             },
-             &ctx);
+    run_grid(
+        config_, reinterpret_cast<const void*>(kernel_),
+        [](void* c) {
+          const auto* x = static_cast<const Ctx*>(c);
+          std::apply(x->kernel, *x->params);
+        },
+        &ctx);
   }
 
  private:

@@ -31,11 +31,21 @@ struct alignas(16) float4 {
   float x, y, z, w;
 };
 
-inline constexpr int2 make_int2(int x, int y) { return {x, y}; }
-inline constexpr uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
-inline constexpr float2 make_float2(float x, float y) { return {x, y}; }
-inline constexpr int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline constexpr int2 make_int2(int x, int y) {
+  return {x, y};
+}
+inline constexpr uint2 make_uint2(unsigned x, unsigned y) {
+  return {x, y};
+}
+inline constexpr float2 make_float2(float x, float y) {
+  return {x, y};
+}
+inline constexpr int4 make_int4(int x, int y, int z, int w) {
+  return {x, y, z, w};
+}
 inline constexpr uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
   return {x, y, z, w};
 }
-inline constexpr float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline constexpr float4 make_float4(float x, float y, float z, float w) {
+  return {x, y, z, w};
+}
