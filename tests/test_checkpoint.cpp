@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "run_util.h"

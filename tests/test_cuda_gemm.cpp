@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/bf16.h"
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "cuda_test_util.h"
 #include "fp8/quantize.h"
 #include "kernels/cpu/gemm.h"

@@ -2,7 +2,7 @@
 // (the GPU side runs in test_cuda_training on a machine with one).
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/device.h"
 #include "train/trainer.h"

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "test_util.h"
 

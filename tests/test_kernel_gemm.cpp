@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "fp8/quantize.h"
 #include "kernels/cpu/casts.h"
 #include "kernels/cpu/gemm.h"

@@ -1,7 +1,7 @@
 // The precision policy of DESIGN.md §4 for CPUs and GPUs of each capability.
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "core/precision.h"
 
 namespace fp8lm {

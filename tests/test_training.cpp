@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "demo_config.h"
 #include "nn/fusion.h"
 #include "train/data.h"

@@ -1,16 +1,9 @@
 #pragma once
-// The fp8lm public API: include this one header.
-#include "core/bf16.h"          // bf16_from_float / bf16_to_float
-#include "core/cpu_features.h"  // cpu_features()
-#include "core/error.h"         // fp8lm::Error
-#include "core/fp16.h"          // fp16_from_float / fp16_to_float
-#include "core/fp8_dtype.h"     // Fp8Format, fp8_encode / fp8_decode
-#include "core/precision.h"     // Precision, resolve_cpu_precision / resolve_cuda_precision
-#include "fp8/quantize.h"       // quantize / dequantize (+ amax, saturation and flush counts)
-#include "fp8/recipe.h"         // DelayedScaling, CurrentScaling, Format (E4M3 | HYBRID)
-#include "fp8/scaling.h"        // ScalingState, Fp8Meta, update_delayed_scaling
-#include "nn/autocast.h"        // Autocast (FP8), GemmPrecision (bf16 | fp32)
-#include "nn/gpt.h"             // GPT, TransformerLayer, and the modules under them
-#include "train/adamw.h"        // AdamW, clip_grad_norm, learning_rate
-#include "train/data.h"         // StrideTask, TextData
-#include "train/trainer.h"      // train()
+// The fp8lm public API: include this one header. It declares what a library user needs and
+// nothing of the engine's internals (docs/ARCHITECTURE.md); examples/train_demo.cpp uses it.
+#include "fp8lm/error.h"         // Error: every failure, as one line naming the input
+#include "fp8lm/model_config.h"  // GPTConfig, Activation, Normalization
+#include "fp8lm/precision.h"     // Precision, PrecisionChoice
+#include "fp8lm/recipe.h"        // DelayedScaling, CurrentScaling, Fp8Recipe (TE's fields)
+#include "fp8lm/train_config.h"  // TrainConfig, DeviceSpec, StepStats, TrainResult
+#include "fp8lm/training.h"      // Training, Model, Fp8SlotState

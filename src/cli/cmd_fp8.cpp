@@ -11,7 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/parse.h"
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "fp8/quantize.h"
 
 namespace fp8lm::cli {

@@ -9,7 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/parse.h"
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "train/trainer.h"
 

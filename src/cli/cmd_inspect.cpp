@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 

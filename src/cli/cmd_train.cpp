@@ -15,7 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/parse.h"
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "train/trainer.h"

@@ -7,7 +7,7 @@
 #include <exception>
 
 #include "cli/commands.h"
-#include "core/error.h"
+#include "fp8lm/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"fp8lm: FP8 mixed-precision training and inference for GPT-style models", "fp8lm"};

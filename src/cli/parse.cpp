@@ -7,7 +7,7 @@
 #include <string>
 #include <system_error>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 
 namespace fp8lm::cli {
 

@@ -5,20 +5,12 @@
 #include <string_view>
 
 #include "core/cpu_features.h"
+#include "fp8lm/precision.h"
 
 namespace fp8lm {
 
-enum class Precision { Auto, Fp8, Bf16, Fp32 };
-
 std::string_view precision_name(Precision p);      // "auto", "fp8", "bf16", "fp32"
 Precision parse_precision(std::string_view name);  // throws Error listing the choices
-
-struct PrecisionChoice {
-  Precision precision = Precision::Fp32;
-  bool emulated = false;      // computed faithfully without hardware support for the format
-  std::string reason;         // one line: why this precision was chosen
-  std::string label() const;  // e.g. "fp8 (emulated)"
-};
 
 // CPU: every precision runs; fp8 is always emulated, bf16 is native with AVX512-BF16 or AMX.
 // auto -> bf16 where native, else fp32.

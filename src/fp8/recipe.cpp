@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 
 namespace fp8lm {
 

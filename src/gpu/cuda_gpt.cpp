@@ -6,7 +6,7 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "gpu/cuda_linear.h"
 #include "gpu/cuda_scaling.h"
 #include "kernels/cuda/activations.h"

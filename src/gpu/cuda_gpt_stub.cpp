@@ -1,5 +1,5 @@
 // Used when fp8lm is built without the CUDA backend: a GPU model cannot be made.
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "gpu/cuda_gpt.h"
 
 namespace fp8lm {

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "train/adamw.h"
 
 namespace fp8lm {

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "io/safetensors.h"
 
 namespace fp8lm {

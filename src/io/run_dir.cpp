@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/report.h"
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/bf16.h"
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "core/fp8_dtype.h"
 
 namespace fp8lm {

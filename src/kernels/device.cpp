@@ -4,7 +4,7 @@
 
 #include <charconv>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "fp8/quantize.h"
 #include "kernels/cpu/bf16_probe.h"
 #include "kernels/cpu/gemm.h"

@@ -5,14 +5,10 @@
 #include <string_view>
 
 #include "core/precision.h"
+#include "fp8lm/train_config.h"  // DeviceSpec
 #include "kernels/cuda/device_query.h"
 
 namespace fp8lm {
-
-struct DeviceSpec {
-  enum Kind { Auto, Cpu, Cuda } kind = Auto;
-  int index = 0;  // cuda:N
-};
 
 // Throws Error naming the flag for anything but auto, cpu, cuda or cuda:N.
 DeviceSpec parse_device(std::string_view text);

@@ -5,15 +5,12 @@
 #include <cstdint>
 #include <string_view>
 
+#include "fp8lm/model_config.h"  // Activation, Normalization
+
 namespace fp8lm {
 
 // op(X) = X (N) or Xᵀ (T); a transposed operand is stored with its dimensions swapped.
 enum class Trans : bool { N = false, T = true };
-
-// The MLP's activation. SwiGLU takes [gate | value] rows of 2F columns and gives F.
-enum class Activation : uint8_t { Gelu, Relu, Swiglu };
-
-enum class Normalization : uint8_t { LayerNorm, RMSNorm };
 
 std::string_view activation_name(Activation a);        // "gelu", "relu", "swiglu"
 Activation parse_activation(std::string_view name);    // throws Error listing the choices

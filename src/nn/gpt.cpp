@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "kernels/cpu/casts.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"

@@ -6,7 +6,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 
 namespace fp8lm {
 

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <numeric>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "train/adamw.h"
 #include "train/data.h"
 

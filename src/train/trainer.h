@@ -5,6 +5,8 @@
 #include <functional>
 #include <string>
 
+#include "fp8lm/train_config.h"
+
 #include "core/precision.h"
 #include "gpu/cuda_gpt.h"
 #include "kernels/device.h"
@@ -12,51 +14,6 @@
 #include "train/data.h"
 
 namespace fp8lm {
-
-struct TrainConfig {
-  GPTConfig model;
-  Precision precision = Precision::Auto;
-  Fp8Recipe recipe;
-  bool fp8_weights = false;
-  bool fusion = true;  // false: the unfused twins (--no-fusion), to measure what fusion is worth
-  // Where the steps run. Not part of a checkpoint's config: a run resumes on any device.
-  DeviceSpec device{DeviceSpec::Cpu, 0};
-  int64_t steps = 120;
-  int64_t batch_size = 32;
-  float lr = 2e-3f;
-  float min_lr_ratio = 0.1f;
-  int64_t warmup = 20;
-  float weight_decay = 0.1f;
-  float grad_clip = 1.0f;
-  uint64_t seed = 1;
-  int threads = 0;            // 0: all cores
-  std::string data;           // text file; empty: the stride task
-  int64_t max_stride = 8;     // stride task: k in [1, max_stride]
-  int64_t eval_prompts = 64;  // stride task: held-out prompts for generation
-  int64_t prompt_len = 8;
-  bool evaluate = true;  // generation / validation after training (benchmarks skip it)
-
-  void validate() const;  // throws Error naming the flag
-};
-
-struct StepStats {
-  int64_t step = 0, total = 0;
-  float loss = 0, lr = 0, grad_norm = 0;
-  double seconds = 0, tokens_per_s = 0;  // cumulative over the run
-  double step_tokens_per_s = 0;          // this step alone
-};
-
-struct TrainResult {
-  PrecisionChoice precision;
-  int64_t steps = 0;
-  double seconds = 0, tokens_per_s = 0;
-  float final_loss = 0;  // mean of the last 50 steps' losses
-  bool stride_task = true;
-  double stride_accuracy = 0;  // stride task
-  float val_loss = 0;          // text
-  std::string sample;          // text: a greedy sample
-  std::vector<float> losses;
-};
 
 using ProgressFn = std::function<void(const StepStats&)>;
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

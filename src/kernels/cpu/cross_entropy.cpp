@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 
 namespace fp8lm::cpu {
 namespace {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "kernels/cpu/bf16_probe.h"
 #include "kernels/cpu/casts.h"
 

@@ -1,7 +1,7 @@
 // The GEMM entry over operand descriptors: one dispatch on the operands' dtypes.
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/traffic.h"
 

@@ -36,7 +36,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_layout.h"
 #include "kernels/cuda/cuda_check.h"

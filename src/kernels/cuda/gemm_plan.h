@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 
 namespace fp8lm::cuda {
 

@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/norms.h"
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "fp8lm/error.h"
 #include "kernels/cpu/cross_entropy.h"
 
 namespace fp8lm::cpu::ref {

@@ -1,0 +1,76 @@
+#pragma once
+// Training and using a model through the library without its internals: a run a step at a
+// time, its checkpoints, every GEMM's FP8 scaling state, and greedy generation.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fp8lm/train_config.h"
+
+namespace fp8lm {
+
+// One FP8 scaling slot of one GEMM, what a TE user reads from fp8_meta (DESIGN.md §3).
+struct Fp8SlotState {
+  std::string gemm;  // the GEMM's checkpoint name, e.g. "layers.0.fc1"
+  std::string slot;  // "input", "weight", "output", "grad_output" or "grad_input"
+  float scale = 1.0f, scale_inv = 1.0f;
+  std::vector<float> amax_history;  // [0] accumulates the running step; the rest past steps'
+  double saturated_fraction = 0, flushed_fraction = 0;  // of the slot's last cast
+};
+
+class Trainer;
+class LoadedModelImpl;
+
+// One training run (TrainConfig: the model, precision, recipe and schedule).
+class Training {
+ public:
+  explicit Training(const TrainConfig& config);  // throws Error naming a bad setting
+  // Continues a run from a checkpoint directory (save_checkpoint, or a run directory's
+  // checkpoints/step-N): weights, optimizer, FP8 state and data position, so the steps that
+  // follow are those of the uninterrupted run, bit for bit.
+  static Training resume(const std::string& checkpoint_dir);
+  ~Training();
+  Training(Training&&) noexcept;
+  Training& operator=(Training&&) noexcept;
+
+  StepStats step();
+  bool done() const;
+  // Evaluates (stride accuracy, or validation loss and a sample) and summarizes the run.
+  TrainResult finish();
+
+  void save_checkpoint(const std::string& dir);
+  // The model file `fp8lm generate`, `eval` and `inspect` read (and Model::load).
+  void save_model(const std::string& path);
+
+  const TrainConfig& config() const;
+  const PrecisionChoice& precision() const;
+  // Every GEMM's slots, in model order (empty outside FP8 runs' GEMMs: scales stay 1).
+  std::vector<Fp8SlotState> fp8_state();
+
+ private:
+  explicit Training(std::unique_ptr<Trainer> trainer);
+  std::unique_ptr<Trainer> trainer_;
+};
+
+// A model file, for generation and inspection.
+class Model {
+ public:
+  // Throws Error for a file that is not a complete fp8lm model.
+  static Model load(const std::string& path, DeviceSpec device = {DeviceSpec::Cpu, 0});
+  ~Model();
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+
+  const TrainConfig& config() const;
+  // Greedy generation in the precision the model was trained in: prompts [B, P] (row-major,
+  // B = prompts.size() / P) -> the n_new tokens after each prompt.
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompts, int64_t P, int64_t n_new);
+  std::vector<Fp8SlotState> fp8_state();
+
+ private:
+  explicit Model(std::unique_ptr<LoadedModelImpl> impl);
+  std::unique_ptr<LoadedModelImpl> impl_;
+};
+
+}  // namespace fp8lm

@@ -1,0 +1,17 @@
+#include "api/fp8_state.h"
+
+namespace fp8lm {
+
+std::vector<Fp8SlotState> fp8_slot_states(GPT& model) {
+  std::vector<Fp8SlotState> out;
+  for (Linear* l : model.linears()) {
+    for (Slot s : {Slot::Input, Slot::Weight, Slot::Output, Slot::GradOutput, Slot::GradInput}) {
+      const ScalingState& st = l->fp8_meta()[s];
+      out.push_back({l->name(), std::string(slot_name(s)), st.scale, st.scale_inv, st.amax_history,
+                     st.last_cast.saturated_fraction(), st.last_cast.flushed_fraction()});
+    }
+  }
+  return out;
+}
+
+}  // namespace fp8lm
