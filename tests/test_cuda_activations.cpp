@@ -207,7 +207,7 @@ void check_bias_act_forward(Activation act, Out out) {
     DeviceBuffer<float> y(out == Out::F32 ? n : 0);
     DeviceBuffer<bf16_t> y16(out == Out::BF16 ? n : 0);
     DeviceFp8 q(n, scale, format_of(out));
-    cuda::ActOut o;
+    ProducerOut o;
     if (out == Out::F32) o.y = y.data();
     if (out == Out::BF16) o.y16 = y16.data();
     if (is_fp8(out)) o.y8 = q.out();
@@ -286,7 +286,7 @@ TEST(CudaActivations, ForwardWithoutBiasLeavesHAlone) {
     const Vec h = make_h(sh.rows, in_cols(act, sh.C), 17);
     auto d_h = to_device(h);
     DeviceBuffer<float> y(n);
-    cuda::ActOut o;
+    ProducerOut o;
     o.y = y.data();
     cuda::bias_act_forward(o, d_h.data(), nullptr, act, sh.rows, sh.C, nullptr);
     expect_same_floats(to_host(d_h.data(), hn), h, "h");

@@ -129,7 +129,7 @@ Result run_cuda(Norm norm, Out out, const Inputs& in, Shape sh, bool residual, f
   DeviceBuffer<float> y(out == Out::F32 ? n : 0), s(residual ? n : 0), mean(rows), rstd(rows);
   DeviceBuffer<bf16_t> y16(out == Out::BF16 ? n : 0);
   DeviceFp8 q(n, scale, format_of(out));
-  cuda::NormOut o;
+  ProducerOut o;
   if (out == Out::F32) o.y = y.data();
   if (out == Out::BF16) o.y16 = y16.data();
   if (is_fp8(out)) o.y8 = q.out();
@@ -247,7 +247,7 @@ TEST(CudaNorms, Fp8StatisticsAccumulate) {
   for (const float amax0 : {0.5f, 1e4f}) {
     const unsigned long long counts0 = 1000;
     DeviceFp8 q(n, 160.0f, Fp8Format::E4M3, amax0, counts0);
-    cuda::NormOut o;
+    ProducerOut o;
     o.y8 = q.out();
     cuda::layernorm_forward(o, nullptr, mean.data(), rstd.data(), x.data(), nullptr, g.data(),
                             b.data(), sh.rows, sh.C, kEps, nullptr);
@@ -258,7 +258,7 @@ TEST(CudaNorms, Fp8StatisticsAccumulate) {
   }
   // Without amax and counters the codes are still written.
   DeviceFp8 q(n, 160.0f, Fp8Format::E4M3);
-  cuda::NormOut o;
+  ProducerOut o;
   o.y8 = q.out();
   o.y8.amax = nullptr;
   o.y8.saturated = nullptr;
@@ -273,17 +273,17 @@ TEST(CudaNorms, RejectsAnythingButOneOutput) {
   DeviceBuffer<float> buf(64), stat(1);
   DeviceBuffer<bf16_t> buf16(64);
   DeviceBuffer<uint8_t> codes(64);
-  const auto forward = [&](const cuda::NormOut& o) {
+  const auto forward = [&](const ProducerOut& o) {
     cuda::layernorm_forward(o, nullptr, stat.data(), stat.data(), buf.data(), nullptr, buf.data(),
                             buf.data(), 1, 64, kEps, nullptr);
   };
-  cuda::NormOut none;
+  ProducerOut none;
   EXPECT_THROW(forward(none), Error);
-  cuda::NormOut two;
+  ProducerOut two;
   two.y = buf.data();
   two.y16 = buf16.data();
   EXPECT_THROW(forward(two), Error);
-  cuda::NormOut no_scale;
+  ProducerOut no_scale;
   no_scale.y8.data = codes.data();
   EXPECT_THROW(forward(no_scale), Error);
 }

@@ -134,8 +134,8 @@ struct CudaGPT::Impl {
   // --- forward ---------------------------------------------------------------------------
 
   // Where a norm or activation writes a Linear's input in this mode.
-  cuda::NormOut input_of(CudaLinear& lin, DeviceBuffer<float>& fp32_out, int64_t rows) {
-    cuda::NormOut o;
+  ProducerOut input_of(CudaLinear& lin, DeviceBuffer<float>& fp32_out, int64_t rows) {
+    ProducerOut o;
     switch (opt.mode) {
       case GemmMode::Fp8:
         o.y8 = lin.fp8_input(rows);
@@ -152,7 +152,7 @@ struct CudaGPT::Impl {
     return o;
   }
 
-  void norm_forward(DeviceNorm& n, cuda::NormOut out, float* sum, const float* x, const float* r,
+  void norm_forward(DeviceNorm& n, ProducerOut out, float* sum, const float* x, const float* r,
                     int64_t rows) {
     n.mean.resize(size_t(rows));
     n.rstd.resize(size_t(rows));
@@ -213,7 +213,7 @@ struct CudaGPT::Impl {
     head_mode = non_fp8_gemm_mode(opt.mode);
     logits.resize(size_t(rows * V));
     const float* wte = dev(host.token_embedding());
-    cuda::NormOut out;
+    ProducerOut out;
     if (head_mode == GemmMode::Bf16) {
       normed16.resize(size_t(rows * d));
       wte16.resize(size_t(V * d));

@@ -6,6 +6,7 @@
 // for CUDA), so a GPU step never waits on the host for a scale.
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "core/dtype.h"
 
 namespace fp8lm {
@@ -26,5 +27,18 @@ struct Fp8Out {
   unsigned long long* saturated = nullptr;
   unsigned long long* flushed = nullptr;
 };
+
+// Where a producer (a norm, an activation) writes: exactly one of FP32 values, FP8 codes with
+// their statistics, or BF16 values. As in TE, the output's dtype decides whether the cast is
+// fused into the producer.
+struct ProducerOut {
+  float* y = nullptr;
+  Fp8Out y8;  // y8.data != nullptr selects FP8
+  bf16_t* y16 = nullptr;
+};
+
+// The dtype a ProducerOut asks for; Error naming `op` unless exactly one output is set and an
+// FP8 one has its scale.
+DType producer_out_dtype(const ProducerOut& out, const char* op);
 
 }  // namespace fp8lm

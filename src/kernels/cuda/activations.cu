@@ -108,7 +108,7 @@ __device__ void for_rows_cols(int64_t rows, int64_t cols, F f) {
 // h [rows, C] (GELU, ReLU) or [rows, 2C] (SwiGLU: gate | value); out [rows, C].
 template <Activation A, DType K>
 __global__ void __launch_bounds__(kBlock)
-    bias_act_kernel(NormOut out, float* h, const float* bias, int64_t rows, int64_t C) {
+    bias_act_kernel(ProducerOut out, float* h, const float* bias, int64_t rows, int64_t C) {
   OutWriter<K> w(out);
   for_rows_cols(rows, C, [&](int64_t r, int64_t c) {
     if constexpr (A == Activation::Swiglu) {
@@ -176,12 +176,12 @@ struct BiasGradTerm {
 
 }  // namespace
 
-void bias_act_forward(ActOut out, float* h, const float* bias, Activation act, int64_t rows,
+void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
                       int64_t C, cudaStream_t stream) {
-  const DType kind = out_kind(out, "bias_act_forward");
+  const DType kind = producer_out_dtype(out, "bias_act_forward");
   if (rows <= 0 || C <= 0) return;
   const dim3 grid = grid_2d(rows, C);
-  with_out_kind(kind, [&](auto kk) {
+  with_out_dtype(kind, [&](auto kk) {
     constexpr DType K = decltype(kk)::value;
     switch (act) {
       case Activation::Gelu:

@@ -8,16 +8,14 @@
 #include <cstdint>
 
 #include "core/bf16.h"
-#include "kernels/cuda/norms.h"
-#include "kernels/types.h"  // NormOut: the same choice of output
+#include "kernels/tensor.h"
+#include "kernels/types.h"
 
 namespace fp8lm::cuda {
 
-using ActOut = NormOut;
-
 // h += bias (bias nullptr: none); out = act(h). C is the activation's output width (F); h
 // has 2F columns for SwiGLU ([gate | up], as the CPU kernel).
-void bias_act_forward(ActOut out, float* h, const float* bias, Activation act, int64_t rows,
+void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
                       int64_t C, cudaStream_t stream);
 // dh = dact(h) * dy (overwritten), for the saved pre-activation h.
 void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,

@@ -1,5 +1,5 @@
 #pragma once
-// Where the norm and activation kernels put their FP32 results: the NormOut they were given
+// Where the norm and activation kernels put their FP32 results: the ProducerOut they were given
 // picks FP32, FP8 (codes plus statistics) or BF16. The choice is a template parameter of the
 // kernel, so it costs no branch per element.
 #include <cuda_runtime.h>
@@ -15,23 +15,10 @@
 
 namespace fp8lm::cuda {
 
-// The kind a NormOut asks for; exactly one output must be set, and FP8 needs its scale.
-inline DType out_kind(const NormOut& out, const char* op) {
-  const int set = (out.y != nullptr) + (out.y8.data != nullptr) + (out.y16 != nullptr);
-  if (set != 1) {
-    throw Error(std::string(op) + ": exactly one output (FP32, FP8 or BF16) must be given, got " +
-                std::to_string(set));
-  }
-  if (out.y != nullptr) return DType::F32;
-  if (out.y16 != nullptr) return DType::BF16;
-  if (out.y8.scale == nullptr) throw Error(std::string(op) + ": FP8 output without a scale");
-  return fp8_dtype(out.y8.format);
-}
-
 // Calls f(std::integral_constant<DType, K>{}) for the runtime kind k: one kernel
 // instantiation per kind.
 template <typename F>
-void with_out_kind(DType k, F&& f) {
+void with_out_dtype(DType k, F&& f) {
   switch (k) {
     case DType::F32:
       return f(std::integral_constant<DType, DType::F32>{});
@@ -42,7 +29,7 @@ void with_out_kind(DType k, F&& f) {
     case DType::BF16:
       return f(std::integral_constant<DType, DType::BF16>{});
     default:
-      return;  // out_kind yields only the four above
+      return;  // producer_out_dtype yields only the four above
   }
 }
 
@@ -52,11 +39,11 @@ template <DType K>
 struct OutWriter {
   static constexpr bool kFp8 = K == DType::E4M3 || K == DType::E5M2;
 
-  NormOut out;
+  ProducerOut out;
   float scale = 1.0f;
   Fp8Stats stats;
 
-  __device__ explicit OutWriter(const NormOut& o) : out(o) {
+  __device__ explicit OutWriter(const ProducerOut& o) : out(o) {
     if constexpr (kFp8) scale = *o.y8.scale;
   }
 

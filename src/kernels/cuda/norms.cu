@@ -76,7 +76,7 @@ __device__ float load_row_partial(const RowLane& t, float* s, const float* x, co
 
 template <DType K>
 __global__ void __launch_bounds__(kBlock)
-    layernorm_forward_kernel(NormOut out, float* s, float* mean_out, float* rstd_out,
+    layernorm_forward_kernel(ProducerOut out, float* s, float* mean_out, float* rstd_out,
                              const float* x, const float* r, const float* gamma, const float* beta,
                              int64_t rows, int64_t C, float eps) {
   OutWriter<K> w(out);
@@ -108,8 +108,8 @@ __global__ void __launch_bounds__(kBlock)
 
 template <DType K>
 __global__ void __launch_bounds__(kBlock)
-    rmsnorm_forward_kernel(NormOut out, float* s, float* rstd_out, const float* x, const float* r,
-                           const float* gamma, int64_t rows, int64_t C, float eps) {
+    rmsnorm_forward_kernel(ProducerOut out, float* s, float* rstd_out, const float* x,
+                           const float* r, const float* gamma, int64_t rows, int64_t C, float eps) {
   OutWriter<K> w(out);
   const RowLane t(rows, C);
   const float n = static_cast<float>(C);
@@ -209,25 +209,25 @@ unsigned row_blocks(int64_t rows) {
 
 }  // namespace
 
-void layernorm_forward(NormOut out, float* s, float* mean, float* rstd, const float* x,
+void layernorm_forward(ProducerOut out, float* s, float* mean, float* rstd, const float* x,
                        const float* r, const float* gamma, const float* beta, int64_t rows,
                        int64_t C, float eps, cudaStream_t stream) {
-  const DType kind = out_kind(out, "layernorm_forward");
+  const DType kind = producer_out_dtype(out, "layernorm_forward");
   if (r != nullptr && s == nullptr) throw Error("layernorm_forward: residual r without s");
   if (rows <= 0 || C <= 0) return;
-  with_out_kind(kind, [&](auto k) {
+  with_out_dtype(kind, [&](auto k) {
     layernorm_forward_kernel<decltype(k)::value><<<row_blocks(rows), kBlock, 0, stream>>>(
         out, s, mean, rstd, x, r, gamma, beta, rows, C, eps);
     FP8LM_CUDA_CHECK_LAUNCH();
   });
 }
 
-void rmsnorm_forward(NormOut out, float* s, float* rstd, const float* x, const float* r,
+void rmsnorm_forward(ProducerOut out, float* s, float* rstd, const float* x, const float* r,
                      const float* gamma, int64_t rows, int64_t C, float eps, cudaStream_t stream) {
-  const DType kind = out_kind(out, "rmsnorm_forward");
+  const DType kind = producer_out_dtype(out, "rmsnorm_forward");
   if (r != nullptr && s == nullptr) throw Error("rmsnorm_forward: residual r without s");
   if (rows <= 0 || C <= 0) return;
-  with_out_kind(kind, [&](auto k) {
+  with_out_dtype(kind, [&](auto k) {
     rmsnorm_forward_kernel<decltype(k)::value>
         <<<row_blocks(rows), kBlock, 0, stream>>>(out, s, rstd, x, r, gamma, rows, C, eps);
     FP8LM_CUDA_CHECK_LAUNCH();

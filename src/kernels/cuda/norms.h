@@ -14,22 +14,15 @@
 
 namespace fp8lm::cuda {
 
-// Exactly one of the outputs is written: y (FP32), y8 (FP8) or y16 (BF16).
-struct NormOut {
-  float* y = nullptr;
-  Fp8Out y8;  // y8.data != nullptr selects FP8
-  bf16_t* y16 = nullptr;
-};
-
 // s (add_ variants only, else nullptr): s = x + r written; r nullptr: plain norm of x.
-void layernorm_forward(NormOut out, float* s, float* mean, float* rstd, const float* x,
+void layernorm_forward(ProducerOut out, float* s, float* mean, float* rstd, const float* x,
                        const float* r, const float* gamma, const float* beta, int64_t rows,
                        int64_t C, float eps, cudaStream_t stream);
 void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
                         const float* gamma, const float* mean, const float* rstd, int64_t rows,
                         int64_t C, cudaStream_t stream);
 
-void rmsnorm_forward(NormOut out, float* s, float* rstd, const float* x, const float* r,
+void rmsnorm_forward(ProducerOut out, float* s, float* rstd, const float* x, const float* r,
                      const float* gamma, int64_t rows, int64_t C, float eps, cudaStream_t stream);
 void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
                       const float* rstd, int64_t rows, int64_t C, cudaStream_t stream);

@@ -1,0 +1,21 @@
+#include "kernels/tensor.h"
+
+#include <fmt/format.h>
+
+#include "fp8lm/error.h"
+
+namespace fp8lm {
+
+DType producer_out_dtype(const ProducerOut& out, const char* op) {
+  const int set = (out.y != nullptr) + (out.y8.data != nullptr) + (out.y16 != nullptr);
+  if (set != 1) {
+    throw Error(
+        fmt::format("{}: exactly one output (FP32, FP8 or BF16) must be given, got {}", op, set));
+  }
+  if (out.y != nullptr) return DType::F32;
+  if (out.y16 != nullptr) return DType::BF16;
+  if (out.y8.scale == nullptr) throw Error(fmt::format("{}: FP8 output without a scale", op));
+  return fp8_dtype(out.y8.format);
+}
+
+}  // namespace fp8lm
