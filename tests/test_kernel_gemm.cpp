@@ -1,6 +1,7 @@
 // GEMMs of every precision against the double-accumulating reference, for all transposes,
 // and the FP32 -> BF16 operand cast against bf16_from_float bit for bit.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <bit>
 #include <cmath>
@@ -10,8 +11,8 @@
 #include <vector>
 
 #include "core/cpu_features.h"
-#include "fp8lm/error.h"
 #include "fp8/quantize.h"
+#include "fp8lm/error.h"
 #include "kernels/cpu/casts.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/traffic.h"
@@ -184,6 +185,21 @@ TEST(Fp32ToBf16, EqualsBf16FromFloatBitForBit) {
       if (cpu_features().avx512) expect_cast_matches(avx512::fp32_to_bf16, x, offset, n);
     }
   }
+}
+
+// A length whose per-thread share is a whole number of cache lines with a remainder left over
+// (n = threads * 32768 + 1): every thread's share rounded to 64 elements must still cover the
+// last element.
+TEST(Fp32ToBf16, CoversTheTailWhateverTheThreadCount) {
+  const int saved = omp_get_max_threads();
+  for (int threads : {2, 3}) {
+    omp_set_num_threads(threads);
+    const int64_t n = threads * 32768 + 1;
+    const std::vector<float> x = test::random_normal(n + 1, 11);
+    SCOPED_TRACE(testing::Message() << "threads=" << threads << " n=" << n);
+    expect_cast_matches(fp32_to_bf16, x, 0, n);
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST(GemmF32, RepeatedCallsAreBitIdentical) {

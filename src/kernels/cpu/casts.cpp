@@ -21,7 +21,7 @@ void for_shares(int64_t n, F body) {
 #pragma omp parallel
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t share = (n / nt + 63) / 64 * 64;
+    const int64_t share = ((n + nt - 1) / nt + 63) / 64 * 64;  // every element, rounded up
     const int64_t lo = std::min(n, t * share), hi = std::min(n, lo + share);
     if (lo < hi) body(lo, hi);
   }
