@@ -40,7 +40,7 @@ def main(binary):
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(0.8)
         p.send_signal(signal.SIGINT)
-        _, err = p.communicate()
+        _, err = p.communicate(timeout=600)
         if p.returncode != 130 or "checkpoint written" not in err:
             sys.exit(f"FAIL: SIGINT gave exit {p.returncode}: {err.strip()[-300:]}")
         r = subprocess.run([binary, "train", "--resume", run], capture_output=True, text=True)

@@ -194,6 +194,13 @@ void print_result(const TrainConfig& c, const TrainResult& r) {
 }
 
 int run_train(const TrainFlags& f, CLI::App* app) {
+  const std::string dir = f.resume.empty() ? f.out : f.resume;
+  if (!dir.empty()) {
+    // Before the trainer loads (which can take seconds): a stop asked for meanwhile is
+    // honoured after the first step, with a checkpoint, rather than killing the process.
+    std::signal(SIGINT, request_stop);
+    std::signal(SIGTERM, request_stop);
+  }
   std::unique_ptr<Trainer> trainer;
   if (!f.resume.empty()) {
     for (const auto& [flag, value] : f.values) {
@@ -239,7 +246,6 @@ int run_train(const TrainFlags& f, CLI::App* app) {
       c.model.n_heads, c.model.ffn);
   std::fflush(stdout);  // the header before the progress bar (stderr)
 
-  const std::string dir = f.resume.empty() ? f.out : f.resume;
   if (dir.empty()) {
     if (f.checkpoint_every > 0 || f.stop_after > 0)
       throw Error("--checkpoint-every and --stop-after need --out DIR");
@@ -247,8 +253,6 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     print_result(c, trainer->finish());
     return 0;
   }
-  std::signal(SIGINT, request_stop);
-  std::signal(SIGTERM, request_stop);
   const RunSchedule schedule{f.checkpoint_every, f.stop_after};
   RunDirectory run(dir, *trainer, f.keep_checkpoints);
   TrainResult r;
