@@ -1,5 +1,5 @@
 // The public Model: a model file loaded for generation and inspection.
-#include "api/fp8_state.h"
+#include "nn/fp8_slots.h"
 #include "fp8lm/error.h"
 #include "fp8lm/training.h"
 #include "io/checkpoint.h"

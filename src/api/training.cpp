@@ -1,7 +1,7 @@
 // The public Training: the engine's Trainer behind the API's own header.
 #include "fp8lm/training.h"
 
-#include "api/fp8_state.h"
+#include "nn/fp8_slots.h"
 #include "io/run_dir.h"
 #include "train/trainer.h"
 

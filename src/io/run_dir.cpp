@@ -10,6 +10,7 @@
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/report.h"
+#include "nn/fp8_slots.h"
 
 namespace fp8lm {
 
@@ -31,18 +32,12 @@ void write_text_atomic(const std::string& path, const std::string& text) {
 
 Json fp8_snapshot(GPT& model) {
   Json j = Json::object();
-  for (Linear* l : model.linears()) {
-    Json gemm = Json::object();
-    for (Slot s : {Slot::Input, Slot::Weight, Slot::Output, Slot::GradOutput, Slot::GradInput}) {
-      const ScalingState& st = l->fp8_meta()[s];
-      const float newest = st.amax_history.back();
-      gemm[std::string(slot_name(s))] = {
-          {"scale", st.scale},
-          {"amax", std::isfinite(newest) ? Json(newest) : Json(nullptr)},
-          {"saturated", st.last_cast.saturated_fraction()},
-          {"flushed", st.last_cast.flushed_fraction()}};
-    }
-    j[l->name()] = gemm;
+  for (const Fp8SlotState& st : fp8_slot_states(model)) {
+    const float newest = st.amax_history.back();
+    j[st.gemm][st.slot] = {{"scale", st.scale},
+                           {"amax", std::isfinite(newest) ? Json(newest) : Json(nullptr)},
+                           {"saturated", st.saturated_fraction},
+                           {"flushed", st.flushed_fraction}};
   }
   return j;
 }

@@ -1,4 +1,4 @@
-#include "api/fp8_state.h"
+#include "nn/fp8_slots.h"
 
 namespace fp8lm {
 

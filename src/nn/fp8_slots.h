@@ -1,5 +1,6 @@
 #pragma once
-// Every GEMM's FP8 slots of a model, as the public API shows them.
+// Every GEMM's FP8 slots of a model, in model order, as the public API, the metrics and
+// the report show them.
 #include <vector>
 
 #include "fp8lm/training.h"
