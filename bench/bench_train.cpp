@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/device_query.h"
+#include "kernels/traffic.h"
 #include "nn/fusion.h"
 #include "nn/scratch.h"
 #include "train/trainer.h"

@@ -7,8 +7,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "fp8lm/error.h"
 #include "demo_config.h"
+#include "fp8lm/error.h"
+#include "kernels/traffic.h"
 #include "nn/fusion.h"
 #include "train/data.h"
 #include "train/trainer.h"

@@ -4,8 +4,8 @@
 
 #include <charconv>
 
-#include "fp8lm/error.h"
 #include "fp8/quantize.h"
+#include "fp8lm/error.h"
 #include "kernels/cpu/bf16_probe.h"
 #include "kernels/cpu/gemm.h"
 
@@ -44,6 +44,10 @@ DeviceChoice resolve_device(const DeviceSpec& spec) {
   const cuda::Device& d = q.devices[static_cast<size_t>(spec.index)];
   return {true,       d.index,    fmt::format("cuda:{} {}", d.index, d.name),
           d.cc_major, d.cc_minor, spec.kind == DeviceSpec::Auto ? "a CUDA device is present" : ""};
+}
+
+Backend& backend_for(const DeviceChoice& device) {
+  return device.cuda ? cuda::backend(device.index) : cpu_backend();
 }
 
 PrecisionChoice resolve_precision(Precision requested, const DeviceChoice& device) {

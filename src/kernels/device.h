@@ -6,6 +6,7 @@
 
 #include "core/precision.h"
 #include "fp8lm/train_config.h"  // DeviceSpec
+#include "kernels/backend.h"
 #include "kernels/cuda/device_query.h"
 
 namespace fp8lm {
@@ -37,6 +38,9 @@ CpuKernelInfo cpu_kernel_info();
 inline cuda::DeviceQuery cuda_devices() {
   return cuda::query_devices();
 }
+
+// The backend that runs on the chosen device.
+Backend& backend_for(const DeviceChoice& device);
 
 // The precision policy for the chosen device (resolve_cpu_precision / resolve_cuda_precision).
 PrecisionChoice resolve_precision(Precision requested, const DeviceChoice& device);

@@ -35,6 +35,22 @@ struct ProducerOut {
   float* y = nullptr;
   Fp8Out y8;  // y8.data != nullptr selects FP8
   bf16_t* y16 = nullptr;
+
+  static ProducerOut fp32(float* y) {
+    ProducerOut o;
+    o.y = y;
+    return o;
+  }
+  static ProducerOut fp8(const Fp8Out& q) {
+    ProducerOut o;
+    o.y8 = q;
+    return o;
+  }
+  static ProducerOut bf16(bf16_t* y) {
+    ProducerOut o;
+    o.y16 = y;
+    return o;
+  }
 };
 
 // The dtype a ProducerOut asks for; Error naming `op` unless exactly one output is set and an

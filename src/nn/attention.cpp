@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/attention_unfused.h"
 #include "nn/fusion.h"
 #include "nn/scratch.h"
 
@@ -15,35 +13,29 @@ void DotProductAttention::forward(const float* qkv, float* out, int64_t B, int64
   fused_ = fusion_enabled();
   if (!fused_) {
     probs_.resize(static_cast<size_t>(B * n_heads_ * T * T));
-    cpu::attention_forward_unfused(out, probs_.data(), qkv, B, T, C, n_heads_);
-    // Head-major copies of q, k, v (read, written, read), the scores written and read by
-    // softmax and read again by P·V, the output scattered back.
-    count_traffic(B * T * C * 4 * 10 + B * n_heads_ * T * T * 4 * 4);
+    be_.attention_forward_unfused(out, probs_.data(), qkv, B, T, C, n_heads_);
     return;
   }
   lse_.resize(static_cast<size_t>(B * n_heads_ * T));
-  cpu::attention_forward(out, lse_.data(), qkv, B, T, C, n_heads_);
-  // Flash style: q, k, v read once per query block, the output written once; no T x T scores.
-  count_traffic(B * T * C * 16 + B * n_heads_ * T * 4);
+  be_.attention_forward(out, lse_.data(), qkv, B, T, C, n_heads_);
 }
 
 void DotProductAttention::backward(const float* dout, float* dqkv, const float* qkv) {
   if (!fused_) {
-    cpu::attention_backward_unfused(dqkv, dout, qkv, probs_.data(), B_, T_, C_, n_heads_);
-    count_traffic(B_ * T_ * C_ * 4 * 16 + B_ * n_heads_ * T_ * T_ * 4 * 6);
+    be_.attention_backward_unfused(dqkv, dout, qkv, probs_.data(), B_, T_, C_, n_heads_);
     return;
   }
-  cpu::attention_backward(dqkv, dout, qkv, out_, lse_.data(), B_, T_, C_, n_heads_);
-  count_traffic(B_ * T_ * C_ * 24 + B_ * n_heads_ * T_ * 4);  // qkv, out, dout in; dqkv out
+  be_.attention_backward(dqkv, dout, qkv, out_, lse_.data(), B_, T_, C_, n_heads_);
 }
 
 MultiheadAttention::MultiheadAttention(const std::string& prefix, int64_t d, int64_t n_heads,
-                                       Normalization norm)
-    : d_(d),
+                                       Normalization norm, Backend& backend)
+    : be_(backend),
+      d_(d),
       n_heads_(n_heads),
-      qkv_(prefix + ".ln1", prefix + ".qkv", d, 3 * d, norm, /*bias=*/true),
-      attention_(n_heads),
-      proj_(prefix + ".proj", d, d, /*bias=*/true) {}
+      qkv_(prefix + ".ln1", prefix + ".qkv", d, 3 * d, norm, /*bias=*/true, backend),
+      attention_(n_heads, backend),
+      proj_(prefix + ".proj", d, d, /*bias=*/true, backend) {}
 
 ParameterList MultiheadAttention::parameters() {
   ParameterList p = qkv_.parameters();
@@ -96,8 +88,8 @@ void MultiheadAttention::decode(const float* x, float* y, KvCache& cache, int64_
     std::copy(row + d_, row + 2 * d_, cache.k.begin() + at);
     std::copy(row + 2 * d_, row + 3 * d_, cache.v.begin() + at);
   }
-  cpu::attention_decode(att_out_.data(), q1_.data(), cache.k.data(), cache.v.data(), B, cache.Tmax,
-                        pos + 1, d_, n_heads_);
+  be_.attention_decode(att_out_.data(), q1_.data(), cache.k.data(), cache.v.data(), B, cache.Tmax,
+                       pos + 1, d_, n_heads_);
   proj_.forward(att_out_.data(), y, B);
 }
 

@@ -11,7 +11,8 @@ namespace fp8lm {
 
 class DotProductAttention {
  public:
-  explicit DotProductAttention(int64_t n_heads) : n_heads_(n_heads) {}
+  explicit DotProductAttention(int64_t n_heads, Backend& backend = cpu_backend())
+      : be_(backend), n_heads_(n_heads) {}
   // qkv [B, T, 3C] (q, k, v per token) -> out [B, T, C]. qkv and out stay valid until backward.
   void forward(const float* qkv, float* out, int64_t B, int64_t T, int64_t C);
   // dqkv [B, T, 3C] overwritten; qkv: forward's input values (if forward's pointer was only
@@ -20,6 +21,7 @@ class DotProductAttention {
   MemoryUse memory_use() const { return {bytes_of(lse_) + bytes_of(probs_), 0}; }
 
  private:
+  Backend& be_;
   int64_t n_heads_;
   int64_t B_ = 0, T_ = 0, C_ = 0;
   const float* out_ = nullptr;
@@ -37,7 +39,8 @@ struct KvCache {
 class MultiheadAttention {
  public:
   // Names: {prefix}.ln1, {prefix}.qkv, {prefix}.proj.
-  MultiheadAttention(const std::string& prefix, int64_t d, int64_t n_heads, Normalization norm);
+  MultiheadAttention(const std::string& prefix, int64_t d, int64_t n_heads, Normalization norm,
+                     Backend& backend = cpu_backend());
 
   void forward(const float* x, float* y, int64_t B, int64_t T);  // y overwritten
   void backward(const float* dy, float* dx);                     // dx +=
@@ -59,13 +62,14 @@ class MultiheadAttention {
   ParameterList parameters();
 
  private:
+  Backend& be_;
   int64_t d_, n_heads_;
   int64_t B_ = 0, T_ = 0;
   LayerNormLinear qkv_;
   DotProductAttention attention_;
   Linear proj_;
-  SavedActivation qkv_out_{Scratch::QkvOut};  // q, k, v: saved (BF16 in low precision)
-  std::vector<float> att_out_, q1_;           // the attention output: saved
+  SavedActivation qkv_out_{Scratch::QkvOut, be_};  // q, k, v: saved (BF16 in low precision)
+  std::vector<float> att_out_, q1_;                // the attention output: saved
 };
 
 }  // namespace fp8lm

@@ -4,12 +4,11 @@
 // a separate cross-entropy pass, one AdamW pass per parameter. `--no-fusion` measures what
 // fusion is worth; both paths compute the same values (tests train with each).
 //
-// Each path also counts the bytes its kernels read and write (kernels/traffic.h), so the
+// The CPU backend counts the bytes each op reads and writes (kernels/traffic.h), so the
 // benchmark can show the traffic fusion saves.
 #include <cstdint>
 
 #include "core/scoped_value.h"
-#include "kernels/traffic.h"
 
 namespace fp8lm {
 

@@ -7,10 +7,6 @@
 #include <random>
 
 #include "fp8lm/error.h"
-#include "kernels/cpu/casts.h"
-#include "kernels/cpu/cross_entropy.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/gemm.h"
 #include "nn/fusion.h"
 #include "nn/saved_activation.h"
 #include "nn/scratch.h"
@@ -39,25 +35,19 @@ int64_t GPTConfig::parameter_count() const {
   return vocab * d_model + seq_len * d_model + n_layers * layer + norm;
 }
 
-TransformerLayer::TransformerLayer(int index, const GPTConfig& cfg)
-    : d_(cfg.d_model),
-      attention_(fmt::format("layers.{}", index), cfg.d_model, cfg.n_heads, cfg.normalization),
-      mlp_(fmt::format("layers.{}", index), cfg.d_model, cfg.ffn, cfg.activation,
-           cfg.normalization) {}
+TransformerLayer::TransformerLayer(int index, const GPTConfig& cfg, Backend& backend)
+    : be_(backend),
+      d_(cfg.d_model),
+      attention_(fmt::format("layers.{}", index), cfg.d_model, cfg.n_heads, cfg.normalization,
+                 backend),
+      mlp_(fmt::format("layers.{}", index), cfg.d_model, cfg.ffn, cfg.activation, cfg.normalization,
+           backend) {}
 
 ParameterList TransformerLayer::parameters() {
   ParameterList p = attention_.parameters();
   for (Parameter* q : mlp_.parameters()) p.push_back(q);
   return p;
 }
-
-namespace {
-void add(float* y, const float* a, const float* b, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
-  count_traffic(n * 12);
-}
-}  // namespace
 
 void TransformerLayer::forward(const float* x, float* y, int64_t B, int64_t T) {
   rows_ = B * T;
@@ -67,7 +57,7 @@ void TransformerLayer::forward(const float* x, float* y, int64_t B, int64_t T) {
   resid_.resize(static_cast<size_t>(n));
   attention_.forward(x, attn_out, B, T);
   mid_residual_then_mlp(x, attn_out, mlp_out, rows_);
-  add(y, resid_.data(), mlp_out, n);
+  be_.add(y, resid_.data(), mlp_out, n);
 }
 
 void TransformerLayer::mid_residual_then_mlp(const float* x, const float* attn_out, float* y,
@@ -76,7 +66,7 @@ void TransformerLayer::mid_residual_then_mlp(const float* x, const float* attn_o
     mlp_.forward_residual(x, attn_out, resid_.data(), y, rows);
     return;
   }
-  add(resid_.data(), x, attn_out, rows * d_);
+  be_.add(resid_.data(), x, attn_out, rows * d_);
   mlp_.forward(resid_.data(), y, rows);
 }
 
@@ -96,17 +86,18 @@ void TransformerLayer::decode(const float* x, float* y, KvCache& cache, int64_t 
   resid_.resize(static_cast<size_t>(n));
   attention_.decode(x, attn_out, cache, pos);
   mid_residual_then_mlp(x, attn_out, mlp_out, cache.B);
-  add(y, resid_.data(), mlp_out, n);
+  be_.add(y, resid_.data(), mlp_out, n);
 }
 
-GPT::GPT(const GPTConfig& cfg, uint64_t seed)
-    : cfg_(cfg),
+GPT::GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend)
+    : be_(backend),
+      cfg_(cfg),
       wte_("wte", {cfg.vocab, cfg.d_model}, /*decays=*/true),
       wpe_("wpe", {cfg.seq_len, cfg.d_model}, /*decays=*/false),
-      lnf_("lnf", cfg.d_model, cfg.normalization) {
+      lnf_("lnf", cfg.d_model, cfg.normalization, kNormEps, backend) {
   cfg_.validate();
   for (int i = 0; i < cfg.n_layers; ++i)
-    layers_.push_back(std::make_unique<TransformerLayer>(i, cfg));
+    layers_.push_back(std::make_unique<TransformerLayer>(i, cfg, backend));
   // GPT-2's initialization: N(0, 0.02) for matrices and embeddings, the projections that write
   // into the residual stream scaled down by sqrt(2 * n_layers); biases 0, norm gains 1.
   std::mt19937_64 rng(seed);
@@ -175,13 +166,12 @@ void GPT::head_forward(int64_t rows) {
   if (head_mode_ == GemmMode::Bf16) {
     normed16_.resize(normed_.size());
     wte16_.resize(wte_.value.size());
-    cpu::fp32_to_bf16(normed16_.data(), normed_.data(), rows * d);
-    cpu::fp32_to_bf16(wte16_.data(), wte_.data(), V * d);
-    count_traffic((rows + V) * d * 6);
+    be_.fp32_to_bf16(normed16_.data(), normed_.data(), rows * d);
+    be_.fp32_to_bf16(wte16_.data(), wte_.data(), V * d);
     x = {normed16_.data(), DType::BF16};
     w = {wte16_.data(), DType::BF16};
   }
-  cpu::gemm(Trans::N, Trans::T, rows, V, d, 1.0f, x, w, 0.0f, logits_.data());
+  be_.gemm(Trans::N, Trans::T, rows, V, d, 1.0f, x, w, 0.0f, logits_.data());
 }
 
 float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
@@ -198,8 +188,7 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   const TrainingForward training(targets != nullptr);  // saved activations may be BF16
   acts_.resize(layers_.size() + 1);
   for (auto& a : acts_) a.resize(static_cast<size_t>(rows * d));
-  cpu::embedding_forward(acts_[0].data(), tokens, wte_.data(), wpe_.data(), B, T, d);
-  count_traffic(rows * d * 12);
+  be_.embedding_forward(acts_[0].data(), tokens, wte_.data(), wpe_.data(), B, T, d);
   for (size_t l = 0; l < layers_.size(); ++l)
     layers_[l]->forward(acts_[l].data(), acts_[l + 1].data(), B, T);
   normed_.resize(static_cast<size_t>(rows * d));
@@ -210,14 +199,11 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   const float grad_scale = 1.0f / static_cast<float>(rows);
   if (!fusion_enabled()) {
     probs_.resize(static_cast<size_t>(rows * V));
-    count_traffic(rows * V * 16);  // logits -> probs, then probs -> dlogits
-    return cpu::softmax_cross_entropy_unfused(logits_.data(), probs_.data(), logits_.data(),
-                                              targets, rows, V, grad_scale);
+    return be_.softmax_cross_entropy_unfused(logits_.data(), probs_.data(), logits_.data(), targets,
+                                             rows, V, grad_scale);
   }
   // Fused: the loss and dlogits in one pass over the logits, which dlogits overwrites.
-  count_traffic(rows * V * 8);
-  return cpu::softmax_cross_entropy(logits_.data(), nullptr, logits_.data(), targets, rows, V,
-                                    grad_scale);
+  return be_.softmax_cross_entropy(logits_.data(), logits_.data(), targets, rows, V, grad_scale);
 }
 
 void GPT::backward() {
@@ -227,14 +213,13 @@ void GPT::backward() {
   GemmOperand g{dlogits, DType::F32}, w{wte_.data(), DType::F32}, x{normed_.data(), DType::F32};
   if (head_mode_ == GemmMode::Bf16) {  // forward's BF16 casts of the weight and the input
     dlogits16_.resize(logits_.size());
-    cpu::fp32_to_bf16(dlogits16_.data(), dlogits, rows * V);
-    count_traffic(rows * V * 6);
+    be_.fp32_to_bf16(dlogits16_.data(), dlogits, rows * V);
     g = {dlogits16_.data(), DType::BF16};
     w = {wte16_.data(), DType::BF16};
     x = {normed16_.data(), DType::BF16};
   }
-  cpu::gemm(Trans::N, Trans::N, rows, d, V, 1.0f, g, w, 0.0f, dnormed_.data());
-  cpu::gemm(Trans::T, Trans::N, V, d, rows, 1.0f, g, x, 1.0f, wte_.grad.data());
+  be_.gemm(Trans::N, Trans::N, rows, d, V, 1.0f, g, w, 0.0f, dnormed_.data());
+  be_.gemm(Trans::T, Trans::N, V, d, rows, 1.0f, g, x, 1.0f, wte_.grad.data());
   dacts_a_.assign(static_cast<size_t>(rows * d), 0.0f);
   dacts_b_.resize(static_cast<size_t>(rows * d));
   lnf_.backward(dnormed_.data(), dacts_a_.data(), rows);
@@ -242,8 +227,7 @@ void GPT::backward() {
     layers_[l]->backward(dacts_a_.data(), dacts_b_.data());
     std::swap(dacts_a_, dacts_b_);
   }
-  cpu::embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_, B_, T_, d);
-  count_traffic(rows * d * 20);
+  be_.embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_, B_, T_, d);
   if (fp8_used_ && recipe_.kind == ScalingKind::Delayed) {
     update_delayed_scaling(metas_, Direction::Backward, recipe_.delayed, reduce_);
   }

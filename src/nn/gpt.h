@@ -15,7 +15,7 @@ namespace fp8lm {
 
 class TransformerLayer {
  public:
-  TransformerLayer(int index, const GPTConfig& cfg);
+  TransformerLayer(int index, const GPTConfig& cfg, Backend& backend = cpu_backend());
   void forward(const float* x, float* y, int64_t B, int64_t T);        // y overwritten
   void backward(const float* dy, float* dx);                           // dx overwritten
   void decode(const float* x, float* y, KvCache& cache, int64_t pos);  // one token per sequence
@@ -31,6 +31,7 @@ class TransformerLayer {
   }
 
  private:
+  Backend& be_;
   int64_t d_;
   int64_t rows_ = 0;
   MultiheadAttention attention_;
@@ -43,7 +44,8 @@ class TransformerLayer {
 
 class GPT {
  public:
-  GPT(const GPTConfig& cfg, uint64_t seed);
+  // Its ops run on `backend` (kernels/backend.h).
+  GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend = cpu_backend());
 
   // tokens [B, T]; targets [B, T] (nullptr: inference, no loss). Returns the mean loss (0
   // without targets) and, with targets, leaves the logits' gradient ready for backward.
@@ -73,6 +75,7 @@ class GPT {
 
  private:
   void head_forward(int64_t rows);
+  Backend& be_;
   GPTConfig cfg_;
   Parameter wte_, wpe_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;

@@ -7,11 +7,9 @@ namespace fp8lm {
 void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, const float* x,
                       float* y, int64_t rows, bool add_bias, const float* r, float* sum) {
   if (fused_fp8_casts()) {
-    const Linear::Fp8Input in = linear.begin_fp8_forward(rows);
-    const CastStats stats =
-        r ? norm.forward_fp8_residual(x, r, sum, in.codes, in.slot.scale, in.slot.format, rows)
-          : norm.forward_fp8(x, in.codes, in.slot.scale, in.slot.format, rows);
-    in.slot.record_cast(stats, rows * linear.in_features());
+    SlotCast in = linear.begin_fp8_forward(rows);
+    norm.forward(in.producer_out(), x, rows, r, sum);
+    in.finish(rows * linear.in_features());
     linear.forward_fp8_input(in.slot.scale_inv, y, rows, add_bias);
     return;
   }
@@ -23,17 +21,14 @@ void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, co
   } else {
     out = scratch<float>(Scratch::NormOut, n);
   }
-  if (r) {
-    norm.forward_residual(x, r, sum, out, rows);
-  } else {
-    norm.forward(x, out, rows);
-  }
+  norm.forward(ProducerOut::fp32(out), x, rows, r, sum);
   linear.forward(out, y, rows, add_bias);
 }
 
 LayerNormLinear::LayerNormLinear(std::string norm_name, std::string linear_name, int64_t in,
-                                 int64_t out, Normalization norm, bool bias)
-    : norm_(std::move(norm_name), in, norm), linear_(std::move(linear_name), in, out, bias) {}
+                                 int64_t out, Normalization norm, bool bias, Backend& backend)
+    : norm_(std::move(norm_name), in, norm, kNormEps, backend),
+      linear_(std::move(linear_name), in, out, bias, backend) {}
 
 ParameterList LayerNormLinear::parameters() {
   ParameterList p = norm_.parameters();

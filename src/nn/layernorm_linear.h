@@ -11,7 +11,7 @@ namespace fp8lm {
 class LayerNormLinear {
  public:
   LayerNormLinear(std::string norm_name, std::string linear_name, int64_t in, int64_t out,
-                  Normalization norm, bool bias);
+                  Normalization norm, bool bias, Backend& backend = cpu_backend());
 
   void forward(const float* x, float* y, int64_t rows);     // y overwritten
   void backward(const float* dy, float* dx, int64_t rows);  // dx +=

@@ -15,7 +15,7 @@ class LayerNormMLP {
  public:
   // Names: {prefix}.ln2, {prefix}.fc1, {prefix}.fc2. SwiGLU's fc1 has 2*ffn outputs (gate, value).
   LayerNormMLP(const std::string& prefix, int64_t d, int64_t ffn, Activation act,
-               Normalization norm);
+               Normalization norm, Backend& backend = cpu_backend());
 
   void forward(const float* x, float* y, int64_t rows);  // y overwritten
   // The same on s = x + r (the block's mid residual), written to s in the norm's pass.
@@ -35,6 +35,7 @@ class LayerNormMLP {
   }
 
  private:
+  Backend& be_;
   Activation act_;
   int64_t ffn_;
   Norm norm_;
@@ -42,7 +43,7 @@ class LayerNormMLP {
   // Saved for backward: the pre-activation h, and under FP32 GEMMs the norm and activation
   // outputs (fc1's and fc2's inputs); other modes keep those in scratch.
   std::vector<float> normed_, a_;
-  SavedActivation h_{Scratch::MlpPre};  // the pre-activation (BF16 in low precision)
+  SavedActivation h_{Scratch::MlpPre, be_};  // the pre-activation (BF16 in low precision)
   void forward_impl(const float* x, const float* r, float* sum, float* y, int64_t rows);
 };
 

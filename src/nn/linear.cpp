@@ -1,13 +1,31 @@
 #include "nn/linear.h"
 
-#include "kernels/cpu/activations.h"
-#include "kernels/cpu/casts.h"
-#include "kernels/cpu/gemm.h"
 #include "nn/fusion.h"
 #include "nn/saved_activation.h"
 #include "nn/scratch.h"
 
 namespace fp8lm {
+namespace {
+
+// Quantizes x through one slot by the recipe's kind of scaling, as fp8/scaling.h's
+// cast_with_recipe does on the host, over the backend's ops: delayed scaling casts with the
+// slot's scale; current scaling first takes x's own amax. The slot is host memory, so this
+// runs on the CPU backend until the scaling state moves into backend memory
+// (docs/ARCHITECTURE.md). Returns the scale_inv to dequantize with.
+float cast_through_slot(Backend& be, ScalingState& slot, const Fp8Recipe& recipe, uint8_t* codes,
+                        const float* x, int64_t n) {
+  if (recipe.kind == ScalingKind::Current) {
+    float amax = 0.0f;
+    be.absmax(&amax, x, n);
+    slot.set_scale(compute_scale(amax, fp8_max(slot.format), recipe.current().margin, 1.0f));
+  }
+  SlotCast cast{slot, codes};
+  be.quantize(cast.out(), x, n);
+  cast.finish(n);
+  return slot.scale_inv;
+}
+
+}  // namespace
 
 GemmMode current_gemm_mode() {
   if (autocast_state().enabled) return GemmMode::Fp8;
@@ -19,8 +37,9 @@ bool fused_fp8_casts() {
          autocast_state().recipe.kind == ScalingKind::Delayed;
 }
 
-Linear::Linear(std::string name, int64_t in, int64_t out, bool bias)
-    : name_(std::move(name)),
+Linear::Linear(std::string name, int64_t in, int64_t out, bool bias, Backend& backend)
+    : be_(backend),
+      name_(std::move(name)),
       in_(in),
       out_(out),
       has_bias_(bias),
@@ -33,7 +52,7 @@ ParameterList Linear::parameters() {
   return p;
 }
 
-Linear::Fp8Input Linear::begin_fp8_forward(int64_t rows) {
+SlotCast Linear::begin_fp8_forward(int64_t rows) {
   recipe_ = autocast_state().recipe;
   const DelayedScaling& r = recipe_.delayed;
   if (meta_[Slot::Input].amax_history.size() != static_cast<size_t>(r.amax_history_len) ||
@@ -56,8 +75,7 @@ const uint8_t* Linear::prepare_weight_fp8() {
   const int64_t n = weight_.numel();
   if (training_forward()) {
     uint8_t* codes = scratch<uint8_t>(Scratch::WeightFp8, n);
-    qw_scale_inv_ = cast_with_recipe(sw, recipe_, codes, weight_.data(), n);
-    count_traffic(n * 5);
+    qw_scale_inv_ = cast_through_slot(be_, sw, recipe_, codes, weight_.data(), n);
     recast_for_backward_ = true;
     cast_scale_ = sw.scale;
     cast_version_ = ~uint64_t{0};  // the kept cast (if any) is not what this step used
@@ -77,8 +95,7 @@ const uint8_t* Linear::weight_fp8_for_backward() {
   // slot's amax history records the weight once per step, as with a kept cast.
   const int64_t n = weight_.numel();
   uint8_t* codes = scratch<uint8_t>(Scratch::WeightFp8, n);
-  quantize(codes, weight_.data(), n, cast_scale_, meta_[Slot::Weight].format);
-  count_traffic(n * 5);
+  be_.quantize({codes, &cast_scale_, nullptr, meta_[Slot::Weight].format}, weight_.data(), n);
   return codes;
 }
 
@@ -87,16 +104,15 @@ const bf16_t* Linear::weight_bf16() {
   // than BF16 activations save; rounding again for the backward GEMM is one cheap pass.
   const int64_t n = weight_.numel();
   bf16_t* w = scratch<bf16_t>(Scratch::WeightBf16, n);
-  cpu::fp32_to_bf16(w, weight_.data(), n);
-  count_traffic(n * 6);
+  be_.fp32_to_bf16(w, weight_.data(), n);
   return w;
 }
 
 void Linear::requantize_weight(const Fp8Recipe& recipe) {
   const int64_t n = weight_.numel();
   qw_.resize(static_cast<size_t>(n));
-  qw_scale_inv_ = cast_with_recipe(meta_[Slot::Weight], recipe, qw_.data(), weight_.data(), n);
-  count_traffic(n * 5);
+  qw_scale_inv_ =
+      cast_through_slot(be_, meta_[Slot::Weight], recipe, qw_.data(), weight_.data(), n);
   cast_version_ = weight_.version;
   cast_scale_ = meta_[Slot::Weight].scale;
 }
@@ -104,23 +120,21 @@ void Linear::requantize_weight(const Fp8Recipe& recipe) {
 void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
   mode_ = current_gemm_mode();
   if (mode_ == GemmMode::Fp8) {
-    const Fp8Input in = begin_fp8_forward(rows);
-    const float sinv = cast_with_recipe(in.slot, recipe_, in.codes, x, rows * in_);
-    count_traffic(rows * in_ * 5);
+    SlotCast in = begin_fp8_forward(rows);
+    const float sinv = cast_through_slot(be_, in.slot, recipe_, in.codes, x, rows * in_);
     forward_fp8_input(sinv, y, rows, add_bias);
     return;
   }
   GemmOperand w;
   if (mode_ == GemmMode::Bf16) {
     x16_.resize(static_cast<size_t>(rows * in_));
-    cpu::fp32_to_bf16(x16_.data(), x, rows * in_);
-    count_traffic(rows * in_ * 6);
+    be_.fp32_to_bf16(x16_.data(), x, rows * in_);
     w = {weight_bf16(), DType::BF16};
   } else {
     x_ = x;
     w = {weight_.data(), DType::F32};
   }
-  cpu::gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
   finish_forward(y, rows, add_bias);
 }
 
@@ -130,7 +144,7 @@ void Linear::forward_fp8_input(float scale_inv, float* y, int64_t rows, bool add
   const uint8_t* qw = prepare_weight_fp8();
   // The input codes are what backward's weight gradient uses: one byte per value saved.
   const GemmOperand w{qw, fp8_dtype(meta_[Slot::Weight].format), &qw_scale_inv_};
-  cpu::gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
   finish_forward(y, rows, add_bias);
 }
 
@@ -160,16 +174,14 @@ GemmOperand Linear::saved_input() const {
 
 void Linear::finish_forward(float* y, int64_t rows, bool add_bias) {
   if (has_bias_ && add_bias) {
-    cpu::add_bias(y, bias_.data(), rows, out_);
-    count_traffic(rows * out_ * 8 + out_ * 4);
+    be_.add_bias(y, bias_.data(), rows, out_);
   }
 }
 
 void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx) {
   const float beta = accumulate_dx ? 1.0f : 0.0f;
   if (has_bias_) {
-    cpu::bias_backward(bias_.grad.data(), dy, rows, out_);
-    count_traffic(rows * out_ * 4 + out_ * 8);
+    be_.bias_backward(bias_.grad.data(), dy, rows, out_);
   }
   // A BF16 gradient (--fp8-weights) takes the GEMM's FP32 result from scratch.
   const bool bf16_grad = weight_.bf16_grad();
@@ -184,25 +196,22 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
       break;
     case GemmMode::Bf16: {
       bf16_t* dy16 = scratch<bf16_t>(Scratch::LinearDy, rows * out_);
-      cpu::fp32_to_bf16(dy16, dy, rows * out_);
-      count_traffic(rows * out_ * 6);
+      be_.fp32_to_bf16(dy16, dy, rows * out_);
       g = {dy16, DType::BF16};
       break;
     }
     case GemmMode::Fp8: {
       ScalingState& sdy = meta_[Slot::GradOutput];
       uint8_t* qdy = scratch<uint8_t>(Scratch::LinearDy, rows * out_);
-      dy_sinv = cast_with_recipe(sdy, recipe_, qdy, dy, rows * out_);
-      count_traffic(rows * out_ * 5);
+      dy_sinv = cast_through_slot(be_, sdy, recipe_, qdy, dy, rows * out_);
       g = {qdy, fp8_dtype(sdy.format), &dy_sinv};
       break;
     }
   }
-  if (dx) cpu::gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g, weight_for_dgrad(), beta, dx);
-  cpu::gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, g, saved_input(), wbeta, dw);
+  if (dx) be_.gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g, weight_for_dgrad(), beta, dx);
+  be_.gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, g, saved_input(), wbeta, dw);
   if (bf16_grad) {
-    cpu::accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
-    count_traffic(out_ * in_ * 8);
+    be_.accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "core/bf16.h"
 #include "core/gemm_mode.h"
 #include "fp8/scaling.h"
+#include "kernels/backend.h"
 #include "kernels/tensor.h"
 #include "nn/autocast.h"
 #include "nn/parameter.h"
@@ -24,9 +25,24 @@ GemmMode current_gemm_mode();
 // of the whole output first).
 bool fused_fp8_casts();
 
+// A cast into FP8 through one slot: the descriptor an op writes the codes with (the slot's
+// scale, its amax accumulator, counters for what the cast lost), and finish() recording the
+// cast in the slot once the op has run.
+struct SlotCast {
+  ScalingState& slot;
+  uint8_t* codes;
+  unsigned long long lost[2] = {0, 0};  // saturated, flushed
+  Fp8Out out() { return {codes, &slot.scale, &slot.amax_history[0], slot.format, lost, lost + 1}; }
+  ProducerOut producer_out() { return ProducerOut::fp8(out()); }
+  void finish(int64_t n) {
+    slot.last_cast = {n, static_cast<int64_t>(lost[0]), static_cast<int64_t>(lost[1])};
+  }
+};
+
 class Linear {
  public:
-  Linear(std::string name, int64_t in, int64_t out, bool bias);
+  // Its ops run on `backend` (kernels/backend.h).
+  Linear(std::string name, int64_t in, int64_t out, bool bias, Backend& backend = cpu_backend());
 
   // x [rows, in] -> y [rows, out] (overwritten). x must stay valid until backward (fp32 mode
   // keeps a pointer to it). With add_bias false the bias is left to a fused consumer, but its
@@ -50,11 +66,7 @@ class Linear {
   const std::string& name() const { return name_; }
   // Starts an FP8 forward: the meta is (re)built to the autocast recipe's history length and
   // formats if it differs, registered for the scope's update, and the input buffer sized.
-  struct Fp8Input {
-    ScalingState& slot;
-    uint8_t* codes;
-  };
-  Fp8Input begin_fp8_forward(int64_t rows);
+  SlotCast begin_fp8_forward(int64_t rows);
 
   // TE's fp8_model_init: the module's weight is its FP8 codes, re-quantized from the FP32
   // master (kept for the optimizer) only by requantize_weight(), after each optimizer step.
@@ -80,6 +92,7 @@ class Linear {
   // The weight for the input gradient, cast (BF16, FP8 at forward's scale) as forward used it.
   GemmOperand weight_for_dgrad();
 
+  Backend& be_;
   std::string name_;
   int64_t in_, out_;
   bool has_bias_;

@@ -2,14 +2,11 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/rmsnorm.h"
-#include "nn/fusion.h"
-
 namespace fp8lm {
 
-Norm::Norm(std::string name, int64_t C, Normalization kind, float eps)
-    : kind_(kind),
+Norm::Norm(std::string name, int64_t C, Normalization kind, float eps, Backend& backend)
+    : be_(backend),
+      kind_(kind),
       C_(C),
       eps_(eps),
       gamma_(name + ".weight", {C}, /*decays=*/false),
@@ -22,66 +19,19 @@ ParameterList Norm::parameters() {
   return {&gamma_};
 }
 
-void Norm::forward(const float* x, float* y, int64_t rows) {
-  x_ = x;
+void Norm::forward(const ProducerOut& out, const float* x, int64_t rows, const float* r, float* s) {
+  x_ = r ? s : x;
   mean_.resize(static_cast<size_t>(rows));
   rstd_.resize(static_cast<size_t>(rows));
-  count_traffic(rows * C_ * 8);
-  if (kind_ == Normalization::LayerNorm) {
-    cpu::layernorm_forward(y, mean_.data(), rstd_.data(), x, gamma_.data(), beta_.data(), rows, C_,
-                           eps_);
-  } else {
-    cpu::rmsnorm_forward(y, rstd_.data(), x, gamma_.data(), rows, C_, eps_);
-  }
-}
-
-CastStats Norm::forward_fp8(const float* x, uint8_t* y, float scale, Fp8Format f, int64_t rows) {
-  x_ = x;
-  mean_.resize(static_cast<size_t>(rows));
-  rstd_.resize(static_cast<size_t>(rows));
-  count_traffic(rows * C_ * 5);
-  if (kind_ == Normalization::LayerNorm) {
-    return cpu::layernorm_forward_fp8(y, scale, f, mean_.data(), rstd_.data(), x, gamma_.data(),
-                                      beta_.data(), rows, C_, eps_);
-  }
-  return cpu::rmsnorm_forward_fp8(y, scale, f, rstd_.data(), x, gamma_.data(), rows, C_, eps_);
-}
-
-void Norm::forward_residual(const float* x, const float* r, float* s, float* y, int64_t rows) {
-  x_ = s;
-  mean_.resize(static_cast<size_t>(rows));
-  rstd_.resize(static_cast<size_t>(rows));
-  count_traffic(rows * C_ * 16);  // x, r in; s, y out
-  if (kind_ == Normalization::LayerNorm) {
-    cpu::add_layernorm_forward(s, y, mean_.data(), rstd_.data(), x, r, gamma_.data(), beta_.data(),
-                               rows, C_, eps_);
-  } else {
-    cpu::add_rmsnorm_forward(s, y, rstd_.data(), x, r, gamma_.data(), rows, C_, eps_);
-  }
-}
-
-CastStats Norm::forward_fp8_residual(const float* x, const float* r, float* s, uint8_t* y,
-                                     float scale, Fp8Format f, int64_t rows) {
-  x_ = s;
-  mean_.resize(static_cast<size_t>(rows));
-  rstd_.resize(static_cast<size_t>(rows));
-  count_traffic(rows * C_ * 13);  // x, r in; s and codes out
-  if (kind_ == Normalization::LayerNorm) {
-    return cpu::add_layernorm_forward_fp8(s, y, scale, f, mean_.data(), rstd_.data(), x, r,
-                                          gamma_.data(), beta_.data(), rows, C_, eps_);
-  }
-  return cpu::add_rmsnorm_forward_fp8(s, y, scale, f, rstd_.data(), x, r, gamma_.data(), rows, C_,
-                                      eps_);
+  const float* beta = kind_ == Normalization::LayerNorm ? beta_.data() : nullptr;
+  be_.norm_forward(kind_, out, s, mean_.data(), rstd_.data(), x, r, gamma_.data(), beta, rows, C_,
+                   eps_);
 }
 
 void Norm::backward(const float* dy, float* dx, int64_t rows) {
-  count_traffic(rows * C_ * 16);  // dy, x, dx read and written
-  if (kind_ == Normalization::LayerNorm) {
-    cpu::layernorm_backward(dx, gamma_.grad.data(), beta_.grad.data(), dy, x_, gamma_.data(),
-                            mean_.data(), rstd_.data(), rows, C_);
-  } else {
-    cpu::rmsnorm_backward(dx, gamma_.grad.data(), dy, x_, gamma_.data(), rstd_.data(), rows, C_);
-  }
+  float* dbeta = kind_ == Normalization::LayerNorm ? beta_.grad.data() : nullptr;
+  be_.norm_backward(kind_, dx, gamma_.grad.data(), dbeta, dy, x_, gamma_.data(), mean_.data(),
+                    rstd_.data(), rows, C_);
 }
 
 }  // namespace fp8lm

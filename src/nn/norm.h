@@ -1,28 +1,29 @@
 #pragma once
-// TE's LayerNorm and RMSNorm modules over rows of C values. FP32 math in every precision; the
-// FP8 forward quantizes its output in the same pass (the fused producer a GEMM consumes).
+// TE's LayerNorm and RMSNorm modules over rows of C values. FP32 math in every precision; an
+// FP8 or BF16 output is cast in the same pass (the fused producer a GEMM consumes).
 #include <string>
 #include <vector>
 
-#include "fp8/quantize.h"
-#include "kernels/types.h"
+#include "kernels/backend.h"
 #include "nn/parameter.h"
 
 namespace fp8lm {
 
+// TE's default epsilon, as torch.nn.LayerNorm's.
+inline constexpr float kNormEps = 1e-5f;
+
 class Norm {
  public:
-  Norm(std::string name, int64_t C, Normalization kind, float eps = 1e-5f);
+  Norm(std::string name, int64_t C, Normalization kind, float eps = kNormEps,
+       Backend& backend = cpu_backend());
 
-  // y [rows, C] overwritten; x must stay valid until backward.
-  void forward(const float* x, float* y, int64_t rows);
-  // Same, with y leaving as FP8 codes quantized with scale; returns the cast's statistics.
-  CastStats forward_fp8(const float* x, uint8_t* y, float scale, Fp8Format f, int64_t rows);
-  // The residual add fused in front: normalizes s = x + r, writing s (which must stay valid
-  // until backward, as x above).
-  void forward_residual(const float* x, const float* r, float* s, float* y, int64_t rows);
-  CastStats forward_fp8_residual(const float* x, const float* r, float* s, uint8_t* y, float scale,
-                                 Fp8Format f, int64_t rows);
+  // Normalizes x, or with r the residual sum s = x + r (written to s), into `out` as it asks:
+  // FP32, FP8 codes with their statistics accumulated (the fused producer of a GEMM's input),
+  // or BF16. x (or s) must stay valid until backward.
+  void forward(const ProducerOut& out, const float* x, int64_t rows, const float* r = nullptr,
+               float* s = nullptr);
+  // y [rows, C] overwritten.
+  void forward(const float* x, float* y, int64_t rows) { forward(ProducerOut::fp32(y), x, rows); }
   // dx += dL/dx; gamma (and beta) gradients +=.
   void backward(const float* dy, float* dx, int64_t rows);
 
@@ -34,6 +35,7 @@ class Norm {
   float eps() const { return eps_; }
 
  private:
+  Backend& be_;
   Normalization kind_;
   int64_t C_;
   float eps_;
@@ -44,14 +46,14 @@ class Norm {
 
 class LayerNorm : public Norm {
  public:
-  LayerNorm(std::string name, int64_t C, float eps = 1e-5f)
-      : Norm(std::move(name), C, Normalization::LayerNorm, eps) {}
+  LayerNorm(std::string name, int64_t C, float eps = kNormEps, Backend& backend = cpu_backend())
+      : Norm(std::move(name), C, Normalization::LayerNorm, eps, backend) {}
 };
 
 class RMSNorm : public Norm {
  public:
-  RMSNorm(std::string name, int64_t C, float eps = 1e-5f)
-      : Norm(std::move(name), C, Normalization::RMSNorm, eps) {}
+  RMSNorm(std::string name, int64_t C, float eps = kNormEps, Backend& backend = cpu_backend())
+      : Norm(std::move(name), C, Normalization::RMSNorm, eps, backend) {}
 };
 
 }  // namespace fp8lm

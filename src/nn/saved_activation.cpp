@@ -1,9 +1,5 @@
 #include "nn/saved_activation.h"
 
-#include "kernels/cpu/casts.h"
-#include "kernels/cpu/gemm.h"
-#include "nn/fusion.h"
-
 namespace fp8lm {
 
 float* SavedActivation::begin(int64_t n, bool bf16) {
@@ -23,16 +19,14 @@ void SavedActivation::save() {
   saved_ = true;
   if (!bf16_) return;
   b16_.resize(static_cast<size_t>(n_));
-  cpu::fp32_to_bf16(b16_.data(), work_, n_);
-  count_traffic(n_ * 6);
+  be_.fp32_to_bf16(b16_.data(), work_, n_);
 }
 
 const float* SavedActivation::values() {
   if (bf16_ && saved_) {
     // Widened once per backward into the role's scratch: exact, BF16 -> FP32.
     work_ = scratch<float>(role_, n_);
-    cpu::bf16_to_f32(work_, b16_.data(), n_);
-    count_traffic(n_ * 6);
+    be_.bf16_to_fp32(work_, b16_.data(), n_);
     saved_ = false;  // work_ now holds the values until the role is reused
   }
   return work_;

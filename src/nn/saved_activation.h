@@ -10,13 +10,14 @@
 
 #include "core/bf16.h"
 #include "core/scoped_value.h"
+#include "kernels/backend.h"
 #include "nn/scratch.h"
 
 namespace fp8lm {
 
 class SavedActivation {
  public:
-  explicit SavedActivation(Scratch role) : role_(role) {}
+  SavedActivation(Scratch role, Backend& backend) : be_(backend), role_(role) {}
   // Where forward writes the FP32 values (n of them); they stay valid until save().
   float* begin(int64_t n, bool bf16);
   // Rounds the FP32 values into the BF16 copy (nothing to do when kept in FP32).
@@ -28,6 +29,7 @@ class SavedActivation {
   size_t bytes() const { return f32_.capacity() * sizeof(float) + b16_.capacity() * 2; }
 
  private:
+  Backend& be_;
   Scratch role_;
   bool bf16_ = false, saved_ = false;
   int64_t n_ = 0;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "kernels/traffic.h"
 #include "nn/fusion.h"
 
 namespace fp8lm {

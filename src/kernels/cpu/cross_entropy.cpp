@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fp8lm/error.h"
+#include "kernels/loss.h"
 
 namespace fp8lm::cpu {
 namespace {
@@ -21,26 +22,6 @@ inline float row_max(const float* x, int64_t n) {
   float m = -INFINITY;
   for (float p : part) m = p > m ? p : m;
   return m;
-}
-
-void check_targets(const int32_t* targets, int64_t rows, int64_t V) {
-  for (int64_t r = 0; r < rows; ++r) {
-    if (targets[r] >= V)
-      throw Error("cross-entropy: target " + std::to_string(targets[r]) + " at row " +
-                  std::to_string(r) + " is outside the vocabulary of " + std::to_string(V));
-  }
-}
-
-// Row order: the same mean for any thread count.
-float mean_loss(const float* losses, const int32_t* targets, int64_t rows) {
-  double total = 0.0;
-  int64_t counted = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (targets[r] < 0) continue;
-    total += losses[r];
-    ++counted;
-  }
-  return counted == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(counted));
 }
 
 }  // namespace

@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+namespace fp8lm {
+class Backend;
+}
+
 namespace fp8lm::cuda {
 
 struct Device {
@@ -25,5 +29,9 @@ DeviceQuery query_devices();
 
 // Bytes of the device's memory in use (by every process), 0 without CUDA.
 size_t memory_used_bytes(int device);
+
+// The backend of CUDA device `device` (kernels/backend.h), one per device for the process;
+// Error when fp8lm was built without the CUDA backend.
+Backend& backend(int device);
 
 }  // namespace fp8lm::cuda

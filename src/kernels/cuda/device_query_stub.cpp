@@ -1,6 +1,8 @@
 // Used when fp8lm is built without the CUDA backend (FP8LM_CUDA=OFF or no nvcc).
 #include "kernels/cuda/device_query.h"
 
+#include "fp8lm/error.h"
+
 namespace fp8lm::cuda {
 
 DeviceQuery query_devices() {
@@ -9,6 +11,10 @@ DeviceQuery query_devices() {
 
 size_t memory_used_bytes(int) {
   return 0;
+}
+
+Backend& backend(int) {
+  throw Error("--device cuda: fp8lm was built without the CUDA backend");
 }
 
 }  // namespace fp8lm::cuda

@@ -1,0 +1,112 @@
+#pragma once
+// One backend per device: the ops modules call, over the descriptors of kernels/tensor.h, and
+// the memory their pointers live in (host for the CPU, device for CUDA; ops run in order on
+// the backend's stream). A module holds the Backend it was built on and never asks which
+// device that is (docs/ARCHITECTURE.md). Sizes are elements.
+//
+// Each op has the contract of the CPU kernel of the same name (kernels/cpu/*.h), which is
+// also what its reference twin checks; test_backend_ops runs one table of cases against the
+// reference on every backend present. The CPU backend counts the bytes every op moves
+// (kernels/traffic.h) so module code does not.
+//
+// An op a device lacks (the unfused twins and KV-cache decode, which only the CPU has so far)
+// is refused in one place: the base class's version throws Error "<op> is not available on
+// <backend>".
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/bf16.h"
+#include "kernels/tensor.h"
+#include "kernels/types.h"
+
+namespace fp8lm {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // "cpu", "cuda:0"
+
+  // --- memory ---
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dst, const void* host, size_t bytes) = 0;
+  virtual void download(void* host, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void zero(void* p, size_t bytes) = 0;
+
+  // --- GEMM: C = alpha * op(A) · op(B) + beta * C, FP8 operands with their scale_invs ---
+  virtual void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                    const GemmOperand& A, const GemmOperand& B, float beta, float* C) = 0;
+
+  // --- producers: the output's dtype picks the fused cast (kernels/tensor.h) ---
+  // Normalizes x (or, with r, s = x + r, written to s) over rows of C; mean is unused (may be
+  // null) and beta must be null for RMSNorm.
+  virtual void norm_forward(Normalization kind, ProducerOut out, float* s, float* mean, float* rstd,
+                            const float* x, const float* r, const float* gamma, const float* beta,
+                            int64_t rows, int64_t C, float eps) = 0;
+  // dx, dgamma, dbeta +=.
+  virtual void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta,
+                             const float* dy, const float* x, const float* gamma, const float* mean,
+                             const float* rstd, int64_t rows, int64_t C) = 0;
+  // h += bias (bias null: none, the unfused twin's order), out = act(h). F is the activation's
+  // width; h has 2F columns for SwiGLU.
+  virtual void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act,
+                                int64_t rows, int64_t F) = 0;
+  // dh = act'(h) * dy, overwritten.
+  virtual void act_backward(float* dh, const float* dy, const float* h, Activation act,
+                            int64_t rows, int64_t F) = 0;
+
+  // --- elementwise ---
+  virtual void add_bias(float* y, const float* bias, int64_t rows, int64_t C) = 0;
+  virtual void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) = 0;
+  virtual void add(float* y, const float* a, const float* b, int64_t n) = 0;
+  virtual void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) = 0;
+  virtual void bf16_to_fp32(float* y, const bf16_t* x, int64_t n) = 0;
+  // out.data = cast(x * *out.scale); amax and counters accumulated into out's.
+  virtual void quantize(const Fp8Out& out, const float* x, int64_t n) = 0;
+  // *amax = max(*amax, max|x|), NaN ignored.
+  virtual void absmax(float* amax, const float* x, int64_t n) = 0;
+
+  // --- attention over packed qkv [B, T, 3C], causal (kernels/cpu/attention.h) ---
+  virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                                 int64_t C, int64_t H) = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* out, const float* lse, int64_t B, int64_t T,
+                                  int64_t C, int64_t H) = 0;
+
+  // --- embedding and loss ---
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                 const float* wpe, int64_t B, int64_t T, int64_t C) = 0;
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout,
+                                  const int32_t* tokens, int64_t B, int64_t T, int64_t C) = 0;
+  // Fused softmax + cross-entropy; dlogits (may alias logits) overwritten. Returns the mean loss
+  // over the rows whose target is not negative, summed in row order in double.
+  virtual float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
+                                      int64_t rows, int64_t V, float grad_scale) = 0;
+
+  // --- ops not every device has ---
+  // --no-fusion's twins: the T x T probabilities stored, the softmax stored.
+  virtual void attention_forward_unfused(float* out, float* probs, const float* qkv, int64_t B,
+                                         int64_t T, int64_t C, int64_t H);
+  virtual void attention_backward_unfused(float* dqkv, const float* dout, const float* qkv,
+                                          const float* probs, int64_t B, int64_t T, int64_t C,
+                                          int64_t H);
+  virtual float softmax_cross_entropy_unfused(float* dlogits, float* probs, const float* logits,
+                                              const int32_t* targets, int64_t rows, int64_t V,
+                                              float grad_scale);
+  // One new query per sequence against a KV cache [B, Tmax, C].
+  virtual void attention_decode(float* out, const float* q, const float* k_cache,
+                                const float* v_cache, int64_t B, int64_t Tmax, int64_t len,
+                                int64_t C, int64_t H);
+  // acc (BF16) += x: --fp8-weights' BF16 gradients.
+  virtual void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n);
+
+ protected:
+  [[noreturn]] void refuse(const char* op) const;
+};
+
+// The host's backend (one per process; threads per the OpenMP settings).
+Backend& cpu_backend();
+
+}  // namespace fp8lm

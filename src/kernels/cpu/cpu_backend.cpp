@@ -1,0 +1,187 @@
+// The CPU backend: host memory, the kernels of kernels/cpu with their ISA dispatch, and the
+// nominal bytes each op moves (kernels/traffic.h: every operand counted once per call).
+#include <cstring>
+#include <new>
+
+#include "fp8/quantize.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/act_out.h"
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_unfused.h"
+#include "kernels/cpu/casts.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/norm_out.h"
+#include "kernels/cpu/producer_out.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/traffic.h"
+
+namespace fp8lm {
+namespace {
+
+// Whole cache lines, as the vectorized kernels like them.
+constexpr std::align_val_t kAlignment{64};
+
+int64_t out_bytes(const ProducerOut& out, const char* op) {
+  return static_cast<int64_t>(dtype_size(producer_out_dtype(out, op)));
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  void* allocate(size_t bytes) override { return ::operator new(bytes, kAlignment); }
+  void release(void* p) override { ::operator delete(p, kAlignment); }
+  void upload(void* dst, const void* host, size_t bytes) override {
+    if (bytes) std::memcpy(dst, host, bytes);
+  }
+  void download(void* host, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(host, src, bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memmove(dst, src, bytes);
+  }
+  void zero(void* p, size_t bytes) override {
+    if (bytes) std::memset(p, 0, bytes);
+  }
+
+  void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
+            const GemmOperand& B, float beta, float* C) override {
+    cpu::gemm(ta, tb, M, N, K, alpha, A, B, beta, C);  // counts its own traffic
+  }
+
+  void norm_forward(Normalization kind, ProducerOut out, float* s, float* mean, float* rstd,
+                    const float* x, const float* r, const float* gamma, const float* beta,
+                    int64_t rows, int64_t C, float eps) override {
+    // x (and r) in, s out with r; y out in its dtype.
+    count_traffic(rows * C * (4 + (r ? 8 : 0) + out_bytes(out, "norm_forward")));
+    if (kind == Normalization::LayerNorm) {
+      cpu::layernorm_forward(out, s, mean, rstd, x, r, gamma, beta, rows, C, eps);
+    } else {
+      cpu::rmsnorm_forward(out, s, rstd, x, r, gamma, rows, C, eps);
+    }
+  }
+  void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
+                     const float* x, const float* gamma, const float* mean, const float* rstd,
+                     int64_t rows, int64_t C) override {
+    count_traffic(rows * C * 16);  // dy, x, dx read and written
+    if (kind == Normalization::LayerNorm) {
+      cpu::layernorm_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, C);
+    } else {
+      cpu::rmsnorm_backward(dx, dgamma, dy, x, gamma, rstd, rows, C);
+    }
+  }
+  void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
+                        int64_t F) override {
+    const int64_t h_cols = act == Activation::Swiglu ? 2 * F : F;
+    // h read (and, with the bias added, written back); the activation out in its dtype.
+    count_traffic(rows * h_cols * (bias ? 8 : 4) + rows * F * out_bytes(out, "bias_act_forward"));
+    cpu::bias_act_forward(out, h, bias, act, rows, F);
+  }
+  void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
+                    int64_t F) override {
+    const int64_t h_cols = act == Activation::Swiglu ? 2 * F : F;
+    count_traffic(rows * (F + 2 * h_cols) * 4);
+    cpu::act_backward(dh, dy, h, act, rows, F);
+  }
+
+  void add_bias(float* y, const float* bias, int64_t rows, int64_t C) override {
+    count_traffic(rows * C * 8 + C * 4);
+    cpu::add_bias(y, bias, rows, C);
+  }
+  void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) override {
+    count_traffic(rows * C * 4 + C * 8);
+    cpu::bias_backward(dbias, dy, rows, C);
+  }
+  void add(float* y, const float* a, const float* b, int64_t n) override {
+    count_traffic(n * 12);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+  }
+  void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) override {
+    count_traffic(n * 6);
+    cpu::fp32_to_bf16(y, x, n);
+  }
+  void bf16_to_fp32(float* y, const bf16_t* x, int64_t n) override {
+    count_traffic(n * 6);
+    cpu::bf16_to_f32(y, x, n);
+  }
+  void quantize(const Fp8Out& out, const float* x, int64_t n) override {
+    count_traffic(n * 5);
+    cpu::commit_cast(out, fp8lm::quantize(out.data, x, n, *out.scale, out.format));
+  }
+  void absmax(float* amax, const float* x, int64_t n) override {
+    count_traffic(n * 4);
+    const float a = fp8lm::absmax(x, n);
+    if (a > *amax) *amax = a;
+  }
+
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
+                         int64_t H) override {
+    // Flash style: q, k, v read once per query block, the output written once; no T x T scores.
+    count_traffic(B * T * C * 16 + B * H * T * 4);
+    cpu::attention_forward(out, lse, qkv, B, T, C, H);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t H) override {
+    count_traffic(B * T * C * 24 + B * H * T * 4);  // qkv, out, dout in; dqkv out
+    cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H);
+  }
+  void attention_forward_unfused(float* out, float* probs, const float* qkv, int64_t B, int64_t T,
+                                 int64_t C, int64_t H) override {
+    // Head-major copies of q, k, v (read, written, read), the scores written and read by
+    // softmax and read again by P·V, the output scattered back.
+    count_traffic(B * T * C * 4 * 10 + B * H * T * T * 4 * 4);
+    cpu::attention_forward_unfused(out, probs, qkv, B, T, C, H);
+  }
+  void attention_backward_unfused(float* dqkv, const float* dout, const float* qkv,
+                                  const float* probs, int64_t B, int64_t T, int64_t C,
+                                  int64_t H) override {
+    count_traffic(B * T * C * 4 * 16 + B * H * T * T * 4 * 6);
+    cpu::attention_backward_unfused(dqkv, dout, qkv, probs, B, T, C, H);
+  }
+  void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
+                        int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H) override {
+    count_traffic(B * len * C * 8 + B * C * 8);  // the cached keys and values; q in, out
+    cpu::attention_decode(out, q, k_cache, v_cache, B, Tmax, len, C, H);
+  }
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                         int64_t B, int64_t T, int64_t C) override {
+    count_traffic(B * T * C * 12);
+    cpu::embedding_forward(out, tokens, wte, wpe, B, T, C);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                          int64_t B, int64_t T, int64_t C) override {
+    count_traffic(B * T * C * 20);
+    cpu::embedding_backward(dwte, dwpe, dout, tokens, B, T, C);
+  }
+  float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
+                              int64_t rows, int64_t V, float grad_scale) override {
+    // One pass over the logits, which dlogits may overwrite.
+    count_traffic(rows * V * 8);
+    return cpu::softmax_cross_entropy(dlogits, nullptr, logits, targets, rows, V, grad_scale);
+  }
+  float softmax_cross_entropy_unfused(float* dlogits, float* probs, const float* logits,
+                                      const int32_t* targets, int64_t rows, int64_t V,
+                                      float grad_scale) override {
+    count_traffic(rows * V * 16);  // logits -> probs, then probs -> dlogits
+    return cpu::softmax_cross_entropy_unfused(dlogits, probs, logits, targets, rows, V, grad_scale);
+  }
+  void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n) override {
+    count_traffic(n * 8);
+    cpu::accumulate_into_bf16(acc, x, n);
+  }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace fp8lm

@@ -1,0 +1,158 @@
+// The CUDA backend: device memory (cudaMalloc) and the kernels of kernels/cuda, all on the
+// device's default stream, in the order they are called.
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/activations.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/device_query.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/loss_embedding.h"
+#include "kernels/cuda/norms.h"
+#include "kernels/cuda/quantize.h"
+#include "kernels/loss.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
+
+  void* allocate(size_t bytes) override {
+    select();
+    void* p = nullptr;
+    FP8LM_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  void release(void* p) override {
+    if (p) cudaFree(p);
+  }
+  void upload(void* dst, const void* host, size_t bytes) override {
+    if (bytes) FP8LM_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+  }
+  void download(void* host, const void* src, size_t bytes) override {
+    if (bytes) FP8LM_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) {
+      FP8LM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    }
+  }
+  void zero(void* p, size_t bytes) override {
+    if (bytes) FP8LM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+  }
+
+  void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
+            const GemmOperand& B, float beta, float* C) override {
+    cuda::gemm(ta, tb, M, N, K, alpha, A, B, beta, C, {}, stream_);
+  }
+
+  void norm_forward(Normalization kind, ProducerOut out, float* s, float* mean, float* rstd,
+                    const float* x, const float* r, const float* gamma, const float* beta,
+                    int64_t rows, int64_t C, float eps) override {
+    if (kind == Normalization::LayerNorm) {
+      cuda::layernorm_forward(out, s, mean, rstd, x, r, gamma, beta, rows, C, eps, stream_);
+    } else {
+      cuda::rmsnorm_forward(out, s, rstd, x, r, gamma, rows, C, eps, stream_);
+    }
+  }
+  void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
+                     const float* x, const float* gamma, const float* mean, const float* rstd,
+                     int64_t rows, int64_t C) override {
+    if (kind == Normalization::LayerNorm) {
+      cuda::layernorm_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, C, stream_);
+    } else {
+      cuda::rmsnorm_backward(dx, dgamma, dy, x, gamma, rstd, rows, C, stream_);
+    }
+  }
+  void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
+                        int64_t F) override {
+    cuda::bias_act_forward(out, h, bias, act, rows, F, stream_);
+  }
+  void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
+                    int64_t F) override {
+    cuda::act_backward(dh, dy, h, act, rows, F, stream_);
+  }
+
+  void add_bias(float* y, const float* bias, int64_t rows, int64_t C) override {
+    cuda::add_bias(y, bias, rows, C, stream_);
+  }
+  void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) override {
+    cuda::bias_backward(dbias, dy, rows, C, stream_);
+  }
+  void add(float* y, const float* a, const float* b, int64_t n) override {
+    cuda::add(y, a, b, n, stream_);
+  }
+  void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) override {
+    cuda::fp32_to_bf16(y, x, n, stream_);
+  }
+  void bf16_to_fp32(float* y, const bf16_t* x, int64_t n) override {
+    cuda::bf16_to_fp32(y, x, n, stream_);
+  }
+  void quantize(const Fp8Out& out, const float* x, int64_t n) override {
+    cuda::quantize(out, x, n, stream_);
+  }
+  void absmax(float* amax, const float* x, int64_t n) override {
+    cuda::absmax(amax, x, n, stream_);
+  }
+
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
+                         int64_t H) override {
+    cuda::attention_forward(out, lse, qkv, B, T, C, H, stream_);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t H) override {
+    cuda::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, stream_);
+  }
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                         int64_t B, int64_t T, int64_t C) override {
+    cuda::embedding_forward(out, tokens, wte, wpe, B, T, C, stream_);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                          int64_t B, int64_t T, int64_t C) override {
+    cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, stream_);
+  }
+  // The targets are checked on the host first, as the CPU rejects a target >= V before
+  // touching any output (the kernel alone would give that row NaN), and the per-row losses come
+  // back to be averaged in the CPU's order, so both backends report the same mean for the same
+  // losses.
+  float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
+                              int64_t rows, int64_t V, float grad_scale) override {
+    const std::vector<int32_t> t = to_host(targets, size_t(rows));
+    check_targets(t.data(), rows, V);
+    losses_.resize(size_t(rows));
+    cuda::softmax_cross_entropy(dlogits, losses_.data(), nullptr, logits, targets, rows, V,
+                                grad_scale, stream_);
+    const std::vector<float> l = to_host(losses_.data(), size_t(rows));
+    return mean_loss(l.data(), t.data(), rows);
+  }
+
+ private:
+  void select() const { FP8LM_CUDA_CHECK(cudaSetDevice(device_)); }
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  DeviceBuffer<float> losses_;
+};
+
+}  // namespace
+
+Backend& backend(int device) {
+  static std::mutex m;
+  static std::map<int, std::unique_ptr<CudaBackend>> backends;
+  const std::lock_guard lock(m);
+  auto& b = backends[device];
+  if (!b) b = std::make_unique<CudaBackend>(device);
+  return *b;
+}
+
+}  // namespace fp8lm::cuda
