@@ -1,15 +1,14 @@
-// One table of op cases, run on every backend this build has and this process can use, each
-// against the plain double-precision reference (as ggml's test-backend-ops checks every
-// backend): the backends' shared entries over kernels/tensor.h descriptors must agree with
-// the reference within what their accumulation order allows. A backend that lacks a case
-// (cuBLASLt takes FP8 only as TN with sizes in multiples of 16) says so in supports().
-//
-// So far the table holds the GEMM and the norms; the other ops join it as they move onto the shared
-// descriptors (docs/ARCHITECTURE.md, "Where it is going").
+// One table of op cases, run on every backend this build has and this process can use
+// (kernels/backend.h), each against the plain reference (as ggml's test-backend-ops checks
+// every backend): the GEMM, the norms and activations into every output dtype, attention,
+// the embedding and the loss. The operands travel through the backend's own memory
+// (BackendBuffer), so a case runs the same code whatever the device. A backend that lacks a
+// case (cuBLASLt takes FP8 only as TN with sizes in multiples of 16) says so in supports_gemm.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -17,16 +16,19 @@
 
 #include "core/bf16.h"
 #include "fp8/quantize.h"
+#include "fp8lm/error.h"
+#include "kernels/backend_buffer.h"
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/norm_out.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/types.h"
 #include "test_util.h"
 #ifdef FP8LM_WITH_CUDA
 #include "cuda_test_util.h"
-#include "kernels/cuda/gemm.h"
-#include "kernels/cuda/norms.h"
 #endif
 
 namespace fp8lm {
@@ -101,45 +103,34 @@ struct GemmInputs {
   Vec c0;
 };
 
-// A backend under test: whether this process can use it, which cases it takes, its GEMM, and
-// the rounding unit of its accumulator per operand dtype (the tolerance is (K + 4) units of
-// the products' magnitude: one rounding per addition, plus alpha, beta and the scale_invs).
+template <typename T>
+using Buf = BackendBuffer<T>;
+
+// A backend under test: which GEMM cases it takes, and the rounding unit of its accumulator per
+// operand dtype (the tolerance is (K + 4) units of the products' magnitude: one rounding per
+// addition, plus alpha, beta and the scale_invs).
 struct BackendUnderTest {
-  std::string name;
-  std::function<bool()> present;
-  std::function<bool(const GemmCase&)> supports;
-  std::function<Vec(const GemmCase&, const GemmInputs&)> gemm;
+  Backend& be;
+  std::function<bool(const GemmCase&)> supports_gemm;
   std::function<double(DType)> accumulation_unit;
 };
 
-std::vector<BackendUnderTest> backends() {
+// The backends present, the CPU first; one line for each that is not.
+std::vector<BackendUnderTest> present_backends() {
   std::vector<BackendUnderTest> v;
-  v.push_back({"cpu", [] { return true; }, [](const GemmCase&) { return true; },
-               [](const GemmCase& c, const GemmInputs& in) {
-                 Vec C = in.c0;
-                 cpu::gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha,
-                           {in.a.bytes.data(), c.a, &in.a.scale_inv},
-                           {in.b.bytes.data(), c.b, &in.b.scale_inv}, c.beta, C.data());
-                 return C;
-               },
-               // Every product is exact in FP32 and summed in FP32.
-               [](DType) { return 0x1p-24; }});
+  // Every product is exact in FP32 and summed in FP32.
+  v.push_back({cpu_backend(), [](const GemmCase&) { return true; }, [](DType) { return 0x1p-24; }});
 #ifdef FP8LM_WITH_CUDA
-  v.push_back({"cuda", [] { return test::cuda_device_present(); },
+  if (!test::cuda_device_present()) {
+    std::printf("backend cuda: no device here, skipped\n");
+    return v;
+  }
+  v.push_back({cuda::backend(0),
                [](const GemmCase& c) {
                  if (c.a == DType::BF16) return test::cuda_cc() >= 80;
                  if (!is_fp8(c.a)) return true;
                  return test::cuda_cc() >= 89 && c.ta == N && c.tb == T && c.M % 16 == 0 &&
                         c.N % 16 == 0 && c.K % 16 == 0;
-               },
-               [](const GemmCase& c, const GemmInputs& in) {
-                 const auto d_a = to_device(in.a.bytes), d_b = to_device(in.b.bytes);
-                 const auto d_sa = to_device(Vec{in.a.scale_inv}),
-                            d_sb = to_device(Vec{in.b.scale_inv});
-                 auto d_c = to_device(in.c0);
-                 cuda::gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, {d_a.data(), c.a, d_sa.data()},
-                            {d_b.data(), c.b, d_sb.data()}, c.beta, d_c.data(), {}, nullptr);
-                 return to_host(d_c.data(), in.c0.size());
                },
                // FP32: no TF32. BF16 tensor cores sum in FP32 but in their own tree order (2
                // units allowed). FP8 tensor cores keep about 14 bits in the accumulator
@@ -147,29 +138,33 @@ std::vector<BackendUnderTest> backends() {
                [](DType t) { return is_fp8(t)          ? 0x1p-13
                                     : t == DType::BF16 ? 0x1p-23
                                                        : 0x1p-24; }});
+#else
+  std::printf("backend cuda: not built, skipped\n");
 #endif
   return v;
 }
 
 TEST(BackendOps, GemmAgreesWithTheReferenceOnEveryBackend) {
   int ran = 0;
-  for (const BackendUnderTest& be : backends()) {
-    if (!be.present()) {
-      std::printf("backend %s: not present here, skipped\n", be.name.c_str());
-      continue;
-    }
+  for (const BackendUnderTest& bt : present_backends()) {
+    Backend& be = bt.be;
     for (const GemmCase& c : kGemmCases) {
-      if (!be.supports(c)) continue;
-      SCOPED_TRACE(be.name + " " + c.name());
+      if (!bt.supports_gemm(c)) continue;
+      SCOPED_TRACE(be.name() + " " + c.name());
       const GemmInputs in{make_operand(c.a, c.M * c.K, 1, 16.0f),
                           make_operand(c.b, c.K * c.N, 2, 8.0f), test::random_normal(c.M * c.N, 3)};
       Vec want = in.c0;
       cpu::ref::gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, in.a.values.data(), in.b.values.data(),
                      c.beta, want.data());
-      const Vec got = be.gemm(c, in);
+      const Buf<uint8_t> a(be, in.a.bytes), b(be, in.b.bytes);
+      const Buf<float> sa(be, Vec{in.a.scale_inv}), sb(be, Vec{in.b.scale_inv});
+      Buf<float> C(be, in.c0);
+      be.gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, {a.data(), c.a, sa.data()},
+              {b.data(), c.b, sb.data()}, c.beta, C.data());
+      const Vec got = C.to_host();
       const Vec mag = test::gemm_magnitudes(c.ta, c.tb, c.M, c.N, c.K, c.alpha, in.a.values,
                                             in.b.values, c.beta, in.c0, nullptr);
-      const double unit = (static_cast<double>(c.K) + 4) * be.accumulation_unit(c.a);
+      const double unit = (static_cast<double>(c.K) + 4) * bt.accumulation_unit(c.a);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], want[i], unit * mag[i] + 1e-30) << "at " << i;
@@ -204,104 +199,89 @@ struct NormInputs {
   Vec x, r, gamma, beta;
 };
 
-// What a backend's norm gave: y as values (FP8 codes decoded and unscaled, BF16 widened), the
-// residual sum s, and the FP8 statistics.
-struct NormResult {
-  Vec y, s;
-  float amax = 0;
-  unsigned long long saturated = 0, flushed = 0;
-};
-
 constexpr float kNormEps = 1e-5f;
-// Normalized rows times N(0, 1) gains stay far below 448 / 4: no FP8 output saturates.
+// Normalized rows and activations of N(0, 1) inputs stay far below 448 / 4: no FP8 output
+// saturates.
 constexpr float kFp8Scale = 4.0f;
 
-// Reads a ProducerOut's result back as values.
-Vec decode_out(DType t, const std::vector<uint8_t>& bytes, int64_t n) {
-  Vec y(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    if (t == DType::F32) {
-      std::memcpy(&y[i], bytes.data() + i * 4, 4);
-    } else if (t == DType::BF16) {
-      bf16_t h;
-      std::memcpy(&h, bytes.data() + i * 2, 2);
-      y[i] = bf16_to_float(h);
-    } else {
-      y[i] = fp8_decode(bytes[i], fp8_format_of(t)) / kFp8Scale;
+// A producer's output in a backend's memory, in the case's dtype, with an FP8 output's scale,
+// amax and counters; read back as values (FP8 codes decoded and unscaled, BF16 widened).
+class Produced {
+ public:
+  Produced(Backend& be, DType t, int64_t n)
+      : t_(t),
+        n_(n),
+        y_(be, static_cast<size_t>(n) * dtype_size(t)),
+        scale_(be, Vec{kFp8Scale}),
+        amax_(be, Vec{0.0f}),
+        counts_(be, std::vector<unsigned long long>{0, 0}) {}
+  ProducerOut out() {
+    if (t_ == DType::F32) return ProducerOut::fp32(reinterpret_cast<float*>(y_.data()));
+    if (t_ == DType::BF16) return ProducerOut::bf16(reinterpret_cast<bf16_t*>(y_.data()));
+    return ProducerOut::fp8({y_.data(), scale_.data(), amax_.data(), fp8_format_of(t_),
+                             counts_.data(), counts_.data() + 1});
+  }
+  Vec values() const {
+    const std::vector<uint8_t> bytes = y_.to_host();
+    Vec y(static_cast<size_t>(n_));
+    for (int64_t i = 0; i < n_; ++i) {
+      if (t_ == DType::F32) {
+        std::memcpy(&y[i], bytes.data() + i * 4, 4);
+      } else if (t_ == DType::BF16) {
+        bf16_t h;
+        std::memcpy(&h, bytes.data() + i * 2, 2);
+        y[i] = bf16_to_float(h);
+      } else {
+        y[i] = fp8_decode(bytes[i], fp8_format_of(t_)) / kFp8Scale;
+      }
+    }
+    return y;
+  }
+  float amax() const { return amax_.to_host()[0]; }
+  unsigned long long saturated() const { return counts_.to_host()[0]; }
+
+  // The rounding of this dtype at a value of magnitude |w|: half its ulp, 2^-(mantissa bits +
+  // 1) of |w| in the normal range (2^-8 for BF16, 2^-4 for E4M3, 2^-3 for E5M2), and at most
+  // a subnormal step below it.
+  double rounding(double w) const {
+    const double half_ulp = t_ == DType::F32    ? 0.0
+                            : t_ == DType::BF16 ? 0x1p-8
+                            : t_ == DType::E4M3 ? 0x1p-4
+                                                : 0x1p-3;
+    const double floor = is_fp8(t_) ? fp8_min_subnormal(fp8_format_of(t_)) / kFp8Scale : 0;
+    return half_ulp * std::fabs(w) + floor;
+  }
+
+  // y within tol(w) + this dtype's rounding of the reference everywhere; an FP8 output's amax
+  // the reference's within amax_tol, nothing saturated.
+  template <class Tol>
+  void expect_near(const Vec& want, Tol tol, double amax_tol) const {
+    const Vec got = values();
+    double ref_amax = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double w = want[i];
+      ASSERT_NEAR(got[i], w, tol(w) + rounding(w)) << "at " << i;
+      ref_amax = std::max(ref_amax, std::fabs(w));
+    }
+    if (is_fp8(t_)) {
+      EXPECT_NEAR(amax(), ref_amax, amax_tol * (1 + ref_amax));
+      EXPECT_EQ(saturated(), 0u);
     }
   }
-  return y;
-}
 
-// A ProducerOut over host or device buffers of the case's dtype.
-ProducerOut producer_out(DType t, void* y, const float* scale, float* amax,
-                         unsigned long long* counts) {
-  ProducerOut o;
-  if (t == DType::F32) o.y = static_cast<float*>(y);
-  if (t == DType::BF16) o.y16 = static_cast<bf16_t*>(y);
-  if (is_fp8(t))
-    o.y8 = {static_cast<uint8_t*>(y), scale, amax, fp8_format_of(t), counts, counts + 1};
-  return o;
-}
-
-using NormFn = std::function<NormResult(const NormCase&, const NormInputs&)>;
-
-NormResult cpu_norm(const NormCase& c, const NormInputs& in) {
-  const int64_t n = c.rows * c.C;
-  std::vector<uint8_t> y(static_cast<size_t>(n) * dtype_size(c.out));
-  Vec s(static_cast<size_t>(n)), mean(static_cast<size_t>(c.rows)), rstd(mean.size());
-  const float scale = kFp8Scale;
-  float amax = 0;
-  unsigned long long counts[2] = {0, 0};
-  const ProducerOut out = producer_out(c.out, y.data(), &scale, &amax, counts);
-  const float* r = c.residual ? in.r.data() : nullptr;
-  float* sp = c.residual ? s.data() : nullptr;
-  if (c.kind == Normalization::LayerNorm) {
-    cpu::layernorm_forward(out, sp, mean.data(), rstd.data(), in.x.data(), r, in.gamma.data(),
-                           in.beta.data(), c.rows, c.C, kNormEps);
-  } else {
-    cpu::rmsnorm_forward(out, sp, rstd.data(), in.x.data(), r, in.gamma.data(), c.rows, c.C,
-                         kNormEps);
-  }
-  return {decode_out(c.out, y, n), s, amax, counts[0], counts[1]};
-}
-
-#ifdef FP8LM_WITH_CUDA
-NormResult cuda_norm(const NormCase& c, const NormInputs& in) {
-  const int64_t n = c.rows * c.C;
-  DeviceBuffer<uint8_t> y(static_cast<size_t>(n) * dtype_size(c.out));
-  DeviceBuffer<float> s(static_cast<size_t>(n)), mean(static_cast<size_t>(c.rows)),
-      rstd(static_cast<size_t>(c.rows));
-  const auto scale = to_device(Vec{kFp8Scale});
-  auto amax = to_device(Vec{0.0f});
-  auto counts = to_device(std::vector<unsigned long long>{0, 0});
-  const auto x = to_device(in.x), r = to_device(in.r), g = to_device(in.gamma),
-             b = to_device(in.beta);
-  const ProducerOut out = producer_out(c.out, y.data(), scale.data(), amax.data(), counts.data());
-  float* sp = c.residual ? s.data() : nullptr;
-  const float* rp = c.residual ? r.data() : nullptr;
-  if (c.kind == Normalization::LayerNorm) {
-    cuda::layernorm_forward(out, sp, mean.data(), rstd.data(), x.data(), rp, g.data(), b.data(),
-                            c.rows, c.C, kNormEps, nullptr);
-  } else {
-    cuda::rmsnorm_forward(out, sp, rstd.data(), x.data(), rp, g.data(), c.rows, c.C, kNormEps,
-                          nullptr);
-  }
-  const auto bytes = to_host(y.data(), y.size());
-  const auto c_host = to_host(counts.data(), 2);
-  return {decode_out(c.out, bytes, n), c.residual ? to_host(s.data(), s.size()) : Vec(n),
-          to_host(amax.data(), 1)[0], c_host[0], c_host[1]};
-}
-#endif
+ private:
+  DType t_;
+  int64_t n_;
+  Buf<uint8_t> y_;
+  Buf<float> scale_, amax_;
+  Buf<unsigned long long> counts_;
+};
 
 TEST(BackendOps, NormsAgreeWithTheReferenceOnEveryBackend) {
-  std::vector<std::pair<std::string, NormFn>> present = {{"cpu", cpu_norm}};
-#ifdef FP8LM_WITH_CUDA
-  if (test::cuda_device_present()) present.push_back({"cuda", cuda_norm});
-#endif
-  for (const auto& [name, norm] : present) {
+  for (const BackendUnderTest& bt : present_backends()) {
+    Backend& be = bt.be;
     for (const NormCase& c : kNormCases) {
-      SCOPED_TRACE(name + " " + c.name());
+      SCOPED_TRACE(be.name() + " " + c.name());
       const int64_t n = c.rows * c.C;
       const NormInputs in{test::random_normal(n, 4, 2.0f), test::random_normal(n, 5),
                           test::random_normal(c.C, 6), test::random_normal(c.C, 7)};
@@ -310,39 +290,233 @@ TEST(BackendOps, NormsAgreeWithTheReferenceOnEveryBackend) {
       if (c.residual)
         for (int64_t i = 0; i < n; ++i) s[i] = in.x[i] + in.r[i];
       Vec want(static_cast<size_t>(n)), mean(static_cast<size_t>(c.rows)), rstd(mean.size());
-      if (c.kind == Normalization::LayerNorm) {
+      const bool ln = c.kind == Normalization::LayerNorm;
+      if (ln) {
         cpu::ref::layernorm_forward(want.data(), mean.data(), rstd.data(), s.data(),
                                     in.gamma.data(), in.beta.data(), c.rows, c.C, kNormEps);
       } else {
         cpu::ref::rmsnorm_forward(want.data(), rstd.data(), s.data(), in.gamma.data(), c.rows, c.C,
                                   kNormEps);
       }
-      const NormResult got = norm(c, in);
+      Produced y(be, c.out, n);
+      const Buf<float> x(be, in.x), r(be, in.r), g(be, in.gamma), b(be, in.beta);
+      Buf<float> sum(be, static_cast<size_t>(n)), d_mean(be, static_cast<size_t>(c.rows)),
+          d_rstd(be, static_cast<size_t>(c.rows));
+      be.norm_forward(c.kind, y.out(), c.residual ? sum.data() : nullptr, d_mean.data(),
+                      d_rstd.data(), x.data(), c.residual ? r.data() : nullptr, g.data(),
+                      ln ? b.data() : nullptr, c.rows, c.C, kNormEps);
       if (c.residual) {
-        EXPECT_TRUE(test::same_bits(got.s, s));
+        EXPECT_TRUE(test::same_bits(sum.to_host(), s));
       }
       // FP32: the row statistics' rounding (test_kernel_layernorm.cpp's kRowTol, 32 units of
-      // 2^-24 relative to 1 + |y|). A rounded output adds half its ulp at |y|, 2^-(mantissa
-      // bits + 1) of |y| in the normal range (2^-8 for BF16, 2^-4 for E4M3, 2^-3 for E5M2), and
-      // at most a subnormal step below it.
-      const double half_ulp = c.out == DType::F32    ? 0.0
-                              : c.out == DType::BF16 ? 0x1p-8
-                              : c.out == DType::E4M3 ? 0x1p-4
-                                                     : 0x1p-3;
-      const double floor = is_fp8(c.out) ? fp8_min_subnormal(fp8_format_of(c.out)) / kFp8Scale : 0;
-      double ref_amax = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double w = want[i],
-                     tol = 32 * 0x1p-24 * (1 + std::fabs(w)) + half_ulp * std::fabs(w) + floor;
-        ASSERT_NEAR(got.y[i], w, tol) << "at " << i;
-        ref_amax = std::max(ref_amax, std::fabs(w));
-      }
-      if (is_fp8(c.out)) {
-        EXPECT_NEAR(got.amax, ref_amax, 32 * 0x1p-24 * (1 + ref_amax));
-        EXPECT_EQ(got.saturated, 0u);  // |y| * 4 stays below E4M3's 448 for these inputs
-      }
+      // 2^-24 relative to 1 + |y|), plus the output dtype's rounding.
+      const double unit = 32 * 0x1p-24;
+      y.expect_near(
+          want, [&](double w) { return unit * (1 + std::fabs(w)); }, unit);
     }
   }
+}
+
+// Bias + activation into each output dtype, and the unfused order (no bias: fc1 added it).
+struct ActCase {
+  Activation act;
+  int64_t rows, F;
+  DType out;
+  bool bias;
+  std::string name() const {
+    return std::string(activation_name(act)) + " " + std::to_string(rows) + "x" +
+           std::to_string(F) + " -> " + std::string(dtype_name(out)) + (bias ? " (+ bias)" : "");
+  }
+};
+
+const ActCase kActCases[] = {
+    {Activation::Gelu, 7, 33, DType::F32, true},     {Activation::Gelu, 16, 32, DType::E4M3, false},
+    {Activation::Relu, 16, 64, DType::E4M3, true},   {Activation::Relu, 4, 40, DType::BF16, false},
+    {Activation::Swiglu, 5, 48, DType::BF16, true},  {Activation::Swiglu, 6, 17, DType::F32, false},
+    {Activation::Swiglu, 16, 32, DType::E5M2, true},
+};
+
+// The reference activation and its derivative (kernels/cpu/activations.h's ref twins).
+void ref_act_forward(Activation act, float* y, const float* h, int64_t rows, int64_t F) {
+  if (act == Activation::Gelu) return cpu::ref::gelu_forward(y, h, rows * F);
+  if (act == Activation::Relu) return cpu::ref::relu_forward(y, h, rows * F);
+  cpu::ref::swiglu_forward(y, h, rows, F);
+}
+void ref_act_backward(Activation act, float* dh, const float* dy, const float* h, int64_t rows,
+                      int64_t F) {
+  if (act == Activation::Gelu) return cpu::ref::gelu_backward(dh, dy, h, rows * F);
+  if (act == Activation::Relu) return cpu::ref::relu_backward(dh, dy, h, rows * F);
+  cpu::ref::swiglu_backward(dh, dy, h, rows, F);
+}
+
+TEST(BackendOps, ActivationsAgreeWithTheReferenceOnEveryBackend) {
+  // FP32 math with tanh/exp to a few ulps, grown by the derivative's factor (1 + |u|, at most
+  // about 5 for N(0, 1) inputs) as test_kernel_activations.cpp allows per value: 64 units of
+  // 2^-24 relative to 1 + |y| covers it, for the forward and for dy times the derivative.
+  const double unit = 64 * 0x1p-24;
+  const auto tol = [&](double w) { return unit * (1 + std::fabs(w)); };
+  for (const BackendUnderTest& bt : present_backends()) {
+    Backend& be = bt.be;
+    for (const ActCase& c : kActCases) {
+      SCOPED_TRACE(be.name() + " " + c.name());
+      const int64_t h_cols = c.act == Activation::Swiglu ? 2 * c.F : c.F, n = c.rows * c.F;
+      const Vec h0 = test::random_normal(c.rows * h_cols, 8), bias = test::random_normal(h_cols, 9);
+      Vec h_want = h0;  // the bias added in float, as every backend adds it
+      if (c.bias) {
+        for (int64_t r = 0; r < c.rows; ++r)
+          for (int64_t j = 0; j < h_cols; ++j) h_want[r * h_cols + j] += bias[j];
+      }
+      Vec want(static_cast<size_t>(n));
+      ref_act_forward(c.act, want.data(), h_want.data(), c.rows, c.F);
+
+      Produced y(be, c.out, n);
+      Buf<float> h(be, h0);
+      const Buf<float> b(be, bias);
+      be.bias_act_forward(y.out(), h.data(), c.bias ? b.data() : nullptr, c.act, c.rows, c.F);
+      EXPECT_TRUE(test::same_bits(h.to_host(), h_want));  // h keeps the pre-activation
+      y.expect_near(want, tol, unit);
+
+      const Vec dy = test::random_normal(n, 10);
+      Vec dh_want(h_want.size());
+      ref_act_backward(c.act, dh_want.data(), dy.data(), h_want.data(), c.rows, c.F);
+      Buf<float> dh(be, h_want.size());
+      const Buf<float> d_dy(be, dy);
+      be.act_backward(dh.data(), d_dy.data(), h.data(), c.act, c.rows, c.F);
+      const Vec got = dh.to_host();
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], dh_want[i], tol(dh_want[i])) << "dh at " << i;
+    }
+  }
+}
+
+// Fails once, naming the worst element, if |got - want| > tol anywhere.
+void expect_within(const Vec& got, const Vec& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t worst = 0;
+  double worst_err = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (e > worst_err) worst_err = e, worst = i;
+  }
+  EXPECT_LE(worst_err, tol) << what << ": element " << worst;
+}
+
+double max_abs(const Vec& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+struct AttentionCase {
+  int64_t B, T, C, H;
+};
+
+TEST(BackendOps, AttentionAgreesWithTheReferenceOnEveryBackend) {
+  for (const BackendUnderTest& bt : present_backends()) {
+    Backend& be = bt.be;
+    for (const AttentionCase& c : {AttentionCase{2, 7, 32, 2}, AttentionCase{1, 33, 64, 4}}) {
+      SCOPED_TRACE(be.name() + " B" + std::to_string(c.B) + " T" + std::to_string(c.T) + " C" +
+                   std::to_string(c.C) + " H" + std::to_string(c.H));
+      const int64_t rows = c.B * c.T;
+      const Vec qkv = test::random_normal(rows * 3 * c.C, 11),
+                dout = test::random_normal(rows * c.C, 12);
+      Vec out(static_cast<size_t>(rows * c.C)), lse(static_cast<size_t>(c.B * c.H * c.T)),
+          dqkv(qkv.size());
+      cpu::ref::attention_forward(out.data(), lse.data(), qkv.data(), c.B, c.T, c.C, c.H);
+      cpu::ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
+                                   c.B, c.T, c.C, c.H);
+      const Buf<float> d_qkv(be, qkv), d_dout(be, dout);
+      Buf<float> d_out(be, out.size()), d_lse(be, lse.size()), d_dqkv(be, dqkv.size());
+      be.attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), c.B, c.T, c.C, c.H);
+      be.attention_backward(d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), d_lse.data(),
+                            c.B, c.T, c.C, c.H);
+      // FP32 sums over a head's hd products and T keys: (hd + T) roundings of the largest value
+      // (test_kernel_attention.cpp's float_sum_tolerance).
+      const double units = static_cast<double>(c.C / c.H + c.T) * 0x1p-24;
+      expect_within(d_out.to_host(), out, units * max_abs(out), "out");
+      expect_within(d_lse.to_host(), lse, units * max_abs(lse), "lse");
+      expect_within(d_dqkv.to_host(), dqkv, units * max_abs(dqkv), "dqkv");
+    }
+  }
+}
+
+TEST(BackendOps, EmbeddingAgreesWithTheReferenceOnEveryBackend) {
+  const int64_t batch = 3, len = 5, C = 16, V = 4;  // few tokens: repeats accumulate
+  std::vector<int32_t> tokens(static_cast<size_t>(batch * len));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7 + 1) % V);
+  const Vec wte = test::random_normal(V * C, 13), wpe = test::random_normal(len * C, 14),
+            dout = test::random_normal(batch * len * C, 15), g0 = test::random_normal(V * C, 16),
+            p0 = test::random_normal(len * C, 17);
+  Vec out(dout.size()), dwte = g0, dwpe = p0;
+  cpu::ref::embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), batch, len, C);
+  cpu::ref::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), batch, len, C);
+  for (const BackendUnderTest& bt : present_backends()) {
+    Backend& be = bt.be;
+    SCOPED_TRACE(be.name());
+    const Buf<int32_t> d_tokens(be, tokens);
+    const Buf<float> d_wte(be, wte), d_wpe(be, wpe), d_dout(be, dout);
+    Buf<float> d_out(be, out.size()), d_dwte(be, g0), d_dwpe(be, p0);
+    be.embedding_forward(d_out.data(), d_tokens.data(), d_wte.data(), d_wpe.data(), batch, len, C);
+    be.embedding_backward(d_dwte.data(), d_dwpe.data(), d_dout.data(), d_tokens.data(), batch, len,
+                          C);
+    // One float add per output: exact as the reference's rounded double sum.
+    EXPECT_TRUE(test::same_bits(d_out.to_host(), out));
+    // Gradients: up to batch * len float additions into each row (the reference sums in double).
+    const double units = static_cast<double>(batch * len + 1) * 0x1p-24;
+    expect_within(d_dwte.to_host(), dwte, units * (max_abs(dwte) + max_abs(dout) * batch * len),
+                  "dwte");
+    expect_within(d_dwpe.to_host(), dwpe, units * (max_abs(dwpe) + max_abs(dout) * batch), "dwpe");
+  }
+}
+
+TEST(BackendOps, CrossEntropyAgreesWithTheReferenceOnEveryBackend) {
+  const int64_t rows = 9, V = 37;
+  const Vec logits = test::random_normal(rows * V, 18, 0.0f, 3.0f);
+  std::vector<int32_t> targets(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) targets[r] = r == 4 ? -1 : static_cast<int32_t>(r * 5 % V);
+  const float grad_scale = 1.0f / rows;
+  Vec dlogits(logits.size());
+  const float mean = cpu::ref::softmax_cross_entropy(dlogits.data(), nullptr, logits.data(),
+                                                     targets.data(), rows, V, grad_scale);
+  // test_kernel_cross_entropy.cpp's kTol: FP32 exp and sums over V, relative to 1 + |loss| and
+  // to grad_scale + |dlogit|.
+  const double tol = 32 * 0x1p-24;
+  for (const BackendUnderTest& bt : present_backends()) {
+    Backend& be = bt.be;
+    SCOPED_TRACE(be.name());
+    const Buf<int32_t> d_targets(be, targets);
+    Buf<float> d_logits(be, logits);  // dlogits overwrite the logits, as the model runs it
+    const float got = be.softmax_cross_entropy(d_logits.data(), d_logits.data(), d_targets.data(),
+                                               rows, V, grad_scale);
+    EXPECT_NEAR(got, mean, tol * (1 + std::fabs(mean)));
+    const Vec d = d_logits.to_host();
+    for (size_t i = 0; i < d.size(); ++i)
+      ASSERT_NEAR(d[i], dlogits[i], tol * (grad_scale + std::fabs(dlogits[i]))) << "at " << i;
+    // A target outside the vocabulary is refused before any output is touched.
+    std::vector<int32_t> bad = targets;
+    bad[2] = static_cast<int32_t>(V);
+    const Buf<int32_t> d_bad(be, bad);
+    EXPECT_THROW(be.softmax_cross_entropy(d_logits.data(), d_logits.data(), d_bad.data(), rows, V,
+                                          grad_scale),
+                 Error);
+    EXPECT_TRUE(test::same_bits(d_logits.to_host(), d));
+  }
+}
+
+TEST(BackendOps, AnOpADeviceLacksIsRefusedByName) {
+  int checked = 0;
+  for (const BackendUnderTest& bt : present_backends()) {
+    if (bt.be.name() == "cpu") continue;  // the CPU has every op
+    ++checked;
+    try {
+      bt.be.attention_decode(nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 1, 1);
+      ADD_FAILURE() << bt.be.name() << " ran an op it does not have";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not available on " + bt.be.name()), std::string::npos)
+          << e.what();
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "only the CPU backend here, and it has every op";
 }
 
 }  // namespace

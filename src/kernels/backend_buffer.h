@@ -1,0 +1,54 @@
+#pragma once
+// An owned allocation in a backend's memory, sized in elements, with the copies to and from
+// the host: what a module's state and a test's operands live in on any device.
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace fp8lm {
+
+template <typename T>
+class BackendBuffer {
+ public:
+  BackendBuffer(Backend& backend, size_t n) : be_(&backend) { resize(n); }
+  BackendBuffer(Backend& backend, const std::vector<T>& host)
+      : BackendBuffer(backend, host.size()) {
+    be_->upload(p_, host.data(), host.size() * sizeof(T));
+  }
+  BackendBuffer(const BackendBuffer&) = delete;
+  BackendBuffer& operator=(const BackendBuffer&) = delete;
+  BackendBuffer(BackendBuffer&& o) noexcept
+      : be_(o.be_), p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  ~BackendBuffer() {
+    if (p_) be_->release(p_);
+  }
+
+  // Grows (contents lost) when n exceeds the size; never shrinks.
+  void resize(size_t n) {
+    if (n <= n_ && p_) return;
+    if (p_) be_->release(p_);
+    p_ = nullptr;
+    // At least one element, so every buffer has an address an op can be handed.
+    p_ = static_cast<T*>(be_->allocate(std::max<size_t>(n, 1) * sizeof(T)));
+    n_ = n;
+  }
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t size() const { return n_; }
+  void zero() { be_->zero(p_, n_ * sizeof(T)); }
+  std::vector<T> to_host() const {
+    std::vector<T> v(n_);
+    be_->download(v.data(), p_, n_ * sizeof(T));
+    return v;
+  }
+
+ private:
+  Backend* be_;
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace fp8lm
