@@ -68,7 +68,7 @@ TEST(Resume, StopAndResumeEqualsUninterruptedBitForBit) {
     const ParameterList a = straight.model().parameters(), b = resumed->model().parameters();
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_EQ(a[i]->value, b[i]->value) << v.name << " " << a[i]->name;
+      EXPECT_EQ(a[i]->values(), b[i]->values()) << v.name << " " << a[i]->name;
     const auto ma = straight.model().fp8_metas(), mb = resumed->model().fp8_metas();
     for (size_t i = 0; i < ma.size(); ++i) {
       for (Slot s : {Slot::Input, Slot::Weight, Slot::GradOutput}) {
@@ -104,7 +104,7 @@ TEST(Checkpoint, ModelFileRoundTripsWeightsAndFp8State) {
   trainer_model_file(t).write(path);
   const LoadedModel m = load_model(path);
   const ParameterList a = t.model().parameters(), b = m.model->parameters();
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]->value, b[i]->value) << a[i]->name;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]->values(), b[i]->values()) << a[i]->name;
   const Fp8Meta& want = t.model().layer(1).mlp().fc1().fp8_meta();
   const Fp8Meta& got = m.model->layer(1).mlp().fc1().fp8_meta();
   EXPECT_EQ(got[Slot::GradOutput].scale, want[Slot::GradOutput].scale);

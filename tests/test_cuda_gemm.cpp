@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "core/bf16.h"
-#include "fp8lm/error.h"
 #include "cuda_test_util.h"
 #include "fp8/quantize.h"
+#include "fp8lm/error.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/gemm.h"
 #include "test_util.h"

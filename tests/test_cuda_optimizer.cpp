@@ -38,7 +38,7 @@ std::vector<std::unique_ptr<Parameter>> make_params(uint32_t seed) {
     // fmt, not "p" + std::to_string(): GCC 12 at -O3 warns (-Wrestrict) inside the latter.
     auto p = std::make_unique<Parameter>(fmt::format("p{}", ps.size()), std::vector<int64_t>{s.n},
                                          s.decay);
-    p->value = random_normal(s.n, seed++, 0.0f, 0.5f);
+    p->set_values(random_normal(s.n, seed++, 0.0f, 0.5f));
     ps.push_back(std::move(p));
   }
   return ps;
@@ -54,7 +54,7 @@ ParameterList list_of(const std::vector<std::unique_ptr<Parameter>>& ps) {
 void fill_grads(const ParameterList& ps, uint32_t seed) {
   float stddev = 1e-3f;
   for (Parameter* p : ps) {
-    p->grad = random_normal(p->numel(), seed++, 0.0f, stddev);
+    p->grad.upload(random_normal(p->numel(), seed++, 0.0f, stddev), p->name);
     stddev *= 10.0f;
   }
 }
@@ -192,7 +192,7 @@ TEST(CudaOptimizer, AdamWMatchesCpuBitsOverThreeSteps) {
     // One correctly rounded float operation at a time on both sides: the same bits.
     for (size_t i = 0; i < ps.size(); ++i) {
       const int64_t n = ps[i]->numel();
-      EXPECT_TRUE(same_bits(download(dev.value[i].data(), n), ps[i]->value)) << "param " << i;
+      EXPECT_TRUE(same_bits(download(dev.value[i].data(), n), ps[i]->values())) << "param " << i;
       EXPECT_TRUE(same_bits(download(dev.m[i].data(), n), cpu.first_moment(i))) << "m " << i;
       EXPECT_TRUE(same_bits(download(dev.v[i].data(), n), cpu.second_moment(i))) << "v " << i;
     }
@@ -221,7 +221,7 @@ TEST(CudaOptimizer, RequantEncodesSpecialsLikeQuantize) {
   for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
     SCOPED_TRACE(fp8_format_name(f));
     Parameter p("w", {70001}, false);
-    p.value = test::random_with_specials(70001, 7);
+    p.set_values(test::random_with_specials(70001, 7));
     Mirror dev({&p}, 0.0f);
     DeviceBuffer<uint8_t> codes(70001);
     DeviceBuffer<float> scale_amax(2);
@@ -245,8 +245,8 @@ TEST(CudaOptimizer, RequantEncodesSpecialsLikeQuantize) {
     // The device's own weights (its NaNs have other bits than the CPU's), quantized on the CPU.
     const Vec w = download(dev.value[0].data(), 70001);
     for (size_t i = 0; i < w.size(); ++i) {
-      if (std::isfinite(p.value[i])) {
-        ASSERT_EQ(w[i], p.value[i]) << i;
+      if (std::isfinite(p.value.host()[i])) {
+        ASSERT_EQ(w[i], p.value.host()[i]) << i;
       }
     }
     std::vector<uint8_t> want(w.size());

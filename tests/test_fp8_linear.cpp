@@ -26,8 +26,8 @@ Fp8Recipe delayed(Format f, int len) {
 TEST(Fp8Linear, OutputIsTheProductOfDecodedOperands) {
   const int64_t rows = 9, in = 33, out = 17;
   Linear lin("fc", in, out, true);
-  lin.weight().value = randn(static_cast<size_t>(in * out), 1, 0.3f);
-  lin.bias()->value = randn(static_cast<size_t>(out), 2);
+  lin.weight().set_values(randn(static_cast<size_t>(in * out), 1, 0.3f));
+  lin.bias()->set_values(randn(static_cast<size_t>(out), 2));
   const auto x = randn(static_cast<size_t>(rows * in), 3);
   const Fp8Recipe recipe = delayed(Format::Hybrid, 4);
   lin.fp8_meta() = Fp8Meta(recipe.delayed);  // as the first FP8 forward would build it
@@ -44,12 +44,13 @@ TEST(Fp8Linear, OutputIsTheProductOfDecodedOperands) {
       for (int64_t k = 0; k < in; ++k) {
         const double a =
             fp8_decode(fp8_encode(x[r * in + k] * 64.0f, Fp8Format::E4M3), Fp8Format::E4M3);
-        const double b = fp8_decode(
-            fp8_encode(lin.weight().value[o * in + k] * 256.0f, Fp8Format::E4M3), Fp8Format::E4M3);
+        const double b =
+            fp8_decode(fp8_encode(lin.weight().value.host()[o * in + k] * 256.0f, Fp8Format::E4M3),
+                       Fp8Format::E4M3);
         acc += a * b;
         mag += std::fabs(a * b);
       }
-      const double want = acc / (64.0 * 256.0) + lin.bias()->value[o];
+      const double want = acc / (64.0 * 256.0) + lin.bias()->value.host()[o];
       // FP32 accumulation over `in` exact products, the scale multiply and the bias add.
       const double tol = (in + 3) * 0x1p-24 * (mag / (64.0 * 256.0) + std::fabs(want));
       ASSERT_NEAR(y[r * out + o], want, tol) << r << "," << o;
@@ -61,8 +62,8 @@ TEST(Fp8Linear, ScalingStateAfterScriptedStepsIsHandComputed) {
   const int64_t rows = 2, in = 4, out = 3;
   Linear lin("fc", in, out, false);
   // Weight amax 0.5 -> weight scale 448 / 0.5 = 896 after the first update.
-  lin.weight().value = {0.5f,  -0.25f, 0.125f, 0.0f, 0.1f, 0.2f,
-                        -0.3f, 0.4f,   0.0f,   0.0f, 0.0f, -0.5f};
+  lin.weight().set_values(
+      {0.5f, -0.25f, 0.125f, 0.0f, 0.1f, 0.2f, -0.3f, 0.4f, 0.0f, 0.0f, 0.0f, -0.5f});
   const Fp8Recipe recipe = delayed(Format::Hybrid, 4);
   std::vector<float> y(rows * out), dx(rows * in);
   const float input_amax[] = {1.0f, 4.0f, 2.0f};
@@ -102,8 +103,8 @@ TEST(Fp8Linear, FusedLayerNormCastEqualsNormThenCast) {
   Norm norm("ln1", in, Normalization::LayerNorm);
   Linear plain("qkv", in, out, true);
   const auto w = randn(static_cast<size_t>(in * out), 4, 0.2f);
-  fused.linear().weight().value = w;
-  plain.weight().value = w;
+  fused.linear().weight().set_values(w);
+  plain.weight().set_values(w);
   const auto x = randn(static_cast<size_t>(rows * in), 5);
   std::vector<float> y1(rows * out), y2(rows * out), normed(rows * in);
   const Fp8Recipe recipe = delayed(Format::E4M3, 8);

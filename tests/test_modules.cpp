@@ -28,7 +28,7 @@ double dot(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Checks grad against finite differences of loss() in the entries of `values` (a sample of
 // up to 24 of them), restoring each entry afterwards.
-void check_gradient(const std::string& what, std::vector<float>& values,
+void check_gradient(const std::string& what, std::span<float> values,
                     const std::vector<float>& grad, const std::function<double()>& loss,
                     double atol = 1e-3, double rtol = 2e-2) {
   ASSERT_EQ(values.size(), grad.size()) << what;
@@ -60,14 +60,14 @@ void check_module(const std::string& name, Module& m, int64_t rows, int64_t in, 
     fwd(m, x.data(), y.data());
     return dot(y, w);
   };
-  for (Parameter* p : m.parameters()) std::fill(p->grad.begin(), p->grad.end(), 0.0f);
+  for (Parameter* p : m.parameters()) p->grad.zero();
   loss();
   std::vector<float> dx(x.size(), 0.0f);
   bwd(m, w.data(), dx.data());
   check_gradient(name + " dx", x, dx, loss);
   for (Parameter* p : m.parameters()) {
-    const std::vector<float> g = p->grad;
-    check_gradient(name + " " + p->name, p->value, g, [&]() {
+    const std::vector<float> g = p->grad.to_host();
+    check_gradient(name + " " + p->name, p->value.host(), g, [&]() {
       ++p->version;  // invalidate cached casts
       return loss();
     });
@@ -76,8 +76,8 @@ void check_module(const std::string& name, Module& m, int64_t rows, int64_t in, 
 
 TEST(LinearBackward, MatchesFiniteDifferences) {
   Linear lin("fc", 5, 4, true);
-  lin.weight().value = randn(20, 1, 0.5f);
-  lin.bias()->value = randn(4, 2);
+  lin.weight().set_values(randn(20, 1, 0.5f));
+  lin.bias()->set_values(randn(4, 2));
   check_module<Linear>(
       "linear", lin, 6, 5, 4, [](Linear& m, const float* x, float* y) { m.forward(x, y, 6); },
       [](Linear& m, const float* dy, float* dx) { m.backward(dy, dx, 6); });
@@ -86,7 +86,7 @@ TEST(LinearBackward, MatchesFiniteDifferences) {
 TEST(NormBackward, MatchesFiniteDifferencesForLayerNormAndRMSNorm) {
   for (Normalization kind : {Normalization::LayerNorm, Normalization::RMSNorm}) {
     Norm norm("ln", 7, kind);
-    norm.weight().value = randn(7, 3, 0.5f);
+    norm.weight().set_values(randn(7, 3, 0.5f));
     check_module<Norm>(
         std::string(normalization_name(kind)), norm, 5, 7, 7,
         [](Norm& m, const float* x, float* y) { m.forward(x, y, 5); },
@@ -97,7 +97,7 @@ TEST(NormBackward, MatchesFiniteDifferencesForLayerNormAndRMSNorm) {
 TEST(LayerNormLinearBackward, MatchesFiniteDifferences) {
   for (Normalization kind : {Normalization::LayerNorm, Normalization::RMSNorm}) {
     LayerNormLinear m("ln1", "qkv", 6, 9, kind, true);
-    m.linear().weight().value = randn(54, 4, 0.5f);
+    m.linear().weight().set_values(randn(54, 4, 0.5f));
     check_module<LayerNormLinear>(
         "lnlinear", m, 4, 6, 9,
         [](LayerNormLinear& mm, const float* x, float* y) { mm.forward(x, y, 4); },
@@ -109,9 +109,9 @@ TEST(LayerNormMLPBackward, MatchesFiniteDifferencesForEveryActivationAndNorm) {
   for (Activation act : {Activation::Gelu, Activation::Relu, Activation::Swiglu}) {
     for (Normalization kind : {Normalization::LayerNorm, Normalization::RMSNorm}) {
       LayerNormMLP m("layers.0", 6, 10, act, kind);
-      m.fc1().weight().value = randn(static_cast<size_t>(m.fc1().weight().numel()), 5, 0.5f);
-      m.fc1().bias()->value = randn(static_cast<size_t>(m.fc1().out_features()), 6, 0.3f);
-      m.fc2().weight().value = randn(60, 7, 0.5f);
+      m.fc1().weight().set_values(randn(static_cast<size_t>(m.fc1().weight().numel()), 5, 0.5f));
+      m.fc1().bias()->set_values(randn(static_cast<size_t>(m.fc1().out_features()), 6, 0.3f));
+      m.fc2().weight().set_values(randn(60, 7, 0.5f));
       check_module<LayerNormMLP>(
           std::string(activation_name(act)) + "/" + std::string(normalization_name(kind)), m, 4, 6,
           6, [](LayerNormMLP& mm, const float* x, float* y) { mm.forward(x, y, 4); },
@@ -122,8 +122,8 @@ TEST(LayerNormMLPBackward, MatchesFiniteDifferencesForEveryActivationAndNorm) {
 
 TEST(MultiheadAttentionBackward, MatchesFiniteDifferences) {
   MultiheadAttention m("layers.0", 8, 2, Normalization::LayerNorm);
-  m.qkv().linear().weight().value = randn(192, 8, 0.4f);
-  m.proj().weight().value = randn(64, 9, 0.4f);
+  m.qkv().linear().weight().set_values(randn(192, 8, 0.4f));
+  m.proj().weight().set_values(randn(64, 9, 0.4f));
   check_module<MultiheadAttention>(
       "mha", m, 2 * 5, 8, 8,
       [](MultiheadAttention& mm, const float* x, float* y) { mm.forward(x, y, 2, 5); },
@@ -136,7 +136,7 @@ TEST(TransformerLayerBackward, MatchesFiniteDifferences) {
   TransformerLayer layer(0, cfg);
   uint32_t seed = 20;
   for (Parameter* p : layer.parameters())
-    if (p->decay) p->value = randn(p->value.size(), seed++, 0.4f);
+    if (p->decay) p->set_values(randn(p->value.size(), seed++, 0.4f));
   check_module<TransformerLayer>(
       "layer", layer, 2 * 5, 8, 8,
       [](TransformerLayer& mm, const float* x, float* y) { mm.forward(x, y, 2, 5); },
@@ -160,17 +160,17 @@ TEST(GPTBackward, LossGradientMatchesFiniteDifferences) {
   // the finite-difference step; O(1) weights keep the check in its linear regime.
   uint32_t seed = 40;
   for (Parameter* p : model.parameters())
-    if (p->decay || p->name == "wpe") p->value = randn(p->value.size(), seed++, 0.5f);
+    if (p->decay || p->name == "wpe") p->set_values(randn(p->value.size(), seed++, 0.5f));
   const std::vector<int32_t> tokens = {1, 4, 7, 10, 2, 5, 3, 3, 8, 0, 9, 6};
   const std::vector<int32_t> targets = {4, 7, 10, 2, 5, 8, 3, 8, 0, 9, 6, 1};
-  for (Parameter* p : model.parameters()) std::fill(p->grad.begin(), p->grad.end(), 0.0f);
+  for (Parameter* p : model.parameters()) p->grad.zero();
   model.forward(tokens.data(), targets.data(), 2, 6);
   model.backward();
   for (Parameter* p : model.parameters()) {
-    const std::vector<float> g = p->grad;
+    const std::vector<float> g = p->grad.to_host();
     // The mean loss over 12 rows has gradients ~1e-2; tolerance scaled to match.
     check_gradient(
-        p->name, p->value, g,
+        p->name, p->value.host(), g,
         [&]() {
           ++p->version;
           return static_cast<double>(model.forward(tokens.data(), targets.data(), 2, 6));

@@ -187,7 +187,7 @@ Safetensors model_file(GPT& model, const CheckpointInfo& info) {
       st.add(p->name, DType::E4M3, p->shape, (*it)->fp8_weight_codes().data());
       st.add_f32(p->name + "_scale_inv", {1}, {(*it)->fp8_weight_scale_inv()});
     } else {
-      st.add_f32(p->name, p->shape, p->value);
+      st.add_f32(p->name, p->shape, p->values());
     }
   }
   if (info.fp8_state) {
@@ -211,7 +211,7 @@ void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
     state.add_f32("adamw.v." + p.name, p.shape, opt.second_moment(i));
     // The model file holds FP8 weights only as FP8; their FP32 masters live here.
     if (info.config.fp8_weights && p.name.ends_with(".weight") && p.shape.size() == 2) {
-      state.add_f32("master." + p.name, p.shape, p.value);
+      state.add_f32("master." + p.name, p.shape, p.values());
     }
   }
   state.add_f32("losses", {static_cast<int64_t>(progress.losses.size())}, progress.losses);
@@ -235,15 +235,15 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
     }
     if (t.dtype == DType::E4M3) {
       const float sinv = file.at(p->name + "_scale_inv").to_f32().at(0);
-      const auto v = t.to_f32();
-      for (size_t i = 0; i < v.size(); ++i) p->value[i] = v[i] * sinv;
+      std::vector<float> v = t.to_f32();
+      for (float& x : v) x *= sinv;
+      p->set_values(v);
     } else if (t.dtype == DType::F32) {
-      p->value = t.to_f32();
+      p->set_values(t.to_f32());
     } else {
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F8_E4M3",
                               file.origin(), p->name, dtype_name(t.dtype)));
     }
-    ++p->version;
   }
   for (Linear* l : model.linears()) load_fp8_state(file, *l);
 }
@@ -286,7 +286,7 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
     }
     opt.first_moment(i) = state.at("adamw.m." + p.name).to_f32();
     opt.second_moment(i) = state.at("adamw.v." + p.name).to_f32();
-    if (state.contains("master." + p.name)) p.value = state.at("master." + p.name).to_f32();
+    if (state.contains("master." + p.name)) p.set_values(state.at("master." + p.name).to_f32());
   }
   const auto& meta = state.metadata();
   for (const char* key : {"step", "adamw_steps", "seconds", "data_state"}) {

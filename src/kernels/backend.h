@@ -26,6 +26,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  // Whether the host can address this backend's memory directly (the CPU's).
+  virtual bool host_memory() const { return false; }
 
   // --- memory ---
   virtual void* allocate(size_t bytes) = 0;

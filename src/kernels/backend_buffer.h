@@ -3,9 +3,12 @@
 // the host: what a module's state and a test's operands live in on any device.
 #include <algorithm>
 #include <cstddef>
+#include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "fp8lm/error.h"
 #include "kernels/backend.h"
 
 namespace fp8lm {
@@ -35,15 +38,38 @@ class BackendBuffer {
     p_ = static_cast<T*>(be_->allocate(std::max<size_t>(n, 1) * sizeof(T)));
     n_ = n;
   }
+  // Frees the memory (a later resize allocates again).
+  void clear() {
+    if (p_) be_->release(p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
   T* data() { return p_; }
   const T* data() const { return p_; }
   size_t size() const { return n_; }
   void zero() { be_->zero(p_, n_ * sizeof(T)); }
+  size_t bytes() const { return n_ * sizeof(T); }
   std::vector<T> to_host() const {
     std::vector<T> v(n_);
     be_->download(v.data(), p_, n_ * sizeof(T));
     return v;
   }
+  // Replaces the contents with n == size() host values; Error naming `what` otherwise.
+  void upload(const std::vector<T>& v, const std::string& what) {
+    if (v.size() != n_) {
+      throw Error(what + ": " + std::to_string(v.size()) + " values for " + std::to_string(n_));
+    }
+    be_->upload(p_, v.data(), n_ * sizeof(T));
+  }
+  // The elements in place, for code that runs only on the host (the CPU optimizer, tests of
+  // CPU modules): Error on a backend whose memory the host cannot address.
+  std::span<T> host() {
+    if (!be_->host_memory()) {
+      throw Error("a " + be_->name() + " buffer read in place on the host; copy it with to_host()");
+    }
+    return {p_, n_};
+  }
+  std::span<const T> host() const { return const_cast<BackendBuffer*>(this)->host(); }
 
  private:
   Backend* be_;

@@ -92,8 +92,8 @@ void TransformerLayer::decode(const float* x, float* y, KvCache& cache, int64_t 
 GPT::GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend)
     : be_(backend),
       cfg_(cfg),
-      wte_("wte", {cfg.vocab, cfg.d_model}, /*decays=*/true),
-      wpe_("wpe", {cfg.seq_len, cfg.d_model}, /*decays=*/false),
+      wte_("wte", {cfg.vocab, cfg.d_model}, /*decays=*/true, backend),
+      wpe_("wpe", {cfg.seq_len, cfg.d_model}, /*decays=*/false, backend),
       lnf_("lnf", cfg.d_model, cfg.normalization, kNormEps, backend) {
   cfg_.validate();
   for (int i = 0; i < cfg.n_layers; ++i)
@@ -103,7 +103,9 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend)
   std::mt19937_64 rng(seed);
   const auto fill = [&](Parameter& p, float stddev) {
     std::normal_distribution<float> d(0.0f, stddev);
-    for (float& v : p.value) v = d(rng);
+    std::vector<float> v(static_cast<size_t>(p.numel()));
+    for (float& x : v) x = d(rng);
+    p.set_values(v);
   };
   fill(wte_, 0.02f);
   fill(wpe_, 0.02f);

@@ -43,8 +43,8 @@ Linear::Linear(std::string name, int64_t in, int64_t out, bool bias, Backend& ba
       in_(in),
       out_(out),
       has_bias_(bias),
-      weight_(name_ + ".weight", {out, in}, /*decays=*/true),
-      bias_(name_ + ".bias", {bias ? out : 0}, /*decays=*/false) {}
+      weight_(name_ + ".weight", {out, in}, /*decays=*/true, backend),
+      bias_(name_ + ".bias", {bias ? out : 0}, /*decays=*/false, backend) {}
 
 ParameterList Linear::parameters() {
   ParameterList p{&weight_};

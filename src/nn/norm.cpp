@@ -1,7 +1,5 @@
 #include "nn/norm.h"
 
-#include <algorithm>
-
 namespace fp8lm {
 
 Norm::Norm(std::string name, int64_t C, Normalization kind, float eps, Backend& backend)
@@ -9,9 +7,9 @@ Norm::Norm(std::string name, int64_t C, Normalization kind, float eps, Backend& 
       kind_(kind),
       C_(C),
       eps_(eps),
-      gamma_(name + ".weight", {C}, /*decays=*/false),
-      beta_(name + ".bias", {kind == Normalization::LayerNorm ? C : 0}, /*decays=*/false) {
-  std::fill(gamma_.value.begin(), gamma_.value.end(), 1.0f);
+      gamma_(name + ".weight", {C}, /*decays=*/false, backend),
+      beta_(name + ".bias", {kind == Normalization::LayerNorm ? C : 0}, /*decays=*/false, backend) {
+  gamma_.set_values(std::vector<float>(static_cast<size_t>(C), 1.0f));
 }
 
 ParameterList Norm::parameters() {

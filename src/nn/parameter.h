@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "kernels/backend_buffer.h"
 
 namespace fp8lm {
 
@@ -30,31 +31,45 @@ size_t bytes_of(const std::vector<T>& v) {
 struct Parameter {
   std::string name;  // checkpoint name (DESIGN.md §5), e.g. "layers.0.qkv.weight"
   std::vector<int64_t> shape;
-  std::vector<float> value;  // FP32 master weights
-  std::vector<float> grad;   // accumulated by backward, zeroed by the trainer
+  // In the owning module's backend memory (kernels/backend_buffer.h).
+  BackendBuffer<float> value;  // FP32 master weights
+  BackendBuffer<float> grad;   // accumulated by backward, zeroed by the trainer
   // --fp8-weights: the gradient is kept in BF16 instead (grad is then empty), as TE keeps the
   // gradients of FP8 parameters in the activation dtype; it halves gradient memory.
-  std::vector<bf16_t> grad16;
+  BackendBuffer<bf16_t> grad16;
   bool decay = false;  // weight decay applies (matrices, not norms, biases or positions)
   // Bumped whenever value changes, so modules know their cached casts of it are stale.
   uint64_t version = 0;
 
-  Parameter(std::string n, std::vector<int64_t> s, bool decays)
-      : name(std::move(n)), shape(std::move(s)), decay(decays) {
-    value.assign(static_cast<size_t>(numel()), 0.0f);
-    grad.assign(static_cast<size_t>(numel()), 0.0f);
+  Parameter(std::string n, std::vector<int64_t> s, bool decays, Backend& backend = cpu_backend())
+      : name(std::move(n)),
+        shape(std::move(s)),
+        value(backend, static_cast<size_t>(numel())),
+        grad(backend, static_cast<size_t>(numel())),
+        grad16(backend, 0),
+        decay(decays) {
+    value.zero();
+    grad.zero();
+    grad16.clear();
   }
   int64_t numel() const {
     return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
   }
-  bool bf16_grad() const { return !grad16.empty(); }
+  bool bf16_grad() const { return grad16.size() != 0; }
   void keep_grad_in_bf16() {
-    std::vector<float>().swap(grad);  // frees it (assigning {} would keep the capacity)
-    grad16.assign(static_cast<size_t>(numel()), bf16_t{0});
+    grad.clear();
+    grad16.resize(static_cast<size_t>(numel()));
+    grad16.zero();
   }
-  size_t grad_bytes() const { return bytes_of(grad) + bytes_of(grad16); }
+  size_t grad_bytes() const { return grad.bytes() + grad16.bytes(); }
   float* data() { return value.data(); }
   const float* data() const { return value.data(); }
+  // The values as host copies, and replacing them (Error unless numel() of them).
+  std::vector<float> values() const { return value.to_host(); }
+  void set_values(const std::vector<float>& v) {
+    value.upload(v, name);
+    ++version;
+  }
 };
 
 using ParameterList = std::vector<Parameter*>;

@@ -80,9 +80,11 @@ void AdamW::step(float lr, float grad_scale) {
     float* v = v_[c.index].data() + c.begin;
     const float decay = p.decay ? cfg_.weight_decay : 0.0f;
     if (p.bf16_grad()) {
-      update(p.value.data() + c.begin, p.grad16.data() + c.begin, m, v, c.end - c.begin, decay);
+      update(p.value.host().data() + c.begin, p.grad16.host().data() + c.begin, m, v,
+             c.end - c.begin, decay);
     } else {
-      update(p.value.data() + c.begin, p.grad.data() + c.begin, m, v, c.end - c.begin, decay);
+      update(p.value.host().data() + c.begin, p.grad.host().data() + c.begin, m, v, c.end - c.begin,
+             decay);
     }
   };
   if (fusion_enabled()) {
@@ -107,9 +109,11 @@ void AdamW::zero_grad() {
   for (int64_t k = 0; k < n; ++k) {
     Parameter& p = *chunks_[k].p;
     if (p.bf16_grad()) {
-      std::fill(p.grad16.begin() + chunks_[k].begin, p.grad16.begin() + chunks_[k].end, bf16_t{0});
+      const auto g = p.grad16.host();
+      std::fill(g.begin() + chunks_[k].begin, g.begin() + chunks_[k].end, bf16_t{0});
     } else {
-      std::fill(p.grad.begin() + chunks_[k].begin, p.grad.begin() + chunks_[k].end, 0.0f);
+      const auto g = p.grad.host();
+      std::fill(g.begin() + chunks_[k].begin, g.begin() + chunks_[k].end, 0.0f);
     }
   }
 }
@@ -135,8 +139,9 @@ float grad_norm(const ParameterList& params) {
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k) {
     const Parameter& p = *piece[k].p;
-    partial[k] = p.bf16_grad() ? sum_of_squares(p.grad16.data(), piece[k].begin, piece[k].end)
-                               : sum_of_squares(p.grad.data(), piece[k].begin, piece[k].end);
+    partial[k] = p.bf16_grad()
+                     ? sum_of_squares(p.grad16.host().data(), piece[k].begin, piece[k].end)
+                     : sum_of_squares(p.grad.host().data(), piece[k].begin, piece[k].end);
   }
   double sum = 0.0;
   for (int64_t k = 0; k < n; ++k) sum += partial[k];
@@ -152,8 +157,8 @@ float clip_grad_norm(const ParameterList& params, float max_norm) {
   const float s = clip_factor(norm, max_norm);
   if (s != 1.0f) {
     for (Parameter* p : params) {
-      for (float& g : p->grad) g *= s;
-      for (bf16_t& g : p->grad16) g = bf16_from_float(bf16_to_float(g) * s);
+      for (float& g : p->grad.host()) g *= s;
+      for (bf16_t& g : p->grad16.host()) g = bf16_from_float(bf16_to_float(g) * s);
     }
   }
   return norm;

@@ -32,6 +32,7 @@ int64_t out_bytes(const ProducerOut& out, const char* op) {
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
+  bool host_memory() const override { return true; }
 
   void* allocate(size_t bytes) override { return ::operator new(bytes, kAlignment); }
   void release(void* p) override { ::operator delete(p, kAlignment); }
