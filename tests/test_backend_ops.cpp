@@ -3,7 +3,7 @@
 // every backend): the GEMM, the norms and activations into every output dtype, attention,
 // the embedding and the loss. The operands travel through the backend's own memory
 // (BackendBuffer), so a case runs the same code whatever the device. A backend that lacks a
-// case (cuBLASLt takes FP8 only as TN with sizes in multiples of 16) says so in supports_gemm.
+// case (FP8 tensor cores before compute capability 8.9) says so in supports_gemm.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,8 +57,9 @@ const GemmCase kGemmCases[] = {
     {T, T, 9, 31, 17, DType::F32, DType::F32, 2.0f, 0.5f},
     {N, T, 33, 17, 65, DType::BF16, DType::BF16, 1.0f, 0.0f},
     {T, N, 16, 32, 48, DType::BF16, DType::BF16, 1.0f, 1.0f},
-    // The FP8 GEMMs of a Linear: forward (E4M3 x E4M3), dgrad and wgrad (E5M2 dy x E4M3) as TN
-    // on every backend; the NN and TN layouts the CPU also takes without transposed copies.
+    // The FP8 GEMMs of a Linear: forward (E4M3 x E4M3), dgrad and wgrad (E5M2 dy x E4M3) as TN,
+    // and the NN and TN layouts and odd sizes the modules call (the CUDA backend transposes
+    // and pads those for cuBLASLt).
     {N, T, 32, 48, 64, DType::E4M3, DType::E4M3, 1.0f, 0.0f},
     {N, T, 32, 48, 64, DType::E5M2, DType::E4M3, 1.0f, 1.0f},
     {N, T, 16, 16, 128, DType::E4M3, DType::E5M2, 1.0f, 0.0f},
@@ -131,9 +132,8 @@ std::vector<BackendUnderTest> present_backends() {
   v.push_back({cuda::backend(0),
                [](const GemmCase& c) {
                  if (c.a == DType::BF16) return test::cuda_cc() >= 80;
-                 if (!is_fp8(c.a)) return true;
-                 return test::cuda_cc() >= 89 && c.ta == N && c.tb == T && c.M % 16 == 0 &&
-                        c.N % 16 == 0 && c.K % 16 == 0;
+                 // Any FP8 layout and size: the backend transposes and pads for cuBLASLt.
+                 return !is_fp8(c.a) || test::cuda_cc() >= 89;
                },
                // FP32: no TF32. BF16 tensor cores sum in FP32 but in their own tree order (2
                // units allowed). FP8 tensor cores keep about 14 bits in the accumulator

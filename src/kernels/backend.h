@@ -36,6 +36,9 @@ class Backend {
   virtual void download(void* host, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* p, size_t bytes) = 0;
+  // rows rows of row_bytes each, from src (rows src_pitch bytes apart) to dst (dst_pitch).
+  virtual void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                         size_t row_bytes, size_t rows) = 0;
 
   // --- GEMM: C = alpha * op(A) · op(B) + beta * C, FP8 operands with their scale_invs ---
   virtual void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -86,6 +89,8 @@ class Backend {
   // over the rows whose target is not negative, summed in row order in double.
   virtual float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
                                       int64_t rows, int64_t V, float grad_scale) = 0;
+  // out[r] = the first index of the largest logit of row r: greedy decoding.
+  virtual void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) = 0;
 
   // --- ops not every device has ---
   // --no-fusion's twins: the T x T probabilities stored, the softmax stored.

@@ -1,6 +1,8 @@
 #pragma once
 // An owned allocation in a backend's memory, sized in elements, with the copies to and from
-// the host: what a module's state and a test's operands live in on any device.
+// the host: what a module's state and a test's operands live in on any device. Like a
+// std::vector it has a size and a capacity (resize never shrinks the allocation), but new
+// elements are not initialized: zero() them where that matters.
 #include <algorithm>
 #include <cstddef>
 #include <span>
@@ -16,39 +18,56 @@ namespace fp8lm {
 template <typename T>
 class BackendBuffer {
  public:
-  BackendBuffer(Backend& backend, size_t n) : be_(&backend) { resize(n); }
+  explicit BackendBuffer(Backend& backend, size_t n = 0) : be_(&backend) { resize(n); }
   BackendBuffer(Backend& backend, const std::vector<T>& host)
       : BackendBuffer(backend, host.size()) {
     be_->upload(p_, host.data(), host.size() * sizeof(T));
   }
   BackendBuffer(const BackendBuffer&) = delete;
   BackendBuffer& operator=(const BackendBuffer&) = delete;
+  BackendBuffer& operator=(BackendBuffer&& o) noexcept {
+    swap(*this, o);
+    return *this;
+  }
+  friend void swap(BackendBuffer& a, BackendBuffer& b) noexcept {
+    std::swap(a.be_, b.be_);
+    std::swap(a.p_, b.p_);
+    std::swap(a.n_, b.n_);
+    std::swap(a.cap_, b.cap_);
+  }
   BackendBuffer(BackendBuffer&& o) noexcept
-      : be_(o.be_), p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+      : be_(o.be_),
+        p_(std::exchange(o.p_, nullptr)),
+        n_(std::exchange(o.n_, 0)),
+        cap_(std::exchange(o.cap_, 0)) {}
   ~BackendBuffer() {
     if (p_) be_->release(p_);
   }
 
-  // Grows (contents lost) when n exceeds the size; never shrinks.
+  // n elements; a larger n than the capacity reallocates, and the old contents are lost (they
+  // are freed first, so peak memory is not doubled).
   void resize(size_t n) {
-    if (n <= n_ && p_) return;
+    n_ = n;
+    if (n <= cap_ && p_) return;
     if (p_) be_->release(p_);
     p_ = nullptr;
+    cap_ = 0;
     // At least one element, so every buffer has an address an op can be handed.
     p_ = static_cast<T*>(be_->allocate(std::max<size_t>(n, 1) * sizeof(T)));
-    n_ = n;
+    cap_ = std::max<size_t>(n, 1);
   }
   // Frees the memory (a later resize allocates again).
   void clear() {
     if (p_) be_->release(p_);
     p_ = nullptr;
-    n_ = 0;
+    n_ = cap_ = 0;
   }
   T* data() { return p_; }
   const T* data() const { return p_; }
   size_t size() const { return n_; }
   void zero() { be_->zero(p_, n_ * sizeof(T)); }
-  size_t bytes() const { return n_ * sizeof(T); }
+  bool empty() const { return n_ == 0; }
+  size_t bytes() const { return cap_ * sizeof(T); }  // held, as a vector's capacity
   std::vector<T> to_host() const {
     std::vector<T> v(n_);
     be_->download(v.data(), p_, n_ * sizeof(T));
@@ -74,7 +93,7 @@ class BackendBuffer {
  private:
   Backend* be_;
   T* p_ = nullptr;
-  size_t n_ = 0;
+  size_t n_ = 0, cap_ = 0;
 };
 
 }  // namespace fp8lm

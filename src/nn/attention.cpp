@@ -57,21 +57,20 @@ void MultiheadAttention::forward(const float* x, float* y, int64_t B, int64_t T)
 
 void MultiheadAttention::backward(const float* dy, float* dx) {
   const int64_t rows = B_ * T_;
-  float* datt = scratch<float>(Scratch::AttnDOut, rows * d_);
-  float* dqkv = scratch<float>(Scratch::AttnDQkv, rows * 3 * d_);
+  float* datt = scratch<float>(be_, Scratch::AttnDOut, rows * d_);
+  float* dqkv = scratch<float>(be_, Scratch::AttnDQkv, rows * 3 * d_);
   proj_.backward(dy, datt, rows, /*accumulate_dx=*/false);
   attention_.backward(datt, dqkv, qkv_out_.values());
   qkv_.backward(dqkv, dx, rows);
 }
 
 void MultiheadAttention::fill_cache(KvCache& cache) const {
+  const size_t row = static_cast<size_t>(d_) * sizeof(float);
   for (int64_t b = 0; b < B_; ++b) {
-    for (int64_t t = 0; t < T_; ++t) {
-      const float* row = qkv_out_.mutable_values() + (b * T_ + t) * 3 * d_;
-      const int64_t at = (b * cache.Tmax + t) * d_;
-      std::copy(row + d_, row + 2 * d_, cache.k.begin() + at);
-      std::copy(row + 2 * d_, row + 3 * d_, cache.v.begin() + at);
-    }
+    const float* qkv = qkv_out_.mutable_values() + b * T_ * 3 * d_;
+    const int64_t at = b * cache.Tmax * d_;
+    be_.copy_rows(cache.k.data() + at, row, qkv + d_, 3 * row, row, static_cast<size_t>(T_));
+    be_.copy_rows(cache.v.data() + at, row, qkv + 2 * d_, 3 * row, row, static_cast<size_t>(T_));
   }
 }
 
@@ -80,14 +79,14 @@ void MultiheadAttention::decode(const float* x, float* y, KvCache& cache, int64_
   qkv_out_.begin(B * 3 * d_, /*bf16=*/false);
   q1_.resize(static_cast<size_t>(B * d_));
   att_out_.resize(static_cast<size_t>(B * d_));
+  const float* qkv = qkv_out_.mutable_values();
   qkv_.forward(x, qkv_out_.mutable_values(), B);
-  for (int64_t b = 0; b < B; ++b) {
-    const float* row = qkv_out_.mutable_values() + b * 3 * d_;
-    std::copy(row, row + d_, q1_.begin() + b * d_);
-    const int64_t at = (b * cache.Tmax + pos) * d_;
-    std::copy(row + d_, row + 2 * d_, cache.k.begin() + at);
-    std::copy(row + 2 * d_, row + 3 * d_, cache.v.begin() + at);
-  }
+  // Each sequence's q, and its k and v appended at pos.
+  const size_t row = static_cast<size_t>(d_) * sizeof(float), rows = static_cast<size_t>(B);
+  const size_t cache_pitch = static_cast<size_t>(cache.Tmax) * row;
+  be_.copy_rows(q1_.data(), row, qkv, 3 * row, row, rows);
+  be_.copy_rows(cache.k.data() + pos * d_, cache_pitch, qkv + d_, 3 * row, row, rows);
+  be_.copy_rows(cache.v.data() + pos * d_, cache_pitch, qkv + 2 * d_, 3 * row, row, rows);
   be_.attention_decode(att_out_.data(), q1_.data(), cache.k.data(), cache.v.data(), B, cache.Tmax,
                        pos + 1, d_, n_heads_);
   proj_.forward(att_out_.data(), y, B);

@@ -25,15 +25,22 @@ class DotProductAttention {
   int64_t n_heads_;
   int64_t B_ = 0, T_ = 0, C_ = 0;
   const float* out_ = nullptr;
-  std::vector<float> lse_;
-  bool fused_ = true;         // what forward ran, for backward
-  std::vector<float> probs_;  // --no-fusion: [B, H, T, T]
+  BackendBuffer<float> lse_{be_};
+  bool fused_ = true;                // what forward ran, for backward
+  BackendBuffer<float> probs_{be_};  // --no-fusion: [B, H, T, T]
 };
 
-// One sequence batch's keys and values for generation: [B, Tmax, C] each.
+// One sequence batch's keys and values for generation: [B, Tmax, C] each, in the backend's
+// memory.
 struct KvCache {
-  int64_t B = 0, Tmax = 0, C = 0;
-  std::vector<float> k, v;
+  KvCache(Backend& backend, int64_t batch, int64_t max_len, int64_t width)
+      : B(batch),
+        Tmax(max_len),
+        C(width),
+        k(backend, static_cast<size_t>(batch * max_len * width)),
+        v(backend, static_cast<size_t>(batch * max_len * width)) {}
+  int64_t B, Tmax, C;
+  BackendBuffer<float> k, v;
 };
 
 class MultiheadAttention {
@@ -69,7 +76,7 @@ class MultiheadAttention {
   DotProductAttention attention_;
   Linear proj_;
   SavedActivation qkv_out_{Scratch::QkvOut, be_};  // q, k, v: saved (BF16 in low precision)
-  std::vector<float> att_out_, q1_;                // the attention output: saved
+  BackendBuffer<float> att_out_{be_}, q1_{be_};    // the attention output: saved
 };
 
 }  // namespace fp8lm

@@ -52,8 +52,8 @@ ParameterList TransformerLayer::parameters() {
 void TransformerLayer::forward(const float* x, float* y, int64_t B, int64_t T) {
   rows_ = B * T;
   const int64_t n = rows_ * d_;
-  float* attn_out = scratch<float>(Scratch::LayerAttnOut, n);
-  float* mlp_out = scratch<float>(Scratch::LayerMlpOut, n);
+  float* attn_out = scratch<float>(be_, Scratch::LayerAttnOut, n);
+  float* mlp_out = scratch<float>(be_, Scratch::LayerMlpOut, n);
   resid_.resize(static_cast<size_t>(n));
   attention_.forward(x, attn_out, B, T);
   mid_residual_then_mlp(x, attn_out, mlp_out, rows_);
@@ -72,17 +72,17 @@ void TransformerLayer::mid_residual_then_mlp(const float* x, const float* attn_o
 
 void TransformerLayer::backward(const float* dy, float* dx) {
   const int64_t n = rows_ * d_;
-  float* dresid = scratch<float>(Scratch::LayerDResid, n);
-  std::copy(dy, dy + n, dresid);  // the residual path passes dy through
+  float* dresid = scratch<float>(be_, Scratch::LayerDResid, n);
+  be_.copy(dresid, dy, static_cast<size_t>(n) * sizeof(float));  // the residual passes dy through
   mlp_.backward(dy, dresid, rows_);
-  std::copy(dresid, dresid + n, dx);
+  be_.copy(dx, dresid, static_cast<size_t>(n) * sizeof(float));
   attention_.backward(dresid, dx);
 }
 
 void TransformerLayer::decode(const float* x, float* y, KvCache& cache, int64_t pos) {
   const int64_t n = cache.B * d_;
-  float* attn_out = scratch<float>(Scratch::LayerAttnOut, n);
-  float* mlp_out = scratch<float>(Scratch::LayerMlpOut, n);
+  float* attn_out = scratch<float>(be_, Scratch::LayerAttnOut, n);
+  float* mlp_out = scratch<float>(be_, Scratch::LayerMlpOut, n);
   resid_.resize(static_cast<size_t>(n));
   attention_.decode(x, attn_out, cache, pos);
   mid_residual_then_mlp(x, attn_out, mlp_out, cache.B);
@@ -181,31 +181,35 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
     throw Error(fmt::format("sequence length {} exceeds the position table ({})", T, cfg_.seq_len));
   }
   B_ = B, T_ = T;
-  tokens_ = tokens;
+  tokens_.resize(static_cast<size_t>(B * T));
+  be_.upload(tokens_.data(), tokens, tokens_.size() * sizeof(int32_t));
   const int64_t rows = B * T, d = cfg_.d_model;
   const AutocastState& ac = autocast_state();
   fp8_used_ = ac.enabled;
   recipe_ = ac.recipe;
   reduce_ = ac.reduce;
   const TrainingForward training(targets != nullptr);  // saved activations may be BF16
-  acts_.resize(layers_.size() + 1);
+  while (acts_.size() < layers_.size() + 1) acts_.emplace_back(be_);
   for (auto& a : acts_) a.resize(static_cast<size_t>(rows * d));
-  be_.embedding_forward(acts_[0].data(), tokens, wte_.data(), wpe_.data(), B, T, d);
+  be_.embedding_forward(acts_[0].data(), tokens_.data(), wte_.data(), wpe_.data(), B, T, d);
   for (size_t l = 0; l < layers_.size(); ++l)
     layers_[l]->forward(acts_[l].data(), acts_[l + 1].data(), B, T);
   normed_.resize(static_cast<size_t>(rows * d));
   lnf_.forward(acts_.back().data(), normed_.data(), rows);
   head_forward(rows);
   if (!targets) return 0.0f;
+  targets_.resize(static_cast<size_t>(rows));
+  be_.upload(targets_.data(), targets, targets_.size() * sizeof(int32_t));
   const int64_t V = cfg_.vocab;
   const float grad_scale = 1.0f / static_cast<float>(rows);
   if (!fusion_enabled()) {
     probs_.resize(static_cast<size_t>(rows * V));
-    return be_.softmax_cross_entropy_unfused(logits_.data(), probs_.data(), logits_.data(), targets,
-                                             rows, V, grad_scale);
+    return be_.softmax_cross_entropy_unfused(logits_.data(), probs_.data(), logits_.data(),
+                                             targets_.data(), rows, V, grad_scale);
   }
   // Fused: the loss and dlogits in one pass over the logits, which dlogits overwrites.
-  return be_.softmax_cross_entropy(logits_.data(), logits_.data(), targets, rows, V, grad_scale);
+  return be_.softmax_cross_entropy(logits_.data(), logits_.data(), targets_.data(), rows, V,
+                                   grad_scale);
 }
 
 void GPT::backward() {
@@ -222,14 +226,16 @@ void GPT::backward() {
   }
   be_.gemm(Trans::N, Trans::N, rows, d, V, 1.0f, g, w, 0.0f, dnormed_.data());
   be_.gemm(Trans::T, Trans::N, V, d, rows, 1.0f, g, x, 1.0f, wte_.grad.data());
-  dacts_a_.assign(static_cast<size_t>(rows * d), 0.0f);
+  dacts_a_.resize(static_cast<size_t>(rows * d));
+  dacts_a_.zero();
   dacts_b_.resize(static_cast<size_t>(rows * d));
   lnf_.backward(dnormed_.data(), dacts_a_.data(), rows);
   for (size_t l = layers_.size(); l-- > 0;) {
     layers_[l]->backward(dacts_a_.data(), dacts_b_.data());
-    std::swap(dacts_a_, dacts_b_);
+    swap(dacts_a_, dacts_b_);
   }
-  be_.embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_, B_, T_, d);
+  be_.embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_.data(), B_,
+                         T_, d);
   if (fp8_used_ && recipe_.kind == ScalingKind::Delayed) {
     update_delayed_scaling(metas_, Direction::Backward, recipe_.delayed, reduce_);
   }
@@ -244,43 +250,41 @@ std::vector<int32_t> GPT::generate(const int32_t* prompts, int64_t B, int64_t P,
   const int64_t d = cfg_.d_model, V = cfg_.vocab;
   std::vector<int32_t> out(static_cast<size_t>(B * n_new));
   if (n_new == 0) return out;
-  const auto argmax_rows = [&](const float* logits, int64_t stride_rows, int64_t row0,
-                               int64_t step) {
-    for (int64_t b = 0; b < B; ++b) {
-      const float* row = logits + ((b * stride_rows) + row0) * V;
-      out[static_cast<size_t>(b * n_new + step)] =
-          static_cast<int32_t>(std::max_element(row, row + V) - row);
-    }
+  BackendBuffer<int32_t> best(be_, static_cast<size_t>(B));
+  // The greedy token of each sequence, from the logits row of its position `row` (rows of
+  // `rows_per_sequence`), into out at `step`.
+  const auto pick = [&](int64_t rows_per_sequence, int64_t row, int64_t step) {
+    for (int64_t b = 0; b < B; ++b)
+      be_.argmax_rows(best.data() + b, logits_.data() + (b * rows_per_sequence + row) * V, 1, V);
+    const std::vector<int32_t> t = best.to_host();
+    for (int64_t b = 0; b < B; ++b) out[static_cast<size_t>(b * n_new + step)] = t[b];
   };
   // Prefill: the prompt in one forward; its keys and values seed each layer's cache.
   forward(prompts, nullptr, B, P);
-  argmax_rows(logits_.data(), P, P - 1, 0);
-  std::vector<KvCache> caches(layers_.size());
+  pick(P, P - 1, 0);
+  std::vector<KvCache> caches;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    caches[l] = {B, cfg_.seq_len, d, std::vector<float>(static_cast<size_t>(B * cfg_.seq_len * d)),
-                 std::vector<float>(static_cast<size_t>(B * cfg_.seq_len * d))};
+    caches.emplace_back(be_, B, cfg_.seq_len, d);
     layers_[l]->attention().fill_cache(caches[l]);
   }
   // Decode: each new token attends to the cache; only its own row is computed.
-  std::vector<float> x(static_cast<size_t>(B * d)), y(x.size());
+  BackendBuffer<float> x(be_, static_cast<size_t>(B * d)), y(be_, x.size());
   std::vector<int32_t> tok(static_cast<size_t>(B));
   for (int64_t step = 1; step < n_new; ++step) {
     const int64_t pos = P + step - 1;
     for (int64_t b = 0; b < B; ++b) tok[b] = out[static_cast<size_t>(b * n_new + step - 1)];
     // Embedding of one token per sequence at position pos: wte[tok] + wpe[pos].
-    for (int64_t b = 0; b < B; ++b) {
-      const float* te = wte_.data() + static_cast<int64_t>(tok[b]) * d;
-      const float* pe = wpe_.data() + pos * d;
-      for (int64_t c = 0; c < d; ++c) x[b * d + c] = te[c] + pe[c];
-    }
+    tokens_.resize(static_cast<size_t>(B));
+    tokens_.upload(tok, "generated tokens");
+    be_.embedding_forward(x.data(), tokens_.data(), wte_.data(), wpe_.data() + pos * d, B, 1, d);
     for (size_t l = 0; l < layers_.size(); ++l) {
       layers_[l]->decode(x.data(), y.data(), caches[l], pos);
-      std::swap(x, y);
+      swap(x, y);
     }
     normed_.resize(static_cast<size_t>(B * d));
     lnf_.forward(x.data(), normed_.data(), B);
     head_forward(B);
-    argmax_rows(logits_.data(), 1, 0, step);
+    pick(1, 0, step);
   }
   return out;
 }

@@ -36,7 +36,7 @@ class TransformerLayer {
   int64_t rows_ = 0;
   MultiheadAttention attention_;
   LayerNormMLP mlp_;
-  std::vector<float> resid_;  // the mid-layer residual: LayerNorm 2's saved input
+  BackendBuffer<float> resid_{be_};  // the mid-layer residual: LayerNorm 2's saved input
   // resid_ = x + attn_out, then the MLP on it (the add fused into LayerNorm 2 unless
   // --no-fusion).
   void mid_residual_then_mlp(const float* x, const float* attn_out, float* y, int64_t rows);
@@ -52,7 +52,8 @@ class GPT {
   float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
   // Gradients += for the last forward; updates backward FP8 scales if it ran in FP8.
   void backward();
-  // Logits [B*T, V] of the last forward (without targets; with targets they hold dlogits).
+  // Logits [B*T, V] of the last forward, in the backend's memory (without targets; with targets
+  // they hold dlogits).
   const float* logits() const { return logits_.data(); }
 
   // Greedy generation with a KV cache: prompts [B, P] -> the n_new tokens after each prompt.
@@ -81,16 +82,16 @@ class GPT {
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   Norm lnf_;
   int64_t B_ = 0, T_ = 0;
-  const int32_t* tokens_ = nullptr;
+  BackendBuffer<int32_t> tokens_{be_}, targets_{be_};  // the batch, in backend memory
   bool fp8_used_ = false;
   Fp8Recipe recipe_;
   AmaxReducer reduce_;
   GemmMode head_mode_ = GemmMode::Fp32;
-  std::vector<Fp8Meta*> metas_;           // fp8_metas(), listed once
-  std::vector<std::vector<float>> acts_;  // residual stream before each layer, and after the last
-  std::vector<float> normed_, logits_, dnormed_, dacts_a_, dacts_b_;
-  std::vector<float> probs_;  // --no-fusion: the softmax the unfused loss stores
-  std::vector<bf16_t> normed16_, wte16_, dlogits16_;
+  std::vector<Fp8Meta*> metas_;             // fp8_metas(), listed once
+  std::vector<BackendBuffer<float>> acts_;  // residual stream before each layer, and after the last
+  BackendBuffer<float> normed_{be_}, logits_{be_}, dnormed_{be_}, dacts_a_{be_}, dacts_b_{be_};
+  BackendBuffer<float> probs_{be_};  // --no-fusion: the softmax the unfused loss stores
+  BackendBuffer<bf16_t> normed16_{be_}, wte16_{be_}, dlogits16_{be_};
 };
 
 }  // namespace fp8lm

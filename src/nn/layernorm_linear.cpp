@@ -4,7 +4,7 @@
 
 namespace fp8lm {
 
-void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, const float* x,
+void norm_then_linear(Norm& norm, Linear& linear, BackendBuffer<float>& normed, const float* x,
                       float* y, int64_t rows, bool add_bias, const float* r, float* sum) {
   if (fused_fp8_casts()) {
     SlotCast in = linear.begin_fp8_forward(rows);
@@ -19,7 +19,7 @@ void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, co
     normed.resize(static_cast<size_t>(n));
     out = normed.data();
   } else {
-    out = scratch<float>(Scratch::NormOut, n);
+    out = scratch<float>(linear.backend(), Scratch::NormOut, n);
   }
   norm.forward(ProducerOut::fp32(out), x, rows, r, sum);
   linear.forward(out, y, rows, add_bias);
@@ -41,7 +41,8 @@ void LayerNormLinear::forward(const float* x, float* y, int64_t rows) {
 }
 
 void LayerNormLinear::backward(const float* dy, float* dx, int64_t rows) {
-  float* dnormed = scratch<float>(Scratch::NormDOut, rows * linear_.in_features());
+  float* dnormed =
+      scratch<float>(linear_.backend(), Scratch::NormDOut, rows * linear_.in_features());
   linear_.backward(dy, dnormed, rows, /*accumulate_dx=*/false);
   norm_.backward(dnormed, dx, rows);
 }

@@ -30,7 +30,8 @@ class LayerNormLinear {
  private:
   Norm norm_;
   Linear linear_;
-  std::vector<float> normed_;  // FP32 mode: the norm output, linear's saved input
+  BackendBuffer<float> normed_{
+      norm_.backend()};  // FP32 mode: the norm output, linear's saved input
 };
 
 // norm -> linear. When the current forward is FP8 with delayed scaling, the norm quantizes
@@ -39,7 +40,7 @@ class LayerNormLinear {
 // scratch (linear keeps its own BF16 or FP8 copy).
 // Shared by LayerNormLinear and LayerNormMLP.
 // With a residual r, the norm's input is x + r, written to `sum` by the fused norm kernel.
-void norm_then_linear(Norm& norm, Linear& linear, std::vector<float>& normed, const float* x,
+void norm_then_linear(Norm& norm, Linear& linear, BackendBuffer<float>& normed, const float* x,
                       float* y, int64_t rows, bool add_bias, const float* r = nullptr,
                       float* sum = nullptr);
 

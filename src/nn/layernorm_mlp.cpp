@@ -52,7 +52,7 @@ void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, floa
     a_.resize(static_cast<size_t>(rows * ffn_));
     a = a_.data();
   } else {
-    a = scratch<float>(Scratch::ActOut, rows * ffn_);
+    a = scratch<float>(be_, Scratch::ActOut, rows * ffn_);
   }
   be_.bias_act_forward(ProducerOut::fp32(a), h, fused ? bias : nullptr, act_, rows, ffn_);
   h_.save();
@@ -60,11 +60,11 @@ void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, floa
 }
 
 void LayerNormMLP::backward(const float* dy, float* dx, int64_t rows) {
-  float* da = scratch<float>(Scratch::MlpDAct, rows * ffn_);
-  float* dh = scratch<float>(Scratch::MlpDPre, rows * fc1_.out_features());
+  float* da = scratch<float>(be_, Scratch::MlpDAct, rows * ffn_);
+  float* dh = scratch<float>(be_, Scratch::MlpDPre, rows * fc1_.out_features());
   fc2_.backward(dy, da, rows, /*accumulate_dx=*/false);
   be_.act_backward(dh, da, h_.values(), act_, rows, ffn_);
-  float* dnormed = scratch<float>(Scratch::NormDOut, rows * fc1_.in_features());
+  float* dnormed = scratch<float>(be_, Scratch::NormDOut, rows * fc1_.in_features());
   fc1_.backward(dh, dnormed, rows, /*accumulate_dx=*/false);
   norm_.backward(dnormed, dx, rows);
 }

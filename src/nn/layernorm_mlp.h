@@ -42,7 +42,7 @@ class LayerNormMLP {
   Linear fc1_, fc2_;
   // Saved for backward: the pre-activation h, and under FP32 GEMMs the norm and activation
   // outputs (fc1's and fc2's inputs); other modes keep those in scratch.
-  std::vector<float> normed_, a_;
+  BackendBuffer<float> normed_{be_}, a_{be_};
   SavedActivation h_{Scratch::MlpPre, be_};  // the pre-activation (BF16 in low precision)
   void forward_impl(const float* x, const float* r, float* sum, float* y, int64_t rows);
 };

@@ -74,7 +74,7 @@ const uint8_t* Linear::prepare_weight_fp8() {
   ScalingState& sw = meta_[Slot::Weight];
   const int64_t n = weight_.numel();
   if (training_forward()) {
-    uint8_t* codes = scratch<uint8_t>(Scratch::WeightFp8, n);
+    uint8_t* codes = scratch<uint8_t>(be_, Scratch::WeightFp8, n);
     qw_scale_inv_ = cast_through_slot(be_, sw, recipe_, codes, weight_.data(), n);
     recast_for_backward_ = true;
     cast_scale_ = sw.scale;
@@ -94,7 +94,7 @@ const uint8_t* Linear::weight_fp8_for_backward() {
   // Forward's codes again: the same master weight at the same scale. A plain quantize, so the
   // slot's amax history records the weight once per step, as with a kept cast.
   const int64_t n = weight_.numel();
-  uint8_t* codes = scratch<uint8_t>(Scratch::WeightFp8, n);
+  uint8_t* codes = scratch<uint8_t>(be_, Scratch::WeightFp8, n);
   be_.quantize({codes, &cast_scale_, nullptr, meta_[Slot::Weight].format}, weight_.data(), n);
   return codes;
 }
@@ -103,7 +103,7 @@ const bf16_t* Linear::weight_bf16() {
   // Not cached per layer: 2 bytes per parameter held through the step would cost more memory
   // than BF16 activations save; rounding again for the backward GEMM is one cheap pass.
   const int64_t n = weight_.numel();
-  bf16_t* w = scratch<bf16_t>(Scratch::WeightBf16, n);
+  bf16_t* w = scratch<bf16_t>(be_, Scratch::WeightBf16, n);
   be_.fp32_to_bf16(w, weight_.data(), n);
   return w;
 }
@@ -185,7 +185,8 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
   }
   // A BF16 gradient (--fp8-weights) takes the GEMM's FP32 result from scratch.
   const bool bf16_grad = weight_.bf16_grad();
-  float* dw = bf16_grad ? scratch<float>(Scratch::WeightGrad, out_ * in_) : weight_.grad.data();
+  float* dw =
+      bf16_grad ? scratch<float>(be_, Scratch::WeightGrad, out_ * in_) : weight_.grad.data();
   const float wbeta = bf16_grad ? 0.0f : 1.0f;
   // dy as this mode's GEMMs take it.
   GemmOperand g;
@@ -195,14 +196,14 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
       g = {dy, DType::F32};
       break;
     case GemmMode::Bf16: {
-      bf16_t* dy16 = scratch<bf16_t>(Scratch::LinearDy, rows * out_);
+      bf16_t* dy16 = scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_);
       be_.fp32_to_bf16(dy16, dy, rows * out_);
       g = {dy16, DType::BF16};
       break;
     }
     case GemmMode::Fp8: {
       ScalingState& sdy = meta_[Slot::GradOutput];
-      uint8_t* qdy = scratch<uint8_t>(Scratch::LinearDy, rows * out_);
+      uint8_t* qdy = scratch<uint8_t>(be_, Scratch::LinearDy, rows * out_);
       dy_sinv = cast_through_slot(be_, sdy, recipe_, qdy, dy, rows * out_);
       g = {qdy, fp8_dtype(sdy.format), &dy_sinv};
       break;

@@ -56,6 +56,7 @@ class Linear {
   void backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx = true);
 
   int64_t in_features() const { return in_; }
+  Backend& backend() const { return be_; }
   MemoryUse memory_use() const { return {bytes_of(x16_) + bytes_of(qx_), bytes_of(qw_)}; }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
@@ -73,7 +74,7 @@ class Linear {
   void set_fp8_weights(bool on) { fp8_weights_ = on; }
   bool fp8_weights() const { return fp8_weights_; }
   void requantize_weight(const Fp8Recipe& recipe);
-  const std::vector<uint8_t>& fp8_weight_codes() const { return qw_; }
+  std::vector<uint8_t> fp8_weight_codes() const { return qw_.to_host(); }
   // Forgets the cached weight cast, so the next forward casts (and records the weight's amax)
   // as if nothing had run in between. FP8 weights (fp8_weights mode) are the weight itself.
   void invalidate_weight_cast() {
@@ -102,9 +103,9 @@ class Linear {
   // What forward used and saved for backward.
   GemmMode mode_ = GemmMode::Fp32;
   Fp8Recipe recipe_;
-  const float* x_ = nullptr;  // fp32 mode
-  std::vector<bf16_t> x16_;   // bf16 mode
-  std::vector<uint8_t> qx_;   // fp8 mode: the input's codes
+  const float* x_ = nullptr;        // fp32 mode
+  BackendBuffer<bf16_t> x16_{be_};  // bf16 mode
+  BackendBuffer<uint8_t> qx_{be_};  // fp8 mode: the input's codes
   float qx_scale_inv_ = 1.0f;
 
   // The FP8 cast of the weight. Outside training (generation, evaluation) it is kept here and
@@ -113,7 +114,7 @@ class Linear {
   // so forward casts into shared scratch and backward casts again at the same scale (the same
   // codes): 1 byte per parameter less held through the step. Under BF16 GEMMs the weight is
   // rounded into shared scratch for each GEMM (weight_bf16()).
-  std::vector<uint8_t> qw_;
+  BackendBuffer<uint8_t> qw_{be_};
   bool recast_for_backward_ = false;
   float qw_scale_inv_ = 1.0f;
   uint64_t cast_version_ = ~uint64_t{0};

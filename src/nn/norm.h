@@ -28,6 +28,7 @@ class Norm {
   void backward(const float* dy, float* dx, int64_t rows);
 
   Normalization kind() const { return kind_; }
+  Backend& backend() const { return be_; }
   MemoryUse memory_use() const { return {bytes_of(mean_) + bytes_of(rstd_), 0}; }
   ParameterList parameters();
   Parameter& weight() { return gamma_; }
@@ -41,7 +42,7 @@ class Norm {
   float eps_;
   Parameter gamma_, beta_;
   const float* x_ = nullptr;
-  std::vector<float> mean_, rstd_;
+  BackendBuffer<float> mean_{be_}, rstd_{be_};
 };
 
 class LayerNorm : public Norm {

@@ -27,6 +27,10 @@ template <class T>
 size_t bytes_of(const std::vector<T>& v) {
   return v.capacity() * sizeof(T);
 }
+template <class T>
+size_t bytes_of(const BackendBuffer<T>& b) {
+  return b.bytes();
+}
 
 struct Parameter {
   std::string name;  // checkpoint name (DESIGN.md §5), e.g. "layers.0.qkv.weight"

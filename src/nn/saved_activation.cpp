@@ -7,7 +7,7 @@ float* SavedActivation::begin(int64_t n, bool bf16) {
   bf16_ = bf16;
   saved_ = false;
   if (bf16_) {
-    work_ = scratch<float>(role_, n);
+    work_ = scratch<float>(be_, role_, n);
   } else {
     f32_.resize(static_cast<size_t>(n));
     work_ = f32_.data();
@@ -25,7 +25,7 @@ void SavedActivation::save() {
 const float* SavedActivation::values() {
   if (bf16_ && saved_) {
     // Widened once per backward into the role's scratch: exact, BF16 -> FP32.
-    work_ = scratch<float>(role_, n_);
+    work_ = scratch<float>(be_, role_, n_);
     be_.bf16_to_fp32(work_, b16_.data(), n_);
     saved_ = false;  // work_ now holds the values until the role is reused
   }

@@ -10,7 +10,7 @@
 
 #include "core/bf16.h"
 #include "core/scoped_value.h"
-#include "kernels/backend.h"
+#include "kernels/backend_buffer.h"
 #include "nn/scratch.h"
 
 namespace fp8lm {
@@ -26,7 +26,7 @@ class SavedActivation {
   const float* values();
   // The FP32 values forward may still update in place (the bias the activation adds).
   float* mutable_values() const { return work_; }
-  size_t bytes() const { return f32_.capacity() * sizeof(float) + b16_.capacity() * 2; }
+  size_t bytes() const { return f32_.bytes() + b16_.bytes(); }
 
  private:
   Backend& be_;
@@ -34,8 +34,8 @@ class SavedActivation {
   bool bf16_ = false, saved_ = false;
   int64_t n_ = 0;
   float* work_ = nullptr;
-  std::vector<float> f32_;
-  std::vector<bf16_t> b16_;
+  BackendBuffer<float> f32_{be_};
+  BackendBuffer<bf16_t> b16_{be_};
 };
 
 // Whether the current forward will be followed by backward (GPT::forward with targets).

@@ -1,45 +1,37 @@
 #include "nn/scratch.h"
 
-#include <array>
-#include <cstdlib>
-#include <memory>
-#include <new>
+#include <map>
+#include <vector>
+
+#include "kernels/backend_buffer.h"
 
 namespace fp8lm {
 namespace {
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
+// One buffer per role, for each backend this thread has used.
+using Arena = std::vector<BackendBuffer<uint8_t>>;
 
-struct Buffer {
-  std::unique_ptr<void, FreeDeleter> data;
-  size_t bytes = 0;
-};
-
-std::array<Buffer, static_cast<size_t>(Scratch::kCount)>& buffers() {
-  thread_local std::array<Buffer, static_cast<size_t>(Scratch::kCount)> b;
-  return b;
+std::map<const Backend*, Arena>& arenas() {
+  thread_local std::map<const Backend*, Arena> a;
+  return a;
 }
 
 }  // namespace
 
-void* scratch_bytes(Scratch role, size_t bytes) {
-  Buffer& b = buffers()[static_cast<size_t>(role)];
-  if (b.bytes < bytes) {
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    b.data.reset();  // the old contents are dead: free first, so peak memory is not doubled
-    void* p = std::aligned_alloc(64, rounded);
-    if (p == nullptr) throw std::bad_alloc();
-    b.data.reset(p);
-    b.bytes = rounded;
+void* scratch_bytes(Backend& backend, Scratch role, size_t bytes) {
+  Arena& arena = arenas()[&backend];
+  if (arena.empty()) {
+    for (size_t i = 0; i < static_cast<size_t>(Scratch::kCount); ++i) arena.emplace_back(backend);
   }
-  return b.data.get();
+  BackendBuffer<uint8_t>& b = arena[static_cast<size_t>(role)];
+  if (b.bytes() < bytes) b.resize((bytes + 63) / 64 * 64);
+  return b.data();
 }
 
 size_t scratch_footprint() {
   size_t total = 0;
-  for (const Buffer& b : buffers()) total += b.bytes;
+  for (const auto& [backend, arena] : arenas())
+    for (const BackendBuffer<uint8_t>& b : arena) total += b.bytes();
   return total;
 }
 

@@ -1,12 +1,14 @@
 #pragma once
 // Buffers that live only inside one module call (a layer's forward temporaries, backward
 // scratch, the FP32 input a BF16 or FP8 GEMM copies from) are shared by every layer: one per
-// role and thread, grown to the largest use and then reused. A steady-state step allocates
-// none of them, and their memory does not grow with depth. Two roles never share storage, so
-// a module may hold several at once; a role's contents are dead once the call that filled it
-// returns.
+// role, backend and thread, in that backend's memory, grown to the largest use and then reused. A
+// steady-state step allocates none of them, and their memory does not grow with depth. Two roles
+// never share storage, so a module may hold several at once; a role's contents are dead once the
+// call that filled it returns.
 #include <cstddef>
 #include <cstdint>
+
+#include "kernels/backend.h"
 
 namespace fp8lm {
 
@@ -30,15 +32,15 @@ enum class Scratch : uint8_t {
   kCount
 };
 
-// At least `bytes` bytes for this role on this thread, 64-byte aligned.
-void* scratch_bytes(Scratch role, size_t bytes);
+// At least `bytes` bytes for this role in the backend's memory on this thread, 64-byte aligned.
+void* scratch_bytes(Backend& backend, Scratch role, size_t bytes);
 
 template <class T>
-T* scratch(Scratch role, int64_t n) {
-  return static_cast<T*>(scratch_bytes(role, static_cast<size_t>(n) * sizeof(T)));
+T* scratch(Backend& backend, Scratch role, int64_t n) {
+  return static_cast<T*>(scratch_bytes(backend, role, static_cast<size_t>(n) * sizeof(T)));
 }
 
-// Bytes held by this thread's scratch buffers (the bench's "workspace").
+// Bytes held by this thread's scratch buffers on every backend (the bench's "workspace").
 size_t scratch_footprint();
 
 }  // namespace fp8lm

@@ -1,5 +1,6 @@
 // The CPU backend: host memory, the kernels of kernels/cpu with their ISA dispatch, and the
 // nominal bytes each op moves (kernels/traffic.h: every operand counted once per call).
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -47,6 +48,14 @@ class CpuBackend final : public Backend {
   }
   void zero(void* p, size_t bytes) override {
     if (bytes) std::memset(p, 0, bytes);
+  }
+
+  void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+                 size_t rows) override {
+    for (size_t r = 0; r < rows; ++r) {
+      std::memcpy(static_cast<char*>(dst) + r * dst_pitch,
+                  static_cast<const char*>(src) + r * src_pitch, row_bytes);
+    }
   }
 
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
@@ -165,6 +174,12 @@ class CpuBackend final : public Backend {
     // One pass over the logits, which dlogits may overwrite.
     count_traffic(rows * V * 8);
     return cpu::softmax_cross_entropy(dlogits, nullptr, logits, targets, rows, V, grad_scale);
+  }
+  void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) override {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = logits + r * V;
+      out[r] = static_cast<int32_t>(std::max_element(row, row + V) - row);
+    }
   }
   float softmax_cross_entropy_unfused(float* dlogits, float* probs, const float* logits,
                                       const int32_t* targets, int64_t rows, int64_t V,

@@ -51,9 +51,37 @@ class CudaBackend final : public Backend {
     if (bytes) FP8LM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
   }
 
+  void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+                 size_t rows) override {
+    if (rows == 0 || row_bytes == 0) return;
+    FP8LM_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
+                                       cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  // cuBLASLt takes FP8 only as C = A · Bᵀ with M, N and K multiples of 16 (kernels/cuda/
+  // gemm.h). Other FP8 layouts get transposed copies of their codes and other sizes zero-padded
+  // ones (code 0 is +0 in both formats, so padding adds nothing), so modules may call every
+  // layout and size the CPU takes; TE avoids the copies by casting into both layouts at once,
+  // which a module can still do by passing "TN" operands.
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
             const GemmOperand& B, float beta, float* C) override {
-    cuda::gemm(ta, tb, M, N, K, alpha, A, B, beta, C, {}, stream_);
+    if (!is_fp8(A.type) || !is_fp8(B.type)) {
+      return cuda::gemm(ta, tb, M, N, K, alpha, A, B, beta, C, {}, stream_);
+    }
+    const auto up16 = [](int64_t n) { return (n + 15) / 16 * 16; };
+    const int64_t M16 = up16(M), N16 = up16(N), K16 = up16(K);
+    const uint8_t* a = fp8_rows(A.data, ta == Trans::T, M, K, M16, K16, a_);
+    const uint8_t* b = fp8_rows(B.data, tb == Trans::N, N, K, N16, K16, b_);
+    float* c = C;
+    const size_t row = size_t(N) * sizeof(float), row16 = size_t(N16) * sizeof(float);
+    if (M16 != M || N16 != N) {
+      c_.resize(size_t(M16 * N16));
+      c = c_.data();
+      if (beta != 0.0f) copy_rows(c, row16, C, row, row, size_t(M));
+    }
+    cuda::gemm(Trans::N, Trans::T, M16, N16, K16, alpha, {a, A.type, A.scale_inv},
+               {b, B.type, B.scale_inv}, beta, c, {}, stream_);
+    if (c != C) copy_rows(C, row, c, row16, row, size_t(M));
   }
 
   void norm_forward(Normalization kind, ProducerOut out, float* s, float* mean, float* rstd,
@@ -126,6 +154,9 @@ class CudaBackend final : public Backend {
   // touching any output (the kernel alone would give that row NaN), and the per-row losses come
   // back to be averaged in the CPU's order, so both backends report the same mean for the same
   // losses.
+  void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) override {
+    cuda::argmax_rows(out, logits, rows, V, stream_);
+  }
   float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
                               int64_t rows, int64_t V, float grad_scale) override {
     const std::vector<int32_t> t = to_host(targets, size_t(rows));
@@ -139,9 +170,35 @@ class CudaBackend final : public Backend {
 
  private:
   void select() const { FP8LM_CUDA_CHECK(cudaSetDevice(device_)); }
+
+  // An FP8 operand's codes as [rows_p, cols_p] row-major (zero-padded), from data stored as
+  // [rows, cols], or as [cols, rows] when transposed; data itself when that is already so.
+  const uint8_t* fp8_rows(const void* data, bool transposed, int64_t rows, int64_t cols,
+                          int64_t rows_p, int64_t cols_p, DeviceBuffer<uint8_t>& out) {
+    const auto* codes = static_cast<const uint8_t*>(data);
+    const bool padded = rows_p != rows || cols_p != cols;
+    if (!transposed && !padded) return codes;
+    out.resize(size_t(rows_p * cols_p));
+    if (padded) out.zero(stream_);
+    if (transposed) {
+      uint8_t* dst = out.data();
+      if (padded) {
+        t_.resize(size_t(rows * cols));
+        dst = t_.data();
+      }
+      transpose_fp8(dst, codes, cols, rows, stream_);  // [cols, rows] -> [rows, cols]
+      codes = dst;
+    }
+    if (padded) {
+      copy_rows(out.data(), size_t(cols_p), codes, size_t(cols), size_t(cols), size_t(rows));
+    }
+    return out.data();
+  }
   int device_;
   cudaStream_t stream_ = nullptr;
   DeviceBuffer<float> losses_;
+  DeviceBuffer<uint8_t> a_, b_, t_;  // FP8 operands transposed or padded for cuBLASLt
+  DeviceBuffer<float> c_;            // a padded product
 };
 
 }  // namespace

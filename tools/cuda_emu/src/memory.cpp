@@ -212,6 +212,19 @@ cudaError_t cudaMemcpy2D(void* dst, std::size_t dpitch, const void* src, std::si
   return cudaSuccess;
 }
 
+cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                              std::size_t width, std::size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream) {
+  if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
+  for (std::size_t r = 0; r < height; ++r) {
+    const cudaError_t e =
+        emu::detail::copy("cudaMemcpy2DAsync", static_cast<char*>(dst) + r * dpitch,
+                          static_cast<const char*>(src) + r * spitch, width, kind, stream);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
   return emu::detail::set("cudaMemset", ptr, value, bytes, nullptr);
 }
