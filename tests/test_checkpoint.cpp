@@ -69,11 +69,11 @@ TEST(Resume, StopAndResumeEqualsUninterruptedBitForBit) {
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i)
       EXPECT_EQ(a[i]->values(), b[i]->values()) << v.name << " " << a[i]->name;
-    const auto ma = straight.model().fp8_metas(), mb = resumed->model().fp8_metas();
+    const auto ma = straight.model().fp8_state(), mb = resumed->model().fp8_state();
     for (size_t i = 0; i < ma.size(); ++i) {
       for (Slot s : {Slot::Input, Slot::Weight, Slot::GradOutput}) {
-        EXPECT_EQ((*ma[i])[s].scale, (*mb[i])[s].scale) << v.name;
-        EXPECT_EQ((*ma[i])[s].amax_history, (*mb[i])[s].amax_history) << v.name;
+        EXPECT_EQ(ma[i][s].scale, mb[i][s].scale) << v.name;
+        EXPECT_EQ(ma[i][s].amax_history, mb[i][s].amax_history) << v.name;
       }
     }
   }
@@ -105,8 +105,8 @@ TEST(Checkpoint, ModelFileRoundTripsWeightsAndFp8State) {
   const LoadedModel m = load_model(path);
   const ParameterList a = t.model().parameters(), b = m.model->parameters();
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]->values(), b[i]->values()) << a[i]->name;
-  const Fp8Meta& want = t.model().layer(1).mlp().fc1().fp8_meta();
-  const Fp8Meta& got = m.model->layer(1).mlp().fc1().fp8_meta();
+  const Fp8Meta want = t.model().layer(1).mlp().fc1().fp8_meta();
+  const Fp8Meta got = m.model->layer(1).mlp().fc1().fp8_meta();
   EXPECT_EQ(got[Slot::GradOutput].scale, want[Slot::GradOutput].scale);
   EXPECT_EQ(got[Slot::Input].amax_history, want[Slot::Input].amax_history);
   EXPECT_EQ(m.config.model.d_model, 32);
@@ -235,9 +235,9 @@ TEST(Validation, EvaluatingBetweenStepsDoesNotChangeTraining) {
       EXPECT_TRUE(std::isfinite(checked.validation_loss()));
     }
     EXPECT_EQ(plain.losses(), checked.losses()) << precision_name(p);
-    const auto a = plain.model().fp8_metas(), b = checked.model().fp8_metas();
+    const auto a = plain.model().fp8_state(), b = checked.model().fp8_state();
     for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_EQ((*a[i])[Slot::Weight].amax_history, (*b[i])[Slot::Weight].amax_history)
+      EXPECT_EQ(a[i][Slot::Weight].amax_history, b[i][Slot::Weight].amax_history)
           << precision_name(p);
     }
   }

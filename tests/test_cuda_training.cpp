@@ -145,10 +145,10 @@ TEST(CudaTraining, CheckpointsMoveBetweenBackends) {
       moved->use_device({dst, 0});
       const ParameterList pa = first.model().parameters(), pb = moved->model().parameters();
       for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(pa[i]->values(), pb[i]->values()) << v.name;
-      const auto ma = first.model().fp8_metas(), mb = moved->model().fp8_metas();
+      const auto ma = first.model().fp8_state(), mb = moved->model().fp8_state();
       for (size_t i = 0; i < ma.size(); ++i) {
-        EXPECT_EQ((*ma[i])[Slot::Weight].scale, (*mb[i])[Slot::Weight].scale) << v.name;
-        EXPECT_EQ((*ma[i])[Slot::Input].amax_history, (*mb[i])[Slot::Input].amax_history);
+        EXPECT_EQ(ma[i][Slot::Weight].scale, mb[i][Slot::Weight].scale) << v.name;
+        EXPECT_EQ(ma[i][Slot::Input].amax_history, mb[i][Slot::Input].amax_history);
       }
       const StepStats a = first.train_step(), b = moved->train_step();
       EXPECT_EQ(a.step, b.step);

@@ -30,9 +30,10 @@ TEST(Fp8Linear, OutputIsTheProductOfDecodedOperands) {
   lin.bias()->set_values(randn(static_cast<size_t>(out), 2));
   const auto x = randn(static_cast<size_t>(rows * in), 3);
   const Fp8Recipe recipe = delayed(Format::Hybrid, 4);
-  lin.fp8_meta() = Fp8Meta(recipe.delayed);  // as the first FP8 forward would build it
-  lin.fp8_meta()[Slot::Input].set_scale(64.0f);
-  lin.fp8_meta()[Slot::Weight].set_scale(256.0f);
+  Fp8Meta meta(recipe.delayed);  // as the first FP8 forward would build it
+  meta[Slot::Input].set_scale(64.0f);
+  meta[Slot::Weight].set_scale(256.0f);
+  lin.set_fp8_meta(meta);
   std::vector<float> y(static_cast<size_t>(rows * out));
   {
     const Autocast fp8(true, recipe);
@@ -68,7 +69,6 @@ TEST(Fp8Linear, ScalingStateAfterScriptedStepsIsHandComputed) {
   std::vector<float> y(rows * out), dx(rows * in);
   const float input_amax[] = {1.0f, 4.0f, 2.0f};
   const float grad_amax[] = {8.0f, 0.5f, 0.25f};
-  Fp8Meta* metas[] = {&lin.fp8_meta()};
   for (int step = 0; step < 3; ++step) {
     std::vector<float> x(rows * in, 0.1f);
     x[3] = -input_amax[step];
@@ -79,9 +79,9 @@ TEST(Fp8Linear, ScalingStateAfterScriptedStepsIsHandComputed) {
       lin.forward(x.data(), y.data(), rows);
     }
     lin.backward(dy.data(), dx.data(), rows);
-    update_delayed_scaling(metas, Direction::Backward, recipe.delayed);
+    lin.scaling().update(Direction::Backward, recipe.delayed);
   }
-  const Fp8Meta& m = lin.fp8_meta();
+  const Fp8Meta m = lin.fp8_meta();
   // Input: windows {1}, {1,4}, {1,4,2} -> max 4 after the third update: 448 / 4.
   EXPECT_EQ(m[Slot::Input].amax_history, (std::vector<float>{0, 1, 4, 2}));
   EXPECT_EQ(m[Slot::Input].scale, 112.0f);
@@ -115,8 +115,9 @@ TEST(Fp8Linear, FusedLayerNormCastEqualsNormThenCast) {
     plain.forward(normed.data(), y2.data(), rows);
   }
   EXPECT_EQ(y1, y2);
-  EXPECT_EQ(fused.fp8_meta()[Slot::Input].amax_history, plain.fp8_meta()[Slot::Input].amax_history);
-  EXPECT_NE(fused.fp8_meta()[Slot::Input].scale, 1.0f);
+  EXPECT_EQ(fused.linear().fp8_meta()[Slot::Input].amax_history,
+            plain.fp8_meta()[Slot::Input].amax_history);
+  EXPECT_NE(fused.linear().fp8_meta()[Slot::Input].scale, 1.0f);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // The precision policy of DESIGN.md §4 for CPUs and GPUs of each capability.
 #include <gtest/gtest.h>
 
-#include "fp8lm/error.h"
 #include "core/precision.h"
+#include "fp8lm/error.h"
 
 namespace fp8lm {
 namespace {

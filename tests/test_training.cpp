@@ -113,7 +113,7 @@ TEST(Training, FP8ScalesMoveAwayFromOne) {
   c.recipe.delayed.amax_history_len = 8;
   std::unique_ptr<GPT> model;
   train(c, {}, &model);
-  const Fp8Meta& meta = model->layer(0).mlp().fc1().fp8_meta();
+  const Fp8Meta meta = model->layer(0).mlp().fc1().fp8_meta();
   EXPECT_EQ(meta[Slot::Input].amax_history.size(), 8u);
   EXPECT_NE(meta[Slot::Input].scale, 1.0f);
   EXPECT_NE(meta[Slot::Weight].scale, 1.0f);

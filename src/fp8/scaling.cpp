@@ -32,16 +32,22 @@ float compute_scale(float amax, float fp8_max, int margin, float previous) {
   return s;
 }
 
-void update_delayed_scaling(ScalingState& s, const DelayedScaling& recipe) {
-  auto& h = s.amax_history;
-  const float amax = recipe.amax_compute_algo == AmaxComputeAlgo::MostRecent
+void update_delayed_scaling(std::span<float> h, float fp8_max, int margin, AmaxComputeAlgo algo,
+                            float& scale, float& scale_inv) {
+  const float amax = algo == AmaxComputeAlgo::MostRecent
                          ? h[0]
                          : std::accumulate(h.begin(), h.end(), 0.0f, max_keeping_nan);
   if (h[0] != 0.0f) {
     std::rotate(h.begin(), h.begin() + 1, h.end());
     h[0] = 0.0f;
   }
-  s.set_scale(compute_scale(amax, fp8_max(s.format), recipe.margin, s.scale));
+  scale = compute_scale(amax, fp8_max, margin, scale);
+  scale_inv = 1.0f / scale;
+}
+
+void update_delayed_scaling(ScalingState& s, const DelayedScaling& recipe) {
+  update_delayed_scaling(s.amax_history, fp8_max(s.format), recipe.margin, recipe.amax_compute_algo,
+                         s.scale, s.scale_inv);
 }
 
 CastStats cast_current_scaling(ScalingState& s, const CurrentScaling& recipe, uint8_t* codes,

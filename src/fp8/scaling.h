@@ -60,6 +60,9 @@ float compute_scale(float amax, float fp8_max, int margin, float previous);
 // to the end and [0] restarts at 0 (not rolled if [0] is 0: the module did not run); then
 // scale = compute_scale(amax, ...). The max propagates NaN, as torch.max does in TE.
 void update_delayed_scaling(ScalingState& s, const DelayedScaling& recipe);
+// The same step over one slot's arrays (a structure-of-arrays store's row).
+void update_delayed_scaling(std::span<float> amax_history, float fp8_max, int margin,
+                            AmaxComputeAlgo algo, float& scale, float& scale_inv);
 
 // Current scaling: scale from x's own amax (first pass), then the cast (second pass).
 CastStats cast_current_scaling(ScalingState& s, const CurrentScaling& recipe, uint8_t* codes,

@@ -55,7 +55,13 @@ struct CudaGPT::Impl {
   size_t total = 0;
   DeviceBuffer<float> w, g, m, v;
   std::unique_ptr<gpu::ScalingSlots> slots;
-  std::vector<Fp8Meta*> metas;
+  std::vector<Fp8Meta> metas;  // the host model's FP8 state, copied in and out
+
+  std::vector<Fp8Meta*> meta_ptrs() {
+    std::vector<Fp8Meta*> p;
+    for (Fp8Meta& m : metas) p.push_back(&m);
+    return p;
+  }
   gpu::LinearScratch scratch;
 
   struct Layer {
@@ -110,8 +116,8 @@ struct CudaGPT::Impl {
     w.resize(total);
     g.resize(total);
     w.zero();
-    metas = host.fp8_metas();
-    slots = std::make_unique<gpu::ScalingSlots>(metas);
+    metas = host.fp8_state();
+    slots = std::make_unique<gpu::ScalingSlots>(meta_ptrs());
     int index = 0;
     for (int64_t l = 0; l < cfg.n_layers; ++l) {
       TransformerLayer& hl = host.layer(l);
@@ -427,7 +433,8 @@ CudaGPT::~CudaGPT() = default;
 void CudaGPT::upload() {
   Impl& I = *impl_;
   for (Parameter* p : I.params) cuda::upload(I.dev(*p), p->data(), size_t(p->numel()));
-  I.slots->upload(I.metas);
+  I.metas = I.host.fp8_state();
+  I.slots->upload(I.meta_ptrs());
   I.quantize_fp8_weights();
   FP8LM_CUDA_CHECK(cudaStreamSynchronize(I.s));
 }
@@ -449,7 +456,8 @@ void CudaGPT::download() {
 
 void CudaGPT::download_fp8_state() {
   FP8LM_CUDA_CHECK(cudaStreamSynchronize(impl_->s));
-  impl_->slots->download(impl_->metas);
+  impl_->slots->download(impl_->meta_ptrs());
+  impl_->host.set_fp8_state(impl_->metas);
 }
 
 void CudaGPT::upload_moments(const std::vector<std::vector<float>>& m,

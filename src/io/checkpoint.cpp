@@ -21,8 +21,9 @@ std::string fp8_prefix(const Linear& l, Direction d) {
 // Per GEMM and direction: scale [slots], scale_inv [slots], amax_history [len, slots] (TE's
 // layout), and the last cast's saturated and flushed fractions [slots].
 void add_fp8_state(Safetensors& st, Linear& l) {
+  Fp8Meta meta = l.fp8_meta();
   for (Direction d : {Direction::Forward, Direction::Backward}) {
-    const auto slots = l.fp8_meta().slots(d);
+    const auto slots = meta.slots(d);
     const auto n = static_cast<int64_t>(slots.size());
     const auto len = static_cast<int64_t>(slots[0].amax_history.size());
     std::vector<float> scale, scale_inv, sat, flush, history(static_cast<size_t>(len * n));
@@ -45,10 +46,11 @@ void add_fp8_state(Safetensors& st, Linear& l) {
 }
 
 void load_fp8_state(const Safetensors& st, Linear& l) {
+  Fp8Meta meta = l.fp8_meta();
   for (Direction d : {Direction::Forward, Direction::Backward}) {
     const std::string p = fp8_prefix(l, d);
-    if (!st.contains(p + "scale")) return;  // an fp32/bf16 model has no FP8 state
-    auto slots = l.fp8_meta().slots(d);
+    if (!st.contains(p + "scale")) break;  // an fp32/bf16 model has no FP8 state
+    auto slots = meta.slots(d);
     const auto n = static_cast<int64_t>(slots.size());
     const TensorData& h = st.at(p + "amax_history");
     if (h.shape.size() != 2 || h.shape[1] != n || h.shape[0] < 1 ||
@@ -74,6 +76,7 @@ void load_fp8_state(const Safetensors& st, Linear& l) {
                         static_cast<int64_t>(flush[static_cast<size_t>(s)] * 1e6f)};
     }
   }
+  l.set_fp8_meta(meta);
 }
 
 Json model_config_json(const GPTConfig& m) {

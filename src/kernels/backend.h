@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/bf16.h"
+#include "fp8/recipe.h"
 #include "kernels/tensor.h"
 #include "kernels/types.h"
 
@@ -72,6 +73,15 @@ class Backend {
   virtual void quantize(const Fp8Out& out, const float* x, int64_t n) = 0;
   // *amax = max(*amax, max|x|), NaN ignored.
   virtual void absmax(float* amax, const float* x, int64_t n) = 0;
+
+  // --- FP8 scaling state (ScalingSlots, kernels/tensor.h) ---
+  // Delayed scaling of slots [first, first + count), each as fp8/scaling.h's
+  // update_delayed_scaling (the CPU's bits on every backend).
+  virtual void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,
+                                      AmaxComputeAlgo algo) = 0;
+  // Current scaling: *scale = compute_scale(*amax, fp8_max, margin, 1), *scale_inv = 1 / *scale.
+  virtual void scale_from_amax(float* scale, float* scale_inv, const float* amax, float fp8_max,
+                               int margin) = 0;
 
   // --- attention over packed qkv [B, T, 3C], causal (kernels/cpu/attention.h) ---
   virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,

@@ -53,6 +53,18 @@ struct ProducerOut {
   }
 };
 
+// Every FP8 slot's scaling state as structure-of-arrays (TE's fp8_meta tensors), in a
+// backend's memory: slot i's amax history is amax_history[i*H, i*H + H), [0] accumulating
+// this step's amax; fp8_max is the largest finite value of its format.
+struct ScalingSlots {
+  float* amax_history = nullptr;   // [n, H]
+  float* scale = nullptr;          // [n]
+  float* scale_inv = nullptr;      // [n]
+  const float* fp8_max = nullptr;  // [n]
+  int n = 0;
+  int history_len = 1;
+};
+
 // The dtype a ProducerOut asks for; Error naming `op` unless exactly one output is set and an
 // FP8 one has its scale.
 DType producer_out_dtype(const ProducerOut& out, const char* op);

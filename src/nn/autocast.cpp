@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "nn/scaling_store.h"
+
 namespace fp8lm {
 
 AutocastState& autocast_state() {
@@ -12,8 +14,8 @@ AutocastState& autocast_state() {
 namespace {
 // The list of metas a scope used, kept between scopes so a training step's scope reuses its
 // storage rather than allocating.
-std::vector<Fp8Meta*>& spare_used() {
-  thread_local std::vector<Fp8Meta*> v;
+std::vector<ScalingStore*>& spare_used() {
+  thread_local std::vector<ScalingStore*> v;
   return v;
 }
 }  // namespace
@@ -21,7 +23,7 @@ std::vector<Fp8Meta*>& spare_used() {
 Autocast::Autocast(bool enabled, const Fp8Recipe& recipe, AmaxReducer reduce)
     : saved_(std::move(autocast_state())) {
   recipe.delayed.validate();
-  std::vector<Fp8Meta*> used = std::move(spare_used());
+  std::vector<ScalingStore*> used = std::move(spare_used());
   used.clear();
   autocast_state() = AutocastState{enabled, recipe, std::move(reduce), std::move(used)};
 }
@@ -29,7 +31,8 @@ Autocast::Autocast(bool enabled, const Fp8Recipe& recipe, AmaxReducer reduce)
 Autocast::~Autocast() {
   AutocastState& s = autocast_state();
   if (s.enabled && s.recipe.kind == ScalingKind::Delayed && !s.used.empty()) {
-    update_delayed_scaling(s.used, Direction::Forward, s.recipe.delayed, s.reduce);
+    for (ScalingStore* store : s.used)
+      store->update(Direction::Forward, s.recipe.delayed, s.reduce);
   }
   spare_used() = std::move(s.used);
   s = std::move(saved_);
@@ -49,9 +52,9 @@ Precision GemmPrecision::current() {
   return gemm_precision_slot();
 }
 
-void autocast_register(Fp8Meta& meta) {
+void autocast_register(ScalingStore& store) {
   auto& used = autocast_state().used;
-  if (std::find(used.begin(), used.end(), &meta) == used.end()) used.push_back(&meta);
+  if (std::find(used.begin(), used.end(), &store) == used.end()) used.push_back(&store);
 }
 
 }  // namespace fp8lm

@@ -1,8 +1,8 @@
 #pragma once
 // FP8 autocast, like TE's fp8_autocast: inside an enabled scope, GEMMs of modules run in FP8
-// with the scope's recipe. Each Fp8Meta used in the scope is remembered, and when the scope
-// closes its forward slots are updated (delayed scaling); backward slots are updated by the
-// model after its backward pass with the same recipe.
+// with the scope's recipe. Each scaling store used in the scope is remembered, and when the
+// scope closes its forward slots are updated (delayed scaling); backward slots are updated by
+// the model after its backward pass with the same recipe.
 #include <vector>
 
 #include "core/precision.h"
@@ -11,11 +11,13 @@
 
 namespace fp8lm {
 
+class ScalingStore;
+
 struct AutocastState {
   bool enabled = false;
   Fp8Recipe recipe;
-  AmaxReducer reduce;          // cross-process amax max-reduce (empty: one process)
-  std::vector<Fp8Meta*> used;  // metas whose forward slots update at scope exit
+  AmaxReducer reduce;               // cross-process amax max-reduce (empty: one process)
+  std::vector<ScalingStore*> used;  // stores whose forward slots update at scope exit
 };
 
 // The innermost scope's state on this thread (a disabled default outside any scope).
@@ -40,7 +42,7 @@ class GemmPrecision : ScopedValue<Precision> {
   static Precision current();
 };
 
-// Called by a module's FP8 forward: registers the meta for the update at scope exit.
-void autocast_register(Fp8Meta& meta);
+// Called by a module's FP8 forward: registers its store for the update at scope exit.
+void autocast_register(ScalingStore& store);
 
 }  // namespace fp8lm

@@ -116,7 +116,11 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend)
     fill(layer->mlp().fc1().weight(), 0.02f);
     fill(layer->mlp().fc2().weight(), resid_std);
   }
-  metas_ = fp8_metas();
+  DelayedScaling initial;  // TE's default before any FP8 forward: HYBRID, a history of one
+  initial.amax_history_len = 1;
+  const std::vector<Linear*> gemms = linears();
+  scaling_ = std::make_unique<ScalingStore>(backend, static_cast<int>(gemms.size()), initial);
+  for (size_t i = 0; i < gemms.size(); ++i) gemms[i]->bind_scaling(*scaling_, static_cast<int>(i));
 }
 
 ParameterList GPT::parameters() {
@@ -138,10 +142,14 @@ std::vector<Linear*> GPT::linears() {
   return v;
 }
 
-std::vector<Fp8Meta*> GPT::fp8_metas() {
-  std::vector<Fp8Meta*> v;
-  for (Linear* l : linears()) v.push_back(&l->fp8_meta());
+std::vector<Fp8Meta> GPT::fp8_state() {
+  std::vector<Fp8Meta> v;
+  for (int g = 0; g < scaling_->gemms(); ++g) v.push_back(scaling_->meta(g));
   return v;
+}
+
+void GPT::set_fp8_state(const std::vector<Fp8Meta>& metas) {
+  for (size_t g = 0; g < metas.size(); ++g) scaling_->set_meta(static_cast<int>(g), metas[g]);
 }
 
 MemoryUse GPT::memory_use() const {
@@ -156,7 +164,7 @@ MemoryUse GPT::memory_use() const {
 }
 
 void GPT::init_fp8(const DelayedScaling& recipe) {
-  for (Fp8Meta* m : fp8_metas()) *m = Fp8Meta(recipe);
+  scaling_->reset(recipe);
 }
 
 void GPT::head_forward(int64_t rows) {
@@ -237,7 +245,7 @@ void GPT::backward() {
   be_.embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_.data(), B_,
                          T_, d);
   if (fp8_used_ && recipe_.kind == ScalingKind::Delayed) {
-    update_delayed_scaling(metas_, Direction::Backward, recipe_.delayed, reduce_);
+    scaling_->update(Direction::Backward, recipe_.delayed, reduce_);
   }
 }
 

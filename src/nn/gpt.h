@@ -65,7 +65,10 @@ class GPT {
   Parameter& position_embedding() { return wpe_; }
   Norm& final_norm() { return lnf_; }
   ParameterList parameters();
-  std::vector<Fp8Meta*> fp8_metas();
+  // Every GEMM's FP8 state (linears() order) as host copies, and replacing it.
+  std::vector<Fp8Meta> fp8_state();
+  void set_fp8_state(const std::vector<Fp8Meta>& metas);
+  ScalingStore& scaling() { return *scaling_; }
   // Builds every GEMM's FP8 state for a recipe (history length, formats), as the first FP8
   // forward would; done up front so that restored state is not rebuilt away.
   void init_fp8(const DelayedScaling& recipe);
@@ -87,7 +90,7 @@ class GPT {
   Fp8Recipe recipe_;
   AmaxReducer reduce_;
   GemmMode head_mode_ = GemmMode::Fp32;
-  std::vector<Fp8Meta*> metas_;             // fp8_metas(), listed once
+  std::unique_ptr<ScalingStore> scaling_;   // every Linear's FP8 slots
   std::vector<BackendBuffer<float>> acts_;  // residual stream before each layer, and after the last
   BackendBuffer<float> normed_{be_}, logits_{be_}, dnormed_{be_}, dacts_a_{be_}, dacts_b_{be_};
   BackendBuffer<float> probs_{be_};  // --no-fusion: the softmax the unfused loss stores

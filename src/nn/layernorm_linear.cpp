@@ -7,10 +7,8 @@ namespace fp8lm {
 void norm_then_linear(Norm& norm, Linear& linear, BackendBuffer<float>& normed, const float* x,
                       float* y, int64_t rows, bool add_bias, const float* r, float* sum) {
   if (fused_fp8_casts()) {
-    SlotCast in = linear.begin_fp8_forward(rows);
-    norm.forward(in.producer_out(), x, rows, r, sum);
-    in.finish(rows * linear.in_features());
-    linear.forward_fp8_input(in.slot.scale_inv, y, rows, add_bias);
+    norm.forward(ProducerOut::fp8(linear.begin_fp8_forward(rows)), x, rows, r, sum);
+    linear.forward_fp8_input(y, rows, add_bias);
     return;
   }
   const int64_t n = rows * linear.in_features();

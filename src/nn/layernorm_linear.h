@@ -18,7 +18,6 @@ class LayerNormLinear {
 
   Norm& norm() { return norm_; }
   Linear& linear() { return linear_; }
-  Fp8Meta& fp8_meta() { return linear_.fp8_meta(); }
   ParameterList parameters();
   MemoryUse memory_use() const {
     MemoryUse m{bytes_of(normed_), 0};

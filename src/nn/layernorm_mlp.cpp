@@ -40,11 +40,9 @@ void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, floa
   norm_then_linear(norm_, fc1_, normed_, x, h, rows, /*add_bias=*/!fused, r, sum);
   const float* bias = fc1_.bias()->data();
   if (fused_fp8_casts()) {
-    SlotCast in = fc2_.begin_fp8_forward(rows);
-    be_.bias_act_forward(in.producer_out(), h, bias, act_, rows, ffn_);
-    in.finish(rows * ffn_);
+    be_.bias_act_forward(ProducerOut::fp8(fc2_.begin_fp8_forward(rows)), h, bias, act_, rows, ffn_);
     h_.save();
-    fc2_.forward_fp8_input(in.slot.scale_inv, y, rows);
+    fc2_.forward_fp8_input(y, rows);
     return;
   }
   float* a;

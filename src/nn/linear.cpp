@@ -5,27 +5,6 @@
 #include "nn/scratch.h"
 
 namespace fp8lm {
-namespace {
-
-// Quantizes x through one slot by the recipe's kind of scaling, as fp8/scaling.h's
-// cast_with_recipe does on the host, over the backend's ops: delayed scaling casts with the
-// slot's scale; current scaling first takes x's own amax. The slot is host memory, so this
-// runs on the CPU backend until the scaling state moves into backend memory
-// (docs/ARCHITECTURE.md). Returns the scale_inv to dequantize with.
-float cast_through_slot(Backend& be, ScalingState& slot, const Fp8Recipe& recipe, uint8_t* codes,
-                        const float* x, int64_t n) {
-  if (recipe.kind == ScalingKind::Current) {
-    float amax = 0.0f;
-    be.absmax(&amax, x, n);
-    slot.set_scale(compute_scale(amax, fp8_max(slot.format), recipe.current().margin, 1.0f));
-  }
-  SlotCast cast{slot, codes};
-  be.quantize(cast.out(), x, n);
-  cast.finish(n);
-  return slot.scale_inv;
-}
-
-}  // namespace
 
 GemmMode current_gemm_mode() {
   if (autocast_state().enabled) return GemmMode::Fp8;
@@ -52,17 +31,48 @@ ParameterList Linear::parameters() {
   return p;
 }
 
-SlotCast Linear::begin_fp8_forward(int64_t rows) {
-  recipe_ = autocast_state().recipe;
-  const DelayedScaling& r = recipe_.delayed;
-  if (meta_[Slot::Input].amax_history.size() != static_cast<size_t>(r.amax_history_len) ||
-      meta_[Slot::GradOutput].format != tensor_format(r.format, Direction::Backward)) {
-    meta_ = Fp8Meta(r);
-    cast_version_ = ~uint64_t{0};  // the weight's cast used the old meta
+void Linear::bind_scaling(ScalingStore& store, int gemm) {
+  store_ = &store;
+  gemm_ = gemm;
+  own_store_.reset();
+}
+
+ScalingStore& Linear::scaling() {
+  if (!store_) {
+    // TE's default before any FP8 forward: HYBRID, a history of one.
+    DelayedScaling r;
+    r.amax_history_len = 1;
+    own_store_ = std::make_unique<ScalingStore>(be_, 1, r);
+    store_ = own_store_.get();
+    gemm_ = 0;
   }
-  autocast_register(meta_);
+  return *store_;
+}
+
+void Linear::cast_through_slot(Slot s, const Fp8Out& out, const float* x, int64_t n) {
+  // As fp8/scaling.h's cast_with_recipe: delayed scaling casts with the slot's scale; current
+  // scaling first sets it from x's own amax.
+  if (recipe_.kind == ScalingKind::Current) {
+    amax_.zero();
+    be_.absmax(amax_.data(), x, n);
+    scaling().scale_from_amax(gemm_, s, amax_.data(), recipe_.current());
+  }
+  be_.quantize(out, x, n);
+}
+
+Fp8Out Linear::begin_fp8_forward(int64_t rows) {
+  recipe_ = autocast_state().recipe;
+  ScalingStore& store = scaling();
+  store.conform(recipe_.delayed);
+  autocast_register(store);
   qx_.resize(static_cast<size_t>(rows * in_));
-  return {meta_[Slot::Input], qx_.data()};
+  return store.begin_cast(gemm_, Slot::Input, qx_.data(), rows * in_);
+}
+
+void Linear::keep_weight_scale() {
+  ScalingStore& store = scaling();
+  be_.copy(w_scale_.data(), store.scale(gemm_, Slot::Weight), sizeof(float));
+  be_.copy(w_scale_inv_.data(), store.scale_inv(gemm_, Slot::Weight), sizeof(float));
 }
 
 const uint8_t* Linear::prepare_weight_fp8() {
@@ -71,20 +81,22 @@ const uint8_t* Linear::prepare_weight_fp8() {
     if (qw_.empty()) requantize_weight(recipe_);
     return qw_.data();
   }
-  ScalingState& sw = meta_[Slot::Weight];
+  ScalingStore& store = scaling();
   const int64_t n = weight_.numel();
   if (training_forward()) {
     uint8_t* codes = scratch<uint8_t>(be_, Scratch::WeightFp8, n);
-    qw_scale_inv_ = cast_through_slot(be_, sw, recipe_, codes, weight_.data(), n);
+    cast_through_slot(Slot::Weight, store.begin_cast(gemm_, Slot::Weight, codes, n), weight_.data(),
+                      n);
+    keep_weight_scale();
     recast_for_backward_ = true;
-    cast_scale_ = sw.scale;
     cast_version_ = ~uint64_t{0};  // the kept cast (if any) is not what this step used
     return codes;
   }
   // Reused across micro-batches while neither the weight nor its delayed scale changed;
   // current scaling derives its scale from the weight itself, so the version alone decides.
-  const bool fresh = cast_version_ == weight_.version &&
-                     (recipe_.kind == ScalingKind::Current || cast_scale_ == sw.scale);
+  const bool fresh = cast_version_ == weight_.version && cast_generation_ == store.generation() &&
+                     (recipe_.kind == ScalingKind::Current ||
+                      cast_scale_ == store.scale_value(gemm_, Slot::Weight));
   if (!fresh) requantize_weight(recipe_);
   return qw_.data();
 }
@@ -95,7 +107,8 @@ const uint8_t* Linear::weight_fp8_for_backward() {
   // slot's amax history records the weight once per step, as with a kept cast.
   const int64_t n = weight_.numel();
   uint8_t* codes = scratch<uint8_t>(be_, Scratch::WeightFp8, n);
-  be_.quantize({codes, &cast_scale_, nullptr, meta_[Slot::Weight].format}, weight_.data(), n);
+  be_.quantize({codes, w_scale_.data(), nullptr, scaling().format(gemm_, Slot::Weight)},
+               weight_.data(), n);
   return codes;
 }
 
@@ -109,20 +122,23 @@ const bf16_t* Linear::weight_bf16() {
 }
 
 void Linear::requantize_weight(const Fp8Recipe& recipe) {
+  recipe_ = recipe;
+  ScalingStore& store = scaling();
   const int64_t n = weight_.numel();
   qw_.resize(static_cast<size_t>(n));
-  qw_scale_inv_ =
-      cast_through_slot(be_, meta_[Slot::Weight], recipe, qw_.data(), weight_.data(), n);
+  cast_through_slot(Slot::Weight, store.begin_cast(gemm_, Slot::Weight, qw_.data(), n),
+                    weight_.data(), n);
+  keep_weight_scale();
   cast_version_ = weight_.version;
-  cast_scale_ = meta_[Slot::Weight].scale;
+  cast_generation_ = store.generation();
+  cast_scale_ = store.scale_value(gemm_, Slot::Weight);
 }
 
 void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
   mode_ = current_gemm_mode();
   if (mode_ == GemmMode::Fp8) {
-    SlotCast in = begin_fp8_forward(rows);
-    const float sinv = cast_through_slot(be_, in.slot, recipe_, in.codes, x, rows * in_);
-    forward_fp8_input(sinv, y, rows, add_bias);
+    cast_through_slot(Slot::Input, begin_fp8_forward(rows), x, rows * in_);
+    forward_fp8_input(y, rows, add_bias);
     return;
   }
   GemmOperand w;
@@ -138,12 +154,13 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
   finish_forward(y, rows, add_bias);
 }
 
-void Linear::forward_fp8_input(float scale_inv, float* y, int64_t rows, bool add_bias) {
+void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
   mode_ = GemmMode::Fp8;
-  qx_scale_inv_ = scale_inv;
+  ScalingStore& store = scaling();
+  be_.copy(x_scale_inv_.data(), store.scale_inv(gemm_, Slot::Input), sizeof(float));
   const uint8_t* qw = prepare_weight_fp8();
   // The input codes are what backward's weight gradient uses: one byte per value saved.
-  const GemmOperand w{qw, fp8_dtype(meta_[Slot::Weight].format), &qw_scale_inv_};
+  const GemmOperand w{qw, fp8_dtype(store.format(gemm_, Slot::Weight)), w_scale_inv_.data()};
   be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
   finish_forward(y, rows, add_bias);
 }
@@ -153,19 +170,20 @@ GemmOperand Linear::weight_for_dgrad() {
     case GemmMode::Bf16:
       return {weight_bf16(), DType::BF16};
     case GemmMode::Fp8:
-      return {weight_fp8_for_backward(), fp8_dtype(meta_[Slot::Weight].format), &qw_scale_inv_};
+      return {weight_fp8_for_backward(), fp8_dtype(store_->format(gemm_, Slot::Weight)),
+              w_scale_inv_.data()};
     case GemmMode::Fp32:
       break;
   }
   return {weight_.data(), DType::F32};
 }
 
-GemmOperand Linear::saved_input() const {
+GemmOperand Linear::saved_input() {
   switch (mode_) {
     case GemmMode::Bf16:
       return {x16_.data(), DType::BF16};
     case GemmMode::Fp8:
-      return {qx_.data(), fp8_dtype(meta_[Slot::Input].format), &qx_scale_inv_};
+      return {qx_.data(), fp8_dtype(store_->format(gemm_, Slot::Input)), x_scale_inv_.data()};
     case GemmMode::Fp32:
       break;
   }
@@ -190,7 +208,6 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
   const float wbeta = bf16_grad ? 0.0f : 1.0f;
   // dy as this mode's GEMMs take it.
   GemmOperand g;
-  float dy_sinv = 1.0f;
   switch (mode_) {
     case GemmMode::Fp32:
       g = {dy, DType::F32};
@@ -202,10 +219,13 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
       break;
     }
     case GemmMode::Fp8: {
-      ScalingState& sdy = meta_[Slot::GradOutput];
+      ScalingStore& store = scaling();
       uint8_t* qdy = scratch<uint8_t>(be_, Scratch::LinearDy, rows * out_);
-      dy_sinv = cast_through_slot(be_, sdy, recipe_, qdy, dy, rows * out_);
-      g = {qdy, fp8_dtype(sdy.format), &dy_sinv};
+      cast_through_slot(Slot::GradOutput,
+                        store.begin_cast(gemm_, Slot::GradOutput, qdy, rows * out_), dy,
+                        rows * out_);
+      be_.copy(dy_scale_inv_.data(), store.scale_inv(gemm_, Slot::GradOutput), sizeof(float));
+      g = {qdy, fp8_dtype(store.format(gemm_, Slot::GradOutput)), dy_scale_inv_.data()};
       break;
     }
   }

@@ -4,6 +4,7 @@
 // quantized with the grad_output slot, E5M2 under HYBRID; the FP8 x is saved for dW), else in
 // the GemmPrecision of the forward (bf16 or fp32). Backward uses what forward used.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "kernels/tensor.h"
 #include "nn/autocast.h"
 #include "nn/parameter.h"
+#include "nn/scaling_store.h"
 
 namespace fp8lm {
 
@@ -25,20 +27,6 @@ GemmMode current_gemm_mode();
 // of the whole output first).
 bool fused_fp8_casts();
 
-// A cast into FP8 through one slot: the descriptor an op writes the codes with (the slot's
-// scale, its amax accumulator, counters for what the cast lost), and finish() recording the
-// cast in the slot once the op has run.
-struct SlotCast {
-  ScalingState& slot;
-  uint8_t* codes;
-  unsigned long long lost[2] = {0, 0};  // saturated, flushed
-  Fp8Out out() { return {codes, &slot.scale, &slot.amax_history[0], slot.format, lost, lost + 1}; }
-  ProducerOut producer_out() { return ProducerOut::fp8(out()); }
-  void finish(int64_t n) {
-    slot.last_cast = {n, static_cast<int64_t>(lost[0]), static_cast<int64_t>(lost[1])};
-  }
-};
-
 class Linear {
  public:
   // Its ops run on `backend` (kernels/backend.h).
@@ -48,9 +36,9 @@ class Linear {
   // keeps a pointer to it). With add_bias false the bias is left to a fused consumer, but its
   // gradient is still taken in backward.
   void forward(const float* x, float* y, int64_t rows, bool add_bias = true);
-  // Finishes an FP8 forward whose input codes are in begin_fp8_forward's buffer, quantized
-  // with scale_inv's scale (by a fused producer, or by forward()).
-  void forward_fp8_input(float scale_inv, float* y, int64_t rows, bool add_bias = true);
+  // Finishes an FP8 forward whose input codes a producer wrote through begin_fp8_forward's
+  // descriptor (or forward() did).
+  void forward_fp8_input(float* y, int64_t rows, bool add_bias = true);
   // dx += dL/dx, or dx = dL/dx when accumulate_dx is false (skipped when dx is null);
   // dW, db += their gradients.
   void backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx = true);
@@ -62,12 +50,18 @@ class Linear {
   Parameter& weight() { return weight_; }
   Parameter* bias() { return has_bias_ ? &bias_ : nullptr; }
   ParameterList parameters();
-  Fp8Meta& fp8_meta() { return meta_; }
-  const Fp8Meta& fp8_meta() const { return meta_; }
+  // Its FP8 scaling state: slots of GEMM `gemm` in a model's store (GPT binds every Linear to
+  // one); a Linear on its own keeps a store of one GEMM.
+  void bind_scaling(ScalingStore& store, int gemm);
+  ScalingStore& scaling();
+  // Host copies of its slots, and replacing them.
+  Fp8Meta fp8_meta() { return scaling().meta(gemm_); }
+  void set_fp8_meta(const Fp8Meta& m) { scaling().set_meta(gemm_, m); }
   const std::string& name() const { return name_; }
-  // Starts an FP8 forward: the meta is (re)built to the autocast recipe's history length and
-  // formats if it differs, registered for the scope's update, and the input buffer sized.
-  SlotCast begin_fp8_forward(int64_t rows);
+  // Starts an FP8 forward: the store is conformed to the autocast recipe (history length,
+  // formats), registered for the scope's update, and the input buffer sized. Returns the
+  // descriptor a producer writes the input's codes with.
+  Fp8Out begin_fp8_forward(int64_t rows);
 
   // TE's fp8_model_init: the module's weight is its FP8 codes, re-quantized from the FP32
   // master (kept for the optimizer) only by requantize_weight(), after each optimizer step.
@@ -80,7 +74,7 @@ class Linear {
   void invalidate_weight_cast() {
     if (!fp8_weights_) cast_version_ = ~uint64_t{0};
   }
-  float fp8_weight_scale_inv() const { return qw_scale_inv_; }
+  float fp8_weight_scale_inv() const { return w_scale_inv_.to_host()[0]; }
 
  private:
   // The weight's FP8 codes for this GEMM (see qw_).
@@ -89,16 +83,23 @@ class Linear {
   const bf16_t* weight_bf16();
   void finish_forward(float* y, int64_t rows, bool add_bias);
   // The input as forward kept it for this mode's GEMMs (and the weight gradient's).
-  GemmOperand saved_input() const;
+  GemmOperand saved_input();
   // The weight for the input gradient, cast (BF16, FP8 at forward's scale) as forward used it.
   GemmOperand weight_for_dgrad();
+  // Quantizes x through slot s by the recipe's kind of scaling, into out (from begin_cast).
+  void cast_through_slot(Slot s, const Fp8Out& out, const float* x, int64_t n);
+  // Keeps the weight cast's scale and scale_inv (the slot's change with every update).
+  void keep_weight_scale();
 
   Backend& be_;
   std::string name_;
   int64_t in_, out_;
   bool has_bias_;
   Parameter weight_, bias_;
-  Fp8Meta meta_;
+  ScalingStore* store_ = nullptr;
+  std::unique_ptr<ScalingStore> own_store_;
+  int gemm_ = 0;
+  BackendBuffer<float> amax_{be_, 1};  // current scaling: a tensor's amax
 
   // What forward used and saved for backward.
   GemmMode mode_ = GemmMode::Fp32;
@@ -106,7 +107,9 @@ class Linear {
   const float* x_ = nullptr;        // fp32 mode
   BackendBuffer<bf16_t> x16_{be_};  // bf16 mode
   BackendBuffer<uint8_t> qx_{be_};  // fp8 mode: the input's codes
-  float qx_scale_inv_ = 1.0f;
+  // The scale_invs forward's input cast and backward's dy cast used: the slots' change with
+  // the forward update between forward and backward.
+  BackendBuffer<float> x_scale_inv_{be_, 1}, dy_scale_inv_{be_, 1};
 
   // The FP8 cast of the weight. Outside training (generation, evaluation) it is kept here and
   // reused across calls until the weight (or its scale) changes, as TE does; with fp8_weights
@@ -116,9 +119,10 @@ class Linear {
   // rounded into shared scratch for each GEMM (weight_bf16()).
   BackendBuffer<uint8_t> qw_{be_};
   bool recast_for_backward_ = false;
-  float qw_scale_inv_ = 1.0f;
+  BackendBuffer<float> w_scale_{be_, 1}, w_scale_inv_{be_, 1};  // the weight cast's
   uint64_t cast_version_ = ~uint64_t{0};
-  float cast_scale_ = 0.0f;
+  uint64_t cast_generation_ = 0;  // the store's generation the kept cast was made with
+  float cast_scale_ = 0.0f;       // the kept cast's scale, on the host
   bool fp8_weights_ = false;
 };
 

@@ -282,15 +282,13 @@ double Trainer::validation_loss(int64_t batches) {
   const std::vector<Batch> held_out =
       stride_ ? stride_held_out_batches(cfg_, batches) : text_->validation(B, T, batches);
   if (gpu_) return mean_loss(*gpu_, held_out);
-  std::vector<Fp8Meta> saved;
-  for (Fp8Meta* m : model_->fp8_metas()) saved.push_back(*m);
+  const std::vector<Fp8Meta> saved = model_->fp8_state();
   double loss;
   {
     const InferenceScope scope(precision_.precision, cfg_.recipe);
     loss = mean_loss(*model_, held_out);
   }
-  size_t i = 0;
-  for (Fp8Meta* m : model_->fp8_metas()) *m = saved[i++];
+  model_->set_fp8_state(saved);
   for (Linear* l : model_->linears()) l->invalidate_weight_cast();
   return loss;
 }

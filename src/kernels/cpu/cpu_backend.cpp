@@ -5,6 +5,7 @@
 #include <new>
 
 #include "fp8/quantize.h"
+#include "fp8/scaling.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/act_out.h"
 #include "kernels/cpu/activations.h"
@@ -127,6 +128,20 @@ class CpuBackend final : public Backend {
     count_traffic(n * 4);
     const float a = fp8lm::absmax(x, n);
     if (a > *amax) *amax = a;
+  }
+
+  void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,
+                              AmaxComputeAlgo algo) override {
+    const auto H = static_cast<size_t>(slots.history_len);
+    for (int i = first; i < first + count; ++i) {
+      fp8lm::update_delayed_scaling({slots.amax_history + i * H, H}, slots.fp8_max[i], margin, algo,
+                                    slots.scale[i], slots.scale_inv[i]);
+    }
+  }
+  void scale_from_amax(float* scale, float* scale_inv, const float* amax, float fp8_max,
+                       int margin) override {
+    *scale = compute_scale(*amax, fp8_max, margin, 1.0f);
+    *scale_inv = 1.0f / *scale;
   }
 
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,

@@ -17,6 +17,7 @@
 #include "kernels/cuda/loss_embedding.h"
 #include "kernels/cuda/norms.h"
 #include "kernels/cuda/quantize.h"
+#include "kernels/cuda/scaling.h"
 #include "kernels/loss.h"
 
 namespace fp8lm::cuda {
@@ -131,6 +132,15 @@ class CudaBackend final : public Backend {
   }
   void absmax(float* amax, const float* x, int64_t n) override {
     cuda::absmax(amax, x, n, stream_);
+  }
+
+  void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,
+                              AmaxComputeAlgo algo) override {
+    cuda::update_delayed_scaling(slots, first, count, margin, algo, stream_);
+  }
+  void scale_from_amax(float* scale, float* scale_inv, const float* amax, float fp8_max,
+                       int margin) override {
+    cuda::scale_from_amax(scale, scale_inv, amax, fp8_max, margin, stream_);
   }
 
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,

@@ -55,7 +55,20 @@ __global__ void delayed_scaling_kernel(ScalingSlots slots, int first, int count,
   slots.scale_inv[slot] = __fdiv_rn(1.0f, scale);
 }
 
+__global__ void scale_from_amax_kernel(float* scale, float* scale_inv, const float* amax,
+                                       float fp8_max, int margin) {
+  const float s = compute_scale(*amax, fp8_max, margin, 1.0f);
+  *scale = s;
+  *scale_inv = __fdiv_rn(1.0f, s);
+}
+
 }  // namespace
+
+void scale_from_amax(float* scale, float* scale_inv, const float* amax, float fp8_max, int margin,
+                     cudaStream_t stream) {
+  scale_from_amax_kernel<<<1, 1, 0, stream>>>(scale, scale_inv, amax, fp8_max, margin);
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
 
 void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,
                             AmaxComputeAlgo algo, cudaStream_t stream) {

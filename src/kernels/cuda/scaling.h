@@ -7,22 +7,19 @@
 #include <cstdint>
 
 #include "fp8/recipe.h"
+#include "kernels/tensor.h"
 
 namespace fp8lm::cuda {
 
-struct ScalingSlots {
-  float* amax_history = nullptr;   // [n, H]
-  float* scale = nullptr;          // [n]
-  float* scale_inv = nullptr;      // [n]
-  const float* fp8_max = nullptr;  // [n]: the largest finite value of each slot's format
-  int n = 0;
-  int history_len = 1;
-};
+using fp8lm::ScalingSlots;  // kernels/tensor.h
 
 // For the slots [first, first + count): amax from the history (max, NaN propagating, or the
 // newest), the history rolled when [0] is non-zero, scale = compute_scale(amax, fp8_max,
 // margin, previous scale), scale_inv = 1 / scale.
 void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,
                             AmaxComputeAlgo algo, cudaStream_t stream);
+// Current scaling: *scale = compute_scale(*amax, fp8_max, margin, 1), *scale_inv = 1 / *scale.
+void scale_from_amax(float* scale, float* scale_inv, const float* amax, float fp8_max, int margin,
+                     cudaStream_t stream);
 
 }  // namespace fp8lm::cuda

@@ -1,0 +1,146 @@
+#include "nn/scaling_store.h"
+
+#include <span>
+
+namespace fp8lm {
+namespace {
+
+constexpr Slot kSlots[] = {Slot::Input, Slot::Weight, Slot::Output, Slot::GradOutput,
+                           Slot::GradInput};
+
+template <class T>
+T read_one(Backend& be, const T* p) {
+  T v{};
+  be.download(&v, p, sizeof(T));
+  return v;
+}
+
+template <class T>
+void write_one(Backend& be, T* p, T v) {
+  be.upload(p, &v, sizeof(T));
+}
+
+}  // namespace
+
+ScalingStore::ScalingStore(Backend& backend, int gemms, const DelayedScaling& recipe)
+    : be_(backend), n_(gemms) {
+  build(recipe);
+}
+
+void ScalingStore::build(const DelayedScaling& recipe) {
+  history_ = recipe.amax_history_len;
+  recipe_format_ = recipe.format;
+  ++generation_;
+  const auto slots = static_cast<size_t>(5 * n_);
+  format_.assign(slots, Fp8Format::E4M3);
+  for (int g = 0; g < n_; ++g)
+    for (Slot s : kSlots) format_[index(g, s)] = tensor_format(recipe.format, slot_direction(s));
+  cast_n_.assign(slots, 0);
+  history_buf_.resize(slots * static_cast<size_t>(history_));
+  history_buf_.zero();
+  scale_.resize(slots);
+  scale_inv_.resize(slots);
+  fp8_max_.resize(slots);
+  counts_.resize(2 * slots);
+  counts_.zero();
+  std::vector<float> ones(slots, 1.0f), max(slots);
+  for (size_t i = 0; i < slots; ++i) max[i] = fp8_max(format_[i]);
+  scale_.upload(ones, "FP8 scales");
+  scale_inv_.upload(ones, "FP8 scale_invs");
+  fp8_max_.upload(max, "FP8 maxima");
+}
+
+bool ScalingStore::conform(const DelayedScaling& recipe) {
+  if (recipe.amax_history_len == history_ && recipe.format == recipe_format_) return false;
+  build(recipe);
+  return true;
+}
+
+size_t ScalingStore::index(int gemm, Slot s) const {
+  const auto k = static_cast<int>(s);
+  const int i = slot_direction(s) == Direction::Forward ? 3 * gemm + k : 3 * n_ + 2 * gemm + k - 3;
+  return static_cast<size_t>(i);
+}
+
+float ScalingStore::scale_value(int gemm, Slot s) const {
+  return read_one(be_, scale_.data() + index(gemm, s));
+}
+
+Fp8Out ScalingStore::begin_cast(int gemm, Slot s, uint8_t* codes, int64_t n) {
+  const size_t i = index(gemm, s);
+  cast_n_[i] = n;
+  unsigned long long* c = counts_.data() + 2 * i;
+  be_.zero(c, 2 * sizeof(unsigned long long));
+  return {codes, scale(gemm, s), amax(gemm, s), format_[i], c, c + 1};
+}
+
+void ScalingStore::scale_from_amax(int gemm, Slot s, const float* amax,
+                                   const CurrentScaling& recipe) {
+  be_.scale_from_amax(scale(gemm, s), scale_inv(gemm, s), amax, fp8_max(format(gemm, s)),
+                      recipe.margin);
+}
+
+void ScalingStore::update(Direction d, const DelayedScaling& recipe, const AmaxReducer& reduce) {
+  const int first = d == Direction::Forward ? 0 : 3 * n_;
+  const int count = d == Direction::Forward ? 3 * n_ : 2 * n_;
+  const auto H = static_cast<size_t>(history_);
+  float* newest = history_buf_.data() + static_cast<size_t>(first) * H;
+  if (recipe.reduce_amax && reduce) {
+    // Each slot's history[0], gathered in slot order, max-reduced, and put back.
+    BackendBuffer<float> gathered(be_, static_cast<size_t>(count));
+    const size_t pitch = H * sizeof(float);
+    be_.copy_rows(gathered.data(), sizeof(float), newest, pitch, sizeof(float),
+                  static_cast<size_t>(count));
+    std::vector<float> amaxes = gathered.to_host();
+    reduce(amaxes);
+    gathered.upload(amaxes, "reduced amaxes");
+    be_.copy_rows(newest, pitch, gathered.data(), sizeof(float), sizeof(float),
+                  static_cast<size_t>(count));
+  }
+  const ScalingSlots view{history_buf_.data(), scale_.data(), scale_inv_.data(),
+                          fp8_max_.data(),     5 * n_,        history_};
+  be_.update_delayed_scaling(view, first, count, recipe.margin, recipe.amax_compute_algo);
+}
+
+Fp8Meta ScalingStore::meta(int gemm) const {
+  Fp8Meta m(recipe_format_, history_);
+  for (Slot s : kSlots) {
+    const size_t i = index(gemm, s);
+    ScalingState& st = m[s];
+    st.format = format_[i];
+    st.scale = read_one(be_, scale_.data() + i);
+    st.scale_inv = read_one(be_, scale_inv_.data() + i);
+    be_.download(st.amax_history.data(), history_buf_.data() + i * static_cast<size_t>(history_),
+                 static_cast<size_t>(history_) * sizeof(float));
+    const auto sat = read_one(be_, counts_.data() + 2 * i);
+    const auto flushed = read_one(be_, counts_.data() + 2 * i + 1);
+    st.last_cast = {cast_n_[i], static_cast<int64_t>(sat), static_cast<int64_t>(flushed)};
+  }
+  return m;
+}
+
+void ScalingStore::set_meta(int gemm, const Fp8Meta& m) {
+  const auto len = static_cast<int>(m[Slot::Input].amax_history.size());
+  if (len != history_) {
+    DelayedScaling r;
+    r.format = recipe_format_;
+    r.amax_history_len = len;
+    build(r);
+  }
+  for (Slot s : kSlots) {
+    const size_t i = index(gemm, s);
+    const ScalingState& st = m[s];
+    write_one(be_, scale_.data() + i, st.scale);
+    write_one(be_, scale_inv_.data() + i, st.scale_inv);
+    std::vector<float> h = st.amax_history;  // a slot of another length: cut or zero-padded
+    h.resize(static_cast<size_t>(history_), 0.0f);
+    be_.upload(history_buf_.data() + i * static_cast<size_t>(history_), h.data(),
+               h.size() * sizeof(float));
+    write_one(be_, counts_.data() + 2 * i, static_cast<unsigned long long>(st.last_cast.saturated));
+    write_one(be_, counts_.data() + 2 * i + 1,
+              static_cast<unsigned long long>(st.last_cast.flushed));
+    cast_n_[i] = st.last_cast.n;
+  }
+}
+
+}  // namespace fp8lm

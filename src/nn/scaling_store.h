@@ -1,0 +1,73 @@
+#pragma once
+// Every GEMM's FP8 scaling state in one structure-of-arrays store, in the model's backend
+// memory (TE's fp8_meta tensors): per slot a scale, scale_inv, amax history, format and the
+// last cast's saturated/flushed counters. Kernels write through a slot's Fp8Out (its scale, its
+// amax accumulator history[0], its counters) without the host in between; the delayed-scaling
+// update is one backend call per direction for every GEMM, with the amax reduction across
+// processes in front of it; current scaling sets a slot's scale from a tensor's amax on the
+// backend. Host copies (Fp8Meta) serve checkpoints, inspect and the metrics.
+//
+// Slots: GEMM g's forward slots (input, weight, output) at 3g + k, its backward slots
+// (grad_output, grad_input) at 3n + 2g + k, so each direction is one contiguous range.
+#include <cstdint>
+#include <vector>
+
+#include "fp8/scaling.h"
+#include "kernels/backend_buffer.h"
+
+namespace fp8lm {
+
+class ScalingStore {
+ public:
+  ScalingStore(Backend& backend, int gemms, const DelayedScaling& recipe);
+
+  // Rebuilt for a recipe's history length and formats (fresh state) when they differ; returns
+  // whether it was rebuilt.
+  bool conform(const DelayedScaling& recipe);
+  // Fresh state for a recipe, whatever the current one.
+  void reset(const DelayedScaling& recipe) { build(recipe); }
+  int gemms() const { return n_; }
+  int history_len() const { return history_; }
+  // Bumped by every rebuild, so cached casts made with an older state know it.
+  uint64_t generation() const { return generation_; }
+
+  Fp8Format format(int gemm, Slot s) const { return format_[index(gemm, s)]; }
+  float* scale(int gemm, Slot s) { return scale_.data() + index(gemm, s); }
+  float* scale_inv(int gemm, Slot s) { return scale_inv_.data() + index(gemm, s); }
+  float* amax(int gemm, Slot s) { return history_buf_.data() + index(gemm, s) * history_; }
+  // The slot's scale, read on the host (a copy from a device).
+  float scale_value(int gemm, Slot s) const;
+
+  // Starts a cast of n values through a slot: its counters restart (they describe the last
+  // cast) and the descriptor an op writes the codes with.
+  Fp8Out begin_cast(int gemm, Slot s, uint8_t* codes, int64_t n);
+  // Current scaling: the slot's scale (and scale_inv) from an amax in backend memory.
+  void scale_from_amax(int gemm, Slot s, const float* amax, const CurrentScaling& recipe);
+
+  // Delayed scaling of one direction's slots of every GEMM: the newest amaxes reduced across
+  // processes first (when the recipe asks and a reducer is given), then the backend's update.
+  void update(Direction d, const DelayedScaling& recipe, const AmaxReducer& reduce = {});
+
+  // One GEMM's slots as host copies, and replacing them (a different history length rebuilds
+  // the store to it first).
+  Fp8Meta meta(int gemm) const;
+  void set_meta(int gemm, const Fp8Meta& m);
+
+  Backend& backend() const { return be_; }
+
+ private:
+  size_t index(int gemm, Slot s) const;
+  void build(const DelayedScaling& recipe);
+
+  Backend& be_;
+  int n_;
+  int history_ = 1;
+  Format recipe_format_ = Format::Hybrid;
+  uint64_t generation_ = 0;
+  std::vector<Fp8Format> format_;
+  std::vector<int64_t> cast_n_;  // values in each slot's last cast (host)
+  BackendBuffer<float> history_buf_{be_}, scale_{be_}, scale_inv_{be_}, fp8_max_{be_};
+  BackendBuffer<unsigned long long> counts_{be_};  // [slot][saturated, flushed]
+};
+
+}  // namespace fp8lm
