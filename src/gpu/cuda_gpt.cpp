@@ -59,7 +59,7 @@ struct CudaGPT::Impl {
 
   std::vector<Fp8Meta*> meta_ptrs() {
     std::vector<Fp8Meta*> p;
-    for (Fp8Meta& m : metas) p.push_back(&m);
+    for (Fp8Meta& meta : metas) p.push_back(&meta);
     return p;
   }
   gpu::LinearScratch scratch;
