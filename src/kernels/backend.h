@@ -9,9 +9,9 @@
 // reference on every backend present. The CPU backend counts the bytes every op moves
 // (kernels/traffic.h) so module code does not.
 //
-// An op a device lacks (the unfused twins and KV-cache decode, which only the CPU has so far)
-// is refused in one place: the base class's version throws Error "<op> is not available on
-// <backend>".
+// An op a device lacks (the unfused twins and BF16 gradient accumulation, which only the CPU
+// has) is refused in one place: the base class's version throws Error "<op> is not available
+// on <backend>".
 #include <cstddef>
 #include <cstdint>
 #include <string>

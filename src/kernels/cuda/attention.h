@@ -21,6 +21,13 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
                         cudaStream_t stream);
 
+// One new query per sequence against a KV cache [B, Tmax, C] holding positions [0, len), the
+// new token's own k and v at len - 1: out [B, C], FP32 (kernels/cpu/attention.h's contract).
+// len * 4 bytes of scores per block must fit in 48 KiB of shared memory.
+void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
+                      int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H,
+                      cudaStream_t stream);
+
 namespace plain {
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t H, cudaStream_t stream);

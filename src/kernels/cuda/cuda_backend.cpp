@@ -152,6 +152,11 @@ class CudaBackend final : public Backend {
     cuda::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, stream_);
   }
 
+  void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
+                        int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H) override {
+    cuda::attention_decode(out, q, k_cache, v_cache, B, Tmax, len, C, H, stream_);
+  }
+
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                          int64_t B, int64_t T, int64_t C) override {
     cuda::embedding_forward(out, tokens, wte, wpe, B, T, C, stream_);
