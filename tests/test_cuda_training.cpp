@@ -1,6 +1,6 @@
-// Training on the GPU (the model of gpu/cuda_gpt.h): the demo learns in every precision, the
-// first step agrees with the CPU's, runs are deterministic and resume bit for bit, and a
-// checkpoint moves between the backends in both directions. Skipped without a GPU.
+// Training on the GPU (the one model of nn/ on the CUDA backend): the demo learns in every
+// precision, the first step agrees with the CPU's, runs are deterministic and resume bit for bit,
+// and a checkpoint moves between the backends in both directions. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,8 +1,8 @@
 // The public Model: a model file loaded for generation and inspection.
-#include "nn/fp8_slots.h"
 #include "fp8lm/error.h"
 #include "fp8lm/training.h"
 #include "io/checkpoint.h"
+#include "nn/fp8_slots.h"
 #include "train/trainer.h"
 
 namespace fp8lm {

@@ -1,8 +1,8 @@
 // The public Training: the engine's Trainer behind the API's own header.
 #include "fp8lm/training.h"
 
-#include "nn/fp8_slots.h"
 #include "io/run_dir.h"
+#include "nn/fp8_slots.h"
 #include "train/trainer.h"
 
 namespace fp8lm {
@@ -38,7 +38,7 @@ const PrecisionChoice& Training::precision() const {
   return trainer_->precision();
 }
 std::vector<Fp8SlotState> Training::fp8_state() {
-  return fp8_slot_states(trainer_->model_fp8_state());
+  return fp8_slot_states(trainer_->model());
 }
 
 }  // namespace fp8lm

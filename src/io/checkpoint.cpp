@@ -287,8 +287,8 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
                                 p.name));
       }
     }
-    opt.first_moment(i) = state.at("adamw.m." + p.name).to_f32();
-    opt.second_moment(i) = state.at("adamw.v." + p.name).to_f32();
+    opt.set_moments(i, state.at("adamw.m." + p.name).to_f32(),
+                    state.at("adamw.v." + p.name).to_f32());
     if (state.contains("master." + p.name)) p.set_values(state.at("master." + p.name).to_f32());
   }
   const auto& meta = state.metadata();

@@ -136,7 +136,7 @@ void RunDirectory::step(Trainer& trainer, const StepRecord& record) {
                {"tokens_per_s", s.step_tokens_per_s},
                {"seconds", s.seconds}};
   if (record.val_loss) line["val_loss"] = *record.val_loss;
-  if (record.fp8_snapshot) line["fp8"] = fp8_snapshot(trainer.model_fp8_state());
+  if (record.fp8_snapshot) line["fp8"] = fp8_snapshot(trainer.model());
   metrics_ << line.dump() << "\n" << std::flush;
 }
 

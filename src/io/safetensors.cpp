@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/bf16.h"
-#include "fp8lm/error.h"
 #include "core/fp8_dtype.h"
+#include "fp8lm/error.h"
 
 namespace fp8lm {
 

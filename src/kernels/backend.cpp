@@ -7,28 +7,33 @@
 namespace fp8lm {
 
 void Backend::refuse(const char* op) const {
-  throw Error(
-      fmt::format("{} is not available on {} (the CPU has it; use --device cpu)", op, name()));
+  throw Error(fmt::format("{} is not available on {}", op, name()));
 }
 
 void Backend::attention_forward_unfused(float*, float*, const float*, int64_t, int64_t, int64_t,
                                         int64_t) {
-  refuse("unfused attention (--no-fusion)");
+  refuse("unfused attention (--no-fusion; the CPU has it)");
 }
 void Backend::attention_backward_unfused(float*, const float*, const float*, const float*, int64_t,
                                          int64_t, int64_t, int64_t) {
-  refuse("unfused attention (--no-fusion)");
+  refuse("unfused attention (--no-fusion; the CPU has it)");
 }
 float Backend::softmax_cross_entropy_unfused(float*, float*, const float*, const int32_t*, int64_t,
                                              int64_t, float) {
-  refuse("the unfused loss (--no-fusion)");
+  refuse("the unfused loss (--no-fusion; the CPU has it)");
 }
 void Backend::attention_decode(float*, const float*, const float*, const float*, int64_t, int64_t,
                                int64_t, int64_t, int64_t) {
   refuse("KV-cache attention");
 }
 void Backend::accumulate_into_bf16(bf16_t*, const float*, int64_t) {
-  refuse("BF16 gradient accumulation");
+  refuse("BF16 gradient accumulation (--fp8-weights' gradients on the CPU)");
+}
+void Backend::grad_norm(float*, float*, float, const AdamWTensor*, int, int64_t) {
+  refuse("the multi-tensor gradient norm (the CPU's optimizer runs in train/adamw.cpp)");
+}
+void Backend::adamw_step(const AdamWTensor*, int, int64_t, const AdamWHyper&, const float*) {
+  refuse("the multi-tensor AdamW step (the CPU's optimizer runs in train/adamw.cpp)");
 }
 
 }  // namespace fp8lm

@@ -103,6 +103,14 @@ class Backend {
   virtual void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) = 0;
 
   // --- ops not every device has ---
+  // The optimizer over a table of tensors in backend memory (kernels/cuda/optimizer.h's
+  // contract, train/adamw.cpp's bits): *norm = the global gradient norm and *clip its clipping
+  // factor for max_norm; then AdamW with each gradient times *grad_scale. The CPU's optimizer
+  // runs on the host (train/adamw.cpp) and has no table form.
+  virtual void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
+                         int64_t total);
+  virtual void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
+                          const float* grad_scale);
   // --no-fusion's twins: the T x T probabilities stored, the softmax stored.
   virtual void attention_forward_unfused(float* out, float* probs, const float* qkv, int64_t B,
                                          int64_t T, int64_t C, int64_t H);

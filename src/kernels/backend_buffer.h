@@ -65,6 +65,7 @@ class BackendBuffer {
   T* data() { return p_; }
   const T* data() const { return p_; }
   size_t size() const { return n_; }
+  Backend& backend() const { return *be_; }
   void zero() { be_->zero(p_, n_ * sizeof(T)); }
   bool empty() const { return n_ == 0; }
   size_t bytes() const { return cap_ * sizeof(T); }  // held, as a vector's capacity

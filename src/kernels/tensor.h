@@ -65,6 +65,25 @@ struct ScalingSlots {
   int history_len = 1;
 };
 
+// One parameter for the optimizer's multi-tensor ops (TE's multi_tensor_apply), all pointers
+// in backend memory; a table of these lives there too.
+struct AdamWTensor {
+  float* param = nullptr;
+  const float* grad = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  int64_t n = 0;
+  float decay = 0.0f;  // the weight decay applied to this tensor (0: none)
+  // data != nullptr: after the update, codes = cast(param * *scale), amax recorded: the FP8
+  // weight of --fp8-weights, with its slot's scale.
+  Fp8Out requant;
+};
+
+struct AdamWHyper {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float bc1 = 1, bc2 = 1;  // 1 - beta^t, computed on the host as train/adamw.cpp does
+};
+
 // The dtype a ProducerOut asks for; Error naming `op` unless exactly one output is set and an
 // FP8 one has its scale.
 DType producer_out_dtype(const ProducerOut& out, const char* op);

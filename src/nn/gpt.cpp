@@ -142,6 +142,16 @@ std::vector<Linear*> GPT::linears() {
   return v;
 }
 
+std::unique_ptr<GPT> GPT::to(Backend& backend) {
+  auto moved = std::make_unique<GPT>(cfg_, 0, backend);
+  const ParameterList from = parameters(), into = moved->parameters();
+  for (size_t i = 0; i < from.size(); ++i) into[i]->set_values(from[i]->values());
+  const std::vector<Linear*> a = linears(), b = moved->linears();
+  for (size_t i = 0; i < a.size(); ++i) b[i]->set_fp8_weights(a[i]->fp8_weights());
+  moved->set_fp8_state(fp8_state());
+  return moved;
+}
+
 std::vector<Fp8Meta> GPT::fp8_state() {
   std::vector<Fp8Meta> v;
   for (int g = 0; g < scaling_->gemms(); ++g) v.push_back(scaling_->meta(g));

@@ -60,6 +60,10 @@ class GPT {
   std::vector<int32_t> generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new);
 
   const GPTConfig& config() const { return cfg_; }
+  Backend& backend() const { return be_; }
+  // This model on another backend: the weights, the FP8 state and which Linears keep FP8
+  // weights (their codes are made again by Linear::requantize_weight).
+  std::unique_ptr<GPT> to(Backend& backend);
   TransformerLayer& layer(int64_t i) { return *layers_[static_cast<size_t>(i)]; }
   Parameter& token_embedding() { return wte_; }
   Parameter& position_embedding() { return wpe_; }

@@ -69,7 +69,7 @@ struct Parameter {
   float* data() { return value.data(); }
   const float* data() const { return value.data(); }
   // The values as host copies, and replacing them (Error unless numel() of them).
-  std::vector<float> values() const { return value.to_host(); }
+  const std::vector<float> values() const { return value.to_host(); }
   void set_values(const std::vector<float>& v) {
     value.upload(v, name);
     ++version;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "fp8lm/error.h"
 #include "kernels/traffic.h"
 #include "nn/fusion.h"
 
@@ -56,28 +57,91 @@ struct AdamWStep {
   }
 };
 
+Backend& backend_of(const ParameterList& params) {
+  return params.empty() ? cpu_backend() : params.front()->value.backend();
+}
+
 }  // namespace
 
-AdamW::AdamW(ParameterList params, AdamWConfig cfg) : params_(std::move(params)), cfg_(cfg) {
+AdamW::AdamW(ParameterList params, AdamWConfig cfg)
+    : params_(std::move(params)), cfg_(cfg), be_(backend_of(params_)) {
   for (Parameter* p : params_) {
-    m_.emplace_back(p->value.size(), 0.0f);
-    v_.emplace_back(p->value.size(), 0.0f);
+    m_.emplace_back(be_, p->value.size());
+    v_.emplace_back(be_, p->value.size());
+    m_.back().zero();
+    v_.back().zero();
   }
   for_each_chunk(params_, [&](size_t i, int64_t b, int64_t e) {
     chunks_.push_back({params_[i], i, b, e});
     numel_ += e - b;
   });
+  if (be_.host_memory()) return;
+  // A device: the multi-tensor table, FP32 gradients only (no BF16 gradient path there).
+  std::vector<AdamWTensor> table;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = *params_[i];
+    if (p.numel() == 0) continue;
+    if (p.bf16_grad())
+      throw Error(p.name + ": BF16 gradients have no " + be_.name() + " optimizer");
+    AdamWTensor t;
+    t.param = p.value.data();
+    t.grad = p.grad.data();
+    t.m = m_[i].data();
+    t.v = v_[i].data();
+    t.n = p.numel();
+    t.decay = p.decay ? cfg_.weight_decay : 0.0f;
+    table.push_back(t);
+  }
+  table_.resize(table.size());
+  table_.upload(table, "optimizer table");
+  norm_clip_.resize(2);
+}
+
+void AdamW::set_moments(size_t i, const std::vector<float>& m, const std::vector<float>& v) {
+  m_[i].upload(m, "adamw.m." + params_[i]->name);
+  v_[i].upload(v, "adamw.v." + params_[i]->name);
+}
+
+AdamWHyper AdamW::hyper(float lr) const {
+  AdamWHyper h;
+  h.lr = lr;
+  h.beta1 = cfg_.beta1;
+  h.beta2 = cfg_.beta2;
+  h.eps = cfg_.eps;
+  h.bc1 = 1.0f - std::pow(cfg_.beta1, static_cast<float>(t_));
+  h.bc2 = 1.0f - std::pow(cfg_.beta2, static_cast<float>(t_));
+  return h;
+}
+
+float AdamW::clip_and_step(float lr, float max_norm) {
+  if (be_.host_memory()) {
+    const float norm = grad_norm(params_);
+    step(lr, clip_factor(norm, max_norm));
+    return norm;
+  }
+  const int n = static_cast<int>(table_.size());
+  be_.grad_norm(norm_clip_.data(), norm_clip_.data() + 1, max_norm, table_.data(), n, numel_);
+  ++t_;
+  be_.adamw_step(table_.data(), n, numel_, hyper(lr), norm_clip_.data() + 1);
+  for (Parameter* p : params_) ++p->version;
+  return norm_clip_.to_host()[0];
 }
 
 void AdamW::step(float lr, float grad_scale) {
   ++t_;
+  if (!be_.host_memory()) {
+    BackendBuffer<float> scale(be_, std::vector<float>{grad_scale});
+    be_.adamw_step(table_.data(), static_cast<int>(table_.size()), numel_, hyper(lr), scale.data());
+    for (Parameter* p : params_) ++p->version;
+    return;
+  }
   const AdamWStep update{lr, 1.0f - std::pow(cfg_.beta1, static_cast<float>(t_)),
                          1.0f - std::pow(cfg_.beta2, static_cast<float>(t_)), grad_scale, cfg_};
   count_traffic(numel_ * 28);  // w, m, v read and written; g read
   const auto run = [&](const Chunk& c) {
     Parameter& p = *c.p;
-    float* m = m_[c.index].data() + c.begin;
-    float* v = v_[c.index].data() + c.begin;
+    float* m = m_[c.index].host().data() + c.begin;
+    float* v = v_[c.index].host().data() + c.begin;
     const float decay = p.decay ? cfg_.weight_decay : 0.0f;
     if (p.bf16_grad()) {
       update(p.value.host().data() + c.begin, p.grad16.host().data() + c.begin, m, v,
@@ -104,6 +168,10 @@ void AdamW::step(float lr, float grad_scale) {
 }
 
 void AdamW::zero_grad() {
+  if (!be_.host_memory()) {
+    for (Parameter* p : params_) p->grad.zero();
+    return;
+  }
   const auto n = static_cast<int64_t>(chunks_.size());
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k) {

@@ -1,6 +1,9 @@
 #pragma once
 // AdamW on FP32 master weights with FP32 moments; weight decay only on parameters marked to
-// decay (matrices). Gradient clipping by global norm. Deterministic: fixed loop orders.
+// decay (matrices). Gradient clipping by global norm. Deterministic: fixed loop orders. The
+// moments live with the parameters, in their backend's memory: on the host the update runs
+// here (chunked over threads); on a device it is the backend's multi-tensor ops, which give
+// the same bits.
 #include <vector>
 
 #include "nn/parameter.h"
@@ -22,23 +25,28 @@ class AdamW {
   // parallel pass over fixed chunks of all parameters; unfused (--no-fusion): one pass per
   // parameter. Both compute the same bits.
   void step(float lr, float grad_scale = 1.0f);
+  // The global gradient norm, then one step with the gradients clipped to max_norm folded in
+  // (on a device without a host round trip for the factor); returns the norm.
+  float clip_and_step(float lr, float max_norm);
   void zero_grad();
   int64_t steps() const { return t_; }
   const ParameterList& parameters() const { return params_; }
-  std::vector<float>& first_moment(size_t i) { return m_[i]; }
-  std::vector<float>& second_moment(size_t i) { return v_[i]; }
-  const std::vector<float>& first_moment(size_t i) const { return m_[i]; }
-  const std::vector<float>& second_moment(size_t i) const { return v_[i]; }
-  // Every parameter's, in parameters() order (what a device copy of the optimizer moves).
-  std::vector<std::vector<float>>& first_moments() { return m_; }
-  std::vector<std::vector<float>>& second_moments() { return v_; }
+  // Parameter i's moments as host copies, and replacing them (Error unless numel() each).
+  const std::vector<float> first_moment(size_t i) const { return m_[i].to_host(); }
+  const std::vector<float> second_moment(size_t i) const { return v_[i].to_host(); }
+  void set_moments(size_t i, const std::vector<float>& m, const std::vector<float>& v);
   void set_steps(int64_t t) { t_ = t; }
 
  private:
+  AdamWHyper hyper(float lr) const;
   ParameterList params_;
   AdamWConfig cfg_;
-  std::vector<std::vector<float>> m_, v_;
+  Backend& be_;  // the parameters'
+  std::vector<BackendBuffer<float>> m_, v_;
   int64_t t_ = 0;
+  // A device's: the tensor table and the norm and clipping factor, in its memory.
+  BackendBuffer<AdamWTensor> table_{be_};
+  BackendBuffer<float> norm_clip_{be_};
   struct Chunk {  // a piece of one parameter: the fused step's unit of work
     Parameter* p;
     size_t index;  // into m_ and v_

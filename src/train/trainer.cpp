@@ -83,12 +83,6 @@ double weighted_mean_loss(const std::vector<Batch>& batches, BatchLoss loss) {
 }
 }  // namespace
 
-double mean_loss(CudaGPT& model, const std::vector<Batch>& batches) {
-  return weighted_mean_loss(batches, [&](const Batch& b) {
-    return model.loss(b.tokens.data(), b.targets.data(), b.B, b.T);
-  });
-}
-
 double mean_loss(GPT& model, const std::vector<Batch>& batches) {
   return weighted_mean_loss(batches, [&](const Batch& b) {
     return model.forward(b.tokens.data(), b.targets.data(), b.B, b.T);
@@ -131,7 +125,7 @@ constexpr const char* kNoFusionOnGpu =
 }  // namespace
 
 void Trainer::set_fusion(bool on) {
-  if (gpu_ && !on) throw Error(kNoFusionOnGpu);
+  if (device_.cuda && !on) throw Error(kNoFusionOnGpu);
   cfg_.fusion = on;
 }
 
@@ -143,79 +137,42 @@ void Trainer::use_device(const DeviceSpec& spec) {
     throw Error("--fp8-weights needs --precision fp8");
   }
   if (device.cuda && !cfg_.fusion) throw Error(kNoFusionOnGpu);
-  if (device.cuda && precision.precision == Precision::Fp8 &&
-      (cfg_.batch_size * cfg_.model.seq_len) % 16 != 0) {
-    throw Error(fmt::format(
-        "--batch-size {} x --seq-len {} must be a multiple of 16 for FP8 GEMMs on the GPU",
-        cfg_.batch_size, cfg_.model.seq_len));
-  }
-  sync_host();
-  std::unique_ptr<CudaGPT> gpu;
-  if (device.cuda) {
-    gpu = std::make_unique<CudaGPT>(*model_, cuda_gpt_options(cfg_, device, precision.precision));
-    gpu->upload_moments(opt_->first_moments(), opt_->second_moments());
-  }
-  gpu_ = std::move(gpu);
+  Backend& backend = backend_for(device);
+  if (&backend != &model_->backend()) move_to(backend);
   device_ = device;
   precision_ = precision;
 }
 
-CudaGptOptions cuda_gpt_options(const TrainConfig& cfg, const DeviceChoice& device,
-                                Precision precision) {
-  CudaGptOptions o;
-  o.device = device.index;
-  o.mode = gemm_mode(precision);
-  o.recipe = cfg.recipe;
-  o.fp8_weights = cfg.fp8_weights;
-  o.weight_decay = cfg.weight_decay;
-  return o;
+void Trainer::move_to(Backend& backend) {
+  std::unique_ptr<GPT> moved = model_->to(backend);
+  // BF16 gradients (--fp8-weights) are the host optimizer's; a device keeps FP32 ones.
+  if (cfg_.fp8_weights && backend.host_memory()) {
+    for (Linear* l : moved->linears()) l->weight().keep_grad_in_bf16();
+  }
+  auto opt =
+      std::make_unique<AdamW>(moved->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay});
+  for (size_t i = 0; i < opt_->parameters().size(); ++i)
+    opt->set_moments(i, opt_->first_moment(i), opt_->second_moment(i));
+  opt->set_steps(opt_->steps());
+  model_ = std::move(moved);
+  opt_ = std::move(opt);
+  refresh_fp8_weights();
 }
 
 InferenceModel::InferenceModel(GPT& model, const TrainConfig& cfg, const DeviceSpec& device)
-    : model_(model),
-      device_(resolve_device(device)),
+    : device_(resolve_device(device)),
       precision_(resolve_precision(cfg.precision, device_)),
-      scope_(precision_.precision, cfg.recipe) {
-  if (device_.cuda) {
-    gpu_ = std::make_unique<CudaGPT>(model, cuda_gpt_options(cfg, device_, precision_.precision));
-  }
-}
+      scope_(precision_.precision, cfg.recipe),
+      copy_(&backend_for(device_) == &model.backend() ? nullptr : model.to(backend_for(device_))),
+      model_(copy_ ? *copy_ : model) {}
 
 std::vector<int32_t> InferenceModel::generate(const int32_t* prompts, int64_t B, int64_t P,
                                               int64_t n_new) {
-  return gpu_ ? gpu_->generate(prompts, B, P, n_new) : model_.generate(prompts, B, P, n_new);
+  return model_.generate(prompts, B, P, n_new);
 }
 
 double InferenceModel::mean_loss(const std::vector<Batch>& batches) {
-  return gpu_ ? fp8lm::mean_loss(*gpu_, batches) : fp8lm::mean_loss(model_, batches);
-}
-
-void Trainer::sync_host() {
-  if (!gpu_ || !host_stale_) return;
-  gpu_->download();
-  gpu_->download_moments(opt_->first_moments(), opt_->second_moments());
-  host_stale_ = false;
-}
-
-GPT& Trainer::model() {
-  sync_host();
-  return *model_;
-}
-
-AdamW& Trainer::optimizer() {
-  sync_host();
-  return *opt_;
-}
-
-GPT& Trainer::model_fp8_state() {
-  if (gpu_ && host_stale_) gpu_->download_fp8_state();
-  return *model_;
-}
-
-std::unique_ptr<GPT> Trainer::release_model() {
-  sync_host();
-  gpu_.reset();
-  return std::move(model_);
+  return fp8lm::mean_loss(model_, batches);
 }
 
 Trainer::~Trainer() = default;
@@ -226,13 +183,6 @@ StepStats Trainer::train_step() {
   const Batch batch = stride_ ? stride_->next(B, T) : text_->next_train(B, T);
   const float lr =
       learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
-  if (gpu_) {
-    const CudaGPT::StepResult r = gpu_->train_step(batch.tokens.data(), batch.targets.data(), B, T,
-                                                   lr, cfg_.grad_clip, opt_->steps() + 1);
-    opt_->set_steps(opt_->steps() + 1);
-    host_stale_ = true;
-    return finish_step(start, r.loss, lr, r.grad_norm);
-  }
   const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
   const FusionScope fusion(cfg_.fusion);
   opt_->zero_grad();
@@ -244,8 +194,7 @@ StepStats Trainer::train_step() {
   model_->backward();
   float norm;
   if (cfg_.fusion) {  // clipping folded into the one fused AdamW pass
-    norm = grad_norm(opt_->parameters());
-    opt_->step(lr, clip_factor(norm, cfg_.grad_clip));
+    norm = opt_->clip_and_step(lr, cfg_.grad_clip);
   } else {
     norm = clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
     opt_->step(lr);
@@ -281,7 +230,6 @@ double Trainer::validation_loss(int64_t batches) {
   const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
   const std::vector<Batch> held_out =
       stride_ ? stride_held_out_batches(cfg_, batches) : text_->validation(B, T, batches);
-  if (gpu_) return mean_loss(*gpu_, held_out);
   const std::vector<Fp8Meta> saved = model_->fp8_state();
   double loss;
   {
@@ -326,15 +274,13 @@ TrainResult Trainer::finish() {
   if (!cfg_.evaluate) return result;
   const InferenceScope scope(precision_.precision, cfg_.recipe);
   const GenerateFn generate = [&](const int32_t* p, int64_t b, int64_t P, int64_t n) {
-    if (!gpu_) return model_->generate(p, b, P, n);
-    host_stale_ = true;  // the forward scales update after generating, as on the CPU
-    return gpu_->generate(p, b, P, n);
+    return model_->generate(p, b, P, n);
   };
   if (stride_) {
     result.stride_accuracy = stride_accuracy(generate, cfg_);
   } else {
     const auto val = text_->validation(B, T, 8);
-    result.val_loss = static_cast<float>(gpu_ ? mean_loss(*gpu_, val) : mean_loss(*model_, val));
+    result.val_loss = static_cast<float>(mean_loss(*model_, val));
     const int64_t P = std::min<int64_t>(16, T / 2);
     std::vector<int32_t> prompt(text_->bytes().begin() + text_->train_size(),
                                 text_->bytes().begin() + text_->train_size() + P);

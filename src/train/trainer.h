@@ -8,7 +8,6 @@
 #include "fp8lm/train_config.h"
 
 #include "core/precision.h"
-#include "gpu/cuda_gpt.h"
 #include "kernels/device.h"
 #include "nn/gpt.h"
 #include "train/data.h"
@@ -45,17 +44,15 @@ class Trainer {
   // false: the unfused twins, CPU kernels only (an Error on a GPU).
   void set_fusion(bool on);
   const PrecisionChoice& precision() const { return precision_; }
-  // Moves training to a device: on a GPU the model, optimizer state and FP8 state are uploaded
-  // from the host objects, which then mirror the device's (model() and optimizer() bring them
-  // up to date). Called by the constructor with cfg.device, and again after a restore.
+  // Moves training to a device: the model (weights, FP8 state) and the optimizer's moments are
+  // copied onto its backend. Called by the constructor with cfg.device, and again to resume a
+  // run on another device.
   void use_device(const DeviceSpec& spec);
   const DeviceChoice& device() const { return device_; }
-  // The host model and optimizer, current with the device's state.
-  GPT& model();
-  AdamW& optimizer();
-  // Only the FP8 scaling state made current (metrics): no weight copy from the device.
-  GPT& model_fp8_state();
-  std::unique_ptr<GPT> release_model();
+  // The model and optimizer, on the device's backend.
+  GPT& model() { return *model_; }
+  AdamW& optimizer() { return *opt_; }
+  std::unique_ptr<GPT> release_model() { return std::move(model_); }
   int64_t steps_done() const { return step_; }
   double seconds() const { return seconds_; }
   const std::vector<float>& losses() const { return losses_; }
@@ -76,9 +73,7 @@ class Trainer {
   std::unique_ptr<GPT> model_;
   std::unique_ptr<AdamW> opt_;
   DeviceChoice device_;
-  std::unique_ptr<CudaGPT> gpu_;
-  bool host_stale_ = false;  // the device ran steps the host objects have not seen
-  void sync_host();
+  void move_to(Backend& backend);
   StepStats finish_step(std::chrono::steady_clock::time_point start, float loss, float lr,
                         float norm);
   int64_t step_ = 0;
@@ -97,7 +92,6 @@ double stride_accuracy(const GenerateFn& generate, const TrainConfig& cfg);
 std::vector<Batch> stride_held_out_batches(const TrainConfig& cfg, int64_t batches);
 // Mean loss over batches (no gradients kept).
 double mean_loss(GPT& model, const std::vector<Batch>& batches);
-double mean_loss(CudaGPT& model, const std::vector<Batch>& batches);
 // The precision scopes a trained model's forward runs in (FP8 autocast and GEMM precision).
 struct InferenceScope {
   InferenceScope(Precision p, const Fp8Recipe& recipe);
@@ -105,14 +99,11 @@ struct InferenceScope {
   Autocast autocast;
 };
 
-// The GPU model's settings for a run's config on a device at a resolved precision.
-CudaGptOptions cuda_gpt_options(const TrainConfig& cfg, const DeviceChoice& device,
-                                Precision precision);
-
-// A trained model for generation and held-out loss on a device: on a GPU through a CudaGPT
-// built from it, else the host model under the precision's scopes.
+// A trained model for generation and held-out loss on a device (a copy of it on the device's
+// backend when that is not the model's own), under the precision's scopes.
 class InferenceModel {
  public:
+  // On a GPU, a copy of the model on its backend.
   InferenceModel(GPT& model, const TrainConfig& cfg, const DeviceSpec& device);
   std::vector<int32_t> generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new);
   double mean_loss(const std::vector<Batch>& batches);
@@ -120,11 +111,11 @@ class InferenceModel {
   const PrecisionChoice& precision() const { return precision_; }
 
  private:
-  GPT& model_;
   DeviceChoice device_;
   PrecisionChoice precision_;
   InferenceScope scope_;
-  std::unique_ptr<CudaGPT> gpu_;
+  std::unique_ptr<GPT> copy_;  // the model on the device's backend, when that is not its own
+  GPT& model_;
 };
 
 // Trains to the end; the model is returned through *model_out when given.

@@ -16,6 +16,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/loss_embedding.h"
 #include "kernels/cuda/norms.h"
+#include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/scaling.h"
 #include "kernels/loss.h"
@@ -150,6 +151,15 @@ class CudaBackend final : public Backend {
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* lse, int64_t B, int64_t T, int64_t C, int64_t H) override {
     cuda::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, stream_);
+  }
+
+  void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
+                 int64_t total) override {
+    cuda::grad_norm(norm, clip, max_norm, table, n, total, stream_);
+  }
+  void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
+                  const float* grad_scale) override {
+    cuda::adamw_step(table, n, total, h, grad_scale, stream_);
   }
 
   void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,

@@ -12,23 +12,8 @@
 
 namespace fp8lm::cuda {
 
-// One parameter, all device pointers. The table of these lives on the device.
-struct AdamWTensor {
-  float* param = nullptr;
-  const float* grad = nullptr;
-  float* m = nullptr;
-  float* v = nullptr;
-  int64_t n = 0;
-  float decay = 0.0f;  // the weight decay applied to this tensor (0: none)
-  // data != nullptr: after the update, codes = cast(param * *scale), amax recorded: the FP8
-  // weight of --fp8-weights, with its slot's scale.
-  Fp8Out requant;
-};
-
-struct AdamWHyper {
-  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
-  float bc1 = 1, bc2 = 1;  // 1 - beta^t, computed on the host as train/adamw.cpp does
-};
+using fp8lm::AdamWHyper;  // kernels/tensor.h
+using fp8lm::AdamWTensor;
 
 // *norm = sqrt(sum of squares of every grad), overwritten; partial sums in double over fixed
 // chunks, added in a fixed order (the same bits every run). *clip (optional) = max_norm /
