@@ -12,6 +12,7 @@
 #include "fp8/quantize.h"
 #include "fp8/scaling.h"
 #include "fp8lm/error.h"
+#include "nn/scaling_store.h"
 
 namespace fp8lm {
 namespace {
@@ -136,14 +137,13 @@ TEST(DelayedScaling, ScriptedSequencesMatchTheWindowModel) {
                                  .amax_history_len = len,
                                  .amax_compute_algo = algo};
           Fp8Meta meta(r);
-          Fp8Meta* metas[] = {&meta};
           // The backward grad_output slot: E5M2 under HYBRID, E4M3 under E4M3.
           ScalingState& slot = meta[Slot::GradOutput];
           WindowModel model{len, {}};
           const float max_value = fp8_max(slot.format);
           for (size_t step = 0; step < amaxes.size(); ++step) {
             slot.record_amax(amaxes[step]);
-            update_delayed_scaling(metas, Direction::Backward, r);
+            for (ScalingState& st : meta.slots(Direction::Backward)) update_delayed_scaling(st, r);
             model.update(amaxes[step], r, max_value);
             const auto where = testing::Message()
                                << "len " << len << " algo " << amax_compute_algo_name(algo)
@@ -161,30 +161,36 @@ TEST(DelayedScaling, ScriptedSequencesMatchTheWindowModel) {
   }
 }
 
+// The model's scaling store (nn/scaling_store.h) hands one direction's newest amaxes to the
+// reducer in slot order, then updates from the reduced values.
 TEST(DelayedScaling, AmaxesAreReducedAcrossProcessesBeforeTheUpdate) {
   const DelayedScaling r{.format = Format::Hybrid, .amax_history_len = 2};
-  Fp8Meta a(r), b(r);
-  a[Slot::Input].record_amax(1.0f);
-  b[Slot::Weight].record_amax(2.0f);
-  Fp8Meta* metas[] = {&a, &b};
+  ScalingStore store(cpu_backend(), 2, r);
+  const auto record = [&](int gemm, Slot s, float amax) {
+    Fp8Meta m = store.meta(gemm);
+    m[s].record_amax(amax);
+    store.set_meta(gemm, m);
+  };
+  record(0, Slot::Input, 1.0f);
+  record(1, Slot::Weight, 2.0f);
   int calls = 0;
-  // Another rank saw 4 for a's input and 0.5 for b's weight.
+  // Another rank saw 4 for GEMM 0's input and 0.5 for GEMM 1's weight.
   const AmaxReducer remote = [&](std::span<float> amaxes) {
     ++calls;
     ASSERT_EQ(amaxes.size(), 6u);  // 3 forward slots per GEMM
     const float other[] = {4.0f, 0, 0, 0, 0.5f, 0};
     for (size_t i = 0; i < amaxes.size(); ++i) amaxes[i] = std::max(amaxes[i], other[i]);
   };
-  update_delayed_scaling(metas, Direction::Forward, r, remote);
+  store.update(Direction::Forward, r, remote);
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(a[Slot::Input].scale, 112.0f);   // 448 / 4
-  EXPECT_EQ(b[Slot::Weight].scale, 224.0f);  // 448 / 2
+  EXPECT_EQ(store.meta(0)[Slot::Input].scale, 112.0f);   // 448 / 4
+  EXPECT_EQ(store.meta(1)[Slot::Weight].scale, 224.0f);  // 448 / 2
   DelayedScaling local = r;
   local.reduce_amax = false;
-  a[Slot::Input].record_amax(1.0f);
-  update_delayed_scaling(metas, Direction::Forward, local, remote);
+  record(0, Slot::Input, 1.0f);
+  store.update(Direction::Forward, local, remote);
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(a[Slot::Input].scale, 112.0f);  // window still holds the reduced 4
+  EXPECT_EQ(store.meta(0)[Slot::Input].scale, 112.0f);  // window still holds the reduced 4
 }
 
 TEST(Fp8Meta, SlotFormatsFollowTheRecipe) {
@@ -254,12 +260,12 @@ TEST(DelayedScaling, OfOneGemmInputAsATeUserReadsIt) {
   const fp8lm::DelayedScaling recipe{.format = fp8lm::Format::Hybrid, .amax_history_len = 16};
   recipe.validate();
   fp8lm::Fp8Meta meta(recipe);
-  fp8lm::Fp8Meta* metas[] = {&meta};
   std::vector<float> x = {0.5f, -1.0f, 2.0f, 0.25f};
   std::vector<uint8_t> q(x.size());
   for (int step = 0; step < 3; ++step) {
     meta[fp8lm::Slot::Input].cast(q.data(), x.data(), static_cast<int64_t>(x.size()));
-    fp8lm::update_delayed_scaling(metas, fp8lm::Direction::Forward, recipe);
+    for (fp8lm::ScalingState& st : meta.slots(fp8lm::Direction::Forward))
+      fp8lm::update_delayed_scaling(st, recipe);
   }
   const fp8lm::ScalingState& input = meta[fp8lm::Slot::Input];
   EXPECT_EQ(input.scale, 224.0f);  // 448 / amax 2

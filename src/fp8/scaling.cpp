@@ -88,29 +88,4 @@ const ScalingState& Fp8Meta::operator[](Slot s) const {
   return const_cast<Fp8Meta&>(*this)[s];
 }
 
-void update_delayed_scaling(std::span<Fp8Meta* const> metas, Direction dir,
-                            const DelayedScaling& recipe, const AmaxReducer& reduce) {
-  if (recipe.reduce_amax && reduce) {
-    std::vector<float> newest;
-    for (Fp8Meta* m : metas)
-      for (const ScalingState& s : m->slots(dir)) newest.push_back(s.amax_history[0]);
-    reduce(newest);
-    size_t i = 0;
-    for (Fp8Meta* m : metas)
-      for (ScalingState& s : m->slots(dir)) s.amax_history[0] = newest[i++];
-  }
-  for (Fp8Meta* m : metas)
-    for (ScalingState& s : m->slots(dir)) update_delayed_scaling(s, recipe);
-}
-
-float cast_with_recipe(ScalingState& slot, const Fp8Recipe& recipe, uint8_t* codes, const float* x,
-                       int64_t n) {
-  if (recipe.kind == ScalingKind::Current) {
-    cast_current_scaling(slot, recipe.current(), codes, x, n);
-  } else {
-    slot.cast(codes, x, n);
-  }
-  return slot.scale_inv;
-}
-
 }  // namespace fp8lm

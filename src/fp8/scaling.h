@@ -68,11 +68,6 @@ void update_delayed_scaling(std::span<float> amax_history, float fp8_max, int ma
 CastStats cast_current_scaling(ScalingState& s, const CurrentScaling& recipe, uint8_t* codes,
                                const float* x, int64_t n);
 
-// Quantizes x into codes through one slot, by the recipe's kind of scaling: delayed (the slot's
-// current scale) or current (this tensor's own amax). Returns the scale_inv to dequantize with.
-float cast_with_recipe(ScalingState& slot, const Fp8Recipe& recipe, uint8_t* codes, const float* x,
-                       int64_t n);
-
 // TE's slot layout per GEMM: forward input, weight, output; backward grad_output, grad_input.
 enum class Slot { Input, Weight, Output, GradOutput, GradInput };
 constexpr Direction slot_direction(Slot s) {
@@ -100,11 +95,5 @@ class Fp8Meta {
 // Max-reduces a buffer of amaxes in place across processes (every rank gets the max).
 // An empty function means one process.
 using AmaxReducer = std::function<void(std::span<float>)>;
-
-// Updates one direction's slots of every GEMM in one go: the newest amaxes are gathered,
-// reduced (when recipe.reduce_amax and a reducer is given), written back, then each slot
-// follows update_delayed_scaling.
-void update_delayed_scaling(std::span<Fp8Meta* const> metas, Direction dir,
-                            const DelayedScaling& recipe, const AmaxReducer& reduce = {});
 
 }  // namespace fp8lm

@@ -50,8 +50,8 @@ ScalingStore& Linear::scaling() {
 }
 
 void Linear::cast_through_slot(Slot s, const Fp8Out& out, const float* x, int64_t n) {
-  // As fp8/scaling.h's cast_with_recipe: delayed scaling casts with the slot's scale; current
-  // scaling first sets it from x's own amax.
+  // Delayed scaling casts with the slot's scale; current scaling first sets it from x's own
+  // amax (fp8/scaling.h's cast_current_scaling).
   if (recipe_.kind == ScalingKind::Current) {
     amax_.zero();
     be_.absmax(amax_.data(), x, n);

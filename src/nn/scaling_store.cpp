@@ -120,13 +120,12 @@ Fp8Meta ScalingStore::meta(int gemm) const {
 }
 
 void ScalingStore::set_meta(int gemm, const Fp8Meta& m) {
-  const auto len = static_cast<int>(m[Slot::Input].amax_history.size());
-  if (len != history_) {
-    DelayedScaling r;
-    r.format = recipe_format_;
-    r.amax_history_len = len;
-    build(r);
-  }
+  // The recipe the meta was made for: its history length, and HYBRID when its backward slots
+  // are E5M2. A store made for another is rebuilt to it first.
+  DelayedScaling r;
+  r.amax_history_len = static_cast<int>(m[Slot::Input].amax_history.size());
+  r.format = m[Slot::GradOutput].format == Fp8Format::E5M2 ? Format::Hybrid : Format::E4M3;
+  conform(r);
   for (Slot s : kSlots) {
     const size_t i = index(gemm, s);
     const ScalingState& st = m[s];

@@ -48,8 +48,8 @@ class ScalingStore {
   // processes first (when the recipe asks and a reducer is given), then the backend's update.
   void update(Direction d, const DelayedScaling& recipe, const AmaxReducer& reduce = {});
 
-  // One GEMM's slots as host copies, and replacing them (a different history length rebuilds
-  // the store to it first).
+  // One GEMM's slots as host copies, and replacing them (a meta made for another recipe,
+  // history length or formats, rebuilds the store to it first).
   Fp8Meta meta(int gemm) const;
   void set_meta(int gemm, const Fp8Meta& m);
 
