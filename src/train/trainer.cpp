@@ -162,9 +162,9 @@ void Trainer::move_to(Backend& backend) {
 InferenceModel::InferenceModel(GPT& model, const TrainConfig& cfg, const DeviceSpec& device)
     : device_(resolve_device(device)),
       precision_(resolve_precision(cfg.precision, device_)),
-      scope_(precision_.precision, cfg.recipe),
       copy_(&backend_for(device_) == &model.backend() ? nullptr : model.to(backend_for(device_))),
-      model_(copy_ ? *copy_ : model) {}
+      model_(copy_ ? *copy_ : model),
+      scope_(precision_.precision, cfg.recipe) {}
 
 std::vector<int32_t> InferenceModel::generate(const int32_t* prompts, int64_t B, int64_t P,
                                               int64_t n_new) {

@@ -113,9 +113,10 @@ class InferenceModel {
  private:
   DeviceChoice device_;
   PrecisionChoice precision_;
-  InferenceScope scope_;
   std::unique_ptr<GPT> copy_;  // the model on the device's backend, when that is not its own
   GPT& model_;
+  // Last, so it closes (updating the FP8 scales of the model it ran) before copy_ goes.
+  InferenceScope scope_;
 };
 
 // Trains to the end; the model is returned through *model_out when given.
