@@ -3,7 +3,6 @@
 // the host: what a module's state and a test's operands live in on any device. Like a
 // std::vector it has a size and a capacity (resize never shrinks the allocation), but new
 // elements are not initialized: zero() them where that matters.
-#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -45,16 +44,16 @@ class BackendBuffer {
   }
 
   // n elements; a larger n than the capacity reallocates, and the old contents are lost (they
-  // are freed first, so peak memory is not doubled).
+  // are freed first, so peak memory is not doubled). An empty buffer holds no memory (data()
+  // is null until it grows).
   void resize(size_t n) {
     n_ = n;
-    if (n <= cap_ && p_) return;
+    if (n <= cap_) return;
     if (p_) be_->release(p_);
     p_ = nullptr;
     cap_ = 0;
-    // At least one element, so every buffer has an address an op can be handed.
-    p_ = static_cast<T*>(be_->allocate(std::max<size_t>(n, 1) * sizeof(T)));
-    cap_ = std::max<size_t>(n, 1);
+    p_ = static_cast<T*>(be_->allocate(n * sizeof(T)));
+    cap_ = n;
   }
   // Frees the memory (a later resize allocates again).
   void clear() {

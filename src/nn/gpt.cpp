@@ -272,8 +272,12 @@ std::vector<int32_t> GPT::generate(const int32_t* prompts, int64_t B, int64_t P,
   // The greedy token of each sequence, from the logits row of its position `row` (rows of
   // `rows_per_sequence`), into out at `step`.
   const auto pick = [&](int64_t rows_per_sequence, int64_t row, int64_t step) {
-    for (int64_t b = 0; b < B; ++b)
-      be_.argmax_rows(best.data() + b, logits_.data() + (b * rows_per_sequence + row) * V, 1, V);
+    if (rows_per_sequence == 1) {  // decode: one row per sequence, contiguous
+      be_.argmax_rows(best.data(), logits_.data(), B, V);
+    } else {
+      for (int64_t b = 0; b < B; ++b)
+        be_.argmax_rows(best.data() + b, logits_.data() + (b * rows_per_sequence + row) * V, 1, V);
+    }
     const std::vector<int32_t> t = best.to_host();
     for (int64_t b = 0; b < B; ++b) out[static_cast<size_t>(b * n_new + step)] = t[b];
   };

@@ -50,11 +50,10 @@ struct Parameter {
         shape(std::move(s)),
         value(backend, static_cast<size_t>(numel())),
         grad(backend, static_cast<size_t>(numel())),
-        grad16(backend, 0),
+        grad16(backend),
         decay(decays) {
     value.zero();
     grad.zero();
-    grad16.clear();
   }
   int64_t numel() const {
     return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());

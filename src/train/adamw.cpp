@@ -129,14 +129,15 @@ float AdamW::clip_and_step(float lr, float max_norm) {
 
 void AdamW::step(float lr, float grad_scale) {
   ++t_;
+  const AdamWHyper h = hyper(lr);
   if (!be_.host_memory()) {
-    BackendBuffer<float> scale(be_, std::vector<float>{grad_scale});
-    be_.adamw_step(table_.data(), static_cast<int>(table_.size()), numel_, hyper(lr), scale.data());
+    be_.upload(norm_clip_.data() + 1, &grad_scale, sizeof(float));  // the clip slot's place
+    be_.adamw_step(table_.data(), static_cast<int>(table_.size()), numel_, h,
+                   norm_clip_.data() + 1);
     for (Parameter* p : params_) ++p->version;
     return;
   }
-  const AdamWStep update{lr, 1.0f - std::pow(cfg_.beta1, static_cast<float>(t_)),
-                         1.0f - std::pow(cfg_.beta2, static_cast<float>(t_)), grad_scale, cfg_};
+  const AdamWStep update{lr, h.bc1, h.bc2, grad_scale, cfg_};
   count_traffic(numel_ * 28);  // w, m, v read and written; g read
   const auto run = [&](const Chunk& c) {
     Parameter& p = *c.p;

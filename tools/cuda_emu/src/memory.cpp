@@ -200,29 +200,31 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
   return emu::detail::copy("cudaMemcpyAsync", dst, src, bytes, kind, stream);
 }
 
-cudaError_t cudaMemcpy2D(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
-                         std::size_t width, std::size_t height, cudaMemcpyKind kind) {
+namespace {
+// A pitched copy as rows of `width` bytes, each checked like a plain copy.
+cudaError_t copy_2d(const char* api, void* dst, std::size_t dpitch, const void* src,
+                    std::size_t spitch, std::size_t width, std::size_t height, cudaMemcpyKind kind,
+                    cudaStream_t stream) {
   if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
   for (std::size_t r = 0; r < height; ++r) {
     const cudaError_t e =
-        emu::detail::copy("cudaMemcpy2D", static_cast<char*>(dst) + r * dpitch,
-                          static_cast<const char*>(src) + r * spitch, width, kind, nullptr);
+        emu::detail::copy(api, static_cast<char*>(dst) + r * dpitch,
+                          static_cast<const char*>(src) + r * spitch, width, kind, stream);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t cudaMemcpy2D(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                         std::size_t width, std::size_t height, cudaMemcpyKind kind) {
+  return copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, nullptr);
 }
 
 cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
                               std::size_t width, std::size_t height, cudaMemcpyKind kind,
                               cudaStream_t stream) {
-  if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
-  for (std::size_t r = 0; r < height; ++r) {
-    const cudaError_t e =
-        emu::detail::copy("cudaMemcpy2DAsync", static_cast<char*>(dst) + r * dpitch,
-                          static_cast<const char*>(src) + r * spitch, width, kind, stream);
-    if (e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
+  return copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream);
 }
 
 cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
