@@ -1,5 +1,5 @@
 // cuBLASLt GEMMs (kernels/cuda/gemm.h) against the CPU GEMMs on identical operands: FP32 for
-// every transpose, alpha, beta and bias; BF16 and FP8 on the same codes; the strided-batched
+// every transpose, alpha and beta; BF16 and FP8 on the same codes; the strided-batched
 // BF16 GEMM of attention against a loop of CPU GEMMs. Also the FP8 misuse that must throw
 // before any device work (those tests need no GPU).
 #include <gtest/gtest.h>
@@ -22,7 +22,6 @@
 namespace fp8lm {
 namespace {
 
-using cuda::GemmOptions;
 using Vec = std::vector<float>;
 
 // |got - want| <= per_unit * mag + 1e-30 everywhere.
@@ -31,11 +30,6 @@ void expect_within(const Vec& got, const Vec& want, const Vec& mag, double per_u
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want[i], per_unit * mag[i] + 1e-30) << what << " at " << i;
-}
-
-void add_bias(Vec& C, int64_t M, int64_t N, const Vec& bias) {
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) C[m * N + n] += bias[n];
 }
 
 std::vector<bf16_t> to_bf16(const Vec& x) {
@@ -54,57 +48,46 @@ struct Shape {
 };
 const Shape kShapes[] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {64, 96, 128}};
 
-TEST(CudaGemm, F32MatchesReferenceForAllTransposesAlphaBetaAndBias) {
+TEST(CudaGemm, F32MatchesReferenceForAllTransposesAlphaAndBeta) {
   FP8LM_REQUIRE_CUDA();
   for (const Shape& s : kShapes) {
     const auto A = test::randn(static_cast<size_t>(s.M * s.K), 1);
     const auto B = test::randn(static_cast<size_t>(s.K * s.N), 2);
     const auto C0 = test::randn(static_cast<size_t>(s.M * s.N), 3);
-    const auto bias = test::randn(static_cast<size_t>(s.N), 4);
-    const auto d_A = to_device(A), d_B = to_device(B), d_bias = to_device(bias);
+    const auto d_A = to_device(A), d_B = to_device(B);
     for (Trans ta : {Trans::N, Trans::T}) {
       for (Trans tb : {Trans::N, Trans::T}) {
         for (float beta : {0.0f, 1.0f}) {
-          for (bool with_bias : {false, true}) {
-            SCOPED_TRACE(testing::Message()
-                         << s.M << "x" << s.N << "x" << s.K << " ta " << (ta == Trans::T) << " tb "
-                         << (tb == Trans::T) << " beta " << beta << " bias " << with_bias);
-            Vec want = C0;
-            cpu::ref::gemm(ta, tb, s.M, s.N, s.K, 0.5f, A.data(), B.data(), beta, want.data());
-            if (with_bias) add_bias(want, s.M, s.N, bias);
-            auto d_C = to_device(C0);
-            GemmOptions options;
-            options.bias = with_bias ? d_bias.data() : nullptr;
-            cuda::gemm(ta, tb, s.M, s.N, s.K, 0.5f, {d_A.data(), DType::F32},
-                       {d_B.data(), DType::F32}, beta, d_C.data(), options, nullptr);
-            const auto got = to_host(d_C.data(), C0.size());
-            // FP32 FMAs in any order and blocking (split-K included) stay within (K + 1) roundings
-            // of 2^-24 of the magnitude; alpha, beta and the bias add three more.
-            const auto mag = test::gemm_magnitudes(ta, tb, s.M, s.N, s.K, 0.5f, A, B, beta, C0,
-                                                   with_bias ? bias.data() : nullptr);
-            expect_within(got, want, mag, (static_cast<double>(s.K) + 4) * 0x1p-24, "f32");
-          }
+          SCOPED_TRACE(testing::Message()
+                       << s.M << "x" << s.N << "x" << s.K << " ta " << (ta == Trans::T) << " tb "
+                       << (tb == Trans::T) << " beta " << beta);
+          Vec want = C0;
+          cpu::ref::gemm(ta, tb, s.M, s.N, s.K, 0.5f, A.data(), B.data(), beta, want.data());
+          auto d_C = to_device(C0);
+          cuda::gemm(ta, tb, s.M, s.N, s.K, 0.5f, {d_A.data(), DType::F32},
+                     {d_B.data(), DType::F32}, beta, d_C.data(), nullptr);
+          const auto got = to_host(d_C.data(), C0.size());
+          // FP32 FMAs in any order and blocking (split-K included) stay within (K + 1) roundings
+          // of 2^-24 of the magnitude; alpha and beta add two more (one allowed spare).
+          const auto mag =
+              test::gemm_magnitudes(ta, tb, s.M, s.N, s.K, 0.5f, A, B, beta, C0, nullptr);
+          expect_within(got, want, mag, (static_cast<double>(s.K) + 4) * 0x1p-24, "f32");
         }
       }
     }
   }
 }
 
-TEST(CudaGemm, F32WithKZeroIsBetaCPlusBias) {
+TEST(CudaGemm, F32WithKZeroIsBetaC) {
   FP8LM_REQUIRE_CUDA();
   const int64_t M = 3, N = 5;
   const auto C0 = test::randn(M * N, 5);
-  const auto bias = test::randn(N, 6);
   auto d_C = to_device(C0);
-  const auto d_bias = to_device(bias);
-  GemmOptions options;
-  options.bias = d_bias.data();
   const float dummy = 0;
   cuda::gemm(Trans::N, Trans::N, M, N, 0, 1.0f, {&dummy, DType::F32}, {&dummy, DType::F32}, 2.0f,
-             d_C.data(), options, nullptr);
+             d_C.data(), nullptr);
   Vec want = C0;
   for (auto& v : want) v *= 2.0f;
-  add_bias(want, M, N, bias);
   EXPECT_TRUE(test::same_bits(to_host(d_C.data(), C0.size()), want));
 }
 
@@ -124,7 +107,7 @@ TEST(CudaGemm, Bf16MatchesCpuOnTheSameCodes) {
         cpu::gemm_bf16(ta, tb, s.M, s.N, s.K, 2.0f, a16.data(), b16.data(), 1.0f, want.data());
         auto d_C = to_device(C0);
         cuda::gemm(ta, tb, s.M, s.N, s.K, 2.0f, {d_A.data(), DType::BF16},
-                   {d_B.data(), DType::BF16}, 1.0f, d_C.data(), {}, nullptr);
+                   {d_B.data(), DType::BF16}, 1.0f, d_C.data(), nullptr);
         // Products of BF16 values are exact in FP32; only the sums differ. Tensor cores may
         // truncate instead of round in their adders (Fasi et al. 2021), so each side is within
         // (K + 4) * 2^-23 of the magnitude from the exact result, twice that from each other.
@@ -148,27 +131,19 @@ const Fp8Case kFp8Cases[] = {{Fp8Format::E4M3, Fp8Format::E4M3},
 
 Vec run_gpu_fp8(int64_t M, int64_t N, int64_t K, const std::vector<uint8_t>& qa, Fp8Format fa,
                 float sa_inv, const std::vector<uint8_t>& qb, Fp8Format fb, float sb_inv,
-                float beta, const Vec& C0, const Vec* bias, bool fast_accum) {
+                float beta, const Vec& C0) {
   const auto d_A = to_device(qa), d_B = to_device(qb);
   const auto d_sa = to_device(Vec{sa_inv}), d_sb = to_device(Vec{sb_inv});
   auto d_C = to_device(C0);
-  DeviceBuffer<float> d_bias;
-  GemmOptions options;
-  options.fast_accum = fast_accum;
-  if (bias) {
-    d_bias = to_device(*bias);
-    options.bias = d_bias.data();
-  }
   cuda::gemm(Trans::N, Trans::T, M, N, K, 1.0f, {d_A.data(), fp8_dtype(fa), d_sa.data()},
-             {d_B.data(), fp8_dtype(fb), d_sb.data()}, beta, d_C.data(), options, nullptr);
+             {d_B.data(), fp8_dtype(fb), d_sb.data()}, beta, d_C.data(), nullptr);
   return to_host(d_C.data(), C0.size());
 }
 
 // Operand values from {0, ±0.5, ±1, ±1.5, ±2}: with K = 64 every partial sum is a multiple of
 // 0.25 below 2^8 in magnitude, exact in any accumulator of 11 or more bits (Hopper's FP8 tensor
-// cores keep about 14), and the power-of-two scale_invs, beta * C0 and the BF16-exact bias add
-// no rounding either. So every summation order gives the same values (the sign of a zero
-// aside).
+// cores keep about 14), and the power-of-two scale_invs and beta * C0 add no rounding either. So
+// every summation order gives the same values (the sign of a zero aside).
 TEST(CudaGemm, Fp8OnExactlySummableCodesEqualsCpuExactly) {
   FP8LM_REQUIRE_CUDA_FP8();
   const int64_t M = 32, N = 48, K = 64;
@@ -182,7 +157,7 @@ TEST(CudaGemm, Fp8OnExactlySummableCodesEqualsCpuExactly) {
     }
     return v;
   };
-  const Vec C0 = pick(static_cast<size_t>(M * N), 21), bias = pick(static_cast<size_t>(N), 22);
+  const Vec C0 = pick(static_cast<size_t>(M * N), 21);
   for (const Fp8Case& c : kFp8Cases) {
     const Vec X = pick(static_cast<size_t>(M * K), 23), W = pick(static_cast<size_t>(N * K), 24);
     std::vector<uint8_t> qa(X.size()), qb(W.size());
@@ -190,20 +165,13 @@ TEST(CudaGemm, Fp8OnExactlySummableCodesEqualsCpuExactly) {
     quantize(qb.data(), W.data(), static_cast<int64_t>(W.size()), 1.0f, c.fb);
     const float sa_inv = 0.5f, sb_inv = 4.0f;
     for (float beta : {0.0f, 1.0f}) {
-      for (bool with_bias : {false, true}) {
-        for (bool fast_accum : {false, true}) {
-          SCOPED_TRACE(testing::Message()
-                       << fp8_format_name(c.fa) << " x " << fp8_format_name(c.fb) << " beta "
-                       << beta << " bias " << with_bias << " fast_accum " << fast_accum);
-          Vec want = C0;
-          cpu::gemm_fp8(Trans::N, Trans::T, M, N, K, sa_inv * sb_inv, qa.data(), c.fa, qb.data(),
-                        c.fb, beta, want.data());
-          if (with_bias) add_bias(want, M, N, bias);
-          const Vec got = run_gpu_fp8(M, N, K, qa, c.fa, sa_inv, qb, c.fb, sb_inv, beta, C0,
-                                      with_bias ? &bias : nullptr, fast_accum);
-          test::expect_close(got, want, 0.0f, 0.0f, "fp8 exact");
-        }
-      }
+      SCOPED_TRACE(testing::Message()
+                   << fp8_format_name(c.fa) << " x " << fp8_format_name(c.fb) << " beta " << beta);
+      Vec want = C0;
+      cpu::gemm_fp8(Trans::N, Trans::T, M, N, K, sa_inv * sb_inv, qa.data(), c.fa, qb.data(), c.fb,
+                    beta, want.data());
+      const Vec got = run_gpu_fp8(M, N, K, qa, c.fa, sa_inv, qb, c.fb, sb_inv, beta, C0);
+      test::expect_close(got, want, 0.0f, 0.0f, "fp8 exact");
     }
   }
 }
@@ -215,7 +183,6 @@ TEST(CudaGemm, Fp8MatchesCpuOnRandomCodes) {
       const Vec X = test::randn(static_cast<size_t>(s.M * s.K), 31);
       const Vec W = test::randn(static_cast<size_t>(s.N * s.K), 32, 0.05f);
       const Vec C0 = test::randn(static_cast<size_t>(s.M * s.N), 33);
-      const Vec bias = test::randn(static_cast<size_t>(s.N), 34);
       // Scales that are not powers of two, so the scale_invs really scale the mantissas.
       const float sa = 37.0f, sb = 1300.0f;
       std::vector<uint8_t> qa(X.size()), qb(W.size());
@@ -225,34 +192,20 @@ TEST(CudaGemm, Fp8MatchesCpuOnRandomCodes) {
       dequantize(A.data(), qa.data(), static_cast<int64_t>(A.size()), 1.0f, c.fa);
       dequantize(B.data(), qb.data(), static_cast<int64_t>(B.size()), 1.0f, c.fb);
       const float alpha = (1.0f / sa) * (1.0f / sb);
-      for (bool fast_accum : {false, true}) {
-        for (bool with_bias : {false, true}) {
-          SCOPED_TRACE(testing::Message() << s.M << "x" << s.N << "x" << s.K << " "
-                                          << fp8_format_name(c.fa) << " x " << fp8_format_name(c.fb)
-                                          << " fast_accum " << fast_accum << " bias " << with_bias);
-          Vec want = C0;
-          cpu::gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, alpha, qa.data(), c.fa, qb.data(), c.fb,
-                        1.0f, want.data());
-          if (with_bias) add_bias(want, s.M, s.N, bias);
-          const Vec got = run_gpu_fp8(s.M, s.N, s.K, qa, c.fa, 1.0f / sa, qb, c.fb, 1.0f / sb, 1.0f,
-                                      C0, with_bias ? &bias : nullptr, fast_accum);
-          // The products are exact; the sums are not. The CPU adds in FP32; Hopper's FP8 tensor
-          // cores keep about 14 bits in their accumulator (DeepSeek-V3 report, 3.3.2), which
-          // fast accumulation uses for the whole sum: up to 2^-13 of the magnitude per addition,
-          // K additions, plus a few roundings of scale_inv, alpha and beta. The BF16 bias the
-          // FP8 epilogue takes is within 2^-9 of the FP32 one (2^-8 allowed).
-          const Vec mag = test::gemm_magnitudes(Trans::N, Trans::T, s.M, s.N, s.K, alpha, A, B,
-                                                1.0f, C0, nullptr);
-          Vec tol_mag = mag;
-          const double unit = (static_cast<double>(s.K) + 4) * 0x1p-13;
-          if (with_bias) {
-            for (int64_t m = 0; m < s.M; ++m)
-              for (int64_t n = 0; n < s.N; ++n)
-                tol_mag[m * s.N + n] += static_cast<float>(std::fabs(bias[n]) * 0x1p-8 / unit);
-          }
-          expect_within(got, want, tol_mag, unit, "fp8");
-        }
-      }
+      SCOPED_TRACE(testing::Message() << s.M << "x" << s.N << "x" << s.K << " "
+                                      << fp8_format_name(c.fa) << " x " << fp8_format_name(c.fb));
+      Vec want = C0;
+      cpu::gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, alpha, qa.data(), c.fa, qb.data(), c.fb,
+                    1.0f, want.data());
+      const Vec got =
+          run_gpu_fp8(s.M, s.N, s.K, qa, c.fa, 1.0f / sa, qb, c.fb, 1.0f / sb, 1.0f, C0);
+      // The products are exact; the sums are not. The CPU adds in FP32; Hopper's FP8 tensor
+      // cores keep about 14 bits in their accumulator between promotions to FP32 (DeepSeek-V3
+      // report, 3.3.2): up to 2^-13 of the magnitude per addition, K additions, plus a few
+      // roundings of scale_inv, alpha and beta.
+      const Vec mag =
+          test::gemm_magnitudes(Trans::N, Trans::T, s.M, s.N, s.K, alpha, A, B, 1.0f, C0, nullptr);
+      expect_within(got, want, mag, (static_cast<double>(s.K) + 4) * 0x1p-13, "fp8");
     }
   }
 }
@@ -260,15 +213,13 @@ TEST(CudaGemm, Fp8MatchesCpuOnRandomCodes) {
 TEST(CudaGemm, RepeatedCallsGiveTheSameBits) {
   FP8LM_REQUIRE_CUDA();
   const int64_t M = 64, N = 96, K = 128;
-  const auto A = test::randn(M * K, 41), B = test::randn(K * N, 42), bias = test::randn(N, 43);
-  const auto d_A = to_device(A), d_B = to_device(B), d_bias = to_device(bias);
-  GemmOptions options;
-  options.bias = d_bias.data();
+  const auto A = test::randn(M * K, 41), B = test::randn(K * N, 42);
+  const auto d_A = to_device(A), d_B = to_device(B);
   DeviceBuffer<float> d_C(static_cast<size_t>(M * N));
   Vec first;
   for (int run = 0; run < 3; ++run) {  // run 0 builds the plan, runs 1 and 2 reuse it
     cuda::gemm(Trans::N, Trans::T, M, N, K, 1.0f, {d_A.data(), DType::F32},
-               {d_B.data(), DType::F32}, 0.0f, d_C.data(), options, nullptr);
+               {d_B.data(), DType::F32}, 0.0f, d_C.data(), nullptr);
     const Vec got = to_host(d_C.data(), static_cast<size_t>(M * N));
     if (run == 0) first = got;
     EXPECT_TRUE(test::same_bits(got, first)) << "run " << run;
@@ -282,7 +233,7 @@ const auto* const kFake = reinterpret_cast<const void*>(uintptr_t{4096});
 float* const kFakeC = reinterpret_cast<float*>(uintptr_t{8192});
 
 void fp8_call(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, DType a, DType b) {
-  cuda::gemm(ta, tb, M, N, K, 1.0f, {kFake, a}, {kFake, b}, 0.0f, kFakeC, {}, nullptr);
+  cuda::gemm(ta, tb, M, N, K, 1.0f, {kFake, a}, {kFake, b}, 0.0f, kFakeC, nullptr);
 }
 
 TEST(GemmArguments, Fp8OtherThanTnThrows) {

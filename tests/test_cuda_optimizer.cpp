@@ -1,6 +1,5 @@
 // The device optimizer against train/adamw.h: the global gradient norm and clip factor, and
-// AdamW over several tensors of awkward sizes (one launch for all), with the FP8 re-quantization
-// of --fp8-weights against fp8lm::quantize.
+// AdamW over several tensors of awkward sizes (one launch for all).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -11,7 +10,6 @@
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "fp8/quantize.h"
 #include "kernels/cuda/optimizer.h"
 #include "nn/parameter.h"
 #include "test_util.h"
@@ -141,30 +139,6 @@ TEST(CudaOptimizer, AdamWMatchesCpuBitsOverThreeSteps) {
   AdamW cpu(ps, cfg);
   Mirror dev(ps, cfg.weight_decay);
 
-  // --fp8-weights on two tensors: E4M3 on p1, E5M2 on p3, scales that saturate a few values.
-  struct Requant {
-    size_t index;
-    Fp8Format format;
-    float scale;
-  };
-  const Requant requants[] = {{1, Fp8Format::E4M3, 1000.0f}, {3, Fp8Format::E5M2, 60000.0f}};
-  std::vector<DeviceBuffer<uint8_t>> codes;
-  DeviceBuffer<float> scales(2), amaxes(2);
-  DeviceBuffer<unsigned long long> counts(4);  // saturated, flushed per requant
-  const Vec scale_values = {requants[0].scale, requants[1].scale};
-  cuda::upload(scales.data(), scale_values.data(), 2);
-  for (size_t k = 0; k < 2; ++k) {
-    cuda::AdamWTensor& t = dev.table[requants[k].index];
-    codes.emplace_back(static_cast<size_t>(t.n));
-    t.requant.data = codes.back().data();
-    t.requant.scale = scales.data() + k;
-    t.requant.amax = amaxes.data() + k;
-    t.requant.format = requants[k].format;
-    t.requant.saturated = counts.data() + 2 * k;
-    t.requant.flushed = counts.data() + 2 * k + 1;
-  }
-  dev.upload_table();
-
   const float lrs[] = {1e-3f, 3e-3f, 6e-4f};
   const float grad_scales[] = {0.7f, 1.3f, 0.25f};
   DeviceBuffer<float> d_grad_scale(1);
@@ -174,8 +148,6 @@ TEST(CudaOptimizer, AdamWMatchesCpuBitsOverThreeSteps) {
     fill_grads(ps, 200 + 10 * static_cast<uint32_t>(step));
     dev.upload_grads(ps);
     cuda::upload(d_grad_scale.data(), &gs, 1);
-    amaxes.zero();
-    counts.zero();
 
     cpu.step(lr, gs);
     cuda::AdamWHyper h;
@@ -196,68 +168,6 @@ TEST(CudaOptimizer, AdamWMatchesCpuBitsOverThreeSteps) {
       EXPECT_TRUE(same_bits(download(dev.m[i].data(), n), cpu.first_moment(i))) << "m " << i;
       EXPECT_TRUE(same_bits(download(dev.v[i].data(), n), cpu.second_moment(i))) << "v " << i;
     }
-    const Vec got_amax = cuda::to_host(amaxes.data(), 2);
-    const std::vector<unsigned long long> got_counts = cuda::to_host(counts.data(), 4);
-    for (size_t k = 0; k < 2; ++k) {
-      const Parameter& p = *ps[requants[k].index];
-      std::vector<uint8_t> want(p.value.size());
-      const CastStats s =
-          quantize(want.data(), p.value.data(), p.numel(), requants[k].scale, requants[k].format);
-      // The same encoder on the same float products: the same codes and statistics.
-      EXPECT_EQ(cuda::to_host(codes[k].data(), want.size()), want) << "codes " << k;
-      EXPECT_EQ(got_amax[k], s.amax) << k;
-      EXPECT_EQ(got_counts[2 * k], static_cast<unsigned long long>(s.saturated)) << k;
-      EXPECT_EQ(got_counts[2 * k + 1], static_cast<unsigned long long>(s.flushed)) << k;
-      EXPECT_GT(s.saturated, 0) << "the scales are chosen to saturate some values";
-    }
-  }
-}
-
-TEST(CudaOptimizer, RequantEncodesSpecialsLikeQuantize) {
-  FP8LM_REQUIRE_CUDA();
-  // Zero gradients, no decay: each finite weight stays as it is (w - lr * (0 + 0 * w)), so
-  // the encoder sees the specials of random_with_specials (FP8 maxima and midpoints past them,
-  // subnormal boundaries, ±0) at scale 1; ±Inf weights become NaN (Inf * 0).
-  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-    SCOPED_TRACE(fp8_format_name(f));
-    Parameter p("w", {70001}, false);
-    p.set_values(test::random_with_specials(70001, 7));
-    Mirror dev({&p}, 0.0f);
-    DeviceBuffer<uint8_t> codes(70001);
-    DeviceBuffer<float> scale_amax(2);
-    DeviceBuffer<unsigned long long> counts(2);
-    const Vec init = {1.0f, 0.0f};
-    cuda::upload(scale_amax.data(), init.data(), 2);
-    counts.zero();
-    cuda::AdamWTensor& t = dev.table[0];
-    t.requant.data = codes.data();
-    t.requant.scale = scale_amax.data();
-    t.requant.amax = scale_amax.data() + 1;
-    t.requant.format = f;
-    t.requant.saturated = counts.data();
-    t.requant.flushed = counts.data() + 1;
-    dev.upload_table();
-    dev.grad[0].zero();
-    cuda::AdamWHyper h;
-    h.lr = 1e-3f;
-    cuda::adamw_step(dev.d_table.data(), 1, dev.total, h, nullptr, nullptr);
-
-    // The device's own weights (its NaNs have other bits than the CPU's), quantized on the CPU.
-    const Vec w = download(dev.value[0].data(), 70001);
-    for (size_t i = 0; i < w.size(); ++i) {
-      if (std::isfinite(p.value.host()[i])) {
-        ASSERT_EQ(w[i], p.value.host()[i]) << i;
-      }
-    }
-    std::vector<uint8_t> want(w.size());
-    const CastStats s = quantize(want.data(), w.data(), 70001, 1.0f, f);
-    EXPECT_EQ(cuda::to_host(codes.data(), want.size()), want);
-    EXPECT_EQ(cuda::to_host(scale_amax.data() + 1, 1)[0], s.amax);
-    const std::vector<unsigned long long> got_counts = cuda::to_host(counts.data(), 2);
-    EXPECT_EQ(got_counts[0], static_cast<unsigned long long>(s.saturated));
-    EXPECT_EQ(got_counts[1], static_cast<unsigned long long>(s.flushed));
-    EXPECT_GT(s.saturated, 0);
-    EXPECT_GT(s.flushed, 0);
   }
 }
 

@@ -74,9 +74,6 @@ struct AdamWTensor {
   float* v = nullptr;
   int64_t n = 0;
   float decay = 0.0f;  // the weight decay applied to this tensor (0: none)
-  // data != nullptr: after the update, codes = cast(param * *scale), amax recorded: the FP8
-  // weight of --fp8-weights, with its slot's scale.
-  Fp8Out requant;
 };
 
 struct AdamWHyper {

@@ -4,8 +4,7 @@
 // First pass: rows split into fixed chunks of kChunkRows; one thread sums one column of one
 // chunk in row order into a workspace. Second pass: one thread per column adds the chunks in
 // order, then adds the total to dst. With a single chunk this is the CPU kernels' order
-// exactly (a float sum from 0 in row order, then added to dst). The second pass alone also
-// finishes sums whose first pass is fused into another kernel (cast_transpose_dbias).
+// exactly (a float sum from 0 in row order, then added to dst).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -44,30 +43,18 @@ __global__ void __launch_bounds__(kColumnBlock)
   for (int k = 0; k < N; ++k) partials[(k * chunks + chunk) * C + c] = acc[k];
 }
 
-// dst_k[c] (+)= the sum of partials[k][0..chunks)[c] in chunk order; overwritten (dst not read)
-// unless accumulate.
+// dst_k[c] += the sum of partials[k][0..chunks)[c] in chunk order.
 template <int N>
 __global__ void __launch_bounds__(kColumnBlock)
-    column_finish_kernel(ColumnDst<N> dst, const float* partials, int64_t C, int64_t chunks,
-                         bool accumulate) {
+    column_finish_kernel(ColumnDst<N> dst, const float* partials, int64_t C, int64_t chunks) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnBlock + threadIdx.x;
   if (c >= C) return;
   for (int k = 0; k < N; ++k) {
     float total = 0.0f;
     for (int64_t j = 0; j < chunks; ++j)
       total = __fadd_rn(total, partials[(k * chunks + j) * C + c]);
-    dst.p[k][c] = accumulate ? __fadd_rn(dst.p[k][c], total) : total;
+    dst.p[k][c] = __fadd_rn(dst.p[k][c], total);
   }
-}
-
-// The second pass on its own: partials [N][chunks][C], C > 0.
-template <int N>
-void column_finish(ColumnDst<N> dst, const float* partials, int64_t C, int64_t chunks,
-                   bool accumulate, cudaStream_t stream) {
-  column_finish_kernel<N>
-      <<<static_cast<unsigned>(ceil_div(C, kColumnBlock)), kColumnBlock, 0, stream>>>(
-          dst, partials, C, chunks, accumulate);
-  FP8LM_CUDA_CHECK_LAUNCH();
 }
 
 // term is a device functor: term(r, c, float t[N]) writes the N terms of element (r, c).
@@ -83,7 +70,9 @@ void column_sums(ColumnDst<N> dst, Term term, int64_t rows, int64_t C, cudaStrea
       <<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(col_blocks)), kColumnBlock, 0,
          stream>>>(partials, term, rows, C, chunks);
   FP8LM_CUDA_CHECK_LAUNCH();
-  column_finish<N>(dst, partials, C, chunks, /*accumulate=*/true, stream);
+  column_finish_kernel<N>
+      <<<static_cast<unsigned>(col_blocks), kColumnBlock, 0, stream>>>(dst, partials, C, chunks);
+  FP8LM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fp8lm::cuda

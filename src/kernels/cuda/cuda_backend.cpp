@@ -68,7 +68,7 @@ class CudaBackend final : public Backend {
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
             const GemmOperand& B, float beta, float* C) override {
     if (!is_fp8(A.type) || !is_fp8(B.type)) {
-      return cuda::gemm(ta, tb, M, N, K, alpha, A, B, beta, C, {}, stream_);
+      return cuda::gemm(ta, tb, M, N, K, alpha, A, B, beta, C, stream_);
     }
     const auto up16 = [](int64_t n) { return (n + 15) / 16 * 16; };
     const int64_t M16 = up16(M), N16 = up16(N), K16 = up16(K);
@@ -82,7 +82,7 @@ class CudaBackend final : public Backend {
       if (beta != 0.0f) copy_rows(c, row16, C, row, row, size_t(M));
     }
     cuda::gemm(Trans::N, Trans::T, M16, N16, K16, alpha, {a, A.type, A.scale_inv},
-               {b, B.type, B.scale_inv}, beta, c, {}, stream_);
+               {b, B.type, B.scale_inv}, beta, c, stream_);
     if (c != C) copy_rows(C, row, c, row16, row, size_t(M));
   }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The CPU codecs on the device, bit for bit, and the only copy of them there: FP8 encode
-// (fp8_encode of core/fp8_dtype.h in its saturating mode, with its saturated / flushed flags)
-// and decode, BF16 rounding (core/bf16.h), and what every FP8 producer shares: the statistics
+// (fp8_encode of core/fp8_dtype.h in its saturating mode, with its saturated / flushed flags),
+// BF16 rounding (core/bf16.h), and what every FP8 producer shares: the statistics
 // of CastStats (fp8/quantize.h), gathered per thread and committed with one atomic per block.
 // The encoder is integer arithmetic on fp8_consts, not the PTX conversion behind
 // __nv_cvt_float_to_fp8(..., __NV_SATFINITE, ...): that one turns every NaN into 0x7f (sign
@@ -78,26 +78,6 @@ __host__ __device__ inline Fp8Code fp8_encode_sat(float x) {
   const bool saturated = code > c.max_code;
   if (saturated) code = c.max_code;
   return {static_cast<uint8_t>(sign | code), saturated, flushed};
-}
-
-// Exact decode (fp8_decode): NaN codes give a quiet NaN with the code's sign, E5M2's Inf codes
-// give ±Inf.
-template <Fp8Format F>
-__host__ __device__ inline float fp8_decode_value(uint8_t code) {
-  constexpr bool kE4M3 = F == Fp8Format::E4M3;
-  constexpr uint32_t kMan = kE4M3 ? 3 : 2;
-  constexpr uint32_t kBias = kE4M3 ? 7 : 15;
-  constexpr float kMinSubnormal = kE4M3 ? 0x1p-9f : 0x1p-16f;
-  const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
-  const uint32_t mag = code & 0x7fu;
-  const uint32_t exp = mag >> kMan;
-  const uint32_t man = mag & ((1u << kMan) - 1);
-  if (kE4M3 ? mag == 0x7fu : exp == 31u) {
-    return bits_float(sign | (!kE4M3 && man == 0 ? 0x7f800000u : 0x7fc00000u));
-  }
-  // man * 2^-9 (2^-16) is exact: a small integer times a power of two.
-  if (exp == 0) return bits_float(sign | float_bits(static_cast<float>(man) * kMinSubnormal));
-  return bits_float(sign | ((exp + 127u - kBias) << 23) | (man << (23u - kMan)));
 }
 
 // bf16_from_float: round to nearest even, NaN stays a quiet NaN with its sign.

@@ -3,8 +3,7 @@
 // C = op(A) op(B) is computed as Cᵀ = op(B)ᵀ op(A)ᵀ: our B goes into cuBLASLt's A slot with
 // transa = tb, our A into its B slot with transb = ta, m = N, n = M, and D = Cᵀ comes out as
 // the row-major C. FP8's only call, ta = N and tb = T, thereby becomes cuBLASLt's "TN", and
-// each operand's scale pointer moves with it. Our bias[N] indexes the columns of C, which are
-// the rows of D: the length-m vector cuBLASLt's bias epilogue broadcasts.
+// each operand's scale pointer moves with it.
 //
 // Arguments are checked before any CUDA call, so misuse is reported the same with or without a
 // GPU.
@@ -17,8 +16,6 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_plan.h"
 #include "kernels/cuda/grid.cuh"
-#include "kernels/cuda/quantize.h"
-#include "kernels/cuda/scratch.h"
 
 namespace fp8lm::cuda {
 namespace {
@@ -69,7 +66,7 @@ void check_gemm_args(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const 
   if (ta != Trans::N || tb != Trans::T)
     throw Error(cat("cuda::gemm: FP8 operands need ta=N tb=T (C = A·Bᵀ, cuBLASLt's TN), got ta=",
                     trans_name(ta), " tb=", trans_name(tb),
-                    "; pass transposed codes made by cast_transpose"));
+                    "; pass transposed codes (transpose_fp8)"));
   if (A.type == DType::E5M2 && B.type == DType::E5M2)
     throw Error("cuda::gemm: e5m2 x e5m2 is not supported by cuBLASLt; one operand must be e4m3");
   if (M % 16 != 0 || N % 16 != 0 || K % 16 != 0)
@@ -86,13 +83,10 @@ void require_cc(int need, const char* what) {
                     need % 10, ", this device has ", cc / 10, ".", cc % 10));
 }
 
-// C[m, n] = beta * C[m, n] + bias[n], C not read when beta = 0, no bias when nullptr: the bias
-// when cuBLASLt's epilogue cannot take it (beta = 1), and the whole product when K = 0.
-__global__ void bias_rows_kernel(float* C, int64_t M, int64_t N, float beta, const float* bias) {
-  for (int64_t i = global_thread(); i < M * N; i += grid_threads()) {
-    const float prior = beta == 0.0f ? 0.0f : __fmul_rn(beta, C[i]);
-    C[i] = __fadd_rn(prior, bias ? bias[i % N] : 0.0f);
-  }
+// C = beta * C, C not read when beta = 0: the whole product when K = 0.
+__global__ void scale_kernel(float* C, int64_t n, float beta) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    C[i] = beta == 0.0f ? 0.0f : __fmul_rn(beta, C[i]);
 }
 
 // The cuBLASLt problem of the row-major C[M, N] = alpha op(A) op(B) + beta C: the operands
@@ -110,10 +104,9 @@ LtProblem swapped_problem(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, f
   return p;
 }
 
-void bias_rows(float* C, int64_t M, int64_t N, float beta, const float* bias, cudaStream_t stream) {
+void scale(float* C, int64_t n, float beta, cudaStream_t stream) {
   constexpr int kThreads = 256;
-  bias_rows_kernel<<<grid_stride_blocks(M * N, kThreads, 4096), kThreads, 0, stream>>>(C, M, N,
-                                                                                       beta, bias);
+  scale_kernel<<<grid_stride_blocks(n, kThreads, 4096), kThreads, 0, stream>>>(C, n, beta);
   FP8LM_CUDA_CHECK_LAUNCH();
 }
 
@@ -124,14 +117,14 @@ size_t gemm_workspace_bytes() {
 }
 
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A,
-          GemmOperand B, float beta, float* C, const GemmOptions& options, cudaStream_t stream) {
+          GemmOperand B, float beta, float* C, cudaStream_t stream) {
   check_gemm_args(ta, tb, M, N, K, A, B);
   if (M == 0 || N == 0) return;
   const bool fp8 = is_fp8(A.type);
   if (fp8) require_cc(89, "FP8");
   if (A.type == DType::BF16) require_cc(80, "BF16");
   if (K == 0) {  // alpha times an empty sum
-    bias_rows(C, M, N, beta, options.bias, stream);
+    scale(C, M * N, beta, stream);
     return;
   }
 
@@ -143,13 +136,6 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, Gemm
   p.ldb = ta == Trans::N ? K : M;
   p.ldc = N;
   p.fp8 = fp8;
-  p.fast_accum = fp8 && options.fast_accum;
-  p.bias = options.bias != nullptr;
-  // cuBLASLt's FP8 kernels take the bias only as BF16 when D is FP32 (the FP8 type table of
-  // cublasLtMatmul; cublasLt.h on CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), so for FP8 the FP32
-  // bias is rounded to BF16 in a per-stream scratch first: a relative change of at most 2^-9
-  // per element, as TE's BF16 biases have.
-  p.bias_type = fp8 ? CUDA_R_16BF : CUDA_R_32F;
 
   LtOperands ops;
   ops.a = B.data;
@@ -157,20 +143,7 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, Gemm
   ops.c = C;
   ops.scale_a = B.scale_inv;
   ops.scale_b = A.scale_inv;
-  bf16_t* bias16 = nullptr;
-  if (p.bias && fp8) {
-    bias16 = static_cast<bf16_t*>(
-        stream_scratch(ScratchUse::GemmBias, static_cast<size_t>(N) * sizeof(bf16_t), stream));
-    ops.bias = bias16;
-  } else {
-    ops.bias = options.bias;
-  }
-
-  LtPlan& plan = lt_plan(p, ops);
-  const bool bias_in_epilogue = p.bias && plan_has_bias(plan);
-  if (bias_in_epilogue && bias16) fp32_to_bf16(bias16, options.bias, N, stream);
-  lt_run(plan, ops, alpha, beta, stream);
-  if (p.bias && !bias_in_epilogue) bias_rows(C, M, N, 1.0f, options.bias, stream);
+  lt_run(lt_plan(p, ops), ops, alpha, beta, stream);
 }
 
 void gemm_batched_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,

@@ -4,9 +4,9 @@
 // accumulation and an FP32 C. Operands are FP32, BF16 or FP8; FP8 operands carry their
 // scale_inv as a device pointer, multiplied into the product by cuBLASLt (no host sync).
 //
-// FP8 on Hopper and Ada takes only C = A · Bᵀ (ta = N, tb = T; cuBLASLt's "TN"); any other
-// FP8 call throws. Callers pass transposed FP8 copies made by cast_transpose (see
-// cast_transpose.h), as TE does.
+// FP8 on Hopper and Ada takes only C = A · Bᵀ (ta = N, tb = T; cuBLASLt's "TN") with sizes
+// that are multiples of 16; any other FP8 call throws. The CUDA backend transposes and pads
+// FP8 operands for it (transpose_fp8 in quantize.h).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -16,17 +16,9 @@
 
 namespace fp8lm::cuda {
 
-struct GemmOptions {
-  // [N] FP32 bias added to every row of the product (before beta*C is added) through the
-  // cuBLASLt bias epilogue; nullptr: none.
-  const float* bias = nullptr;
-  // FP8 only: TE uses fast accumulation in forward GEMMs and split (more precise)
-  // accumulation for dgrad and wgrad.
-  bool fast_accum = false;
-};
-
+// FP8 uses cuBLASLt's split (precise) accumulation, TE's choice for dgrad and wgrad.
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A,
-          GemmOperand B, float beta, float* C, const GemmOptions& options, cudaStream_t stream);
+          GemmOperand B, float beta, float* C, cudaStream_t stream);
 
 // Batched FP32-output BF16 GEMM over equally strided matrices (attention's Q·Kᵀ and P·V):
 // C_i = alpha * op(A_i) · op(B_i) + beta * C_i for i < batch; element strides between

@@ -83,24 +83,23 @@ uint32_t alignment(const void* p, int64_t stride_bytes) {
 }
 
 struct Alignments {
-  uint32_t a, b, c, bias;
+  uint32_t a, b, c;
 };
 
 Alignments alignments(const LtProblem& p, const LtOperands& ops) {
   const bool batched = p.batch > 1;
   return {alignment(ops.a, batched ? p.stride_a * element_bytes(p.atype) : 0),
           alignment(ops.b, batched ? p.stride_b * element_bytes(p.btype) : 0),
-          alignment(ops.c, batched ? p.stride_c * element_bytes(p.ctype) : 0),
-          alignment(ops.bias, 0)};
+          alignment(ops.c, batched ? p.stride_c * element_bytes(p.ctype) : 0)};
 }
 
-using Key = std::array<int64_t, 26>;
+using Key = std::array<int64_t, 22>;
 
 Key make_key(int device, const LtProblem& p, const Alignments& al) {
-  return {device,         p.transa,   p.transb, p.m,          p.n,    p.k,         p.atype,
-          p.btype,        p.ctype,    p.lda,    p.ldb,        p.ldc,  p.batch,     p.stride_a,
-          p.stride_b,     p.stride_c, p.fp8,    p.fast_accum, p.bias, p.bias_type, p.alpha_nonzero,
-          p.beta_nonzero, al.a,       al.b,     al.c,         al.bias};
+  return {device,         p.transa,   p.transb,   p.m,        p.n,   p.k,
+          p.atype,        p.btype,    p.ctype,    p.lda,      p.ldb, p.ldc,
+          p.batch,        p.stride_a, p.stride_b, p.stride_c, p.fp8, p.alpha_nonzero,
+          p.beta_nonzero, al.a,       al.b,       al.c};
 }
 
 struct KeyHash {
@@ -115,10 +114,9 @@ struct KeyHash {
 };
 
 std::string describe(const LtProblem& p) {
-  return fmt::format("m={} n={} k={} (column-major) A {}{} B {}{} C {} batch {}{}{}", p.m, p.n, p.k,
+  return fmt::format("m={} n={} k={} (column-major) A {}{} B {}{} C {} batch {}", p.m, p.n, p.k,
                      type_name(p.atype), p.transa == CUBLAS_OP_T ? "ᵀ" : "", type_name(p.btype),
-                     p.transb == CUBLAS_OP_T ? "ᵀ" : "", type_name(p.ctype), p.batch,
-                     p.bias ? " with bias" : "", p.fast_accum ? " fast-accum" : "");
+                     p.transb == CUBLAS_OP_T ? "ᵀ" : "", type_name(p.ctype), p.batch);
 }
 
 template <typename T>
@@ -158,7 +156,6 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace_bytes = 0;  // what the stream's workspace holds (and the heuristic allowed)
   bool fp8 = false;
-  bool has_bias = false;
 
   LtPlan() = default;
   LtPlan(const LtPlan&) = delete;
@@ -173,10 +170,8 @@ struct LtPlan {
 
 namespace {
 
-// The per-call pointers. The heuristic also reads them (for their alignment), so they are set
-// before it runs too.
+// The per-call scale pointers, set before the heuristic runs too.
 void set_pointers(LtPlan& plan, const LtOperands& ops) {
-  if (plan.has_bias) set_attr(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias);
   if (plan.fp8) {
     set_attr(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, ops.scale_a);
     set_attr(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, ops.scale_b);
@@ -195,22 +190,15 @@ void make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, in
 
 // nullptr when cuBLASLt has no algorithm for it.
 std::unique_ptr<LtPlan> build(const LtProblem& p, const LtOperands& ops, const DeviceInfo& dev,
-                              const Alignments& al, bool with_bias) {
+                              const Alignments& al) {
   auto plan = std::make_unique<LtPlan>();
   plan->handle = dev.handle;
   plan->workspace_bytes = lt_workspace_bytes(dev.cc);
   plan->fp8 = p.fp8;
-  plan->has_bias = with_bias;
   // FP32 compute (never TF32 for FP32 operands) and FP32 alpha/beta in every precision.
   FP8LM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_attr(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(p.transa));
   set_attr(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(p.transb));
-  if (p.fp8) set_attr(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t{p.fast_accum});
-  if (with_bias) {
-    set_attr(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-             static_cast<uint32_t>(CUBLASLT_EPILOGUE_BIAS));
-    set_attr(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(p.bias_type));
-  }
   set_pointers(*plan, ops);
 
   const bool a_n = p.transa == CUBLAS_OP_N, b_n = p.transb == CUBLAS_OP_N;
@@ -254,20 +242,13 @@ LtPlan& lt_plan(const LtProblem& p, const LtOperands& ops) {
   if (auto it = cache.find(key); it != cache.end()) return *it->second;
 
   const DeviceInfo& dev = device_info(device);
-  std::unique_ptr<LtPlan> plan = build(p, ops, dev, al, p.bias);
-  // The bias epilogue is the part with the most restrictions (types, alignment); without it
-  // the caller adds the bias in a kernel of its own.
-  if (!plan && p.bias) plan = build(p, ops, dev, al, false);
+  std::unique_ptr<LtPlan> plan = build(p, ops, dev, al);
   if (!plan)
     throw Error(
         fmt::format("cuBLASLt has no algorithm for {} on a device of compute capability "
                     "{}.{} (alignments A {} B {} C {} bytes)",
                     describe(p), dev.cc / 10, dev.cc % 10, al.a, al.b, al.c));
   return *cache.emplace(key, std::move(plan)).first->second;
-}
-
-bool plan_has_bias(const LtPlan& plan) {
-  return plan.has_bias;
 }
 
 void lt_run(LtPlan& plan, const LtOperands& ops, float alpha, float beta, cudaStream_t stream) {

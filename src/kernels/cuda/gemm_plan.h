@@ -25,7 +25,7 @@ namespace fp8lm::cuda {
 
 namespace fp8lm::cuda {
 
-// One cublasLtMatmul problem, column-major: D[m, n] = alpha * op(A) op(B) + beta * C (+ bias),
+// One cublasLtMatmul problem, column-major: D[m, n] = alpha * op(A) op(B) + beta * C,
 // D = C in place. a/b are the stored matrices before op (rows x cols, leading dimension ld).
 struct LtProblem {
   cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
@@ -33,10 +33,7 @@ struct LtProblem {
   cudaDataType_t atype = CUDA_R_32F, btype = CUDA_R_32F, ctype = CUDA_R_32F;
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;  // elements
-  bool fp8 = false;         // A and B are FP8: their scale pointers are set
-  bool fast_accum = false;  // FP8 only
-  bool bias = false;        // bias epilogue requested (length m)
-  cudaDataType_t bias_type = CUDA_R_32F;
+  bool fp8 = false;  // A and B are FP8: their scale pointers are set
   bool alpha_nonzero = true, beta_nonzero = false;
 };
 
@@ -46,7 +43,6 @@ struct LtOperands {
   const void* a = nullptr;
   const void* b = nullptr;
   void* c = nullptr;
-  const void* bias = nullptr;
   const float* scale_a = nullptr;  // FP8: device dequantization factor of A (nullptr: 1)
   const float* scale_b = nullptr;
 };
@@ -54,11 +50,8 @@ struct LtOperands {
 struct LtPlan;
 
 // The cached plan for this problem and these operands' alignments on the current device.
-// Throws an Error naming the problem when cuBLASLt offers no algorithm. When the bias epilogue
-// has no algorithm, the plan is made without it and plan_has_bias() says so: the caller then
-// adds the bias itself.
+// Throws an Error naming the problem when cuBLASLt offers no algorithm.
 LtPlan& lt_plan(const LtProblem& p, const LtOperands& ops);
-bool plan_has_bias(const LtPlan& plan);
 
 // Runs the plan on the operands (with the stream's own workspace).
 void lt_run(LtPlan& plan, const LtOperands& ops, float alpha, float beta, cudaStream_t stream);

@@ -9,7 +9,6 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/reduce.cuh"
@@ -71,9 +70,6 @@ __global__ void adamw_kernel(const AdamWTensor* tensors, int n_tensors, AdamWHyp
   const float one_minus_beta1 = __fsub_rn(1.0f, h.beta1);
   const float one_minus_beta2 = __fsub_rn(1.0f, h.beta2);
   for_each_piece(tensors, n_tensors, [&](const AdamWTensor& t, int64_t b, int64_t e) {
-    const bool requant = t.requant.data != nullptr;
-    const float qscale = requant ? *t.requant.scale : 0.0f;
-    Fp8Stats stats;
     for (int64_t j = b + threadIdx.x; j < e; j += blockDim.x) {
       // AdamWStep in train/adamw.cpp, one rounding per operation as there (the CPU is built
       // with -ffp-contract=off; nvcc would otherwise fuse the products into FMAs).
@@ -88,15 +84,6 @@ __global__ void adamw_kernel(const AdamWTensor* tensors, int n_tensors, AdamWHyp
       t.m[j] = m;
       t.v[j] = v;
       t.param[j] = w;
-      if (requant) {
-        t.requant.data[j] = t.requant.format == Fp8Format::E4M3
-                                ? fp8_encode_counted<Fp8Format::E4M3>(w, qscale, stats)
-                                : fp8_encode_counted<Fp8Format::E5M2>(w, qscale, stats);
-      }
-    }
-    // The whole block gets here (the piece is the same for all its threads).
-    if (requant) {
-      commit_fp8_stats(stats, t.requant.amax, t.requant.saturated, t.requant.flushed);
     }
   });
 }

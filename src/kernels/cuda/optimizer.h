@@ -1,7 +1,7 @@
 #pragma once
 // The optimizer's device kernels, each one launch over every parameter (TE's multi-tensor
-// apply): the global gradient norm and AdamW with clipping folded in, re-quantizing FP8
-// weights (--fp8-weights) in the same pass. The update is train/adamw.cpp's, in FP32.
+// apply): the global gradient norm and AdamW with clipping folded in. The update is
+// train/adamw.cpp's, in FP32; FP8 weights are cast again by their Linear after the step.
 // Gradients are FP32 only: the CPU's BF16 gradients of --fp8-weights (Parameter::grad16) have
 // no device path; the device model keeps FP32 gradients.
 #include <cuda_runtime_api.h>
@@ -22,7 +22,7 @@ void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* tens
                int64_t total_elements, cudaStream_t stream);
 
 // Every tensor: g = grad * *grad_scale (grad_scale nullptr: 1); AdamW as train/adamw.cpp, the
-// same bits; then the optional requant. tensors: a device array of n_tensors entries;
+// same bits. tensors: a device array of n_tensors entries;
 // total_elements: the sum of their n (it sizes the launch).
 void adamw_step(const AdamWTensor* tensors, int n_tensors, int64_t total_elements,
                 const AdamWHyper& h, const float* grad_scale, cudaStream_t stream);

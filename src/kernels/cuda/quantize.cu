@@ -46,14 +46,6 @@ __global__ void quantize_kernel(uint8_t* codes, const float* x, int64_t n, const
   commit_fp8_stats(stats, amax, saturated, flushed);
 }
 
-template <Fp8Format F>
-__global__ void dequantize_kernel(float* y, const uint8_t* codes, const float* scale_inv,
-                                  int64_t n) {
-  const float s = scale_inv ? *scale_inv : 1.0f;
-  for (int64_t i = global_thread(); i < n; i += grid_threads())
-    y[i] = __fmul_rn(fp8_decode_value<F>(codes[i]), s);
-}
-
 __global__ void absmax_kernel(float* amax, const float* x, int64_t n) {
   Fp8Stats stats;
   for (int64_t i = global_thread(); i < n; i += grid_threads())
@@ -91,19 +83,6 @@ void quantize(Fp8Out out, const float* x, int64_t n, cudaStream_t stream) {
   } else {
     launch_quantize<Fp8Format::E5M2>(out, x, n, stream);
   }
-}
-
-void dequantize(float* y, const uint8_t* codes, Fp8Format f, const float* scale_inv, int64_t n,
-                cudaStream_t stream) {
-  if (n <= 0) return;
-  if (f == Fp8Format::E4M3) {
-    dequantize_kernel<Fp8Format::E4M3>
-        <<<blocks_for(n), kThreads, 0, stream>>>(y, codes, scale_inv, n);
-  } else {
-    dequantize_kernel<Fp8Format::E5M2>
-        <<<blocks_for(n), kThreads, 0, stream>>>(y, codes, scale_inv, n);
-  }
-  FP8LM_CUDA_CHECK_LAUNCH();
 }
 
 void absmax(float* amax, const float* x, int64_t n, cudaStream_t stream) {

@@ -1,7 +1,7 @@
 #pragma once
 // Casts on the device: FP32 -> FP8 with a device scale and amax (the FP8 codec of
-// core/fp8_dtype.h bit for bit, saturating), FP8 -> FP32, FP32 <-> BF16, and the fused
-// cast+transpose that FP8 GEMMs on Hopper need for their transposed operands.
+// core/fp8_dtype.h bit for bit, saturating), FP32 <-> BF16, and the FP8 transpose that
+// cuBLASLt's FP8 GEMMs need for their transposed operands.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -13,9 +13,6 @@ namespace fp8lm::cuda {
 
 // out.data[i] = cast(x[i] * *out.scale); *out.amax = max(*out.amax, max|x|).
 void quantize(Fp8Out out, const float* x, int64_t n, cudaStream_t stream);
-// y[i] = decode(codes[i]) * *scale_inv.
-void dequantize(float* y, const uint8_t* codes, Fp8Format f, const float* scale_inv, int64_t n,
-                cudaStream_t stream);
 // max|x| (NaN ignored) max-accumulated into *amax.
 void absmax(float* amax, const float* x, int64_t n, cudaStream_t stream);
 
@@ -23,16 +20,7 @@ void absmax(float* amax, const float* x, int64_t n, cudaStream_t stream);
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n, cudaStream_t stream);
 void bf16_to_fp32(float* y, const bf16_t* x, int64_t n, cudaStream_t stream);
 
-// x [rows, cols] FP32 -> out.data [rows, cols] (optional, nullptr: skipped) and
-// transposed [cols, rows] codes, both with the same scale; amax as quantize.
-void cast_transpose(Fp8Out out, uint8_t* transposed, const float* x, int64_t rows, int64_t cols,
-                    cudaStream_t stream);
-// The same, and dbias[c] = sum over rows of x[r, c] (overwritten): the bias gradient taken in
-// the pass that quantizes dY, as TE does under FP8.
-void cast_transpose_dbias(Fp8Out out, uint8_t* transposed, float* dbias, const float* x,
-                          int64_t rows, int64_t cols, cudaStream_t stream);
-// Transposes FP8 codes [rows, cols] -> [cols, rows] (the saved input for wgrad, made from
-// codes a fused producer wrote).
+// Transposes FP8 codes [rows, cols] -> [cols, rows].
 void transpose_fp8(uint8_t* transposed, const uint8_t* codes, int64_t rows, int64_t cols,
                    cudaStream_t stream);
 

@@ -1,5 +1,5 @@
 #pragma once
-// Device scratch memory the kernels own (cuBLASLt workspace, converted bias, partial sums): one
+// Device scratch memory the kernels own (cuBLASLt workspace, partial sums): one
 // buffer per (device, stream, use), grown on demand and kept for the life of the process. Per
 // stream, because work queued on two streams may run at once and must not share bytes.
 #include <cuda_runtime_api.h>
@@ -8,7 +8,7 @@
 
 namespace fp8lm::cuda {
 
-enum class ScratchUse : int { GemmWorkspace, GemmBias, CastDbiasPartials, ColumnPartials };
+enum class ScratchUse : int { GemmWorkspace, ColumnPartials };
 
 // At least `bytes` bytes (256-byte aligned, as from cudaMalloc) on the current device, for work
 // queued on `stream`; contents undefined. Valid until a later call for the same (device, stream,
