@@ -14,10 +14,4 @@ constexpr GemmMode gemm_mode(Precision p) {
                                 : GemmMode::Fp32;
 }
 
-// GEMMs that never run in FP8 (the tied LM head): BF16 under bf16 and fp8, as TE pairs
-// fp8_autocast with BF16, else FP32.
-constexpr GemmMode non_fp8_gemm_mode(GemmMode m) {
-  return m == GemmMode::Fp32 ? GemmMode::Fp32 : GemmMode::Bf16;
-}
-
 }  // namespace fp8lm

@@ -1,13 +1,15 @@
 // The CPU backend: host memory, the kernels of kernels/cpu with their ISA dispatch, and the
 // nominal bytes each op moves (kernels/traffic.h: every operand counted once per call).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "fp8/quantize.h"
 #include "fp8/scaling.h"
+#include "fp8lm/error.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/act_out.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_unfused.h"
@@ -16,8 +18,6 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/norm_out.h"
-#include "kernels/cpu/producer_out.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/traffic.h"
 
@@ -29,6 +29,72 @@ constexpr std::align_val_t kAlignment{64};
 
 int64_t out_bytes(const ProducerOut& out, const char* op) {
   return static_cast<int64_t>(dtype_size(producer_out_dtype(out, op)));
+}
+
+// The amax max-accumulated (a NaN already there stays, as the scaling state keeps it; the
+// cast's own amax ignores NaN), the counts added, as the CUDA producers do.
+void commit_cast(const Fp8Out& q, const CastStats& st) {
+  if (q.amax && !std::isnan(*q.amax) && st.amax > *q.amax) *q.amax = st.amax;
+  if (q.saturated) *q.saturated += static_cast<unsigned long long>(st.saturated);
+  if (q.flushed) *q.flushed += static_cast<unsigned long long>(st.flushed);
+}
+
+// How a producer (a norm, bias + activation) serves a ProducerOut: the FP32 kernel for FP32
+// and, rounded, for BF16 (the CUDA kernels also round their FP32 result per element); the fused
+// FP8 kernel for codes. fp32(float* y) computes n values into y; fp8(codes, scale, format)
+// returns the cast's statistics.
+template <class Fp32, class Fp8>
+void produce(const ProducerOut& out, int64_t n, const char* op, Fp32 fp32, Fp8 fp8) {
+  switch (producer_out_dtype(out, op)) {
+    case DType::F32:
+      return fp32(out.y);
+    case DType::BF16: {
+      thread_local std::vector<float> y;
+      y.resize(static_cast<size_t>(n));
+      fp32(y.data());
+      return cpu::fp32_to_bf16(out.y16, y.data(), n);
+    }
+    default:
+      return commit_cast(out.y8, fp8(out.y8.data, *out.y8.scale, out.y8.format));
+  }
+}
+
+// y = act(h), the bias already in h (the unfused twin's GEMM added it).
+void act_forward(Activation act, float* y, const float* h, int64_t rows, int64_t F) {
+  switch (act) {
+    case Activation::Gelu:
+      return cpu::gelu_forward(y, h, rows * F);
+    case Activation::Relu:
+      return cpu::relu_forward(y, h, rows * F);
+    case Activation::Swiglu:
+      return cpu::swiglu_forward(y, h, rows, F);
+  }
+}
+
+// h += bias, y = act(h) in one pass.
+void bias_act_fp32(Activation act, float* y, float* h, const float* bias, int64_t rows, int64_t F) {
+  switch (act) {
+    case Activation::Gelu:
+      return cpu::bias_gelu_forward(y, h, bias, rows, F);
+    case Activation::Relu:
+      return cpu::bias_relu_forward(y, h, bias, rows, F);
+    case Activation::Swiglu:
+      return cpu::bias_swiglu_forward(y, h, bias, rows, F);
+  }
+}
+
+// h += bias, y = FP8 codes of act(h) * scale in one pass.
+CastStats bias_act_fp8(Activation act, uint8_t* y, float scale, Fp8Format f, float* h,
+                       const float* bias, int64_t rows, int64_t F) {
+  switch (act) {
+    case Activation::Gelu:
+      return cpu::bias_gelu_forward_fp8(y, scale, f, h, bias, rows, F);
+    case Activation::Relu:
+      return cpu::bias_relu_forward_fp8(y, scale, f, h, bias, rows, F);
+    case Activation::Swiglu:
+      break;
+  }
+  return cpu::bias_swiglu_forward_fp8(y, scale, f, h, bias, rows, F);
 }
 
 class CpuBackend final : public Backend {
@@ -69,11 +135,28 @@ class CpuBackend final : public Backend {
                     int64_t rows, int64_t C, float eps) override {
     // x (and r) in, s out with r; y out in its dtype.
     count_traffic(rows * C * (4 + (r ? 8 : 0) + out_bytes(out, "norm_forward")));
-    if (kind == Normalization::LayerNorm) {
-      cpu::layernorm_forward(out, s, mean, rstd, x, r, gamma, beta, rows, C, eps);
-    } else {
-      cpu::rmsnorm_forward(out, s, rstd, x, r, gamma, rows, C, eps);
-    }
+    if (r != nullptr && s == nullptr) throw Error("norm_forward: residual r without s");
+    const bool ln = kind == Normalization::LayerNorm;
+    produce(
+        out, rows * C, "norm_forward",
+        [&](float* y) {
+          if (ln && r)
+            return cpu::add_layernorm_forward(s, y, mean, rstd, x, r, gamma, beta, rows, C, eps);
+          if (ln) return cpu::layernorm_forward(y, mean, rstd, x, gamma, beta, rows, C, eps);
+          if (r) return cpu::add_rmsnorm_forward(s, y, rstd, x, r, gamma, rows, C, eps);
+          cpu::rmsnorm_forward(y, rstd, x, gamma, rows, C, eps);
+        },
+        [&](uint8_t* q, float scale, Fp8Format f) {
+          if (ln && r)
+            return cpu::add_layernorm_forward_fp8(s, q, scale, f, mean, rstd, x, r, gamma, beta,
+                                                  rows, C, eps);
+          if (ln)
+            return cpu::layernorm_forward_fp8(q, scale, f, mean, rstd, x, gamma, beta, rows, C,
+                                              eps);
+          if (r)
+            return cpu::add_rmsnorm_forward_fp8(s, q, scale, f, rstd, x, r, gamma, rows, C, eps);
+          return cpu::rmsnorm_forward_fp8(q, scale, f, rstd, x, gamma, rows, C, eps);
+        });
   }
   void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
                      const float* x, const float* gamma, const float* mean, const float* rstd,
@@ -90,13 +173,33 @@ class CpuBackend final : public Backend {
     const int64_t h_cols = act == Activation::Swiglu ? 2 * F : F;
     // h read (and, with the bias added, written back); the activation out in its dtype.
     count_traffic(rows * h_cols * (bias ? 8 : 4) + rows * F * out_bytes(out, "bias_act_forward"));
-    cpu::bias_act_forward(out, h, bias, act, rows, F);
+    produce(
+        out, rows * F, "bias_act_forward",
+        [&](float* y) {
+          if (bias) return bias_act_fp32(act, y, h, bias, rows, F);
+          act_forward(act, y, h, rows, F);
+        },
+        [&](uint8_t* q, float scale, Fp8Format f) {
+          if (bias) return bias_act_fp8(act, q, scale, f, h, bias, rows, F);
+          // No fused unbiased FP8 kernel: the FP32 activation, then the same codec's cast.
+          thread_local std::vector<float> y;
+          y.resize(static_cast<size_t>(rows * F));
+          act_forward(act, y.data(), h, rows, F);
+          return fp8lm::quantize(q, y.data(), rows * F, scale, f);
+        });
   }
   void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
                     int64_t F) override {
     const int64_t h_cols = act == Activation::Swiglu ? 2 * F : F;
     count_traffic(rows * (F + 2 * h_cols) * 4);
-    cpu::act_backward(dh, dy, h, act, rows, F);
+    switch (act) {
+      case Activation::Gelu:
+        return cpu::gelu_backward(dh, dy, h, rows * F);
+      case Activation::Relu:
+        return cpu::relu_backward(dh, dy, h, rows * F);
+      case Activation::Swiglu:
+        return cpu::swiglu_backward(dh, dy, h, rows, F);
+    }
   }
 
   void add_bias(float* y, const float* bias, int64_t rows, int64_t C) override {
@@ -122,7 +225,7 @@ class CpuBackend final : public Backend {
   }
   void quantize(const Fp8Out& out, const float* x, int64_t n) override {
     count_traffic(n * 5);
-    cpu::commit_cast(out, fp8lm::quantize(out.data, x, n, *out.scale, out.format));
+    commit_cast(out, fp8lm::quantize(out.data, x, n, *out.scale, out.format));
   }
   void absmax(float* amax, const float* x, int64_t n) override {
     count_traffic(n * 4);
