@@ -94,17 +94,14 @@ void run_eval(const EvalFlags& f) {
   nlohmann::json j;
   if (is_text_model(c)) {
     const TextData text(c.data, T, 0.1, c.seed);
-    const double loss = model.mean_loss(text.validation(B, T, f.batches));
+    const double loss = mean_loss(model.model(), text.validation(B, T, f.batches));
     j = {{"data", c.data}, {"loss", loss}, {"perplexity", std::exp(loss)}};
   } else {
     if (!f.data.empty()) throw Error("--data: this model was trained on the stride task, not text");
-    const double loss = model.mean_loss(stride_held_out_batches(c, f.batches));
-    j = {
-        {"loss", loss},
-        {"perplexity", std::exp(loss)},
-        {"stride_accuracy", stride_accuracy([&](const int32_t* p, int64_t b, int64_t n_p,
-                                                int64_t n) { return model.generate(p, b, n_p, n); },
-                                            c)}};
+    const double loss = mean_loss(model.model(), stride_held_out_batches(c, f.batches));
+    j = {{"loss", loss},
+         {"perplexity", std::exp(loss)},
+         {"stride_accuracy", stride_accuracy(model.model(), c)}};
   }
   if (f.json) {
     fmt::print("{}\n", j.dump());

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "fp8lm/error.h"
 #include "train/adamw.h"
@@ -79,15 +80,34 @@ void load_fp8_state(const Safetensors& st, Linear& l) {
   l.set_fp8_meta(meta);
 }
 
-Json model_config_json(const GPTConfig& m) {
-  return {{"vocab", m.vocab},
-          {"seq_len", m.seq_len},
-          {"d_model", m.d_model},
-          {"n_layers", m.n_layers},
-          {"n_heads", m.n_heads},
-          {"ffn", m.ffn},
-          {"activation", std::string(activation_name(m.activation))},
-          {"normalization", std::string(normalization_name(m.normalization))}};
+// The stored config's numbers, strings and switches, f(key, field) for each, the same list for
+// writing and reading (Model and Config: const or not).
+template <class Model, class F>
+void model_fields(Model& m, F f) {
+  f("vocab", m.vocab);
+  f("seq_len", m.seq_len);
+  f("d_model", m.d_model);
+  f("n_layers", m.n_layers);
+  f("n_heads", m.n_heads);
+  f("ffn", m.ffn);
+}
+template <class Config, class F>
+void run_fields(Config& c, F f) {
+  f("fp8_weights", c.fp8_weights);
+  f("steps", c.steps);
+  f("batch_size", c.batch_size);
+  f("lr", c.lr);
+  f("min_lr_ratio", c.min_lr_ratio);
+  f("warmup", c.warmup);
+  f("weight_decay", c.weight_decay);
+  f("grad_clip", c.grad_clip);
+  f("seed", c.seed);
+  f("threads", c.threads);
+  f("data", c.data);
+  f("max_stride", c.max_stride);
+  f("eval_prompts", c.eval_prompts);
+  f("prompt_len", c.prompt_len);
+  f("evaluate", c.evaluate);
 }
 
 template <class T>
@@ -104,29 +124,18 @@ T get(const Json& j, const char* key, const std::string& origin) {
 
 std::string train_config_to_json(const TrainConfig& c) {
   const DelayedScaling& r = c.recipe.delayed;
-  Json j = {{"model", model_config_json(c.model)},
-            {"precision", std::string(precision_name(c.precision))},
+  Json j = {{"precision", std::string(precision_name(c.precision))},
             {"recipe",
              {{"kind", c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current"},
               {"fp8_format", std::string(format_name(r.format))},
               {"margin", r.margin},
               {"amax_history_len", r.amax_history_len},
-              {"amax_compute_algo", std::string(amax_compute_algo_name(r.amax_compute_algo))}}},
-            {"fp8_weights", c.fp8_weights},
-            {"steps", c.steps},
-            {"batch_size", c.batch_size},
-            {"lr", c.lr},
-            {"min_lr_ratio", c.min_lr_ratio},
-            {"warmup", c.warmup},
-            {"weight_decay", c.weight_decay},
-            {"grad_clip", c.grad_clip},
-            {"seed", c.seed},
-            {"threads", c.threads},
-            {"data", c.data},
-            {"max_stride", c.max_stride},
-            {"eval_prompts", c.eval_prompts},
-            {"prompt_len", c.prompt_len},
-            {"evaluate", c.evaluate}};
+              {"amax_compute_algo", std::string(amax_compute_algo_name(r.amax_compute_algo))}}}};
+  Json& m = j["model"];
+  m = {{"activation", std::string(activation_name(c.model.activation))},
+       {"normalization", std::string(normalization_name(c.model.normalization))}};
+  model_fields(c.model, [&](const char* key, const auto& v) { m[key] = v; });
+  run_fields(c, [&](const char* key, const auto& v) { j[key] = v; });
   return j.dump(2);
 }
 
@@ -142,12 +151,12 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& o
   }
   TrainConfig c;
   const Json& m = j["model"];
-  c.model.vocab = get<int64_t>(m, "vocab", origin);
-  c.model.seq_len = get<int64_t>(m, "seq_len", origin);
-  c.model.d_model = get<int64_t>(m, "d_model", origin);
-  c.model.n_layers = get<int64_t>(m, "n_layers", origin);
-  c.model.n_heads = get<int64_t>(m, "n_heads", origin);
-  c.model.ffn = get<int64_t>(m, "ffn", origin);
+  model_fields(c.model, [&](const char* key, auto& v) {
+    v = get<std::remove_reference_t<decltype(v)>>(m, key, origin);
+  });
+  run_fields(c, [&](const char* key, auto& v) {
+    v = get<std::remove_reference_t<decltype(v)>>(j, key, origin);
+  });
   c.model.activation = parse_activation(get<std::string>(m, "activation", origin));
   c.model.normalization = parse_normalization(get<std::string>(m, "normalization", origin));
   c.precision = parse_precision(get<std::string>(j, "precision", origin));
@@ -159,21 +168,6 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& o
   c.recipe.delayed.amax_history_len = get<int>(r, "amax_history_len", origin);
   c.recipe.delayed.amax_compute_algo =
       parse_amax_compute_algo(get<std::string>(r, "amax_compute_algo", origin));
-  c.fp8_weights = get<bool>(j, "fp8_weights", origin);
-  c.steps = get<int64_t>(j, "steps", origin);
-  c.batch_size = get<int64_t>(j, "batch_size", origin);
-  c.lr = get<float>(j, "lr", origin);
-  c.min_lr_ratio = get<float>(j, "min_lr_ratio", origin);
-  c.warmup = get<int64_t>(j, "warmup", origin);
-  c.weight_decay = get<float>(j, "weight_decay", origin);
-  c.grad_clip = get<float>(j, "grad_clip", origin);
-  c.seed = get<uint64_t>(j, "seed", origin);
-  c.threads = get<int>(j, "threads", origin);
-  c.data = get<std::string>(j, "data", origin);
-  c.max_stride = get<int64_t>(j, "max_stride", origin);
-  c.eval_prompts = get<int64_t>(j, "eval_prompts", origin);
-  c.prompt_len = get<int64_t>(j, "prompt_len", origin);
-  c.evaluate = get<bool>(j, "evaluate", origin);
   return c;
 }
 

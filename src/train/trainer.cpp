@@ -36,12 +36,6 @@ void TrainConfig::validate() const {
 }
 
 double stride_accuracy(GPT& model, const TrainConfig& cfg) {
-  return stride_accuracy(
-      [&](const int32_t* p, int64_t B, int64_t P, int64_t n) { return model.generate(p, B, P, n); },
-      cfg);
-}
-
-double stride_accuracy(const GenerateFn& generate, const TrainConfig& cfg) {
   StrideTask heldout(cfg.model.vocab, cfg.max_stride, cfg.seed ^ 0x9e3779b97f4a7c15ull);
   const int64_t B = cfg.eval_prompts, P = cfg.prompt_len, n_new = cfg.model.seq_len - P;
   std::vector<std::vector<int32_t>> prompts;
@@ -51,7 +45,7 @@ double stride_accuracy(const GenerateFn& generate, const TrainConfig& cfg) {
     prompts.push_back(heldout.sequence(a, k, P));
     flat.insert(flat.end(), prompts.back().begin(), prompts.back().end());
   }
-  const std::vector<int32_t> out = generate(flat.data(), B, P, n_new);
+  const std::vector<int32_t> out = model.generate(flat.data(), B, P, n_new);
   int64_t kept = 0;
   for (int64_t b = 0; b < B; ++b) {
     const std::vector<int32_t> gen(out.begin() + b * n_new, out.begin() + (b + 1) * n_new);
@@ -166,15 +160,6 @@ InferenceModel::InferenceModel(GPT& model, const TrainConfig& cfg, const DeviceS
       model_(copy_ ? *copy_ : model),
       scope_(precision_.precision, cfg.recipe) {}
 
-std::vector<int32_t> InferenceModel::generate(const int32_t* prompts, int64_t B, int64_t P,
-                                              int64_t n_new) {
-  return model_.generate(prompts, B, P, n_new);
-}
-
-double InferenceModel::mean_loss(const std::vector<Batch>& batches) {
-  return fp8lm::mean_loss(model_, batches);
-}
-
 Trainer::~Trainer() = default;
 
 StepStats Trainer::train_step() {
@@ -199,13 +184,7 @@ StepStats Trainer::train_step() {
     norm = clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
     opt_->step(lr);
   }
-  if (cfg_.fp8_weights) refresh_fp8_weights();
-  return finish_step(start, loss, lr, norm);
-}
-
-StepStats Trainer::finish_step(std::chrono::steady_clock::time_point start, float loss, float lr,
-                               float norm) {
-  const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
+  refresh_fp8_weights();
   losses_.push_back(loss);
   ++step_;
   const double took =
@@ -273,18 +252,15 @@ TrainResult Trainer::finish() {
   }
   if (!cfg_.evaluate) return result;
   const InferenceScope scope(precision_.precision, cfg_.recipe);
-  const GenerateFn generate = [&](const int32_t* p, int64_t b, int64_t P, int64_t n) {
-    return model_->generate(p, b, P, n);
-  };
   if (stride_) {
-    result.stride_accuracy = stride_accuracy(generate, cfg_);
+    result.stride_accuracy = stride_accuracy(*model_, cfg_);
   } else {
     const auto val = text_->validation(B, T, 8);
     result.val_loss = static_cast<float>(mean_loss(*model_, val));
     const int64_t P = std::min<int64_t>(16, T / 2);
     std::vector<int32_t> prompt(text_->bytes().begin() + text_->train_size(),
                                 text_->bytes().begin() + text_->train_size() + P);
-    const auto gen = generate(prompt.data(), 1, P, T - P);
+    const auto gen = model_->generate(prompt.data(), 1, P, T - P);
     for (int32_t c : prompt) result.sample.push_back(static_cast<char>(c));
     for (int32_t c : gen) result.sample.push_back(static_cast<char>(c));
   }

@@ -1,7 +1,6 @@
 #pragma once
 // The training loop: data, model, FP8 autocast or a BF16/FP32 fallback, AdamW with clipping and
 // a warmup+cosine schedule; at the end greedy generation (stride task) or validation loss (text).
-#include <chrono>
 #include <functional>
 #include <string>
 
@@ -74,8 +73,6 @@ class Trainer {
   std::unique_ptr<AdamW> opt_;
   DeviceChoice device_;
   void move_to(Backend& backend);
-  StepStats finish_step(std::chrono::steady_clock::time_point start, float loss, float lr,
-                        float norm);
   int64_t step_ = 0;
   double seconds_ = 0;
   std::vector<float> losses_;
@@ -84,9 +81,6 @@ class Trainer {
 // Greedy generation from cfg.eval_prompts held-out prompts (a random stream apart from
 // training's): the fraction of generated tokens that continue each prompt's stride.
 double stride_accuracy(GPT& model, const TrainConfig& cfg);
-// The same with any greedy generator (prompts [B, P] -> n_new tokens each): a GPU model.
-using GenerateFn = std::function<std::vector<int32_t>(const int32_t*, int64_t, int64_t, int64_t)>;
-double stride_accuracy(const GenerateFn& generate, const TrainConfig& cfg);
 // The stride task's held-out loss batches: a random stream apart from training's and from the
 // generation prompts, the same for every caller (validation during training, fp8lm eval).
 std::vector<Batch> stride_held_out_batches(const TrainConfig& cfg, int64_t batches);
@@ -105,8 +99,10 @@ class InferenceModel {
  public:
   // On a GPU, a copy of the model on its backend.
   InferenceModel(GPT& model, const TrainConfig& cfg, const DeviceSpec& device);
-  std::vector<int32_t> generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new);
-  double mean_loss(const std::vector<Batch>& batches);
+  std::vector<int32_t> generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new) {
+    return model_.generate(prompts, B, P, n_new);
+  }
+  GPT& model() { return model_; }
   const DeviceChoice& device() const { return device_; }
   const PrecisionChoice& precision() const { return precision_; }
 
