@@ -13,8 +13,8 @@
 
 #include "core/bf16.h"
 #include "core/fp8_dtype.h"
+#include "cuda_test_util.h"
 #include "fp8/quantize.h"
-#include "kernels/cuda/device_buffer.h"
 #include "kernels/tensor.h"
 
 namespace fp8lm::test {

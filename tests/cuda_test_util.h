@@ -3,6 +3,8 @@
 // no CUDA device, and move vectors to and from the device.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_query.h"
 
@@ -22,6 +24,31 @@ inline int cuda_cc() {  // compute capability of device 0 as 10*major + minor (0
 }
 
 }  // namespace fp8lm::test
+
+// Synchronous copies of whole vectors to and from the device (sizes in elements).
+namespace fp8lm::cuda {
+template <typename T>
+void upload(T* dst, const T* src, size_t n) {
+  FP8LM_CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <typename T>
+void download(T* dst, const T* src, size_t n) {
+  FP8LM_CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost));
+}
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& v) {
+  DeviceBuffer<T> d(v.size());
+  upload(d.data(), v.data(), v.size());
+  return d;
+}
+template <typename T>
+std::vector<T> to_host(const T* src, size_t n) {
+  std::vector<T> v(n);
+  download(v.data(), src, n);
+  return v;
+}
+
+}  // namespace fp8lm::cuda
 
 // The names every CUDA parity test uses, declared once.
 namespace fp8lm {

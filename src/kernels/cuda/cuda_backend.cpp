@@ -175,21 +175,23 @@ class CudaBackend final : public Backend {
                           int64_t B, int64_t T, int64_t C) override {
     cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, stream_);
   }
+  void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) override {
+    cuda::argmax_rows(out, logits, rows, V, stream_);
+  }
   // The targets are checked on the host first, as the CPU rejects a target >= V before
   // touching any output (the kernel alone would give that row NaN), and the per-row losses come
   // back to be averaged in the CPU's order, so both backends report the same mean for the same
   // losses.
-  void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) override {
-    cuda::argmax_rows(out, logits, rows, V, stream_);
-  }
   float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
                               int64_t rows, int64_t V, float grad_scale) override {
-    const std::vector<int32_t> t = to_host(targets, size_t(rows));
+    std::vector<int32_t> t(static_cast<size_t>(rows));
+    download(t.data(), targets, t.size() * sizeof(int32_t));
     check_targets(t.data(), rows, V);
     losses_.resize(size_t(rows));
     cuda::softmax_cross_entropy(dlogits, losses_.data(), nullptr, logits, targets, rows, V,
                                 grad_scale, stream_);
-    const std::vector<float> l = to_host(losses_.data(), size_t(rows));
+    std::vector<float> l(static_cast<size_t>(rows));
+    download(l.data(), losses_.data(), l.size() * sizeof(float));
     return mean_loss(l.data(), t.data(), rows);
   }
 

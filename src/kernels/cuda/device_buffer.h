@@ -1,11 +1,10 @@
 #pragma once
-// An owned device allocation and the copies in and out of it. Sizes are in elements.
+// An owned device allocation. Sizes are in elements.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <utility>
-#include <vector>
 
 #include "kernels/cuda/cuda_check.h"
 
@@ -49,26 +48,5 @@ class DeviceBuffer {
   T* p_ = nullptr;
   size_t n_ = 0;
 };
-
-template <typename T>
-void upload(T* dst, const T* src, size_t n) {
-  FP8LM_CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyHostToDevice));
-}
-template <typename T>
-void download(T* dst, const T* src, size_t n) {
-  FP8LM_CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost));
-}
-template <typename T>
-DeviceBuffer<T> to_device(const std::vector<T>& v) {
-  DeviceBuffer<T> d(v.size());
-  upload(d.data(), v.data(), v.size());
-  return d;
-}
-template <typename T>
-std::vector<T> to_host(const T* src, size_t n) {
-  std::vector<T> v(n);
-  download(v.data(), src, n);
-  return v;
-}
 
 }  // namespace fp8lm::cuda
