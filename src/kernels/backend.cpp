@@ -22,10 +22,6 @@ float Backend::softmax_cross_entropy_unfused(float*, float*, const float*, const
                                              int64_t, float) {
   refuse("the unfused loss (--no-fusion; the CPU has it)");
 }
-void Backend::attention_decode(float*, const float*, const float*, const float*, int64_t, int64_t,
-                               int64_t, int64_t, int64_t) {
-  refuse("KV-cache attention");
-}
 void Backend::accumulate_into_bf16(bf16_t*, const float*, int64_t) {
   refuse("BF16 gradient accumulation (--fp8-weights' gradients on the CPU)");
 }

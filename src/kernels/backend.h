@@ -89,6 +89,10 @@ class Backend {
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* out, const float* lse, int64_t B, int64_t T,
                                   int64_t C, int64_t H) = 0;
+  // One new query per sequence against a KV cache [B, Tmax, C].
+  virtual void attention_decode(float* out, const float* q, const float* k_cache,
+                                const float* v_cache, int64_t B, int64_t Tmax, int64_t len,
+                                int64_t C, int64_t H) = 0;
 
   // --- embedding and loss ---
   virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
@@ -120,10 +124,6 @@ class Backend {
   virtual float softmax_cross_entropy_unfused(float* dlogits, float* probs, const float* logits,
                                               const int32_t* targets, int64_t rows, int64_t V,
                                               float grad_scale);
-  // One new query per sequence against a KV cache [B, Tmax, C].
-  virtual void attention_decode(float* out, const float* q, const float* k_cache,
-                                const float* v_cache, int64_t B, int64_t Tmax, int64_t len,
-                                int64_t C, int64_t H);
   // acc (BF16) += x: --fp8-weights' BF16 gradients.
   virtual void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n);
 

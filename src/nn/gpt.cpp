@@ -49,25 +49,25 @@ ParameterList TransformerLayer::parameters() {
   return p;
 }
 
-void TransformerLayer::forward(const float* x, float* y, int64_t B, int64_t T) {
-  rows_ = B * T;
-  const int64_t n = rows_ * d_;
+template <class Attend>
+void TransformerLayer::run(const float* x, float* y, int64_t rows, Attend attend) {
+  const int64_t n = rows * d_;
   float* attn_out = scratch<float>(be_, Scratch::LayerAttnOut, n);
   float* mlp_out = scratch<float>(be_, Scratch::LayerMlpOut, n);
   resid_.resize(static_cast<size_t>(n));
-  attention_.forward(x, attn_out, B, T);
-  mid_residual_then_mlp(x, attn_out, mlp_out, rows_);
+  attend(attn_out);
+  if (fusion_enabled()) {  // the residual add runs inside LayerNorm 2's pass over each row
+    mlp_.forward_residual(x, attn_out, resid_.data(), mlp_out, rows);
+  } else {
+    be_.add(resid_.data(), x, attn_out, n);
+    mlp_.forward(resid_.data(), mlp_out, rows);
+  }
   be_.add(y, resid_.data(), mlp_out, n);
 }
 
-void TransformerLayer::mid_residual_then_mlp(const float* x, const float* attn_out, float* y,
-                                             int64_t rows) {
-  if (fusion_enabled()) {  // the add runs inside LayerNorm 2's pass over each row
-    mlp_.forward_residual(x, attn_out, resid_.data(), y, rows);
-    return;
-  }
-  be_.add(resid_.data(), x, attn_out, rows * d_);
-  mlp_.forward(resid_.data(), y, rows);
+void TransformerLayer::forward(const float* x, float* y, int64_t B, int64_t T) {
+  rows_ = B * T;
+  run(x, y, rows_, [&](float* attn_out) { attention_.forward(x, attn_out, B, T); });
 }
 
 void TransformerLayer::backward(const float* dy, float* dx) {
@@ -80,13 +80,7 @@ void TransformerLayer::backward(const float* dy, float* dx) {
 }
 
 void TransformerLayer::decode(const float* x, float* y, KvCache& cache, int64_t pos) {
-  const int64_t n = cache.B * d_;
-  float* attn_out = scratch<float>(be_, Scratch::LayerAttnOut, n);
-  float* mlp_out = scratch<float>(be_, Scratch::LayerMlpOut, n);
-  resid_.resize(static_cast<size_t>(n));
-  attention_.decode(x, attn_out, cache, pos);
-  mid_residual_then_mlp(x, attn_out, mlp_out, cache.B);
-  be_.add(y, resid_.data(), mlp_out, n);
+  run(x, y, cache.B, [&](float* attn_out) { attention_.decode(x, attn_out, cache, pos); });
 }
 
 GPT::GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend)

@@ -37,9 +37,9 @@ class TransformerLayer {
   MultiheadAttention attention_;
   LayerNormMLP mlp_;
   BackendBuffer<float> resid_{be_};  // the mid-layer residual: LayerNorm 2's saved input
-  // resid_ = x + attn_out, then the MLP on it (the add fused into LayerNorm 2 unless
-  // --no-fusion).
-  void mid_residual_then_mlp(const float* x, const float* attn_out, float* y, int64_t rows);
+  // y = resid + mlp(resid), resid = x + attend's output (attend(float* out) writes it).
+  template <class Attend>
+  void run(const float* x, float* y, int64_t rows, Attend attend);
 };
 
 class GPT {

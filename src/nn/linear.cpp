@@ -151,7 +151,7 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
     w = {weight_.data(), DType::F32};
   }
   be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
-  finish_forward(y, rows, add_bias);
+  if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
 }
 
 void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
@@ -162,7 +162,7 @@ void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
   // The input codes are what backward's weight gradient uses: one byte per value saved.
   const GemmOperand w{qw, fp8_dtype(store.format(gemm_, Slot::Weight)), w_scale_inv_.data()};
   be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
-  finish_forward(y, rows, add_bias);
+  if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
 }
 
 GemmOperand Linear::weight_for_dgrad() {
@@ -190,17 +190,9 @@ GemmOperand Linear::saved_input() {
   return {x_, DType::F32};
 }
 
-void Linear::finish_forward(float* y, int64_t rows, bool add_bias) {
-  if (has_bias_ && add_bias) {
-    be_.add_bias(y, bias_.data(), rows, out_);
-  }
-}
-
 void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx) {
   const float beta = accumulate_dx ? 1.0f : 0.0f;
-  if (has_bias_) {
-    be_.bias_backward(bias_.grad.data(), dy, rows, out_);
-  }
+  if (has_bias_) be_.bias_backward(bias_.grad.data(), dy, rows, out_);
   // A BF16 gradient (--fp8-weights) takes the GEMM's FP32 result from scratch.
   const bool bf16_grad = weight_.bf16_grad();
   float* dw =
@@ -231,9 +223,7 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
   }
   if (dx) be_.gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g, weight_for_dgrad(), beta, dx);
   be_.gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, g, saved_input(), wbeta, dw);
-  if (bf16_grad) {
-    be_.accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
-  }
+  if (bf16_grad) be_.accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
 }
 
 }  // namespace fp8lm

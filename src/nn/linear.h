@@ -81,7 +81,6 @@ class Linear {
   const uint8_t* prepare_weight_fp8();
   const uint8_t* weight_fp8_for_backward();
   const bf16_t* weight_bf16();
-  void finish_forward(float* y, int64_t rows, bool add_bias);
   // The input as forward kept it for this mode's GEMMs (and the weight gradient's).
   GemmOperand saved_input();
   // The weight for the input gradient, cast (BF16, FP8 at forward's scale) as forward used it.
