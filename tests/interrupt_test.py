@@ -4,7 +4,6 @@
 then a resume that runs to the end. The fp8lm binary is the first argument."""
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,11 +25,13 @@ def main(binary):
             time.sleep(random.uniform(0.3, 1.2))
             p.send_signal(signal.SIGKILL)
             p.wait()
-            if not os.path.exists(os.path.join(run, "checkpoints", "latest")):
-                # Killed before its first checkpoint (a loaded machine): a run without one
-                # cannot be resumed, so start it again.
-                shutil.rmtree(run, ignore_errors=True)
+            if not os.path.exists(os.path.join(run, "config.json")):
+                # Killed before the run was set up: --out the same directory again.
                 cmd = [binary, "train", "--out", run] + TINY
+                continue
+            if not os.path.exists(os.path.join(run, "checkpoints", "latest")):
+                # Killed before its first checkpoint: --resume starts it again from step 0.
+                cmd = [binary, "train", "--resume", run]
                 continue
             # The latest checkpoint must load: inspect reads its model file, resume its state.
             r = subprocess.run([binary, "inspect", run, "--json"], capture_output=True, text=True)

@@ -1,13 +1,17 @@
 // The fp8lm command as a user runs it: output formats, stdin, JSON, and one-line errors with
 // a non-zero exit for bad input.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -25,7 +29,9 @@ struct CliResult {
 
 // Runs the fp8lm binary through the shell; stderr is captured in a temp file.
 CliResult fp8lm(const std::string& args, const std::string& stdin_text = "") {
-  const std::string err_file = testing::TempDir() + "fp8lm_cli_stderr.txt";
+  // One file per test process: ctest runs the CLI tests side by side.
+  const std::string err_file =
+      testing::TempDir() + "fp8lm_cli_stderr_" + std::to_string(getpid()) + ".txt";
   std::string cmd = std::string(FP8LM_BIN) + " " + args + " 2>" + err_file;
   cmd = "printf '%s' '" + stdin_text + "' | " + cmd;
   CliResult r;
@@ -172,6 +178,95 @@ TEST(Cli, TrainWritesSummaryJson) {
   }
   EXPECT_EQ(j["precision"], "fp8 (emulated)");
   EXPECT_EQ(j["steps"], 3);
+}
+
+// The case: a learning rate that blows the weights up. The steps turn non-finite, are
+// skipped (the weights stay finite), and after 10 in a row the run stops: one error line, a
+// non-zero exit, and no model file.
+TEST(Cli, TrainingThatTurnsNonFiniteStopsAndWritesNoModel) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_blowup";
+  std::filesystem::remove_all(dir);
+  const CliResult r = fp8lm(
+      "train --precision fp32 --lr 1e6 --grad-clip 0 --warmup 0 --steps 40 --vocab 16 "
+      "--seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 --threads 2 "
+      "--device cpu --out " +
+      dir);
+  EXPECT_NE(r.status, 0);
+  const std::vector<std::string> err = lines(r.err);
+  ASSERT_FALSE(err.empty());
+  EXPECT_NE(err.back().find("10 steps in a row skipped"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/summary.json"));
+  // Every step was recorded; the skipped ones say so.
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  int skipped = 0;
+  for (std::string line; std::getline(metrics, line);)
+    skipped += nlohmann::json::parse(line).value("skipped", false);
+  EXPECT_EQ(skipped, 10);
+}
+
+const char* const kTinyRun =
+    "--steps 3 --vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 "
+    "--batch-size 4 --threads 2 --device cpu";
+
+// Every file under dir (path relative to it) and its bytes.
+std::map<std::string, std::string> files_of(const std::string& dir) {
+  std::map<std::string, std::string> m;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    m[std::filesystem::relative(e.path(), dir).string()] =
+        std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return m;
+}
+
+// One run, one writer: while a process holds a run's lock, a second `train --resume` stops at
+// once with one line and changes nothing.
+TEST(Cli, ARunInUseIsRefusedAndLeftAsItWas) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_locked";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(fp8lm(std::string("train ") + kTinyRun + " --checkpoint-every 1 --out " + dir).status,
+            0);
+  const auto before = files_of(dir);
+  const int fd = open((dir + "/.lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);  // as a training process holds it
+  const CliResult r = fp8lm("train --resume " + dir);
+  close(fd);
+  EXPECT_EQ(r.status, 1);
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(dir + " is in use: another fp8lm process"), std::string::npos) << r.err;
+  EXPECT_EQ(files_of(dir), before);
+}
+
+TEST(Cli, OutRefusesADirectoryThatIsNotARun) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_not_a_run";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/model.safetensors") << "a user's own weights";
+  const CliResult r = fp8lm(std::string("train ") + kTinyRun + " --out " + dir);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("not empty and not an fp8lm run"), std::string::npos) << r.err;
+  const auto after = files_of(dir);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after.at("model.safetensors"), "a user's own weights");
+}
+
+// A run killed before its first checkpoint: only config.json and metrics lines are there.
+TEST(Cli, ARunStoppedBeforeItsFirstCheckpointStartsAgainFromStepZero) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_restart";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(fp8lm(std::string("train ") + kTinyRun + " --out " + dir).status, 0);
+  for (const char* f : {"checkpoints", "model.safetensors", "summary.json", "report.html"})
+    std::filesystem::remove_all(dir + "/" + f);
+  const CliResult r = fp8lm("train --resume " + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("has no checkpoint yet: starting the run again from step 0"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("trained 3 steps"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors"));
 }
 
 TEST(Cli, TrainConfigFileAndFlagOverride) {

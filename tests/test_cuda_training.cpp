@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "run_util.h"
+#include "skip_check.h"
 #include "train/trainer.h"
 
 namespace fp8lm {
@@ -54,6 +55,19 @@ TEST(CudaTraining, DemoLearnsInEveryPrecision) {
     EXPECT_GE(r.stride_accuracy, 0.95) << v.name;
     EXPECT_LT(r.final_loss, 0.5f) << v.name;
     EXPECT_TRUE(std::isfinite(r.final_loss)) << v.name;
+  }
+}
+
+// A NaN in a weight: the step is skipped on the GPU as on the CPU (tests/skip_check.h).
+TEST(CudaTraining, NonFiniteStepIsSkipped) {
+  FP8LM_REQUIRE_CUDA();
+  for (Precision p : {Precision::Fp32, Precision::Fp8}) {
+    if (p == Precision::Fp8 && test::cuda_cc() < 89) continue;
+    SCOPED_TRACE(precision_name(p));
+    TrainConfig c = demo(p, DeviceSpec::Cuda);
+    c.recipe.delayed.amax_history_len = 4;
+    c.evaluate = false;
+    test::expect_poisoned_step_is_skipped(c, 2);
   }
 }
 

@@ -39,6 +39,9 @@ struct TrainConfig {
   int64_t eval_prompts = 64;  // stride task: held-out prompts for generation
   int64_t prompt_len = 8;
   bool evaluate = true;  // generation / validation after training (benchmarks skip it)
+  // A step whose loss or gradient norm is not finite is skipped (weights, moments and FP8
+  // state untouched); this many in a row stop the run with an error.
+  int64_t max_skipped_steps = 10;
 
   void validate() const;  // throws Error naming the flag
 };
@@ -48,13 +51,16 @@ struct StepStats {
   float loss = 0, lr = 0, grad_norm = 0;
   double seconds = 0, tokens_per_s = 0;  // cumulative over the run
   double step_tokens_per_s = 0;          // this step alone
+  bool skipped = false;                  // not finite: no update was made
+  int64_t skipped_steps = 0;             // skipped so far in the run
 };
 
 struct TrainResult {
   PrecisionChoice precision;
   int64_t steps = 0;
   double seconds = 0, tokens_per_s = 0;
-  float final_loss = 0;  // mean of the last 50 steps' losses
+  float final_loss = 0;  // mean of the last 50 steps' finite losses
+  int64_t skipped_steps = 0;
   bool stride_task = true;
   double stride_accuracy = 0;  // stride task
   float val_loss = 0;          // text

@@ -34,6 +34,7 @@ class Training {
   Training(Training&&) noexcept;
   Training& operator=(Training&&) noexcept;
 
+  // Throws Error when max_skipped_steps steps in a row had a non-finite loss or gradients.
   StepStats step();
   bool done() const;
   // Evaluates (stride accuracy, or validation loss and a sample) and summarizes the run.

@@ -38,14 +38,20 @@ void run_inspect(const InspectFlags& f) {
     throw Error(fmt::format("--layer {}: the model has {} layers", f.layer, c.model.n_layers));
   }
   const std::string step = file.metadata().count("step") ? file.metadata().at("step") : "?";
+  const int64_t skipped =
+      file.metadata().count("skipped_steps") ? std::stoll(file.metadata().at("skipped_steps")) : 0;
+  if (skipped > 0 && !f.json)
+    fmt::print("{} steps were skipped (loss or gradients not finite)\n", skipped);
   if (!file.contains("layers.0.qkv.fp8.fwd.scale")) {
     const std::string precision =
         file.metadata().count("precision") ? file.metadata().at("precision") : "?";
     if (f.json) {
-      fmt::print(
-          "{}\n",
-          nlohmann::json{{"file", path}, {"step", step}, {"precision", precision}, {"fp8", nullptr}}
-              .dump());
+      fmt::print("{}\n", nlohmann::json{{"file", path},
+                                        {"step", step},
+                                        {"skipped_steps", skipped},
+                                        {"precision", precision},
+                                        {"fp8", nullptr}}
+                             .dump());
     } else {
       fmt::print("{} (step {}): no FP8 state: this model ran in {}\n", path, step, precision);
     }
@@ -54,6 +60,7 @@ void run_inspect(const InspectFlags& f) {
   const Format recipe_format = c.recipe.delayed.format;
   nlohmann::json out = {{"file", path},
                         {"step", step},
+                        {"skipped_steps", skipped},
                         {"recipe", format_name(recipe_format)},
                         {"gemms", nlohmann::json::array()}};
   if (!f.json)

@@ -18,6 +18,7 @@
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
+#include "io/run_lock.h"
 #include "train/trainer.h"
 
 namespace fp8lm::cli {
@@ -117,6 +118,8 @@ const Setting kSettings[] = {
      [](TrainConfig& c, Flag, Flag v) { c.data = v; }},
     {"max-stride", "stride task: largest stride K",
      [](TrainConfig& c, Flag f, Flag v) { c.max_stride = as_int(f, v); }},
+    {"max-skipped-steps", "non-finite steps skipped in a row before the run stops (default 10)",
+     [](TrainConfig& c, Flag f, Flag v) { c.max_skipped_steps = as_int(f, v); }},
 };
 
 void apply(TrainConfig& c, const std::string& flag, const std::string& v) {
@@ -164,8 +167,9 @@ void print_progress(const StepStats& s) {
   const std::string bar = std::string(static_cast<size_t>(filled), '=') +
                           std::string(static_cast<size_t>(width - filled), ' ');
   const std::string line =
-      fmt::format("step {:>5}/{} [{}] loss {:.4f} · {:.0f} tok/s · ETA {:.0f}s", s.step, s.total,
-                  bar, s.loss, s.tokens_per_s, eta);
+      fmt::format("step {:>5}/{} [{}] loss {:.4f} · {:.0f} tok/s · ETA {:.0f}s{}", s.step, s.total,
+                  bar, s.loss, s.tokens_per_s, eta,
+                  s.skipped_steps > 0 ? fmt::format(" · {} skipped", s.skipped_steps) : "");
   if (tty) {
     fmt::print(stderr, "\r{}", line);
     if (s.step == s.total) fmt::print(stderr, "\n");
@@ -185,12 +189,60 @@ extern "C" void request_stop(int sig) {
 void print_result(const TrainConfig& c, const TrainResult& r) {
   fmt::print("trained {} steps in {:.1f}s · {:.0f} tokens/s · final loss {:.4f}\n", r.steps,
              r.seconds, r.tokens_per_s, r.final_loss);
+  if (r.skipped_steps > 0)
+    fmt::print("{} steps skipped: their loss or gradients were not finite\n", r.skipped_steps);
   if (r.stride_task) {
     fmt::print("stride accuracy {:.4f} (greedy generation from {} held-out prompts)\n",
                r.stride_accuracy, c.eval_prompts);
   } else {
     fmt::print("validation loss {:.4f}\nsample: {}\n", r.val_loss, r.sample);
   }
+}
+
+// --out DIR: a new directory, or an empty one. A run is continued with --resume, and anything
+// else a user keeps there is not touched.
+void check_new_run_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(dir)) return;
+  if (!fs::is_directory(dir)) throw Error(fmt::format("--out {}: a file, not a directory", dir));
+  if (fs::exists(dir + "/config.json")) {
+    throw Error(fmt::format(
+        "{} already holds a run; resume it with --resume {} or choose another --out", dir, dir));
+  }
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename() == ".lock") continue;  // left by a run that failed to start
+    throw Error(fmt::format(
+        "--out {}: the directory is not empty and not an fp8lm run; choose another", dir));
+  }
+}
+
+bool has_checkpoints(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir + "/checkpoints")) return false;
+  for (const auto& entry : fs::directory_iterator(dir + "/checkpoints"))
+    if (entry.path().filename().string().starts_with("step-")) return true;
+  return false;
+}
+
+// The run in DIR from its latest checkpoint; from step 0 when it was stopped before its first.
+std::unique_ptr<Trainer> resume_run(const std::string& dir, const DeviceSpec& device) {
+  std::unique_ptr<Trainer> trainer;
+  if (!has_checkpoints(dir)) {
+    std::ifstream in(dir + "/config.json");
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    TrainConfig c = train_config_from_json(text, dir + "/config.json");
+    c.device = device;
+    c.validate();
+    trainer = std::make_unique<Trainer>(c);
+    fmt::print("{} has no checkpoint yet: starting the run again from step 0\n", dir);
+    return trainer;
+  }
+  const std::string ckpt = latest_checkpoint(dir);
+  trainer = resume_trainer(ckpt);
+  trainer->use_device(device);  // a run resumes on any device
+  fmt::print("resuming {} at step {} of {}\n", ckpt, trainer->steps_done(),
+             trainer->config().steps);
+  return trainer;
 }
 
 int run_train(const TrainFlags& f, CLI::App* app) {
@@ -202,6 +254,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     std::signal(SIGTERM, request_stop);
   }
   std::unique_ptr<Trainer> trainer;
+  std::unique_ptr<RunLock> lock;  // held until the process is done with the directory
   if (!f.resume.empty()) {
     for (const auto& [flag, value] : f.values) {
       if (app->get_option("--" + flag)->count() > 0) {
@@ -210,11 +263,10 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     }
     if (!f.config.empty() || f.fp8_weights)
       throw Error("--resume continues the run's own config; drop --config and --fp8-weights");
-    const std::string ckpt = latest_checkpoint(f.resume);
-    trainer = resume_trainer(ckpt);
-    trainer->use_device(parse_device(f.device));  // a run resumes on any device
-    fmt::print("resuming {} at step {} of {}\n", ckpt, trainer->steps_done(),
-               trainer->config().steps);
+    if (!std::filesystem::exists(f.resume + "/config.json"))
+      throw Error(fmt::format("--resume {}: not an fp8lm run (no config.json)", f.resume));
+    lock = std::make_unique<RunLock>(f.resume);
+    trainer = resume_run(f.resume, parse_device(f.device));
   } else {
     TrainConfig c;
     bool fp8_weights = false;
@@ -226,10 +278,10 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     c.fp8_weights = fp8_weights;
     c.device = parse_device(f.device);
     c.validate();
-    if (!f.out.empty() && std::filesystem::exists(f.out + "/config.json")) {
-      throw Error(
-          fmt::format("{} already holds a run; resume it with --resume {} or choose another --out",
-                      f.out, f.out));
+    if (!f.out.empty()) {
+      check_new_run_dir(f.out);
+      std::filesystem::create_directories(f.out);
+      lock = std::make_unique<RunLock>(f.out);
     }
     trainer = std::make_unique<Trainer>(c);
   }

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <type_traits>
 
 #include "fp8lm/error.h"
@@ -108,6 +111,16 @@ void run_fields(Config& c, F f) {
   f("eval_prompts", c.eval_prompts);
   f("prompt_len", c.prompt_len);
   f("evaluate", c.evaluate);
+  f("max_skipped_steps", c.max_skipped_steps);
+}
+
+// Keys that configs written before them lack; their defaults apply.
+bool added_later(const char* key) {
+  return std::string_view(key) == "max_skipped_steps";
+}
+
+bool all_finite(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
 
 template <class T>
@@ -155,6 +168,7 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& o
     v = get<std::remove_reference_t<decltype(v)>>(m, key, origin);
   });
   run_fields(c, [&](const char* key, auto& v) {
+    if (!j.contains(key) && added_later(key)) return;
     v = get<std::remove_reference_t<decltype(v)>>(j, key, origin);
   });
   c.model.activation = parse_activation(get<std::string>(m, "activation", origin));
@@ -177,6 +191,9 @@ Safetensors model_file(GPT& model, const CheckpointInfo& info) {
   for (Linear* l : model.linears())
     if (l->fp8_weights()) fp8_weight_linears.push_back(l);
   for (Parameter* p : model.parameters()) {
+    const std::vector<float> values = p->values();  // the FP32 master of an FP8 weight
+    if (!all_finite(values))
+      throw Error(fmt::format("not writing a model whose weight {} is not finite", p->name));
     const auto it = std::find_if(fp8_weight_linears.begin(), fp8_weight_linears.end(),
                                  [&](Linear* l) { return &l->weight() == p; });
     if (it != fp8_weight_linears.end()) {
@@ -184,7 +201,7 @@ Safetensors model_file(GPT& model, const CheckpointInfo& info) {
       st.add(p->name, DType::E4M3, p->shape, (*it)->fp8_weight_codes().data());
       st.add_f32(p->name + "_scale_inv", {1}, {(*it)->fp8_weight_scale_inv()});
     } else {
-      st.add_f32(p->name, p->shape, p->values());
+      st.add_f32(p->name, p->shape, values);
     }
   }
   if (info.fp8_state) {
@@ -195,6 +212,7 @@ Safetensors model_file(GPT& model, const CheckpointInfo& info) {
   meta["config"] = train_config_to_json(info.config);
   meta["precision"] = info.precision;
   meta["step"] = std::to_string(info.step);
+  if (info.skipped_steps > 0) meta["skipped_steps"] = std::to_string(info.skipped_steps);
   return st;
 }
 
@@ -217,6 +235,9 @@ void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
   meta["adamw_steps"] = std::to_string(opt.steps());
   meta["seconds"] = fmt::format("{:.17g}", progress.seconds);
   meta["data_state"] = progress.data_state;
+  meta["skipped_steps"] = std::to_string(progress.skipped_steps);
+  meta["consecutive_skips"] = std::to_string(progress.consecutive_skips);
+  meta["skip_reason"] = progress.skip_reason;
   // The training state first: a model file is only ever beside a complete state.
   state.write(dir + "/train_state.safetensors");
   model_file(model, info).write(dir + "/model.safetensors");
@@ -230,17 +251,20 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
                               file.origin(), p->name, fmt::join(t.shape, ","),
                               fmt::join(p->shape, ",")));
     }
-    if (t.dtype == DType::E4M3) {
-      const float sinv = file.at(p->name + "_scale_inv").to_f32().at(0);
-      std::vector<float> v = t.to_f32();
-      for (float& x : v) x *= sinv;
-      p->set_values(v);
-    } else if (t.dtype == DType::F32) {
-      p->set_values(t.to_f32());
-    } else {
+    if (t.dtype != DType::E4M3 && t.dtype != DType::F32) {
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F8_E4M3",
                               file.origin(), p->name, dtype_name(t.dtype)));
     }
+    std::vector<float> v = t.to_f32();
+    if (t.dtype == DType::E4M3) {
+      const float sinv = file.at(p->name + "_scale_inv").to_f32().at(0);
+      for (float& x : v) x *= sinv;
+    }
+    if (!all_finite(v)) {
+      throw Error(fmt::format("{}: tensor '{}' holds values that are not finite; not loading it",
+                              file.origin(), p->name));
+    }
+    p->set_values(v);
   }
   for (Linear* l : model.linears()) load_fp8_state(file, *l);
 }
@@ -283,7 +307,14 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
     }
     opt.set_moments(i, state.at("adamw.m." + p.name).to_f32(),
                     state.at("adamw.v." + p.name).to_f32());
-    if (state.contains("master." + p.name)) p.set_values(state.at("master." + p.name).to_f32());
+    if (state.contains("master." + p.name)) {
+      const std::vector<float> master = state.at("master." + p.name).to_f32();
+      if (!all_finite(master)) {
+        throw Error(fmt::format("{}: tensor 'master.{}' holds values that are not finite",
+                                state.origin(), p.name));
+      }
+      p.set_values(master);
+    }
   }
   const auto& meta = state.metadata();
   for (const char* key : {"step", "adamw_steps", "seconds", "data_state"}) {
@@ -291,8 +322,17 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
       throw Error(fmt::format("{}: no '{}' in its metadata", state.origin(), key));
   }
   opt.set_steps(std::stoll(meta.at("adamw_steps")));
-  return {std::stoll(meta.at("step")), std::stod(meta.at("seconds")), state.at("losses").to_f32(),
-          meta.at("data_state")};
+  TrainProgress p;
+  p.step = std::stoll(meta.at("step"));
+  p.seconds = std::stod(meta.at("seconds"));
+  p.losses = state.at("losses").to_f32();
+  p.data_state = meta.at("data_state");
+  if (meta.count("skipped_steps")) {  // checkpoints written before skipping have none
+    p.skipped_steps = std::stoll(meta.at("skipped_steps"));
+    p.consecutive_skips = std::stoll(meta.at("consecutive_skips"));
+    p.skip_reason = meta.at("skip_reason");
+  }
+  return p;
 }
 
 }  // namespace fp8lm

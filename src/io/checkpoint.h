@@ -22,9 +22,11 @@ struct CheckpointInfo {
   std::string precision;   // the resolved precision's label, e.g. "fp8 (emulated)"
   bool fp8_state = false;  // the GEMMs ran in FP8: every GEMM's scaling state is saved
   int64_t step = 0;
+  int64_t skipped_steps = 0;  // non-finite steps skipped so far (in the metadata when > 0)
 };
 
-// The model file's tensors and metadata.
+// The model file's tensors and metadata. Error if a weight is not finite: such a model is
+// never written.
 Safetensors model_file(GPT& model, const CheckpointInfo& info);
 // Writes train_state.safetensors (optimizer, FP32 masters of FP8 weights, progress), then
 // model.safetensors into dir (atomically, each file).
@@ -46,7 +48,8 @@ struct LoadedModel {
 // Validates names, shapes and dtypes against the config in the metadata.
 LoadedModel load_model(const std::string& path);
 
-// Applies a model file's tensors (weights and FP8 state) to a model built from its config.
+// Applies a model file's tensors (weights and FP8 state) to a model built from its config;
+// Error naming a tensor that holds a non-finite value.
 void apply_model_tensors(const Safetensors& file, GPT& model);
 
 }  // namespace fp8lm

@@ -132,10 +132,12 @@ void write_report(const std::string& dir) {
       lr{"lr", {}, {}}, gn{"grad norm", {}, {}};
   // layer -> quantity (amax | scale | saturated) -> series "gemm slot"
   std::map<int, std::map<std::string, std::map<std::string, Series>>> fp8;
+  std::vector<int64_t> skipped;
   for (std::string line; std::getline(in, line);) {
     const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("step")) continue;
     const double step = j["step"].get<double>();
+    if (j.contains("skipped")) skipped.push_back(static_cast<int64_t>(step));
     const auto add = [&](Series& s, const char* key) {
       if (j.contains(key) && j[key].is_number())
         s.x.push_back(step), s.y.push_back(j[key].get<double>());
@@ -176,7 +178,13 @@ void write_report(const std::string& dir) {
          "11px;max-height:260px;overflow:auto}"
          "</style></head><body>";
   html << "<h1>fp8lm run report: " << escape(dir) << "</h1>";
-  html << "<h2>Training</h2><div class=\"row\">";
+  html << "<h2>Training</h2>";
+  if (!skipped.empty()) {
+    html << "<p><b>" << skipped.size()
+         << " steps skipped</b> (loss or gradients not finite; no update made): "
+         << fmt::format("{}", fmt::join(skipped, ", ")) << "</p>";
+  }
+  html << "<div class=\"row\">";
   html << line_chart("loss (train and validation)", {loss, val});
   html << line_chart("throughput (tokens/s)", {tps});
   html << line_chart("learning rate", {lr});

@@ -59,7 +59,8 @@ void truncate_metrics(const std::string& path, int64_t step) {
 
 CheckpointInfo checkpoint_info(const Trainer& trainer) {
   return {trainer.config(), trainer.precision().label(),
-          trainer.precision().precision == Precision::Fp8, trainer.steps_done()};
+          trainer.precision().precision == Precision::Fp8, trainer.steps_done(),
+          trainer.skipped_steps()};
 }
 
 }  // namespace
@@ -91,6 +92,7 @@ void write_summary(const std::string& dir, const Trainer& trainer, const TrainRe
       {"seconds", r.seconds},
       {"tokens_per_s", r.tokens_per_s},
       {"final_loss", r.final_loss},
+      {"skipped_steps", r.skipped_steps},
       {"parameters", c.model.parameter_count()}};
   if (r.stride_task) {
     j["stride_accuracy"] = r.stride_accuracy;
@@ -135,6 +137,8 @@ void RunDirectory::step(Trainer& trainer, const StepRecord& record) {
                {"grad_norm", s.grad_norm},
                {"tokens_per_s", s.step_tokens_per_s},
                {"seconds", s.seconds}};
+  if (s.skipped) line["skipped"] = true;  // its loss (NaN or Inf) is written as null
+  if (s.skipped_steps > 0) line["skipped_steps"] = s.skipped_steps;
   if (record.val_loss) line["val_loss"] = *record.val_loss;
   if (record.fp8_snapshot) line["fp8"] = fp8_snapshot(trainer.model());
   metrics_ << line.dump() << "\n" << std::flush;

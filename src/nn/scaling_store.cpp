@@ -20,6 +20,12 @@ void write_one(Backend& be, T* p, T v) {
   be.upload(p, &v, sizeof(T));
 }
 
+template <class T>
+void copy_all(BackendBuffer<T>& dst, const BackendBuffer<T>& src) {
+  dst.resize(src.size());
+  src.backend().copy(dst.data(), src.data(), src.size() * sizeof(T));
+}
+
 }  // namespace
 
 ScalingStore::ScalingStore(Backend& backend, int gemms, const DelayedScaling& recipe)
@@ -140,6 +146,31 @@ void ScalingStore::set_meta(int gemm, const Fp8Meta& m) {
               static_cast<unsigned long long>(st.last_cast.flushed));
     cast_n_[i] = st.last_cast.n;
   }
+}
+
+void ScalingStore::remember() {
+  saved_history_ = history_;
+  saved_format_ = recipe_format_;
+  saved_cast_n_ = cast_n_;
+  copy_all(saved_history_buf_, history_buf_);
+  copy_all(saved_scale_, scale_);
+  copy_all(saved_scale_inv_, scale_inv_);
+  copy_all(saved_counts_, counts_);
+}
+
+void ScalingStore::roll_back() {
+  if (saved_history_ == 0) return;  // nothing remembered
+  if (saved_history_ != history_ || saved_format_ != recipe_format_) {
+    DelayedScaling r;  // the step rebuilt the store for its recipe: back to the old layout
+    r.amax_history_len = saved_history_;
+    r.format = saved_format_;
+    build(r);
+  }
+  cast_n_ = saved_cast_n_;
+  copy_all(history_buf_, saved_history_buf_);
+  copy_all(scale_, saved_scale_);
+  copy_all(scale_inv_, saved_scale_inv_);
+  copy_all(counts_, saved_counts_);
 }
 
 }  // namespace fp8lm

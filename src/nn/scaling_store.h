@@ -53,6 +53,11 @@ class ScalingStore {
   Fp8Meta meta(int gemm) const;
   void set_meta(int gemm, const Fp8Meta& m);
 
+  // A copy of every slot (in backend memory), and going back to it: a step found non-finite
+  // leaves the scaling state as it was before the step (its amaxes would poison the history).
+  void remember();
+  void roll_back();
+
   Backend& backend() const { return be_; }
 
  private:
@@ -68,6 +73,12 @@ class ScalingStore {
   std::vector<int64_t> cast_n_;  // values in each slot's last cast (host)
   BackendBuffer<float> history_buf_{be_}, scale_{be_}, scale_inv_{be_}, fp8_max_{be_};
   BackendBuffer<unsigned long long> counts_{be_};  // [slot][saturated, flushed]
+  // remember()'s copy (saved_history_ 0: none yet).
+  int saved_history_ = 0;
+  Format saved_format_ = Format::Hybrid;
+  std::vector<int64_t> saved_cast_n_;
+  BackendBuffer<float> saved_history_buf_{be_}, saved_scale_{be_}, saved_scale_inv_{be_};
+  BackendBuffer<unsigned long long> saved_counts_{be_};
 };
 
 }  // namespace fp8lm

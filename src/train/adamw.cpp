@@ -113,18 +113,13 @@ AdamWHyper AdamW::hyper(float lr) const {
   return h;
 }
 
-float AdamW::clip_and_step(float lr, float max_norm) {
-  if (be_.host_memory()) {
-    const float norm = grad_norm(params_);
-    step(lr, clip_factor(norm, max_norm));
-    return norm;
-  }
-  const int n = static_cast<int>(table_.size());
-  be_.grad_norm(norm_clip_.data(), norm_clip_.data() + 1, max_norm, table_.data(), n, numel_);
-  ++t_;
-  be_.adamw_step(table_.data(), n, numel_, hyper(lr), norm_clip_.data() + 1);
-  for (Parameter* p : params_) ++p->version;
-  return norm_clip_.to_host()[0];
+float AdamW::global_grad_norm() {
+  if (be_.host_memory()) return grad_norm(params_);
+  be_.grad_norm(norm_clip_.data(), nullptr, 0.0f, table_.data(), static_cast<int>(table_.size()),
+                numel_);
+  float norm = 0;
+  be_.download(&norm, norm_clip_.data(), sizeof(float));
+  return norm;
 }
 
 void AdamW::step(float lr, float grad_scale) {

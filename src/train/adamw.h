@@ -25,9 +25,9 @@ class AdamW {
   // parallel pass over fixed chunks of all parameters; unfused (--no-fusion): one pass per
   // parameter. Both compute the same bits.
   void step(float lr, float grad_scale = 1.0f);
-  // The global gradient norm, then one step with the gradients clipped to max_norm folded in
-  // (on a device without a host round trip for the factor); returns the norm.
-  float clip_and_step(float lr, float max_norm);
+  // The global gradient norm (grad_norm below; on a device its multi-tensor kernel, the same
+  // bits), read before a step so that a non-finite one can skip it.
+  float global_grad_norm();
   void zero_grad();
   int64_t steps() const { return t_; }
   const ParameterList& parameters() const { return params_; }

@@ -10,7 +10,14 @@ RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& 
   const bool fp8 = trainer.precision().precision == Precision::Fp8;
   while (!trainer.done()) {
     StepRecord record;
-    record.stats = trainer.train_step();
+    try {
+      record.stats = trainer.train_step();
+    } catch (const SkipLimitReached& e) {  // the stopping step is recorded, then the run ends
+      record.stats = e.stats;
+      recorder.step(trainer, record);
+      if (progress) progress(record.stats);
+      throw;
+    }
     const int64_t step = record.stats.step;
     if (schedule.val_every > 0 && (step % schedule.val_every == 0 || trainer.done())) {
       record.val_loss = trainer.validation_loss();

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
+#include <cmath>
 
 #include "fp8lm/error.h"
 #include "train/adamw.h"
@@ -25,6 +25,9 @@ void TrainConfig::validate() const {
   if (data.empty() && prompt_len + 1 > model.seq_len) {
     throw Error(fmt::format("--seq-len {} leaves no room to generate after a {}-token prompt",
                             model.seq_len, prompt_len));
+  }
+  if (max_skipped_steps < 1) {
+    throw Error(fmt::format("--max-skipped-steps {} must be at least 1", max_skipped_steps));
   }
   if (fp8_weights && precision != Precision::Fp8) {
     throw Error("--fp8-weights needs --precision fp8");
@@ -87,6 +90,42 @@ namespace {
 Precision gemm_precision_for(Precision p) {
   // Non-FP8 GEMMs run in BF16 under both bf16 and fp8 (as TE pairs fp8_autocast with BF16).
   return p == Precision::Fp32 ? Precision::Fp32 : Precision::Bf16;
+}
+
+bool all_finite(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
+// What went non-finite first in a step: a weight, else the loss, else a gradient in the order
+// backward made them (the head's first). Read only when a step is skipped.
+std::string first_non_finite(GPT& model, float loss) {
+  const ParameterList ps = model.parameters();
+  for (Parameter* p : ps)
+    if (!all_finite(p->values())) return fmt::format("the weight {} is not finite", p->name);
+  if (!std::isfinite(loss)) return fmt::format("the loss is {}", loss);
+  for (auto it = ps.rbegin(); it != ps.rend(); ++it) {
+    const Parameter& p = **it;
+    std::vector<float> g = p.grad.to_host();
+    if (p.bf16_grad()) {
+      g.clear();
+      for (bf16_t x : p.grad16.to_host()) g.push_back(bf16_to_float(x));
+    }
+    if (!all_finite(g)) return fmt::format("the gradient of {} is not finite", p.name);
+  }
+  return "the gradient norm is not finite";
+}
+
+// The mean of the last 50 steps' losses, those of skipped steps left out (NaN if all were).
+float final_loss(const std::vector<float>& losses) {
+  const size_t tail = std::min<size_t>(50, losses.size());
+  float sum = 0.0f;
+  int n = 0;
+  for (size_t i = losses.size() - tail; i < losses.size(); ++i) {
+    if (!std::isfinite(losses[i])) continue;
+    sum += losses[i];
+    ++n;
+  }
+  return n > 0 ? sum / static_cast<float>(n) : (tail > 0 ? NAN : 0.0f);
 }
 }  // namespace
 
@@ -170,34 +209,54 @@ StepStats Trainer::train_step() {
       learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
   const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
   const FusionScope fusion(cfg_.fusion);
+  const bool fp8 = precision_.precision == Precision::Fp8;
+  if (fp8) model_->scaling().remember();
   opt_->zero_grad();
   float loss;
   {
-    const Autocast autocast(precision_.precision == Precision::Fp8, cfg_.recipe);
+    const Autocast autocast(fp8, cfg_.recipe);
     loss = model_->forward(batch.tokens.data(), batch.targets.data(), B, T);
   }
   model_->backward();
-  float norm;
-  if (cfg_.fusion) {  // clipping folded into the one fused AdamW pass
-    norm = opt_->clip_and_step(lr, cfg_.grad_clip);
+  // The norm the clipping needs anyway is the check: NaN or Inf anywhere in the gradients makes
+  // it non-finite, so no other pass looks at them.
+  const float norm =
+      cfg_.fusion ? opt_->global_grad_norm() : clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
+  const bool skip = !std::isfinite(loss) || !std::isfinite(norm);
+  if (skip) {
+    if (fp8) model_->scaling().roll_back();  // this step's amaxes never happened
+    if (consecutive_skips_++ == 0)
+      skip_reason_ = fmt::format("step {}: {}", step_ + 1, first_non_finite(*model_, loss));
+    ++skipped_steps_;
   } else {
-    norm = clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
-    opt_->step(lr);
+    // Fused: the clipping folded into the one AdamW pass; unfused: already applied.
+    opt_->step(lr, cfg_.fusion ? clip_factor(norm, cfg_.grad_clip) : 1.0f);
+    refresh_fp8_weights();
+    consecutive_skips_ = 0;
   }
-  refresh_fp8_weights();
   losses_.push_back(loss);
   ++step_;
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   seconds_ += took;
-  return {step_,
-          cfg_.steps,
-          loss,
-          lr,
-          norm,
-          seconds_,
-          static_cast<double>(step_ * B * T) / seconds_,
-          static_cast<double>(B * T) / took};
+  const StepStats stats{step_,
+                        cfg_.steps,
+                        loss,
+                        lr,
+                        norm,
+                        seconds_,
+                        static_cast<double>(step_ * B * T) / seconds_,
+                        static_cast<double>(B * T) / took,
+                        skip,
+                        skipped_steps_};
+  if (consecutive_skips_ >= cfg_.max_skipped_steps) {
+    throw SkipLimitReached(
+        fmt::format("step {}: {} steps in a row skipped, their loss or gradients not finite (from "
+                    "{}); stopping, the run's checkpoints as they were",
+                    step_, consecutive_skips_, skip_reason_),
+        stats);
+  }
+  return stats;
 }
 
 void Trainer::refresh_fp8_weights() {
@@ -221,13 +280,18 @@ double Trainer::validation_loss(int64_t batches) {
 }
 
 TrainProgress Trainer::progress() const {
-  return {step_, seconds_, losses_, stride_ ? stride_->state() : text_->state()};
+  return {
+      step_,          seconds_,           losses_,     stride_ ? stride_->state() : text_->state(),
+      skipped_steps_, consecutive_skips_, skip_reason_};
 }
 
 void Trainer::restore_progress(TrainProgress p) {
   step_ = p.step;
   seconds_ = p.seconds;
   losses_ = std::move(p.losses);
+  skipped_steps_ = p.skipped_steps;
+  consecutive_skips_ = p.consecutive_skips;
+  skip_reason_ = std::move(p.skip_reason);
   if (stride_) {
     stride_->restore(p.data_state);
   } else {
@@ -244,12 +308,8 @@ TrainResult Trainer::finish() {
   const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
   result.tokens_per_s = seconds_ > 0 ? static_cast<double>(step_ * B * T) / seconds_ : 0.0;
   result.losses = losses_;
-  const size_t tail = std::min<size_t>(50, losses_.size());
-  if (tail > 0) {
-    result.final_loss =
-        std::accumulate(losses_.end() - static_cast<long>(tail), losses_.end(), 0.0f) /
-        static_cast<float>(tail);
-  }
+  result.skipped_steps = skipped_steps_;
+  result.final_loss = final_loss(losses_);
   if (!cfg_.evaluate) return result;
   const InferenceScope scope(precision_.precision, cfg_.recipe);
   if (stride_) {

@@ -7,6 +7,7 @@
 #include "fp8lm/train_config.h"
 
 #include "core/precision.h"
+#include "fp8lm/error.h"
 #include "kernels/device.h"
 #include "nn/gpt.h"
 #include "train/data.h"
@@ -22,9 +23,20 @@ struct TrainProgress {
   double seconds = 0;
   std::vector<float> losses;
   std::string data_state;  // the data stream's position (its RNG state), as text
+  int64_t skipped_steps = 0, consecutive_skips = 0;
+  std::string skip_reason;  // what the first step of the current run of skips found
 };
 
 class AdamW;
+
+// What train_step throws when max_skipped_steps steps in a row were skipped: an Error naming
+// the step and what went non-finite, carrying that step's figures for whoever records steps.
+class SkipLimitReached : public Error {
+ public:
+  SkipLimitReached(const std::string& message, const StepStats& step)
+      : Error(message), stats(step) {}
+  StepStats stats;
+};
 
 // One training run, a step at a time, so that a caller can checkpoint, log and stop between
 // steps. Everything that decides the next step (weights, optimizer, FP8 state, data position,
@@ -34,6 +46,8 @@ class Trainer {
   explicit Trainer(const TrainConfig& cfg);
   ~Trainer();
 
+  // One step; a step whose loss or gradient norm is not finite is skipped (weights, moments
+  // and FP8 state as they were) and counted. Throws SkipLimitReached at the limit.
   StepStats train_step();
   bool done() const { return step_ >= cfg_.steps; }
   // Evaluation (unless cfg.evaluate is false) and the summary of the run so far.
@@ -55,6 +69,7 @@ class Trainer {
   int64_t steps_done() const { return step_; }
   double seconds() const { return seconds_; }
   const std::vector<float>& losses() const { return losses_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
   TrainProgress progress() const;
   void restore_progress(TrainProgress progress);
   // Mean loss on held-out batches (the stride task's own held-out stream, or the text's
@@ -76,6 +91,8 @@ class Trainer {
   int64_t step_ = 0;
   double seconds_ = 0;
   std::vector<float> losses_;
+  int64_t skipped_steps_ = 0, consecutive_skips_ = 0;
+  std::string skip_reason_;
 };
 
 // Greedy generation from cfg.eval_prompts held-out prompts (a random stream apart from
