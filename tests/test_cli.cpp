@@ -269,6 +269,33 @@ TEST(Cli, ARunStoppedBeforeItsFirstCheckpointStartsAgainFromStepZero) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors"));
 }
 
+// Byte-level text as the README shows it: no --vocab needed (256 byte values), and config.json
+// keeps numbers as written.
+TEST(Cli, TextDataNeedsNoVocabAndTheConfigKeepsNumbersAsWritten) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_text";
+  std::filesystem::remove_all(dir);
+  const std::string data = testing::TempDir() + "fp8lm_cli_text.txt";
+  {
+    std::ofstream out(data);
+    for (int i = 0; i < 200; ++i) out << "the quick brown fox jumps over the lazy dog. ";
+  }
+  const CliResult r = fp8lm("train --data " + data +
+                            " --steps 2 --seq-len 16 --d-model 32 --n-layers 1 --n-heads 2 "
+                            "--ffn 64 --batch-size 4 --threads 2 --lr 0.002 --device cpu --out " +
+                            dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream in(dir + "/config.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("\"vocab\": 256"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"lr\": 0.002,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"min_lr_ratio\": 0.1,"), std::string::npos) << text;
+  // An explicit --vocab that is too small is still refused.
+  const CliResult small = fp8lm("train --data " + data + " --vocab 128 --steps 1");
+  EXPECT_EQ(small.status, 1);
+  EXPECT_NE(small.err.find("--vocab 128 is too small for byte-level text"), std::string::npos)
+      << small.err;
+}
+
 TEST(Cli, TrainConfigFileAndFlagOverride) {
   const std::string cfg = testing::TempDir() + "fp8lm_cfg.json";
   std::ofstream(cfg) << R"({"vocab": 16, "seq_len": 12, "d_model": 32, "n_layers": 1, "n_heads": 2,

@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "cli/commands.h"
 #include "cli/parse.h"
@@ -130,7 +131,10 @@ void apply(TrainConfig& c, const std::string& flag, const std::string& v) {
 }
 
 // A JSON object whose keys are flag names (with - or _): {"d_model": 512, "precision": "fp8"}.
-void apply_config_file(TrainConfig& c, const std::string& path, bool& fp8_weights) {
+// Returns the flags it set.
+std::set<std::string> apply_config_file(TrainConfig& c, const std::string& path,
+                                        bool& fp8_weights) {
+  std::set<std::string> set;
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("{}: cannot open the config file", path));
   nlohmann::json j;
@@ -155,7 +159,9 @@ void apply_config_file(TrainConfig& c, const std::string& path, bool& fp8_weight
     } catch (const Error& e) {
       throw Error(fmt::format("{}: {}", path, e.what()));
     }
+    set.insert(flag);
   }
+  return set;
 }
 
 // One line redrawn in place on a terminal; a line every 10% otherwise (logs, CI).
@@ -270,10 +276,15 @@ int run_train(const TrainFlags& f, CLI::App* app) {
   } else {
     TrainConfig c;
     bool fp8_weights = false;
-    if (!f.config.empty()) apply_config_file(c, f.config, fp8_weights);
+    std::set<std::string> set;
+    if (!f.config.empty()) set = apply_config_file(c, f.config, fp8_weights);
     for (const auto& [flag, value] : f.values) {
-      if (app->get_option("--" + flag)->count() > 0) apply(c, flag, value);
+      if (app->get_option("--" + flag)->count() == 0) continue;
+      apply(c, flag, value);
+      set.insert(flag);
     }
+    // Byte-level text has 256 token ids: its vocabulary unless one was asked for.
+    if (!c.data.empty() && !set.contains("vocab")) c.model.vocab = 256;
     if (f.fp8_weights) fp8_weights = true;
     c.fp8_weights = fp8_weights;
     c.device = parse_device(f.device);

@@ -148,7 +148,15 @@ std::string train_config_to_json(const TrainConfig& c) {
   m = {{"activation", std::string(activation_name(c.model.activation))},
        {"normalization", std::string(normalization_name(c.model.normalization))}};
   model_fields(c.model, [&](const char* key, const auto& v) { m[key] = v; });
-  run_fields(c, [&](const char* key, const auto& v) { j[key] = v; });
+  run_fields(c, [&](const char* key, const auto& v) {
+    // A float as its shortest decimal (0.002, not the double 0.0020000000949949026): what the
+    // user wrote, and it reads back to the same float.
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, float>) {
+      j[key] = std::stod(fmt::format("{}", v));
+    } else {
+      j[key] = v;
+    }
+  });
   return j.dump(2);
 }
 
