@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "core/fp8_dtype.h"
 #include "kernels/cuda/device_query.h"
@@ -294,6 +295,51 @@ TEST(Cli, TextDataNeedsNoVocabAndTheConfigKeepsNumbersAsWritten) {
   EXPECT_EQ(small.status, 1);
   EXPECT_NE(small.err.find("--vocab 128 is too small for byte-level text"), std::string::npos)
       << small.err;
+}
+
+// Issue 12, point 6: flags checked before anything runs, each with its own message, and a
+// refused train leaves no directory behind.
+TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
+  const std::string run = testing::TempDir() + "fp8lm_cli_flags_run";
+  std::filesystem::remove_all(run);
+  ASSERT_EQ(fp8lm(std::string("train ") + kTinyRun + " --out " + run).status, 0);
+  const std::string model = run + "/model.safetensors";
+  const std::string out = testing::TempDir() + "fp8lm_cli_flags_out";
+  std::filesystem::remove_all(out);
+  const std::pair<std::string, std::string> cases[] = {
+      {"train --amax-history-len 4294967297", "--amax-history-len 4294967297 is out of range"},
+      {"train --margin -4294967296", "--margin -4294967296 is out of range"},
+      {"train --threads 9999999999", "--threads 9999999999 is out of range"},
+      {"train --warmup -1", "--warmup -1 must be 0 or more"},
+      {"train --weight-decay -0.1", "--weight-decay -0.1 must be 0 or more"},
+      {"train --grad-clip -1", "--grad-clip -1 must be 0 (off) or more"},
+      {"train --keep-checkpoints -2", "--keep-checkpoints -2 must be at least 1"},
+      {"train --checkpoint-every -5", "--checkpoint-every -5 must be 0"},
+      {"train --stop-after -1", "--stop-after -1 is negative"},
+      {"train --max-skipped-steps 0", "--max-skipped-steps 0 must be at least 1"},
+      {"train --out ''", "--out needs a directory"},
+      {"train --resume ''", "--resume needs a directory"},
+      {"train --resume " + run + " --out " + out, "--out and --resume name the run twice"},
+      {"eval --checkpoint " + model + " --batches 0", "--batches 0 must be between 1 and"},
+      {"eval --checkpoint " + model + " --batches -3", "--batches -3 must be between 1 and"},
+      {"eval --checkpoint " + model + " --batches 99999999999",
+       "--batches 99999999999 must be between 1 and"},
+      {"inspect " + run + " --last -5", "--last -5 must be 0 or more"},
+      {"generate --checkpoint " + model + " --prompt 1 --max-new-tokens 9223372036854775806",
+       "exceed the position table"},
+  };
+  for (const auto& [args, message] : cases) {
+    const bool train = args.starts_with("train");
+    const CliResult r = fp8lm(args + (train && args.find("--out") == std::string::npos &&
+                                              args.find("--resume") == std::string::npos
+                                          ? " --out " + out
+                                          : ""));
+    EXPECT_EQ(r.status, 1) << args;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(lines(r.err).size(), 1u) << args << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args << " left " << out;
+  }
 }
 
 TEST(Cli, TrainConfigFileAndFlagOverride) {

@@ -85,6 +85,9 @@ struct EvalFlags {
 };
 
 void run_eval(const EvalFlags& f) {
+  // Each batch is a forward pass; a million of them is days, not a typo worth running.
+  if (f.batches < 1 || f.batches > 1000000)
+    throw Error(fmt::format("--batches {} must be between 1 and 1000000", f.batches));
   const DeviceSpec device = parse_device(f.device);
   LoadedModel m = load_model(f.checkpoint);
   TrainConfig c = m.config;

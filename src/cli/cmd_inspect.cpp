@@ -29,6 +29,7 @@ std::string model_path(const std::string& target) {
 }
 
 void run_inspect(const InspectFlags& f) {
+  if (f.last < 0) throw Error(fmt::format("--last {} must be 0 or more", f.last));
   const std::string path = model_path(f.target);
   const Safetensors file = Safetensors::read(path);
   if (!file.metadata().count("config"))

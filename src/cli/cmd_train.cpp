@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,13 @@ int64_t as_int(const std::string& flag, const std::string& v) {
   const std::optional<int64_t> x = parse_int(v);
   if (!x) throw Error(fmt::format("--{} '{}' is not an integer", flag, v));
   return *x;
+}
+
+// An int setting: out of int's range is an error, not a wrapped value.
+int as_int32(const std::string& flag, const std::string& v) {
+  const int64_t x = as_int(flag, v);
+  if (x < INT32_MIN || x > INT32_MAX) throw Error(fmt::format("--{} {} is out of range", flag, v));
+  return static_cast<int>(x);
 }
 
 float as_float(const std::string& flag, const std::string& v) {
@@ -82,17 +90,13 @@ const Setting kSettings[] = {
     {"fp8-format", "e4m3|hybrid",
      [](TrainConfig& c, Flag, Flag v) { c.recipe.delayed.format = parse_format(v); }},
     {"amax-history-len", "delayed scaling: amax history length",
-     [](TrainConfig& c, Flag f, Flag v) {
-       c.recipe.delayed.amax_history_len = static_cast<int>(as_int(f, v));
-     }},
+     [](TrainConfig& c, Flag f, Flag v) { c.recipe.delayed.amax_history_len = as_int32(f, v); }},
     {"amax-compute-algo", "delayed scaling: max|most_recent",
      [](TrainConfig& c, Flag, Flag v) {
        c.recipe.delayed.amax_compute_algo = parse_amax_compute_algo(v);
      }},
     {"margin", "scale = fp8_max / amax / 2^margin",
-     [](TrainConfig& c, Flag f, Flag v) {
-       c.recipe.delayed.margin = static_cast<int>(as_int(f, v));
-     }},
+     [](TrainConfig& c, Flag f, Flag v) { c.recipe.delayed.margin = as_int32(f, v); }},
     {"recipe", "delayed|current",
      [](TrainConfig& c, Flag, Flag v) {
        if (v == "delayed")
@@ -114,7 +118,7 @@ const Setting kSettings[] = {
     {"seed", "random seed",
      [](TrainConfig& c, Flag f, Flag v) { c.seed = static_cast<uint64_t>(as_int(f, v)); }},
     {"threads", "threads (0: all cores)",
-     [](TrainConfig& c, Flag f, Flag v) { c.threads = static_cast<int>(as_int(f, v)); }},
+     [](TrainConfig& c, Flag f, Flag v) { c.threads = as_int32(f, v); }},
     {"data", "byte-level text file (default: the stride task)",
      [](TrainConfig& c, Flag, Flag v) { c.data = v; }},
     {"max-stride", "stride task: largest stride K",
@@ -251,7 +255,24 @@ std::unique_ptr<Trainer> resume_run(const std::string& dir, const DeviceSpec& de
   return trainer;
 }
 
+// The run-directory flags, before anything is read or written.
+void check_run_flags(const TrainFlags& f, CLI::App* app) {
+  for (const char* flag : {"--out", "--resume"}) {
+    if (app->get_option(flag)->count() > 0 && app->get_option(flag)->as<std::string>().empty())
+      throw Error(fmt::format("{} needs a directory", flag));
+  }
+  if (!f.out.empty() && !f.resume.empty())
+    throw Error("--out and --resume name the run twice; --resume DIR continues DIR");
+  if (f.keep_checkpoints < 1)
+    throw Error(fmt::format("--keep-checkpoints {} must be at least 1", f.keep_checkpoints));
+  if (f.checkpoint_every < 0)
+    throw Error(fmt::format("--checkpoint-every {} must be 0 (at the end only) or more",
+                            f.checkpoint_every));
+  if (f.stop_after < 0) throw Error(fmt::format("--stop-after {} is negative", f.stop_after));
+}
+
 int run_train(const TrainFlags& f, CLI::App* app) {
+  check_run_flags(f, app);
   const std::string dir = f.resume.empty() ? f.out : f.resume;
   if (!dir.empty()) {
     // Before the trainer loads (which can take seconds): a stop asked for meanwhile is

@@ -255,7 +255,7 @@ void GPT::backward() {
 
 std::vector<int32_t> GPT::generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new) {
   if (P < 1) throw Error("generation needs a prompt of at least one token");
-  if (P + n_new > cfg_.seq_len) {
+  if (n_new < 0 || n_new > cfg_.seq_len || P > cfg_.seq_len || P + n_new > cfg_.seq_len) {
     throw Error(fmt::format("prompt ({}) + new tokens ({}) exceed the position table ({})", P,
                             n_new, cfg_.seq_len));
   }

@@ -21,6 +21,11 @@ void TrainConfig::validate() const {
   if (steps <= 0) throw Error(fmt::format("--steps {} must be positive", steps));
   if (batch_size <= 0) throw Error(fmt::format("--batch-size {} must be positive", batch_size));
   if (!(lr > 0.0f)) throw Error(fmt::format("--lr {} must be positive", lr));
+  if (warmup < 0) throw Error(fmt::format("--warmup {} must be 0 or more", warmup));
+  if (!(weight_decay >= 0.0f))
+    throw Error(fmt::format("--weight-decay {} must be 0 or more", weight_decay));
+  if (!(grad_clip >= 0.0f))
+    throw Error(fmt::format("--grad-clip {} must be 0 (off) or more", grad_clip));
   if (threads < 0) throw Error(fmt::format("--threads {} must be 0 (all cores) or more", threads));
   if (data.empty() && prompt_len + 1 > model.seq_len) {
     throw Error(fmt::format("--seq-len {} leaves no room to generate after a {}-token prompt",
