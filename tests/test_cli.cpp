@@ -29,12 +29,14 @@ struct CliResult {
 };
 
 // Runs the fp8lm binary through the shell; stderr is captured in a temp file.
-CliResult fp8lm(const std::string& args, const std::string& stdin_text = "") {
+// `shell_prefix` runs first in the same shell (e.g. "ulimit -f 128;").
+CliResult fp8lm(const std::string& args, const std::string& stdin_text = "",
+                const std::string& shell_prefix = "") {
   // One file per test process: ctest runs the CLI tests side by side.
   const std::string err_file =
       testing::TempDir() + "fp8lm_cli_stderr_" + std::to_string(getpid()) + ".txt";
   std::string cmd = std::string(FP8LM_BIN) + " " + args + " 2>" + err_file;
-  cmd = "printf '%s' '" + stdin_text + "' | " + cmd;
+  cmd = "printf '%s' '" + stdin_text + "' | { " + shell_prefix + " " + cmd + "; }";
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf{};
@@ -339,6 +341,42 @@ TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
     EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
     EXPECT_EQ(lines(r.err).size(), 1u) << args << ": " << r.err;
     EXPECT_FALSE(std::filesystem::exists(out)) << args << " left " << out;
+  }
+}
+
+// Issue 12, point 5: a disk that fills mid-run (a file-size limit stands in for it) stops the
+// run with one line and exit 1; metrics.jsonl keeps whole lines only, and no temporary file is
+// left behind.
+TEST(Cli, AWriteThatFailsStopsTheRunLoudly) {
+  // dash's ulimit -f counts 512-byte blocks: 1 KiB fills metrics.jsonl after a few lines; 64
+  // KiB holds the metrics but not the first checkpoint's training state (about 80 KB).
+  for (const auto& [blocks, file] :
+       {std::pair{2, "metrics.jsonl"}, std::pair{128, "checkpoints"}}) {
+    SCOPED_TRACE(file);
+    const std::string dir = testing::TempDir() + "fp8lm_cli_full_disk";
+    std::filesystem::remove_all(dir);
+    const CliResult r = fp8lm(
+        "train --precision fp32 --steps 40 --checkpoint-every 10 --vocab 16 --seq-len 12 "
+        "--d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 --threads 2 "
+        "--device cpu --out " +
+            dir,
+        "", "ulimit -f " + std::to_string(blocks) + ";");
+    EXPECT_EQ(r.status, 1) << r.err;
+    // Progress lines (stderr, not a terminal), then the error as the one last line.
+    const std::vector<std::string> err = lines(r.err);
+    ASSERT_FALSE(err.empty());
+    EXPECT_EQ(err.back().rfind("error: ", 0), 0u) << r.err;
+    EXPECT_EQ(r.err.find("error: "), r.err.rfind("error: ")) << r.err;
+    EXPECT_NE(err.back().find(file), std::string::npos) << r.err;
+    EXPECT_NE(err.back().find("File too large"), std::string::npos) << r.err;
+    std::ifstream metrics(dir + "/metrics.jsonl");
+    int n = 0;
+    for (std::string line; std::getline(metrics, line); ++n)
+      EXPECT_TRUE(nlohmann::json::accept(line)) << "torn line " << n << ": " << line;
+    EXPECT_GT(n, 0);
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+      EXPECT_NE(e.path().extension(), ".tmp") << e.path();
+    EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoints/latest"));
   }
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -10,6 +11,8 @@
 #include "fp8lm/error.h"
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) becomes a write error the run reports, not a silent kill.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"fp8lm: FP8 mixed-precision training and inference for GPT-style models", "fp8lm"};
   app.set_version_flag("--version", "fp8lm " FP8LM_VERSION);
   app.require_subcommand(1);

@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -55,6 +60,25 @@ void truncate_metrics(const std::string& path, int64_t step) {
     }
   }
   write_text_atomic(path, kept);
+}
+
+// Appends a whole line or nothing: a failed write (a full disk) is cut back off, so the file
+// never holds a torn line, and the error stops the run.
+void append_line(int fd, const std::string& path, const std::string& line) {
+  const off_t before = ::lseek(fd, 0, SEEK_END);
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t w = ::write(fd, line.data() + done, line.size() - done);
+    if (w >= 0) {
+      done += static_cast<size_t>(w);
+    } else if (errno != EINTR) {
+      const int err = errno;
+      if (before >= 0 && ::ftruncate(fd, before) != 0) {
+        // Nothing more to do: the error below is what the user needs.
+      }
+      throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
+    }
+  }
 }
 
 CheckpointInfo checkpoint_info(const Trainer& trainer) {
@@ -126,7 +150,13 @@ RunDirectory::RunDirectory(std::string dir, Trainer& trainer, int keep_checkpoin
   write_text_atomic(dir_ + "/config.json", train_config_to_json(trainer.config()) + "\n");
   const std::string metrics_path = dir_ + "/metrics.jsonl";
   truncate_metrics(metrics_path, trainer.steps_done());
-  metrics_.open(metrics_path, std::ios::app);
+  metrics_fd_ = ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (metrics_fd_ < 0)
+    throw Error(fmt::format("{}: cannot open: {}", metrics_path, std::strerror(errno)));
+}
+
+RunDirectory::~RunDirectory() {
+  if (metrics_fd_ >= 0) ::close(metrics_fd_);
 }
 
 void RunDirectory::step(Trainer& trainer, const StepRecord& record) {
@@ -141,7 +171,7 @@ void RunDirectory::step(Trainer& trainer, const StepRecord& record) {
   if (s.skipped_steps > 0) line["skipped_steps"] = s.skipped_steps;
   if (record.val_loss) line["val_loss"] = *record.val_loss;
   if (record.fp8_snapshot) line["fp8"] = fp8_snapshot(trainer.model());
-  metrics_ << line.dump() << "\n" << std::flush;
+  append_line(metrics_fd_, dir_ + "/metrics.jsonl", line.dump() + "\n");
 }
 
 void RunDirectory::checkpoint(Trainer& trainer) {
@@ -160,14 +190,12 @@ void RunDirectory::checkpoint(Trainer& trainer) {
 }
 
 void RunDirectory::stopped(Trainer&) {
-  metrics_.close();
   write_report(dir_);
 }
 
 void RunDirectory::finished(Trainer& trainer, const TrainResult& result) {
   trainer_model_file(trainer).write(dir_ + "/model.safetensors");
   write_summary(dir_, trainer, result);
-  metrics_.close();
   write_report(dir_);
 }
 

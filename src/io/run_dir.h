@@ -2,7 +2,6 @@
 // A run directory: config.json, metrics.jsonl (a line per step; every N steps a snapshot of
 // every FP8 slot), checkpoints/step-NNNNNN/ (the last K, `latest` naming the newest complete
 // one), and at the end model.safetensors, summary.json and report.html.
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -13,10 +12,14 @@ namespace fp8lm {
 
 // A run directory as the training loop's recorder (train/run_loop.h). Construction creates
 // the directory, writes config.json and drops metrics lines past the trainer's step (a resumed
-// run rewrites what came after).
+// run rewrites what came after). Every write is checked: a failure (a full disk) stops the run
+// with an Error, and metrics.jsonl never keeps a torn line.
 class RunDirectory : public RunRecorder {
  public:
   RunDirectory(std::string dir, Trainer& trainer, int keep_checkpoints = 3);
+  ~RunDirectory() override;
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
   void step(Trainer& trainer, const StepRecord& record) override;
   void checkpoint(Trainer& trainer) override;  // checkpoints/step-NNNNNN, then `latest`
   void stopped(Trainer& trainer) override;
@@ -26,7 +29,7 @@ class RunDirectory : public RunRecorder {
  private:
   std::string dir_;
   int keep_;
-  std::ofstream metrics_;
+  int metrics_fd_ = -1;  // metrics.jsonl, appended a whole line per write
 };
 
 // A trainer's checkpoint (save_checkpoint of io/checkpoint.h with the trainer's model,

@@ -186,13 +186,18 @@ void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) 
     const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (w < 0) {
       if (errno == EINTR) continue;
+      const int err = errno;
       ::close(fd);
-      throw Error(fmt::format("{}: write failed: {}", tmp, std::strerror(errno)));
+      ::unlink(tmp.c_str());  // a full disk keeps no half file
+      throw Error(fmt::format("{}: write failed: {}", path, std::strerror(err)));
     }
     done += static_cast<size_t>(w);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0)
-    throw Error(fmt::format("{}: cannot flush to disk", tmp));
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(fmt::format("{}: cannot flush to disk: {}", path, std::strerror(err)));
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     throw Error(fmt::format("{}: cannot rename into place: {}", path, std::strerror(errno)));
   }
