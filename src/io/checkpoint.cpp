@@ -9,6 +9,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "core/finite.h"
 #include "fp8lm/error.h"
 #include "train/adamw.h"
 
@@ -117,10 +118,6 @@ void run_fields(Config& c, F f) {
 // Keys that configs written before them lack; their defaults apply.
 bool added_later(const char* key) {
   return std::string_view(key) == "max_skipped_steps";
-}
-
-bool all_finite(const std::vector<float>& v) {
-  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
 
 template <class T>

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/finite.h"
 #include "fp8lm/error.h"
 #include "train/adamw.h"
 #include "train/data.h"
@@ -95,10 +96,6 @@ namespace {
 Precision gemm_precision_for(Precision p) {
   // Non-FP8 GEMMs run in BF16 under both bf16 and fp8 (as TE pairs fp8_autocast with BF16).
   return p == Precision::Fp32 ? Precision::Fp32 : Precision::Bf16;
-}
-
-bool all_finite(const std::vector<float>& v) {
-  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
 
 // What went non-finite first in a step: a weight, else the loss, else a gradient in the order
