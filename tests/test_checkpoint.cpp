@@ -162,6 +162,35 @@ void replace_in_header(std::vector<uint8_t>& bytes, const std::string& from,
   set_header(bytes, h);
 }
 
+// A training state whose metadata holds a non-number where a number belongs is refused with
+// one line naming the file and the key (std::stoll's "internal" error before).
+TEST(Checkpoint, NonNumbersInMetadataAreRefusedByKey) {
+  const std::string dir = test::fresh_dir("bad_meta");
+  Trainer t(tiny(Precision::Fp32));
+  t.train_step();
+  save_trainer(t, dir);
+  for (const char* key : {"step", "seconds", "adamw_steps"}) {
+    for (const char* bad : {"abc", "12x", ""}) {
+      SCOPED_TRACE(testing::Message() << key << " = '" << bad << "'");
+      Safetensors state = Safetensors::read(dir + "/train_state.safetensors");
+      const std::string kept = state.metadata().at(key);
+      state.metadata()[key] = bad;
+      state.write(dir + "/train_state.safetensors");
+      try {
+        resume_trainer(dir);
+        ADD_FAILURE() << "loaded";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string("metadata '") + key + "' is not a number"),
+                  std::string::npos)
+            << e.what();
+      }
+      state.metadata()[key] = kept;
+      state.write(dir + "/train_state.safetensors");
+    }
+  }
+  EXPECT_NO_THROW(resume_trainer(dir));
+}
+
 TEST(Checkpoint, DamagedOrForeignFilesAreRefused) {
   TrainConfig c = tiny(Precision::Fp32);
   Trainer t(c);

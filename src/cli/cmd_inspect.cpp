@@ -40,7 +40,7 @@ void run_inspect(const InspectFlags& f) {
   }
   const std::string step = file.metadata().count("step") ? file.metadata().at("step") : "?";
   const int64_t skipped =
-      file.metadata().count("skipped_steps") ? std::stoll(file.metadata().at("skipped_steps")) : 0;
+      file.metadata().count("skipped_steps") ? metadata_number<int64_t>(file, "skipped_steps") : 0;
   if (skipped > 0 && !f.json)
     fmt::print("{} steps were skipped (loss or gradients not finite)\n", skipped);
   if (!file.contains("layers.0.qkv.fp8.fwd.scale")) {

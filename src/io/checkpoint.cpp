@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -190,6 +191,21 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& o
   return c;
 }
 
+template <class T>
+T metadata_number(const Safetensors& file, const std::string& key) {
+  const auto it = file.metadata().find(key);
+  if (it == file.metadata().end())
+    throw Error(fmt::format("{}: no '{}' in its metadata", file.origin(), key));
+  const std::string& text = it->second;
+  T v{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    throw Error(fmt::format("{}: metadata '{}' is not a number: '{}'", file.origin(), key, text));
+  return v;
+}
+template int64_t metadata_number<int64_t>(const Safetensors&, const std::string&);
+template double metadata_number<double>(const Safetensors&, const std::string&);
+
 Safetensors model_file(GPT& model, const CheckpointInfo& info) {
   Safetensors st;
   std::vector<Linear*> fp8_weight_linears;
@@ -326,15 +342,15 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
     if (!meta.count(key))
       throw Error(fmt::format("{}: no '{}' in its metadata", state.origin(), key));
   }
-  opt.set_steps(std::stoll(meta.at("adamw_steps")));
+  opt.set_steps(metadata_number<int64_t>(state, "adamw_steps"));
   TrainProgress p;
-  p.step = std::stoll(meta.at("step"));
-  p.seconds = std::stod(meta.at("seconds"));
+  p.step = metadata_number<int64_t>(state, "step");
+  p.seconds = metadata_number<double>(state, "seconds");
   p.losses = state.at("losses").to_f32();
   p.data_state = meta.at("data_state");
   if (meta.count("skipped_steps")) {  // checkpoints written before skipping have none
-    p.skipped_steps = std::stoll(meta.at("skipped_steps"));
-    p.consecutive_skips = std::stoll(meta.at("consecutive_skips"));
+    p.skipped_steps = metadata_number<int64_t>(state, "skipped_steps");
+    p.consecutive_skips = metadata_number<int64_t>(state, "consecutive_skips");
     p.skip_reason = meta.at("skip_reason");
   }
   return p;

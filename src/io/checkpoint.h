@@ -48,6 +48,11 @@ struct LoadedModel {
 // Validates names, shapes and dtypes against the config in the metadata.
 LoadedModel load_model(const std::string& path);
 
+// A number in a file's metadata (int64_t or double, the whole text); Error naming the file and
+// the key when it is missing or not a number.
+template <class T>
+T metadata_number(const Safetensors& file, const std::string& key);
+
 // Applies a model file's tensors (weights and FP8 state) to a model built from its config;
 // Error naming a tensor that holds a non-finite value.
 void apply_model_tensors(const Safetensors& file, GPT& model);
