@@ -1,21 +1,25 @@
 // Checkpoints: resume continues bit for bit; the safetensors reader refuses every kind of
 // damaged or foreign file with a one-line Error naming the file; model files round-trip.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "run_util.h"
+#include "safetensors_edit.h"
 
 namespace fp8lm {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace test;  // the file-editing helpers
 
 TrainConfig tiny(Precision p) {
   TrainConfig c;
@@ -136,32 +140,6 @@ void expect_refused(const std::string& good,
   }
 }
 
-std::string header_of(const std::vector<uint8_t>& bytes) {
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  return std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(n));
-}
-
-void set_header(std::vector<uint8_t>& bytes, std::string header) {
-  const auto data = std::vector<uint8_t>(
-      bytes.begin() + 8 + static_cast<long>(header_of(bytes).size()), bytes.end());
-  header.append((8 - header.size() % 8) % 8, ' ');
-  const uint64_t n = header.size();
-  bytes.assign(8, 0);
-  std::memcpy(bytes.data(), &n, 8);
-  bytes.insert(bytes.end(), header.begin(), header.end());
-  bytes.insert(bytes.end(), data.begin(), data.end());
-}
-
-void replace_in_header(std::vector<uint8_t>& bytes, const std::string& from,
-                       const std::string& to) {
-  std::string h = header_of(bytes);
-  const size_t at = h.find(from);
-  ASSERT_NE(at, std::string::npos) << from;
-  h.replace(at, from.size(), to);
-  set_header(bytes, h);
-}
-
 // A training state whose metadata holds a non-number where a number belongs is refused with
 // one line naming the file and the key (std::stoll's "internal" error before).
 TEST(Checkpoint, NonNumbersInMetadataAreRefusedByKey) {
@@ -169,13 +147,12 @@ TEST(Checkpoint, NonNumbersInMetadataAreRefusedByKey) {
   Trainer t(tiny(Precision::Fp32));
   t.train_step();
   save_trainer(t, dir);
+  const std::string state = dir + "/train_state.safetensors";
   for (const char* key : {"step", "seconds", "adamw_steps"}) {
+    const std::string kept = Safetensors::read(state).metadata().at(key);
     for (const char* bad : {"abc", "12x", ""}) {
       SCOPED_TRACE(testing::Message() << key << " = '" << bad << "'");
-      Safetensors state = Safetensors::read(dir + "/train_state.safetensors");
-      const std::string kept = state.metadata().at(key);
-      state.metadata()[key] = bad;
-      state.write(dir + "/train_state.safetensors");
+      set_metadata(state, key, bad);
       try {
         resume_trainer(dir);
         ADD_FAILURE() << "loaded";
@@ -184,11 +161,69 @@ TEST(Checkpoint, NonNumbersInMetadataAreRefusedByKey) {
                   std::string::npos)
             << e.what();
       }
-      state.metadata()[key] = kept;
-      state.write(dir + "/train_state.safetensors");
     }
+    set_metadata(state, key, kept);
   }
   EXPECT_NO_THROW(resume_trainer(dir));
+}
+
+// Issue 12 (4): every tensor's checksum is in the metadata; one flipped bit anywhere in either
+// file of a checkpoint is refused with a line naming the file and the tensor, and a file
+// written by another tool (no checksums) still loads.
+TEST(Checkpoint, AFlippedBitIsRefusedByItsChecksum) {
+  const std::string dir = test::fresh_dir("flipped");
+  Trainer t(tiny(Precision::Fp8));
+  t.train_step();
+  save_trainer(t, dir);
+  const struct {
+    const char* file;
+    const char* tensor;
+  } cases[] = {{"model.safetensors", "layers.1.fc2.weight"},
+               {"model.safetensors", "layers.0.qkv.fp8.fwd.scale"},
+               {"train_state.safetensors", "adamw.v.wte"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.tensor);
+    const std::string path = dir + "/" + c.file;
+    const std::vector<uint8_t> good = read_bytes(path);
+    std::vector<uint8_t> bad = good;
+    bad[data_offset(bad, c.tensor) + 1] ^= 0x10;
+    write_bytes(path, bad);
+    try {
+      resume_trainer(dir);
+      ADD_FAILURE() << "loaded a flipped bit";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg, fmt::format("{}: tensor '{}' does not match its checksum: the file is "
+                                 "damaged",
+                                 path, c.tensor));
+    }
+    without_checksums(bad);  // the same bytes from a tool that writes no checksums: read as is
+    write_bytes(path, bad);
+    EXPECT_NO_THROW(Safetensors::read(path));
+    write_bytes(path, good);
+  }
+  EXPECT_NO_THROW(resume_trainer(dir));
+}
+
+// Issue 12 (4): both files of a checkpoint carry its step; a model from one checkpoint beside
+// the training state of another is not a checkpoint.
+TEST(Checkpoint, FilesFromTwoStepsAreRefused) {
+  const std::string a = test::fresh_dir("step_a"), b = test::fresh_dir("step_b");
+  Trainer t(tiny(Precision::Fp32));
+  t.train_step();
+  save_trainer(t, a);
+  t.train_step();
+  save_trainer(t, b);
+  fs::copy_file(b + "/model.safetensors", a + "/model.safetensors",
+                fs::copy_options::overwrite_existing);
+  try {
+    resume_trainer(a);
+    ADD_FAILURE() << "loaded files of two steps";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              a + ": model.safetensors is from step 2, train_state.safetensors from step 1: not "
+                  "one checkpoint");
+  }
 }
 
 TEST(Checkpoint, DamagedOrForeignFilesAreRefused) {
@@ -226,6 +261,7 @@ TEST(Checkpoint, DamagedOrForeignFilesAreRefused) {
   expect_refused(
       good,
       [](auto& b) {
+        without_checksums(b);
         replace_in_header(b, "\"wpe\":{\"data_offsets\"", "\"wpe_renamed\":{\"data_offsets\"");
       },
       "no tensor 'wpe'");

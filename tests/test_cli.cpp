@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -19,6 +20,7 @@
 
 #include "core/fp8_dtype.h"
 #include "kernels/cuda/device_query.h"
+#include "safetensors_edit.h"
 
 namespace fp8lm {
 namespace {
@@ -241,6 +243,74 @@ TEST(Cli, ARunInUseIsRefusedAndLeftAsItWas) {
   ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
   EXPECT_NE(r.err.find(dir + " is in use: another fp8lm process"), std::string::npos) << r.err;
   EXPECT_EQ(files_of(dir), before);
+}
+
+// Issue 12 (4): when `latest` is missing, names anything outside the run's checkpoints/, or
+// names a checkpoint that fails to load (a flipped bit), --resume takes the newest checkpoint
+// that loads and says which and why.
+TEST(Cli, ResumeFallsBackToTheNewestCheckpointThatLoads) {
+  const std::string pristine = testing::TempDir() + "fp8lm_cli_fallback";
+  std::filesystem::remove_all(pristine);
+  ASSERT_EQ(
+      fp8lm(std::string("train ") + kTinyRun + " --checkpoint-every 1 --out " + pristine).status,
+      0);
+  const auto set_latest = [](const std::string& dir, const std::string& text) {
+    std::ofstream(dir + "/checkpoints/latest") << text;
+  };
+  const auto flip_a_bit = [](const std::string& path) {
+    std::vector<uint8_t> bytes = test::read_bytes(path);
+    bytes[test::data_offset(bytes, "lnf.weight")] ^= 1;
+    test::write_bytes(path, bytes);
+  };
+  const struct {
+    const char* name;
+    std::function<void(const std::string&)> damage;
+    const char* why;
+    const char* used;
+  } cases[] = {
+      {"missing", [](const std::string& d) { std::filesystem::remove(d + "/checkpoints/latest"); },
+       "checkpoints/latest is missing", "step-000003"},
+      {"outside",
+       [&](const std::string& d) { set_latest(d, "../../other_run/checkpoints/step-000003\n"); },
+       "checkpoints/latest names '../../other_run/checkpoints/step-000003', not one of this "
+       "run's checkpoints",
+       "step-000003"},
+      {"flipped",
+       [&](const std::string& d) { flip_a_bit(d + "/checkpoints/step-000003/model.safetensors"); },
+       "step-000003 does not load: ", "step-000002"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = pristine + "_" + c.name;
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(pristine, dir, std::filesystem::copy_options::recursive);
+    c.damage(dir);
+    const CliResult r = fp8lm("train --resume " + dir);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find(c.why), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(std::string("using ") + dir + "/checkpoints/" + c.used +
+                         " instead, the newest checkpoint that loads"),
+              std::string::npos)
+        << r.out;
+  }
+  // No checkpoint loads: one line listing each, exit 1.
+  const std::string dir = pristine + "_none";
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(pristine, dir, std::filesystem::copy_options::recursive);
+  for (const char* step : {"step-000001", "step-000002", "step-000003"})
+    flip_a_bit(dir + "/checkpoints/" + step + "/model.safetensors");
+  auto before = files_of(dir);
+  const CliResult r = fp8lm("train --resume " + dir);
+  EXPECT_EQ(r.status, 1);
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("no checkpoint to resume from: step-000003 does not load"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("step-000001 does not load"), std::string::npos) << r.err;
+  auto after = files_of(dir);
+  before.erase(".lock");  // holds the pid of the last process to train here
+  after.erase(".lock");
+  EXPECT_TRUE(after == before) << "the run's files changed";
 }
 
 TEST(Cli, OutRefusesADirectoryThatIsNotARun) {

@@ -17,6 +17,7 @@
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "run_util.h"
+#include "safetensors_edit.h"
 #include "skip_check.h"
 
 namespace fp8lm {
@@ -117,25 +118,26 @@ TEST(NonFiniteModel, IsNeverWritten) {
   Trainer t(tiny(Precision::Fp32));
   t.train_step();
   poison(t.model().layer(0).attention().proj().weight());
+  const std::string path = test::fresh_dir("nonfinite_write") + ".safetensors";
   try {
-    trainer_model_file(t);
+    trainer_model_file(t).write(path);
     FAIL() << "a model with an infinite weight must not be written";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layers.0.proj.weight is not finite"), std::string::npos)
         << e.what();
   }
+  // The write stopped at that tensor and left nothing: no file, no temporary.
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 }
 
-// Overwrites the first element of tensor `name` in a safetensors file with `value`.
+// Overwrites the first element of tensor `name` in a safetensors file with `value`, and drops
+// the checksums that would refuse the file first (as a file from another tool has none).
 void patch_first_value(const std::string& path, const std::string& name, float value) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  uint64_t header_len = 0;
-  f.read(reinterpret_cast<char*>(&header_len), 8);
-  std::string header(header_len, '\0');
-  f.read(header.data(), static_cast<std::streamsize>(header_len));
-  const auto offsets = nlohmann::json::parse(header)[name]["data_offsets"];
-  f.seekp(static_cast<std::streamoff>(8 + header_len + offsets[0].get<uint64_t>()));
-  f.write(reinterpret_cast<const char*>(&value), sizeof(value));
+  std::vector<uint8_t> bytes = test::read_bytes(path);
+  std::memcpy(bytes.data() + test::data_offset(bytes, name), &value, sizeof(value));
+  test::without_checksums(bytes);
+  test::write_bytes(path, bytes);
 }
 
 TEST(NonFiniteModel, IsRefusedOnLoad) {

@@ -247,10 +247,14 @@ std::unique_ptr<Trainer> resume_run(const std::string& dir, const DeviceSpec& de
     fmt::print("{} has no checkpoint yet: starting the run again from step 0\n", dir);
     return trainer;
   }
-  const std::string ckpt = latest_checkpoint(dir);
-  trainer = resume_trainer(ckpt);
+  ResumedRun resumed = resume_newest_checkpoint(dir);
+  trainer = std::move(resumed.trainer);
   trainer->use_device(device);  // a run resumes on any device
-  fmt::print("resuming {} at step {} of {}\n", ckpt, trainer->steps_done(),
+  if (!resumed.fallback.empty()) {
+    fmt::print("{}\nusing {} instead, the newest checkpoint that loads\n", resumed.fallback,
+               resumed.checkpoint);
+  }
+  fmt::print("resuming {} at step {} of {}\n", resumed.checkpoint, trainer->steps_done(),
              trainer->config().steps);
   return trainer;
 }

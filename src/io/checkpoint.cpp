@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -26,7 +25,7 @@ std::string fp8_prefix(const Linear& l, Direction d) {
 
 // Per GEMM and direction: scale [slots], scale_inv [slots], amax_history [len, slots] (TE's
 // layout), and the last cast's saturated and flushed fractions [slots].
-void add_fp8_state(Safetensors& st, Linear& l) {
+void add_fp8_state(SafetensorsWriter& st, Linear& l) {
   Fp8Meta meta = l.fp8_meta();
   for (Direction d : {Direction::Forward, Direction::Backward}) {
     const auto slots = meta.slots(d);
@@ -206,23 +205,29 @@ T metadata_number(const Safetensors& file, const std::string& key) {
 template int64_t metadata_number<int64_t>(const Safetensors&, const std::string&);
 template double metadata_number<double>(const Safetensors&, const std::string&);
 
-Safetensors model_file(GPT& model, const CheckpointInfo& info) {
-  Safetensors st;
-  std::vector<Linear*> fp8_weight_linears;
-  for (Linear* l : model.linears())
-    if (l->fp8_weights()) fp8_weight_linears.push_back(l);
+SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
+  SafetensorsWriter st;
+  const std::vector<Linear*> linears = model.linears();
   for (Parameter* p : model.parameters()) {
-    const std::vector<float> values = p->values();  // the FP32 master of an FP8 weight
-    if (!all_finite(values))
-      throw Error(fmt::format("not writing a model whose weight {} is not finite", p->name));
-    const auto it = std::find_if(fp8_weight_linears.begin(), fp8_weight_linears.end(),
-                                 [&](Linear* l) { return &l->weight() == p; });
-    if (it != fp8_weight_linears.end()) {
+    // Checked as it is written: a model with a non-finite weight never reaches its file.
+    const auto finite_values = [p] {
+      std::vector<float> v = p->values();  // the FP32 master of an FP8 weight
+      if (!all_finite(v))
+        throw Error(fmt::format("not writing a model whose weight {} is not finite", p->name));
+      return v;
+    };
+    const auto it = std::find_if(linears.begin(), linears.end(),
+                                 [&](Linear* l) { return l->fp8_weights() && &l->weight() == p; });
+    if (it != linears.end()) {
       // The module holds this weight only as FP8: stored as such, with its scale_inv.
-      st.add(p->name, DType::E4M3, p->shape, (*it)->fp8_weight_codes().data());
-      st.add_f32(p->name + "_scale_inv", {1}, {(*it)->fp8_weight_scale_inv()});
+      Linear* l = *it;
+      st.add_values(p->name, DType::E4M3, p->shape, [l, finite_values] {
+        finite_values();
+        return l->fp8_weight_codes();
+      });
+      st.add_f32(p->name + "_scale_inv", {1}, {l->fp8_weight_scale_inv()});
     } else {
-      st.add_f32(p->name, p->shape, values);
+      st.add_values(p->name, DType::F32, p->shape, finite_values);
     }
   }
   if (info.fp8_state) {
@@ -240,14 +245,17 @@ Safetensors model_file(GPT& model, const CheckpointInfo& info) {
 void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
                      const CheckpointInfo& info, const TrainProgress& progress) {
   std::filesystem::create_directories(dir);
-  Safetensors state;
+  // Each tensor is fetched (from a GPU: downloaded) only when the write reaches it.
+  SafetensorsWriter state;
   for (size_t i = 0; i < opt.parameters().size(); ++i) {
-    const Parameter& p = *opt.parameters()[i];
-    state.add_f32("adamw.m." + p.name, p.shape, opt.first_moment(i));
-    state.add_f32("adamw.v." + p.name, p.shape, opt.second_moment(i));
+    const Parameter* p = opt.parameters()[i];
+    state.add_values("adamw.m." + p->name, DType::F32, p->shape,
+                     [&opt, i] { return opt.first_moment(i); });
+    state.add_values("adamw.v." + p->name, DType::F32, p->shape,
+                     [&opt, i] { return opt.second_moment(i); });
     // The model file holds FP8 weights only as FP8; their FP32 masters live here.
-    if (info.config.fp8_weights && p.name.ends_with(".weight") && p.shape.size() == 2) {
-      state.add_f32("master." + p.name, p.shape, p.values());
+    if (info.config.fp8_weights && p->name.ends_with(".weight") && p->shape.size() == 2) {
+      state.add_values("master." + p->name, DType::F32, p->shape, [p] { return p->values(); });
     }
   }
   state.add_f32("losses", {static_cast<int64_t>(progress.losses.size())}, progress.losses);
@@ -276,7 +284,7 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F8_E4M3",
                               file.origin(), p->name, dtype_name(t.dtype)));
     }
-    std::vector<float> v = t.to_f32();
+    std::vector<float> v = file.take_f32(p->name);
     if (t.dtype == DType::E4M3) {
       const float sinv = file.at(p->name + "_scale_inv").to_f32().at(0);
       for (float& x : v) x *= sinv;
@@ -315,6 +323,15 @@ TrainConfig checkpoint_config(const std::string& dir) {
 TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
   const Safetensors model_file = Safetensors::read(dir + "/model.safetensors");
   const Safetensors state = Safetensors::read(dir + "/train_state.safetensors");
+  // Both files name their step: two files from different checkpoints are not one.
+  const auto model_step = metadata_number<int64_t>(model_file, "step");
+  const auto state_step = metadata_number<int64_t>(state, "step");
+  if (model_step != state_step) {
+    throw Error(
+        fmt::format("{}: model.safetensors is from step {}, train_state.safetensors from "
+                    "step {}: not one checkpoint",
+                    dir, model_step, state_step));
+  }
   apply_model_tensors(model_file, model);
   for (size_t i = 0; i < opt.parameters().size(); ++i) {
     Parameter& p = *opt.parameters()[i];
@@ -326,10 +343,9 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
                                 p.name));
       }
     }
-    opt.set_moments(i, state.at("adamw.m." + p.name).to_f32(),
-                    state.at("adamw.v." + p.name).to_f32());
+    opt.set_moments(i, state.take_f32("adamw.m." + p.name), state.take_f32("adamw.v." + p.name));
     if (state.contains("master." + p.name)) {
-      const std::vector<float> master = state.at("master." + p.name).to_f32();
+      const std::vector<float> master = state.take_f32("master." + p.name);
       if (!all_finite(master)) {
         throw Error(fmt::format("{}: tensor 'master.{}' holds values that are not finite",
                                 state.origin(), p.name));

@@ -25,9 +25,9 @@ struct CheckpointInfo {
   int64_t skipped_steps = 0;  // non-finite steps skipped so far (in the metadata when > 0)
 };
 
-// The model file's tensors and metadata. Error if a weight is not finite: such a model is
-// never written.
-Safetensors model_file(GPT& model, const CheckpointInfo& info);
+// The model file's tensors and metadata, fetched as the write reaches them. Its write is an
+// Error if a weight is not finite: such a model is never written.
+SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info);
 // Writes train_state.safetensors (optimizer, FP32 masters of FP8 weights, progress), then
 // model.safetensors into dir (atomically, each file).
 void save_checkpoint(const std::string& dir, GPT& model, const AdamW& optimizer,

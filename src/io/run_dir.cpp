@@ -89,14 +89,75 @@ CheckpointInfo checkpoint_info(const Trainer& trainer) {
 
 }  // namespace
 
-std::string latest_checkpoint(const std::string& run_dir) {
+namespace {
+
+// What checkpoints/latest names, if it is one of the run's own step-NNNNNN directories (never a
+// path elsewhere); else why not.
+std::string latest_name(const std::string& run_dir, std::string& why_not) {
   const std::string latest = run_dir + "/checkpoints/latest";
+  if (!fs::exists(latest)) {
+    why_not = "checkpoints/latest is missing";
+    return "";
+  }
   std::string name = read_text(latest);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  if (name.empty() || !fs::is_directory(run_dir + "/checkpoints/" + name)) {
-    throw Error(fmt::format("{}: no checkpoint to resume from", run_dir));
+  const bool own = name.size() > 5 && name.size() < 32 && name.starts_with("step-") &&
+                   name.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (!own) {
+    why_not = fmt::format("checkpoints/latest names '{}', not one of this run's checkpoints",
+                          name.substr(0, 80));
+    return "";
   }
+  if (!fs::is_directory(run_dir + "/checkpoints/" + name)) {
+    why_not = fmt::format("checkpoints/latest names {}, which is gone", name);
+    return "";
+  }
+  return name;
+}
+
+// The run's step-* checkpoint directories, newest first.
+std::vector<std::string> checkpoint_names(const std::string& run_dir) {
+  std::vector<std::string> names;
+  const std::string root = run_dir + "/checkpoints";
+  if (!fs::is_directory(root)) return names;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && e.path().filename().string().starts_with("step-"))
+      names.push_back(e.path().filename());
+  std::sort(names.rbegin(), names.rend());
+  return names;
+}
+
+}  // namespace
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  std::string why_not;
+  const std::string name = latest_name(run_dir, why_not);
+  if (name.empty())
+    throw Error(fmt::format("{}: no checkpoint to resume from: {}", run_dir, why_not));
   return run_dir + "/checkpoints/" + name;
+}
+
+ResumedRun resume_newest_checkpoint(const std::string& run_dir) {
+  std::string why_not;
+  std::vector<std::string> names = checkpoint_names(run_dir);
+  const std::string latest = latest_name(run_dir, why_not);
+  if (!latest.empty()) {
+    std::erase(names, latest);
+    names.insert(names.begin(), latest);
+  }
+  std::vector<std::string> failures;
+  for (const std::string& name : names) {
+    const std::string dir = run_dir + "/checkpoints/" + name;
+    try {
+      return {resume_trainer(dir), dir, why_not};
+    } catch (const Error& e) {
+      failures.push_back(fmt::format("{} does not load: {}", name, e.what()));
+      if (why_not.empty()) why_not = failures.back();
+    }
+  }
+  if (failures.empty()) failures.push_back(why_not.empty() ? "no checkpoints" : why_not);
+  throw Error(
+      fmt::format("{}: no checkpoint to resume from: {}", run_dir, fmt::join(failures, "; ")));
 }
 
 void write_summary(const std::string& dir, const Trainer& trainer, const TrainResult& r) {
@@ -126,7 +187,7 @@ void write_summary(const std::string& dir, const Trainer& trainer, const TrainRe
   write_text_atomic(dir + "/summary.json", j.dump(2) + "\n");
 }
 
-Safetensors trainer_model_file(Trainer& trainer) {
+SafetensorsWriter trainer_model_file(Trainer& trainer) {
   return model_file(trainer.model(), checkpoint_info(trainer));
 }
 
@@ -179,13 +240,9 @@ void RunDirectory::checkpoint(Trainer& trainer) {
   const std::string name = fmt::format("step-{:06d}", trainer.steps_done());
   save_trainer(trainer, root + "/" + name);
   write_text_atomic(root + "/latest", name + "\n");  // only now is it the checkpoint to resume
-  std::vector<std::string> all;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && e.path().filename().string().starts_with("step-"))
-      all.push_back(e.path().filename());
-  std::sort(all.begin(), all.end());
-  for (size_t i = 0; i + static_cast<size_t>(std::max(keep_, 1)) < all.size(); ++i) {
-    if (all[i] != name) fs::remove_all(root + "/" + all[i]);
+  const std::vector<std::string> newest_first = checkpoint_names(dir_);
+  for (size_t i = static_cast<size_t>(std::max(keep_, 1)); i < newest_first.size(); ++i) {
+    if (newest_first[i] != name) fs::remove_all(root + "/" + newest_first[i]);
   }
 }
 

@@ -37,10 +37,21 @@ class RunDirectory : public RunRecorder {
 void save_trainer(Trainer& trainer, const std::string& checkpoint_dir);
 std::unique_ptr<Trainer> resume_trainer(const std::string& checkpoint_dir);
 // The model file of a trainer's model.
-Safetensors trainer_model_file(Trainer& trainer);
+SafetensorsWriter trainer_model_file(Trainer& trainer);
 
-// The newest complete checkpoint directory of a run; Error when there is none.
+// The checkpoint directory `latest` names; Error when it is missing or names anything but one of
+// the run's own checkpoints/step-* directories.
 std::string latest_checkpoint(const std::string& run_dir);
+
+// A run's trainer from the checkpoint `latest` names; when that is missing, damaged, outside the
+// run or fails to load or verify, from the newest step-* checkpoint that loads. `fallback` says
+// why `latest`'s was not used (empty when it was). Error listing every failure when none loads.
+struct ResumedRun {
+  std::unique_ptr<Trainer> trainer;
+  std::string checkpoint;
+  std::string fallback;
+};
+ResumedRun resume_newest_checkpoint(const std::string& run_dir);
 
 void write_summary(const std::string& dir, const Trainer& trainer, const TrainResult& r);
 

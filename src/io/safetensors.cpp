@@ -2,14 +2,17 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
+
+#include <xxhash.h>
 
 #include "core/bf16.h"
 #include "core/fp8_dtype.h"
@@ -22,6 +25,69 @@ constexpr DType kDTypes[] = {DType::F32,  DType::BF16, DType::E4M3,
                              DType::E5M2, DType::I64,  DType::U8};
 // Headers beyond this are not ours and not plausible: refuse before allocating.
 constexpr uint64_t kMaxHeader = 100u << 20;
+constexpr const char* kChecksumKey = "xxh3_64";
+
+std::string hex64(uint64_t v) {
+  return fmt::format("{:016x}", v);
+}
+
+// path.tmp, written and then renamed over path; removed if anything fails before that, so a
+// full disk or a refused tensor keeps no half file.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error(fmt::format("{}: cannot create: {}", tmp_, std::strerror(errno)));
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!done_) ::unlink(tmp_.c_str());
+  }
+  // At `offset`, or appended when it is negative.
+  void write(std::span<const uint8_t> bytes, off_t offset = -1) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t w = offset < 0 ? ::write(fd_, bytes.data() + done, bytes.size() - done)
+                                   : ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
+                                              offset + static_cast<off_t>(done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) throw Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+      done += static_cast<size_t>(w);
+    }
+  }
+  void commit() {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::fsync(fd) != 0 || ::close(fd) != 0)
+      throw Error(fmt::format("{}: cannot flush to disk: {}", path_, std::strerror(errno)));
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+      throw Error(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
+    done_ = true;
+    const std::string dir = std::filesystem::path(path_).parent_path().string();
+    const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool done_ = false;
+};
+
+// A read-only private mapping of a whole file.
+struct Mapping {
+  void* addr = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (addr) ::munmap(addr, size);
+  }
+};
+
 }  // namespace
 
 int64_t TensorData::numel() const {
@@ -35,7 +101,7 @@ std::vector<float> TensorData::to_f32() const {
   std::vector<float> out(n);
   switch (dtype) {
     case DType::F32:
-      std::memcpy(out.data(), bytes.data(), n * 4);
+      if (n) std::memcpy(out.data(), bytes.data(), n * 4);
       break;
     case DType::BF16:
       for (size_t i = 0; i < n; ++i) {
@@ -57,6 +123,37 @@ std::vector<float> TensorData::to_f32() const {
 }
 
 Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string& origin) {
+  auto copy = std::make_shared<std::vector<uint8_t>>(file.begin(), file.end());
+  const std::span<const uint8_t> view(*copy);
+  return parse_views(view, origin, std::move(copy), /*mapped=*/false);
+}
+
+Safetensors Safetensors::read(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    ::close(fd);
+    throw Error(fmt::format("{}: not a file", path));
+  }
+  auto map = std::make_shared<Mapping>();
+  map->size = static_cast<size_t>(sb.st_size);
+  if (map->size > 0) {
+    void* addr = ::mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (addr == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      throw Error(fmt::format("{}: cannot map: {}", path, std::strerror(err)));
+    }
+    map->addr = addr;
+  }
+  ::close(fd);  // the mapping keeps the file
+  const std::span<const uint8_t> view(static_cast<const uint8_t*>(map->addr), map->size);
+  return parse_views(view, path, std::move(map), /*mapped=*/true);
+}
+
+Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::string& origin,
+                                     std::shared_ptr<const void> storage, bool mapped) {
   const auto fail = [&](const std::string& what) {
     return Error(fmt::format("{}: {}", origin, what));
   };
@@ -79,6 +176,8 @@ Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string&
 
   Safetensors st;
   st.origin_ = origin;
+  st.storage_ = std::move(storage);
+  st.mapped_ = mapped;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
@@ -123,7 +222,7 @@ Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string&
       throw fail(fmt::format("tensor '{}': {} bytes do not hold shape of {} {} values", name,
                              end - begin, count, dt));
     }
-    t.bytes.assign(data.begin() + static_cast<long>(begin), data.begin() + static_cast<long>(end));
+    t.bytes = data.subspan(begin, end - begin);
     ranges.emplace_back(begin, end);
     st.tensors_.emplace(name, std::move(t));
   }
@@ -131,24 +230,37 @@ Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string&
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].first < ranges[i - 1].second) throw fail("tensor data ranges overlap");
   }
+  st.verify_checksums();
   return st;
 }
 
-Safetensors Safetensors::read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open", path));
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                                   std::istreambuf_iterator<char>());
-  return parse(bytes, path);
+// Files without checksums (written before them, or by other tools) are read as they are.
+void Safetensors::verify_checksums() const {
+  const auto it = metadata_.find(kChecksumKey);
+  if (it == metadata_.end()) return;
+  const auto sums = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!sums.is_object() || sums.size() != tensors_.size())
+    throw Error(fmt::format("{}: its checksum list is damaged", origin_));
+  for (const auto& [name, t] : tensors_) {
+    if (!sums.contains(name) || !sums[name].is_string())
+      throw Error(fmt::format("{}: tensor '{}' has no checksum", origin_, name));
+    const std::string actual = hex64(XXH3_64bits(t.bytes.data(), t.bytes.size()));
+    release(t);
+    if (sums[name].get<std::string>() != actual) {
+      throw Error(fmt::format("{}: tensor '{}' does not match its checksum: the file is damaged",
+                              origin_, name));
+    }
+  }
 }
 
-void Safetensors::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                      const void* data) {
-  TensorData t{dtype, std::move(shape), {}};
-  const size_t n = static_cast<size_t>(t.numel()) * dtype_size(dtype);
-  t.bytes.resize(n);
-  if (n) std::memcpy(t.bytes.data(), data, n);
-  tensors_[name] = std::move(t);
+void Safetensors::release(const TensorData& t) const {
+  if (!mapped_ || t.bytes.empty()) return;
+  // Whole pages, including any a neighbour shares: a dropped page of a read-only private
+  // mapping is read again from the file if touched, so this never changes what is seen.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(t.bytes.data()) / page * page;
+  const auto end = reinterpret_cast<uintptr_t>(t.bytes.data() + t.bytes.size());
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 const TensorData& Safetensors::at(const std::string& name) const {
@@ -157,56 +269,90 @@ const TensorData& Safetensors::at(const std::string& name) const {
   return it->second;
 }
 
-void Safetensors::write(const std::string& path) const {
-  nlohmann::json header = nlohmann::json::object();
-  uint64_t offset = 0;
-  for (const auto& [name, t] : tensors_) {
-    header[name] = {{"dtype", dtype_name(t.dtype)},
-                    {"shape", t.shape},
-                    {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
+std::vector<float> Safetensors::take_f32(const std::string& name) const {
+  const TensorData& t = at(name);
+  std::vector<float> v = t.to_f32();
+  release(t);
+  return v;
+}
+
+uint64_t SafetensorsWriter::Entry::bytes() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return static_cast<uint64_t>(n) * dtype_size(dtype);
+}
+
+void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                            Source source) {
+  entries_[name] = {dtype, std::move(shape), std::move(source)};
+}
+
+void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape,
+                                std::vector<float> v) {
+  add_values(name, DType::F32, std::move(shape), [v = std::move(v)] { return v; });
+}
+
+void SafetensorsWriter::write(const std::string& path) const {
+  // The header goes first but the checksums are known only after the data: it is written with
+  // placeholders of the same width, then written again in place.
+  const auto header_text = [&](const std::map<std::string, std::string>& sums) {
+    nlohmann::json header = nlohmann::json::object();
+    uint64_t offset = 0;
+    for (const auto& [name, e] : entries_) {
+      const uint64_t size = e.bytes();
+      header[name] = {{"dtype", dtype_name(e.dtype)},
+                      {"shape", e.shape},
+                      {"data_offsets", {offset, offset + size}}};
+      offset += size;
+    }
+    nlohmann::json meta(metadata_);
+    meta[kChecksumKey] = nlohmann::json(sums).dump();
+    header["__metadata__"] = meta;
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i)
+      out[static_cast<size_t>(i)] = static_cast<char>(text.size() >> (8 * i));
+    return out + text;
+  };
+  const auto as_bytes = [](const std::string& s) {
+    return std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  std::map<std::string, std::string> sums;
+  for (const auto& [name, e] : entries_) sums[name] = hex64(0);
+  const std::string placeholder = header_text(sums);
+
+  AtomicFile file(path);
+  file.write(as_bytes(placeholder));
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                       &XXH3_freeState);
+  if (!state) throw std::bad_alloc();
+  for (const auto& [name, e] : entries_) {
+    const uint64_t expected = e.bytes();
+    uint64_t written = 0;
+    XXH3_64bits_reset(state.get());
+    e.source([&](std::span<const uint8_t> bytes) {
+      XXH3_64bits_update(state.get(), bytes.data(), bytes.size());
+      file.write(bytes);
+      written += bytes.size();
+    });
+    if (written != expected) {
+      throw Error(fmt::format("internal: tensor '{}' gave {} bytes for {} expected", name, written,
+                              expected));
+    }
+    sums[name] = hex64(XXH3_64bits_digest(state.get()));
   }
-  if (!metadata_.empty()) header["__metadata__"] = metadata_;
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
-  std::vector<uint8_t> bytes(8);
-  for (int i = 0; i < 8; ++i)
-    bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(text.size() >> (8 * i));
-  bytes.insert(bytes.end(), text.begin(), text.end());
-  for (const auto& [name, t] : tensors_) bytes.insert(bytes.end(), t.bytes.begin(), t.bytes.end());
-  write_file_atomic(path, bytes);
+  const std::string header = header_text(sums);
+  if (header.size() != placeholder.size())
+    throw Error(fmt::format("internal: {}: the header changed size", path));
+  file.write(as_bytes(header), 0);
+  file.commit();
 }
 
 void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());  // a full disk keeps no half file
-      throw Error(fmt::format("{}: write failed: {}", path, std::strerror(err)));
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error(fmt::format("{}: cannot flush to disk: {}", path, std::strerror(err)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error(fmt::format("{}: cannot rename into place: {}", path, std::strerror(errno)));
-  }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  AtomicFile file(path);
+  file.write(bytes);
+  file.commit();
 }
 
 }  // namespace fp8lm

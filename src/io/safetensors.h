@@ -1,10 +1,20 @@
 #pragma once
 // safetensors files (a little-endian u64 header length, a JSON header naming each tensor's
-// dtype, shape and byte range, then the raw data), as any safetensors tool reads them. The
-// reader validates everything before handing out a view, so a truncated, corrupted or foreign
-// file is a one-line Error, never a crash; writes are atomic (temp file, fsync, rename).
+// dtype, shape and byte range, then the raw data), as any safetensors tool reads them.
+//
+// Writes stream: each tensor's bytes come from its source when its turn comes, straight to the
+// file, so a save holds at most one tensor beyond the model (a 605M-parameter model's state is
+// ~7 GB; a byte image of it would not fit beside it). Atomic: temp file, fsync, rename.
+// Reads map the file and view each tensor in place; a consumer copies it once into its home.
+//
+// Integrity: the metadata key "xxh3_64" holds every tensor's XXH3-64 (16 hex digits, a JSON
+// object by name). The reader validates the header and every checksum before handing out a
+// view, so a truncated, corrupted or foreign file is a one-line Error, never a crash, and a
+// flipped bit is an Error naming the tensor.
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,7 +26,7 @@ namespace fp8lm {
 struct TensorData {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
+  std::span<const uint8_t> bytes;  // into the file's mapping (or its parsed copy)
 
   int64_t numel() const;
   std::vector<float> to_f32() const;  // F32, BF16, F8_* decoded (exact); Error otherwise
@@ -24,28 +34,65 @@ struct TensorData {
 
 class Safetensors {
  public:
-  // Parses and validates a whole file held in memory; `origin` names it in errors.
+  // Parses and validates a whole file held in memory (copied); `origin` names it in errors.
   static Safetensors parse(std::span<const uint8_t> file, const std::string& origin);
+  // Maps the file; Error if it is not a regular file or fails validation.
   static Safetensors read(const std::string& path);
-
-  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data);
-  void add_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
-    add(name, DType::F32, std::move(shape), v.data());
-  }
-  // Writes to path.tmp, fsyncs it, renames it over path, and fsyncs the directory.
-  void write(const std::string& path) const;
 
   bool contains(const std::string& name) const { return tensors_.count(name) > 0; }
   // Error naming the file and tensor when it is missing.
   const TensorData& at(const std::string& name) const;
+  // A tensor's values, then its pages dropped from memory: for reading large tensors once
+  // without the mapped file adding to the resident set.
+  std::vector<float> take_f32(const std::string& name) const;
   const std::map<std::string, TensorData>& tensors() const { return tensors_; }
-  std::map<std::string, std::string>& metadata() { return metadata_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& origin() const { return origin_; }
 
  private:
+  static Safetensors parse_views(std::span<const uint8_t> file, const std::string& origin,
+                                 std::shared_ptr<const void> storage, bool mapped);
+  void verify_checksums() const;
+  void release(const TensorData& t) const;  // drops a mapped tensor's pages (re-read if used)
+
   std::string origin_;
+  std::shared_ptr<const void> storage_;  // keeps the mapping or the copy alive
+  bool mapped_ = false;
   std::map<std::string, TensorData> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// A safetensors file to be written, tensor by tensor from their sources.
+class SafetensorsWriter {
+ public:
+  using Sink = std::function<void(std::span<const uint8_t>)>;
+  // Called once, during write, with a sink for the tensor's bytes in order (any number of
+  // calls). It may throw Error: the write stops and leaves no file.
+  using Source = std::function<void(const Sink&)>;
+
+  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, Source source);
+  // A tensor whose values `values()` (a function returning a vector) gives when its turn comes.
+  template <class F>
+  void add_values(const std::string& name, DType dtype, std::vector<int64_t> shape, F values) {
+    add(name, dtype, std::move(shape), [values](const Sink& sink) {
+      const auto v = values();
+      sink(std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(v[0])));
+    });
+  }
+  // A small tensor, held until the write.
+  void add_f32(const std::string& name, std::vector<int64_t> shape, std::vector<float> v);
+  std::map<std::string, std::string>& metadata() { return metadata_; }
+  // Streams to path.tmp, fsyncs it, renames it over path, and fsyncs the directory.
+  void write(const std::string& path) const;
+
+ private:
+  struct Entry {
+    DType dtype;
+    std::vector<int64_t> shape;
+    Source source;
+    uint64_t bytes() const;
+  };
+  std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };
 
