@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -11,8 +12,8 @@
 
 #include "cli/commands.h"
 #include "cli/parse.h"
-#include "fp8lm/error.h"
 #include "fp8/quantize.h"
+#include "fp8lm/error.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -21,9 +22,10 @@ namespace {
 using Json = nlohmann::basic_json<std::map, std::vector, std::string, bool, std::int64_t,
                                   std::uint64_t, float>;
 
-// Shortest text that reads back to the same float ("448", "0.001953125", "nan", "-inf").
+// Shortest text that reads back to the same float ("448", "0.001953125", "nan", "-inf"). A
+// NaN's sign means nothing: always "nan".
 std::string float_text(float v) {
-  return fmt::format("{}", v);
+  return std::isnan(v) ? "nan" : fmt::format("{}", v);
 }
 
 // JSON has no NaN or Inf; those travel as strings.
@@ -55,74 +57,104 @@ struct Fp8Options {
   std::vector<std::string> values;
 };
 
-// Values from the arguments, or whitespace-separated on stdin when none were given.
-std::vector<std::string> values_or_stdin(const std::vector<std::string>& args) {
+// Each value from the arguments, or whitespace-separated from stdin when none were given, read
+// one at a time: a million values pass through in bounded memory.
+template <class F>
+void for_each_value(const std::vector<std::string>& args, F f) {
+  bool only_values = false;  // after "--", "-5" and "--5" are values
   for (const auto& a : args) {
-    if (a.starts_with("--")) throw Error(fmt::format("unknown flag '{}' (see --help)", a));
+    if (a == "--" && !only_values) {
+      only_values = true;
+    } else if (a.starts_with("--") && !only_values) {
+      throw Error(fmt::format("unknown flag '{}' (see --help)", a));
+    }
   }
-  if (!args.empty()) return args;
-  std::vector<std::string> tokens;
-  for (std::string t; std::cin >> t;) tokens.push_back(t);
-  return tokens;
+  if (!args.empty()) {
+    for (const auto& a : args)
+      if (a != "--") f(a);
+    return;
+  }
+  for (std::string t; std::cin >> t;) f(t);
 }
+
+// Rows printed as they come: text lines, or one JSON array written element by element.
+class RowPrinter {
+ public:
+  explicit RowPrinter(bool json) : json_(json) {}
+  void row(const Json& j, const std::string& text) {
+    if (!json_) {
+      fmt::print("{}\n", text);
+      return;
+    }
+    fmt::print("{}{}", first_ ? "[" : ",", j.dump());
+    first_ = false;
+  }
+  void finish() {
+    if (json_) fmt::print("{}]\n", first_ ? "[" : "");
+  }
+
+ private:
+  bool json_;
+  bool first_ = true;
+};
 
 void run_table(const Fp8Options& o) {
   const Fp8Format f = parse_format_flag(o.format);
-  Json rows = Json::array();
+  RowPrinter out(o.json);
   for (int c = 0; c < 256; ++c) {
     const auto code = static_cast<uint8_t>(c);
     const float v = fp8_decode(code, f);
-    if (o.json) {
-      rows.push_back(
-          {{"code", code_text(code)}, {"bits", bit_fields(code, f)}, {"value", json_float(v)}});
-    } else {
-      fmt::print("{} {} {}\n", code_text(code), bit_fields(code, f), float_text(v));
-    }
+    out.row({{"code", code_text(code)}, {"bits", bit_fields(code, f)}, {"value", json_float(v)}},
+            fmt::format("{} {} {}", code_text(code), bit_fields(code, f), float_text(v)));
   }
-  if (o.json) fmt::print("{}\n", rows.dump());
+  out.finish();
 }
 
 void run_encode(const Fp8Options& o) {
   const Fp8Format f = parse_format_flag(o.format);
   const float scale = parse_float(o.scale);
-  if (!std::isfinite(scale) || !(scale > 0.0f)) {
-    throw Error(fmt::format("--scale {}: the scale must be a finite number > 0", o.scale));
+  // A subnormal scale has no finite inverse (1e-40 -> 1/scale = inf): refused, as are 0 and Inf.
+  if (!std::isnormal(scale) || !(scale > 0.0f) || !std::isfinite(1.0f / scale)) {
+    throw Error(fmt::format("--scale {}: the scale must be a positive normal float (from {} to {})",
+                            o.scale, float_text(std::numeric_limits<float>::min()),
+                            float_text(std::numeric_limits<float>::max())));
   }
-  const std::vector<std::string> tokens = values_or_stdin(o.values);
-  std::vector<float> x;
-  for (const auto& t : tokens) x.push_back(parse_float(t));
-  std::vector<uint8_t> codes(x.size());
-  quantize(codes.data(), x.data(), static_cast<int64_t>(x.size()), scale, f, !o.no_saturate);
   const float scale_inv = 1.0f / scale;
-  Json rows = Json::array();
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float fp8_value = fp8_decode(codes[i], f);
-    const float value = fp8_value * scale_inv;
-    if (o.json) {
-      rows.push_back({{"input", json_float(x[i])},
-                      {"code", code_text(codes[i])},
-                      {"fp8_value", json_float(fp8_value)},
-                      {"value", json_float(value)}});
-    } else {
-      fmt::print("{} {} {}\n", float_text(x[i]), code_text(codes[i]), float_text(value));
+  RowPrinter out(o.json);
+  std::vector<float> x;
+  std::vector<uint8_t> codes;
+  const auto flush = [&] {  // a chunk at a time through the vectorized cast
+    codes.resize(x.size());
+    quantize(codes.data(), x.data(), static_cast<int64_t>(x.size()), scale, f, !o.no_saturate);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float fp8_value = fp8_decode(codes[i], f);
+      const float value = fp8_value * scale_inv;
+      out.row({{"input", json_float(x[i])},
+               {"code", code_text(codes[i])},
+               {"fp8_value", json_float(fp8_value)},
+               {"value", json_float(value)}},
+              fmt::format("{} {} {}", float_text(x[i]), code_text(codes[i]), float_text(value)));
     }
-  }
-  if (o.json) fmt::print("{}\n", rows.dump());
+    x.clear();
+  };
+  for_each_value(o.values, [&](const std::string& t) {
+    x.push_back(parse_float(t));
+    if (x.size() == 4096) flush();
+  });
+  flush();
+  out.finish();
 }
 
 void run_decode(const Fp8Options& o) {
   const Fp8Format f = parse_format_flag(o.format);
-  Json rows = Json::array();
-  for (const auto& t : values_or_stdin(o.values)) {
+  RowPrinter out(o.json);
+  for_each_value(o.values, [&](const std::string& t) {
     const uint8_t code = parse_code(t);
     const float v = fp8_decode(code, f);
-    if (o.json) {
-      rows.push_back({{"code", code_text(code)}, {"value", json_float(v)}});
-    } else {
-      fmt::print("{} {}\n", code_text(code), float_text(v));
-    }
-  }
-  if (o.json) fmt::print("{}\n", rows.dump());
+    out.row({{"code", code_text(code)}, {"value", json_float(v)}},
+            fmt::format("{} {}", code_text(code), float_text(v)));
+  });
+  out.finish();
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "io/run_lock.h"
+#include "train/memory_check.h"
 #include "train/trainer.h"
 
 namespace fp8lm::cli {
@@ -314,6 +315,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     c.fp8_weights = fp8_weights;
     c.device = parse_device(f.device);
     c.validate();
+    check_training_fits(c);  // before the run directory is made
     if (!f.out.empty()) {
       check_new_run_dir(f.out);
       std::filesystem::create_directories(f.out);

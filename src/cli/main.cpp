@@ -6,9 +6,25 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "fp8lm/error.h"
+
+namespace {
+
+// Arguments that no option or positional of the chosen command (and its subcommands) took.
+std::vector<std::string> unparsed_arguments(const CLI::App& app) {
+  std::vector<std::string> out = app.remaining();
+  for (const CLI::App* sub : app.get_subcommands()) {
+    const std::vector<std::string> more = unparsed_arguments(*sub);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // A file-size limit (ulimit -f) becomes a write error the run reports, not a silent kill.
@@ -42,6 +58,15 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();  // a subcommand's own exit status (it has printed its message)
+  } catch (const CLI::RequiredError& e) {
+    // CLI11 checks required options before unknown ones; a mistyped flag is the likelier cause.
+    const std::vector<std::string> unknown = unparsed_arguments(app);
+    if (!unknown.empty()) {
+      fmt::print(stderr, "error: unknown option '{}' (see fp8lm --help)\n", unknown.front());
+    } else {
+      fmt::print(stderr, "error: {} (see fp8lm --help)\n", e.what());
+    }
+    return 2;
   } catch (const CLI::ParseError& e) {
     fmt::print(stderr, "error: {} (see fp8lm --help)\n", e.what());
     return 2;

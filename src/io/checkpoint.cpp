@@ -210,24 +210,26 @@ SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
   const std::vector<Linear*> linears = model.linears();
   for (Parameter* p : model.parameters()) {
     // Checked as it is written: a model with a non-finite weight never reaches its file.
-    const auto finite_values = [p] {
-      std::vector<float> v = p->values();  // the FP32 master of an FP8 weight
-      if (!all_finite(v))
-        throw Error(fmt::format("not writing a model whose weight {} is not finite", p->name));
-      return v;
+    const auto checked = [p](const SafetensorsWriter::Sink& sink) {
+      p->value.read_bytes([&](std::span<const uint8_t> bytes) {  // the FP32 master
+        if (!all_finite_f32_bytes(bytes))
+          throw Error(fmt::format("not writing a model whose weight {} is not finite", p->name));
+        sink(bytes);
+      });
     };
     const auto it = std::find_if(linears.begin(), linears.end(),
                                  [&](Linear* l) { return l->fp8_weights() && &l->weight() == p; });
     if (it != linears.end()) {
       // The module holds this weight only as FP8: stored as such, with its scale_inv.
       Linear* l = *it;
-      st.add_values(p->name, DType::E4M3, p->shape, [l, finite_values] {
-        finite_values();
-        return l->fp8_weight_codes();
+      st.add(p->name, DType::E4M3, p->shape, [l, checked](const SafetensorsWriter::Sink& sink) {
+        checked([](std::span<const uint8_t>) {});
+        const std::vector<uint8_t> codes = l->fp8_weight_codes();
+        sink(codes);
       });
       st.add_f32(p->name + "_scale_inv", {1}, {l->fp8_weight_scale_inv()});
     } else {
-      st.add_values(p->name, DType::F32, p->shape, finite_values);
+      st.add(p->name, DType::F32, p->shape, checked);
     }
   }
   if (info.fp8_state) {
@@ -245,17 +247,23 @@ SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
 void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
                      const CheckpointInfo& info, const TrainProgress& progress) {
   std::filesystem::create_directories(dir);
-  // Each tensor is fetched (from a GPU: downloaded) only when the write reaches it.
+  // Each tensor is read where it lives (from a GPU: downloaded a piece at a time) only when the
+  // write reaches it.
   SafetensorsWriter state;
   for (size_t i = 0; i < opt.parameters().size(); ++i) {
     const Parameter* p = opt.parameters()[i];
-    state.add_values("adamw.m." + p->name, DType::F32, p->shape,
-                     [&opt, i] { return opt.first_moment(i); });
-    state.add_values("adamw.v." + p->name, DType::F32, p->shape,
-                     [&opt, i] { return opt.second_moment(i); });
+    state.add("adamw.m." + p->name, DType::F32, p->shape,
+              [&opt, i](const SafetensorsWriter::Sink& sink) {
+                opt.first_moment_buffer(i).read_bytes(sink);
+              });
+    state.add("adamw.v." + p->name, DType::F32, p->shape,
+              [&opt, i](const SafetensorsWriter::Sink& sink) {
+                opt.second_moment_buffer(i).read_bytes(sink);
+              });
     // The model file holds FP8 weights only as FP8; their FP32 masters live here.
     if (info.config.fp8_weights && p->name.ends_with(".weight") && p->shape.size() == 2) {
-      state.add_values("master." + p->name, DType::F32, p->shape, [p] { return p->values(); });
+      state.add("master." + p->name, DType::F32, p->shape,
+                [p](const SafetensorsWriter::Sink& sink) { p->value.read_bytes(sink); });
     }
   }
   state.add_f32("losses", {static_cast<int64_t>(progress.losses.size())}, progress.losses);
@@ -284,15 +292,20 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F8_E4M3",
                               file.origin(), p->name, dtype_name(t.dtype)));
     }
+    const auto refuse = [&] {
+      return Error(fmt::format("{}: tensor '{}' holds values that are not finite; not loading it",
+                               file.origin(), p->name));
+    };
+    if (t.dtype == DType::F32) {  // straight from the mapped file into the parameter
+      if (!all_finite_f32_bytes(t.bytes)) throw refuse();
+      p->set_value_bytes(t.bytes);
+      file.release(t);
+      continue;
+    }
     std::vector<float> v = file.take_f32(p->name);
-    if (t.dtype == DType::E4M3) {
-      const float sinv = file.at(p->name + "_scale_inv").to_f32().at(0);
-      for (float& x : v) x *= sinv;
-    }
-    if (!all_finite(v)) {
-      throw Error(fmt::format("{}: tensor '{}' holds values that are not finite; not loading it",
-                              file.origin(), p->name));
-    }
+    const float sinv = file.at(p->name + "_scale_inv").to_f32().at(0);
+    for (float& x : v) x *= sinv;
+    if (!all_finite(v)) throw refuse();
     p->set_values(v);
   }
   for (Linear* l : model.linears()) load_fp8_state(file, *l);
@@ -313,11 +326,10 @@ LoadedModel load_model(const std::string& path) {
 }
 
 TrainConfig checkpoint_config(const std::string& dir) {
-  const Safetensors model_file = Safetensors::read(dir + "/model.safetensors");
-  if (!model_file.metadata().count("config")) {
+  const auto meta = Safetensors::read_metadata(dir + "/model.safetensors");
+  if (!meta.count("config"))
     throw Error(fmt::format("{}/model.safetensors: not an fp8lm checkpoint", dir));
-  }
-  return train_config_from_json(model_file.metadata().at("config"), dir);
+  return train_config_from_json(meta.at("config"), dir);
 }
 
 TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
@@ -343,14 +355,21 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
                                 p.name));
       }
     }
-    opt.set_moments(i, state.take_f32("adamw.m." + p.name), state.take_f32("adamw.v." + p.name));
+    // Straight from the mapped file into their homes, each page dropped once read.
+    const auto load = [&](const std::string& name, BackendBuffer<float>& into) {
+      const TensorData& t = state.at(name);
+      into.upload_bytes(t.bytes, name);
+      state.release(t);
+    };
+    load("adamw.m." + p.name, opt.first_moment_buffer(i));
+    load("adamw.v." + p.name, opt.second_moment_buffer(i));
     if (state.contains("master." + p.name)) {
-      const std::vector<float> master = state.take_f32("master." + p.name);
-      if (!all_finite(master)) {
+      if (!all_finite_f32_bytes(state.at("master." + p.name).bytes)) {
         throw Error(fmt::format("{}: tensor 'master.{}' holds values that are not finite",
                                 state.origin(), p.name));
       }
-      p.set_values(master);
+      load("master." + p.name, p.value);
+      ++p.version;
     }
   }
   const auto& meta = state.metadata();

@@ -31,6 +31,57 @@ std::string hex64(uint64_t v) {
   return fmt::format("{:016x}", v);
 }
 
+// The header's length from the file's first 8 bytes; Error unless it fits in the file.
+uint64_t header_length(std::span<const uint8_t> first8, uint64_t file_size,
+                       const std::string& origin) {
+  if (first8.size() < 8 || file_size < 8) {
+    throw Error(fmt::format("{}: {} bytes is too short for a safetensors file", origin, file_size));
+  }
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | first8[static_cast<size_t>(i)];
+  if (n > file_size - 8 || n > kMaxHeader) {
+    throw Error(fmt::format("{}: header length {} exceeds file size {}", origin, n, file_size));
+  }
+  return n;
+}
+
+nlohmann::json header_json(std::span<const uint8_t> text, const std::string& origin) {
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception&) {
+    throw Error(fmt::format("{}: header is not valid JSON", origin));
+  }
+  if (!header.is_object()) throw Error(fmt::format("{}: header is not a JSON object", origin));
+  return header;
+}
+
+std::map<std::string, std::string> metadata_of(const nlohmann::json& header,
+                                               const std::string& origin) {
+  std::map<std::string, std::string> meta;
+  if (!header.contains("__metadata__")) return meta;
+  const nlohmann::json& entry = header["__metadata__"];
+  if (!entry.is_object()) throw Error(fmt::format("{}: __metadata__ is not an object", origin));
+  for (const auto& [k, v] : entry.items()) {
+    if (!v.is_string()) throw Error(fmt::format("{}: metadata '{}' is not a string", origin, k));
+    meta[k] = v.get<std::string>();
+  }
+  return meta;
+}
+
+// A descriptor of the regular file at path, and its size; Error (naming it) otherwise.
+int open_regular_file(const std::string& path, uint64_t& size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    ::close(fd);
+    throw Error(fmt::format("{}: not a file", path));
+  }
+  size = static_cast<uint64_t>(sb.st_size);
+  return fd;
+}
+
 // path.tmp, written and then renamed over path; removed if anything fails before that, so a
 // full disk or a refused tensor keeps no half file.
 class AtomicFile {
@@ -129,15 +180,10 @@ Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string&
 }
 
 Safetensors Safetensors::read(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct stat sb {};
-  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    ::close(fd);
-    throw Error(fmt::format("{}: not a file", path));
-  }
+  uint64_t size = 0;
+  const int fd = open_regular_file(path, size);
   auto map = std::make_shared<Mapping>();
-  map->size = static_cast<size_t>(sb.st_size);
+  map->size = static_cast<size_t>(size);
   if (map->size > 0) {
     void* addr = ::mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (addr == MAP_FAILED) {
@@ -146,10 +192,32 @@ Safetensors Safetensors::read(const std::string& path) {
       throw Error(fmt::format("{}: cannot map: {}", path, std::strerror(err)));
     }
     map->addr = addr;
+    // Every tensor is read in order (verified, then copied out): let the disk read ahead.
+    ::madvise(addr, map->size, MADV_SEQUENTIAL);
   }
   ::close(fd);  // the mapping keeps the file
   const std::span<const uint8_t> view(static_cast<const uint8_t*>(map->addr), map->size);
   return parse_views(view, path, std::move(map), /*mapped=*/true);
+}
+
+std::map<std::string, std::string> Safetensors::read_metadata(const std::string& path) {
+  uint64_t size = 0;
+  const int fd = open_regular_file(path, size);
+  const auto read_at = [&](uint64_t offset, uint64_t n) {
+    std::vector<uint8_t> bytes(n);
+    const ssize_t got = ::pread(fd, bytes.data(), n, static_cast<off_t>(offset));
+    bytes.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    return bytes;
+  };
+  try {
+    const uint64_t n = header_length(read_at(0, 8), size, path);
+    const auto meta = metadata_of(header_json(read_at(8, n), path), path);
+    ::close(fd);
+    return meta;
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
 }
 
 Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::string& origin,
@@ -157,37 +225,19 @@ Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::s
   const auto fail = [&](const std::string& what) {
     return Error(fmt::format("{}: {}", origin, what));
   };
-  if (file.size() < 8)
-    throw fail(fmt::format("{} bytes is too short for a safetensors file", file.size()));
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file[static_cast<size_t>(i)];
-  if (header_len > file.size() - 8 || header_len > kMaxHeader) {
-    throw fail(fmt::format("header length {} exceeds file size {}", header_len, file.size()));
-  }
+  const uint64_t header_len =
+      header_length(file.first(std::min<size_t>(8, file.size())), file.size(), origin);
   const auto data = file.subspan(8 + header_len);
-  nlohmann::json header;
-  try {
-    header =
-        nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<long>(header_len));
-  } catch (const nlohmann::json::exception&) {
-    throw fail("header is not valid JSON");
-  }
-  if (!header.is_object()) throw fail("header is not a JSON object");
+  const nlohmann::json header = header_json(file.subspan(8, header_len), origin);
 
   Safetensors st;
   st.origin_ = origin;
   st.storage_ = std::move(storage);
   st.mapped_ = mapped;
+  st.metadata_ = metadata_of(header, origin);
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object()) throw fail("__metadata__ is not an object");
-      for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) throw fail(fmt::format("metadata '{}' is not a string", k));
-        st.metadata_[k] = v.get<std::string>();
-      }
-      continue;
-    }
+    if (name == "__metadata__") continue;
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
         !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
         !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
@@ -241,9 +291,12 @@ void Safetensors::verify_checksums() const {
   const auto sums = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
   if (!sums.is_object() || sums.size() != tensors_.size())
     throw Error(fmt::format("{}: its checksum list is damaged", origin_));
-  for (const auto& [name, t] : tensors_) {
+  for (auto it_t = tensors_.begin(); it_t != tensors_.end(); ++it_t) {
+    const auto& [name, t] = *it_t;
     if (!sums.contains(name) || !sums[name].is_string())
       throw Error(fmt::format("{}: tensor '{}' has no checksum", origin_, name));
+    // The disk reads the next tensor while this one is hashed.
+    if (std::next(it_t) != tensors_.end()) advise(std::next(it_t)->second, MADV_WILLNEED);
     const std::string actual = hex64(XXH3_64bits(t.bytes.data(), t.bytes.size()));
     release(t);
     if (sums[name].get<std::string>() != actual) {
@@ -254,13 +307,17 @@ void Safetensors::verify_checksums() const {
 }
 
 void Safetensors::release(const TensorData& t) const {
-  if (!mapped_ || t.bytes.empty()) return;
   // Whole pages, including any a neighbour shares: a dropped page of a read-only private
   // mapping is read again from the file if touched, so this never changes what is seen.
+  advise(t, MADV_DONTNEED);
+}
+
+void Safetensors::advise(const TensorData& t, int advice) const {
+  if (!mapped_ || t.bytes.empty()) return;
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(t.bytes.data()) / page * page;
   const auto end = reinterpret_cast<uintptr_t>(t.bytes.data() + t.bytes.size());
-  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, advice);
 }
 
 const TensorData& Safetensors::at(const std::string& name) const {
@@ -289,7 +346,9 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
 
 void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape,
                                 std::vector<float> v) {
-  add_values(name, DType::F32, std::move(shape), [v = std::move(v)] { return v; });
+  add(name, DType::F32, std::move(shape), [v = std::move(v)](const Sink& sink) {
+    sink(std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)));
+  });
 }
 
 void SafetensorsWriter::write(const std::string& path) const {

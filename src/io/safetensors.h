@@ -38,6 +38,8 @@ class Safetensors {
   static Safetensors parse(std::span<const uint8_t> file, const std::string& origin);
   // Maps the file; Error if it is not a regular file or fails validation.
   static Safetensors read(const std::string& path);
+  // Only the header's metadata (no tensor is read or verified).
+  static std::map<std::string, std::string> read_metadata(const std::string& path);
 
   bool contains(const std::string& name) const { return tensors_.count(name) > 0; }
   // Error naming the file and tensor when it is missing.
@@ -45,6 +47,9 @@ class Safetensors {
   // A tensor's values, then its pages dropped from memory: for reading large tensors once
   // without the mapped file adding to the resident set.
   std::vector<float> take_f32(const std::string& name) const;
+  // Drops a mapped tensor's pages once it has been copied out; the view stays valid (read
+  // again from the file if used).
+  void release(const TensorData& t) const;
   const std::map<std::string, TensorData>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& origin() const { return origin_; }
@@ -53,7 +58,7 @@ class Safetensors {
   static Safetensors parse_views(std::span<const uint8_t> file, const std::string& origin,
                                  std::shared_ptr<const void> storage, bool mapped);
   void verify_checksums() const;
-  void release(const TensorData& t) const;  // drops a mapped tensor's pages (re-read if used)
+  void advise(const TensorData& t, int advice) const;  // madvise over its pages, when mapped
 
   std::string origin_;
   std::shared_ptr<const void> storage_;  // keeps the mapping or the copy alive
@@ -71,14 +76,6 @@ class SafetensorsWriter {
   using Source = std::function<void(const Sink&)>;
 
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, Source source);
-  // A tensor whose values `values()` (a function returning a vector) gives when its turn comes.
-  template <class F>
-  void add_values(const std::string& name, DType dtype, std::vector<int64_t> shape, F values) {
-    add(name, dtype, std::move(shape), [values](const Sink& sink) {
-      const auto v = values();
-      sink(std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(v[0])));
-    });
-  }
   // A small tensor, held until the write.
   void add_f32(const std::string& name, std::vector<int64_t> shape, std::vector<float> v);
   std::map<std::string, std::string>& metadata() { return metadata_; }

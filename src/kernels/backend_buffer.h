@@ -3,7 +3,9 @@
 // the host: what a module's state and a test's operands live in on any device. Like a
 // std::vector it has a size and a capacity (resize never shrinks the allocation), but new
 // elements are not initialized: zero() them where that matters.
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <utility>
@@ -75,10 +77,33 @@ class BackendBuffer {
   }
   // Replaces the contents with n == size() host values; Error naming `what` otherwise.
   void upload(const std::vector<T>& v, const std::string& what) {
-    if (v.size() != n_) {
-      throw Error(what + ": " + std::to_string(v.size()) + " values for " + std::to_string(n_));
+    upload_bytes({reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)}, what);
+  }
+  // The same from raw bytes at any alignment (a mapped file's).
+  void upload_bytes(std::span<const uint8_t> bytes, const std::string& what) {
+    if (bytes.size() != n_ * sizeof(T)) {
+      throw Error(what + ": " + std::to_string(bytes.size() / sizeof(T)) + " values for " +
+                  std::to_string(n_));
     }
-    be_->upload(p_, v.data(), n_ * sizeof(T));
+    be_->upload(p_, bytes.data(), bytes.size());
+  }
+  // The contents as bytes, in order, through sink(std::span<const uint8_t>): in place where the
+  // host addresses the memory, else a piece at a time through one staging buffer, so that
+  // writing a tensor out never copies all of it.
+  template <class Sink>
+  void read_bytes(Sink&& sink) const {
+    const size_t total = n_ * sizeof(T);
+    if (be_->host_memory()) {
+      if (total) sink(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(p_), total));
+      return;
+    }
+    constexpr size_t kPiece = size_t{16} << 20;  // a multiple of every element size
+    std::vector<uint8_t> staging(std::min(total, kPiece));
+    for (size_t at = 0; at < total; at += staging.size()) {
+      const size_t n = std::min(staging.size(), total - at);
+      be_->download(staging.data(), reinterpret_cast<const uint8_t*>(p_) + at, n);
+      sink(std::span<const uint8_t>(staging.data(), n));
+    }
   }
   // The elements in place, for code that runs only on the host (the CPU optimizer, tests of
   // CPU modules): Error on a backend whose memory the host cannot address.

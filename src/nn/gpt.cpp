@@ -13,6 +13,22 @@
 
 namespace fp8lm {
 
+namespace {
+
+// In double for validation: sizes that would overflow int64 are caught, not wrapped.
+template <class T>
+T count_parameters(const GPTConfig& c) {
+  const T d = static_cast<T>(c.d_model), ffn = static_cast<T>(c.ffn);
+  const T fc1_out = c.activation == Activation::Swiglu ? 2 * ffn : ffn;
+  const T norm = c.normalization == Normalization::LayerNorm ? 2 * d : d;
+  const T layer =
+      2 * norm + (3 * d * d + 3 * d) + (d * d + d) + (fc1_out * d + fc1_out) + (d * ffn + d);
+  return static_cast<T>(c.vocab) * d + static_cast<T>(c.seq_len) * d +
+         static_cast<T>(c.n_layers) * layer + norm;
+}
+
+}  // namespace
+
 void GPTConfig::validate() const {
   const std::pair<const char*, int64_t> sizes[] = {{"--vocab", vocab},     {"--seq-len", seq_len},
                                                    {"--d-model", d_model}, {"--n-layers", n_layers},
@@ -24,15 +40,12 @@ void GPTConfig::validate() const {
     throw Error(fmt::format("--n-heads {} does not divide --d-model {}", n_heads, d_model));
   }
   if (vocab > (int64_t{1} << 31) - 1) throw Error(fmt::format("--vocab {} is too large", vocab));
+  const double params = count_parameters<double>(*this);
+  if (params > 1e15) throw Error(fmt::format("the model is too large: {:.3g} parameters", params));
 }
 
 int64_t GPTConfig::parameter_count() const {
-  const int64_t fc1_out = activation == Activation::Swiglu ? 2 * ffn : ffn;
-  const int64_t norm = normalization == Normalization::LayerNorm ? 2 * d_model : d_model;
-  const int64_t layer = 2 * norm + (3 * d_model * d_model + 3 * d_model) +
-                        (d_model * d_model + d_model) + (fc1_out * d_model + fc1_out) +
-                        (d_model * ffn + d_model);
-  return vocab * d_model + seq_len * d_model + n_layers * layer + norm;
+  return count_parameters<int64_t>(*this);
 }
 
 TransformerLayer::TransformerLayer(int index, const GPTConfig& cfg, Backend& backend)

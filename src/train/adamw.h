@@ -35,6 +35,11 @@ class AdamW {
   const std::vector<float> first_moment(size_t i) const { return m_[i].to_host(); }
   const std::vector<float> second_moment(size_t i) const { return v_[i].to_host(); }
   void set_moments(size_t i, const std::vector<float>& m, const std::vector<float>& v);
+  // The moments where they live, for streaming to a file and loading from one.
+  const BackendBuffer<float>& first_moment_buffer(size_t i) const { return m_[i]; }
+  const BackendBuffer<float>& second_moment_buffer(size_t i) const { return v_[i]; }
+  BackendBuffer<float>& first_moment_buffer(size_t i) { return m_[i]; }
+  BackendBuffer<float>& second_moment_buffer(size_t i) { return v_[i]; }
   void set_steps(int64_t t) { t_ = t; }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -87,6 +88,13 @@ std::vector<bool> StrideTask::continues_stride(const std::vector<int32_t>& promp
 
 TextData::TextData(const std::string& path, int64_t seq_len, double val_fraction, uint64_t seed)
     : rng_(seed) {
+  // Only a regular file has an end: a device (/dev/zero), a pipe or a directory is refused
+  // before anything is read.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(fmt::format("{}: a directory, not a data file", path));
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw Error(fmt::format("{}: not a regular file (a device or pipe has no end)", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot open the data file", path));
   bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

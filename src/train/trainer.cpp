@@ -13,6 +13,7 @@
 #include "fp8lm/error.h"
 #include "train/adamw.h"
 #include "train/data.h"
+#include "train/memory_check.h"
 
 namespace fp8lm {
 
@@ -136,6 +137,7 @@ InferenceScope::InferenceScope(Precision p, const Fp8Recipe& recipe)
 
 Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
   cfg_.validate();
+  check_training_fits(cfg_);
   if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
   precision_ = resolve_cpu_precision(cfg_.precision, cpu_features());
   if (cfg_.data.empty()) {
