@@ -20,7 +20,7 @@ inline std::string fresh_dir(const std::string& name) {
 // run_training with a run directory as its recorder, as `fp8lm train --out dir` does.
 inline RunEnd train_in_dir(Trainer& trainer, const std::string& dir, const RunSchedule& schedule,
                            TrainResult* result = nullptr, int keep_checkpoints = 3) {
-  RunDirectory run(dir, trainer, keep_checkpoints);
+  RunDirectory run(dir, trainer, {schedule.checkpoint_every, keep_checkpoints});
   return run_training(trainer, schedule, run, {}, nullptr, result);
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -399,6 +401,15 @@ TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
       {"inspect " + run + " --last -5", "--last -5 must be 0 or more"},
       {"generate --checkpoint " + model + " --prompt 1 --max-new-tokens 9223372036854775806",
        "exceed the position table"},
+      // Issue 12 (6): what is not a file, a data file with no end, a model beyond the memory.
+      {"train --data /dev/zero", "/dev/zero: not a regular file (a device or pipe has no end)"},
+      {"train --data " + run, "a directory, not a data file"},
+      {"generate --checkpoint " + run + " --prompt 1", run + ": not a file"},
+      {"eval --checkpoint " + run, run + ": not a file"},
+      {"train --d-model 65536 --n-heads 64 --ffn 262144 --n-layers 64",
+       "this model needs about 56003.1 GiB to train (3298602123264 parameters"},
+      {"fp8 encode --format e4m3 --scale 1e-40 1",
+       "--scale 1e-40: the scale must be a positive normal float"},
   };
   for (const auto& [args, message] : cases) {
     const bool train = args.starts_with("train");
@@ -412,6 +423,107 @@ TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
     EXPECT_EQ(lines(r.err).size(), 1u) << args << ": " << r.err;
     EXPECT_FALSE(std::filesystem::exists(out)) << args << " left " << out;
   }
+}
+
+// Issue 12 (6): CLI11 checks required options before unknown ones; the mistyped flag is named.
+TEST(Cli, AnUnknownFlagIsNamedEvenWhenARequiredOneIsMissing) {
+  for (const std::string args : {"fp8 encode --bogus 1", "eval --nope 3", "generate --x"}) {
+    const CliResult r = fp8lm(args);
+    EXPECT_EQ(r.status, 2) << args;
+    const std::string flag =
+        args.substr(args.find("--"), args.find(' ', args.find("--")) - args.find("--"));
+    EXPECT_EQ(r.err, "error: unknown option '" + flag + "' (see fp8lm --help)\n") << args;
+  }
+}
+
+// Issue 12 (6): `fp8 encode` takes negative numbers after "--", never prints "-nan", and
+// streams: a million values pass through in bounded memory.
+TEST(Cli, Fp8EncodeTakesValuesAfterDashesAndStreamsAMillion) {
+  const CliResult dashes = fp8lm("fp8 encode --format e4m3 -- -5 2");
+  ASSERT_EQ(dashes.status, 0) << dashes.err;
+  EXPECT_EQ(dashes.out, "-5 0xca -5\n2 0x40 2\n");
+  const CliResult nan = fp8lm("fp8 encode --format e4m3 --no-saturate -- -nan 1e9");
+  ASSERT_EQ(nan.status, 0) << nan.err;
+  EXPECT_EQ(nan.out.find("-nan"), std::string::npos) << nan.out;
+
+  const std::string in = testing::TempDir() + "fp8lm_cli_million.txt";
+  const std::string out = testing::TempDir() + "fp8lm_cli_million.json";
+  {
+    std::ofstream f(in);
+    for (int i = 0; i < 1000000; ++i) f << (i % 1000) * 0.5 - 250 << '\n';
+  }
+  const CliResult r = fp8lm("fp8 encode --format e4m3 --json < " + in + " > " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  rusage usage{};
+  getrusage(RUSAGE_CHILDREN, &usage);
+  // Held all at once, the million rows took hundreds of MB (a JSON object each); streamed, the
+  // process stays near its start-up size (its libraries: about 20 MB).
+  EXPECT_LT(usage.ru_maxrss, 100 * 1024) << "KiB";
+  std::ifstream f(out);
+  const nlohmann::json rows = nlohmann::json::parse(f);
+  ASSERT_EQ(rows.size(), 1000000u);
+  EXPECT_EQ(rows[999999]["input"], 249.5);
+  EXPECT_EQ(rows[0]["code"].get<std::string>(), "0xf8");  // -250 rounds to -256
+}
+
+// Issue 12 (6): a byte model generates bytes that are not UTF-8; --json still prints valid JSON
+// (U+FFFD in the text) with the exact bytes beside it.
+TEST(Cli, GenerateJsonEscapesBytesThatAreNotUtf8) {
+  const std::string data = testing::TempDir() + "fp8lm_cli_bytes.bin";
+  {
+    std::ofstream f(data, std::ios::binary);
+    for (int i = 0; i < 2000; ++i) f << '\xff' << '\xfe';
+  }
+  const std::string dir = testing::TempDir() + "fp8lm_cli_bytes";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(fp8lm("train --data " + data +
+                  " --steps 60 --lr 0.01 --seq-len 16 --d-model 32 --n-layers 1 --n-heads 2 "
+                  "--ffn 64 --batch-size 4 --threads 2 --device cpu --out " +
+                  dir)
+                .status,
+            0);
+  // The prompt itself is the two invalid bytes (from the shell's printf).
+  const CliResult r = fp8lm("generate --checkpoint " + dir +
+                            "/model.safetensors --prompt \"$(printf '\\377\\376')\" "
+                            "--max-new-tokens 8 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt"].get<std::string>(), "\xef\xbf\xbd\xef\xbf\xbd");  // U+FFFD each
+  ASSERT_EQ(j["generated_bytes"].size(), 8u) << r.out;
+  for (const auto& b : j["generated_bytes"])  // the model learnt its two bytes
+    EXPECT_GE(b.get<int>(), 0xfe) << r.out;
+  EXPECT_NE(j["generated"].get<std::string>().find("\xef\xbf\xbd"), std::string::npos) << r.out;
+}
+
+// Issue 12 (6): a resumed run keeps its --checkpoint-every and --keep-checkpoints, and its data
+// path is stored absolute, so it resumes from any directory.
+TEST(Cli, ResumeKeepsTheRunsCheckpointingAndFindsItsData) {
+  const std::string root = testing::TempDir() + "fp8lm_cli_persist";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root + "/work");
+  {
+    std::ofstream f(root + "/work/text.txt");
+    for (int i = 0; i < 100; ++i) f << "some plain text to learn from. ";
+  }
+  const CliResult first =
+      fp8lm("--version >/dev/null; cd " + root +
+            "/work && " FP8LM_BIN
+            " train --data text.txt --steps 4 --seq-len 12 --d-model 32 "
+            "--n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 --threads 2 --device cpu "
+            "--checkpoint-every 1 --keep-checkpoints 2 --stop-after 1 --out run");
+  ASSERT_EQ(first.status, 0) << first.err;
+  const std::string dir = root + "/work/run";
+  std::ifstream in(dir + "/config.json");
+  const nlohmann::json config = nlohmann::json::parse(in);
+  EXPECT_EQ(config["data"], root + "/work/text.txt");
+  EXPECT_EQ(config["run"]["checkpoint_every"], 1);
+  EXPECT_EQ(config["run"]["keep_checkpoints"], 2);
+  const CliResult resumed = fp8lm("train --resume " + dir);  // from another directory
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  std::set<std::string> kept;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/checkpoints"))
+    if (e.is_directory()) kept.insert(e.path().filename());
+  EXPECT_EQ(kept, (std::set<std::string>{"step-000003", "step-000004"}));
 }
 
 // Issue 12, point 5: a disk that fills mid-run (a file-size limit stands in for it) stops the

@@ -157,11 +157,22 @@ void run_decode(const Fp8Options& o) {
   out.finish();
 }
 
+// The values of `encode VALUES` / `decode CODES`: what the subcommand left over, then what
+// followed "--" (which CLI11 passes up to the parent), in command-line order.
+std::vector<std::string> values_of(const CLI::App& sub, const CLI::App& parent) {
+  std::vector<std::string> values = sub.remaining();
+  const std::vector<std::string> after_dashes = parent.remaining();
+  if (!after_dashes.empty()) values.push_back("--");
+  values.insert(values.end(), after_dashes.begin(), after_dashes.end());
+  return values;
+}
+
 }  // namespace
 
 void add_fp8_command(CLI::App& app) {
   auto* fp8 = app.add_subcommand("fp8", "Inspect the FP8 formats: table, encode, decode");
   fp8->require_subcommand(1);
+  fp8->allow_extras();  // CLI11 hands what follows "--" up to here
   auto opts = std::make_shared<Fp8Options>();
   const auto add_common = [&](CLI::App* sub) {
     sub->add_option("--format", opts->format, "e4m3 or e5m2")->required();
@@ -170,7 +181,11 @@ void add_fp8_command(CLI::App& app) {
 
   auto* table = fp8->add_subcommand("table", "All 256 codes: 0xNN sign.exponent.mantissa value");
   add_common(table);
-  table->callback([opts] { run_table(*opts); });
+  table->callback([opts, table, fp8] {
+    const std::vector<std::string> extra = values_of(*table, *fp8);
+    if (!extra.empty()) throw Error(fmt::format("fp8 table takes no values ('{}')", extra.back()));
+    run_table(*opts);
+  });
 
   auto* encode = fp8->add_subcommand(
       "encode", "Encode values (arguments, or stdin when none): input 0xNN decoded/scale");
@@ -182,8 +197,8 @@ void add_fp8_command(CLI::App& app) {
   // anything that is not a number (a mistyped flag included) is rejected by the parser.
   encode->allow_extras();
   encode->footer("VALUES: numbers to encode (e.g. 1.5 -inf nan); none: read stdin");
-  encode->callback([opts, encode] {
-    opts->values = encode->remaining();
+  encode->callback([opts, encode, fp8] {
+    opts->values = values_of(*encode, *fp8);
     run_encode(*opts);
   });
 
@@ -191,8 +206,8 @@ void add_fp8_command(CLI::App& app) {
   add_common(decode);
   decode->allow_extras();
   decode->footer("CODES: 0xNN or decimal; none: read stdin");
-  decode->callback([opts, decode] {
-    opts->values = decode->remaining();
+  decode->callback([opts, decode, fp8] {
+    opts->values = values_of(*decode, *fp8);
     run_decode(*opts);
   });
 }

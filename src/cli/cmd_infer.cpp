@@ -60,7 +60,11 @@ void run_generate(const GenerateFlags& f) {
   if (is_text_model(c)) {
     std::string text(out.begin(), out.end());
     if (f.json) {
-      fmt::print("{}\n", nlohmann::json{{"prompt", f.prompt}, {"generated", text}}.dump());
+      // Bytes are not always UTF-8 (a byte model can generate any byte): in the text, an
+      // invalid sequence shows as U+FFFD; "generated_bytes" holds the exact bytes.
+      const nlohmann::json j = {
+          {"prompt", f.prompt}, {"generated", text}, {"generated_bytes", out}};
+      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       fmt::print("{}\n", text);
     }

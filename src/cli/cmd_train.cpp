@@ -21,7 +21,6 @@
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "io/run_lock.h"
-#include "train/memory_check.h"
 #include "train/trainer.h"
 
 namespace fp8lm::cli {
@@ -121,7 +120,10 @@ const Setting kSettings[] = {
     {"threads", "threads (0: all cores)",
      [](TrainConfig& c, Flag f, Flag v) { c.threads = as_int32(f, v); }},
     {"data", "byte-level text file (default: the stride task)",
-     [](TrainConfig& c, Flag, Flag v) { c.data = v; }},
+     [](TrainConfig& c, Flag, Flag v) {
+       // Stored absolute: a run resumed from another directory still finds its data.
+       c.data = v.empty() ? v : std::filesystem::absolute(v).lexically_normal().string();
+     }},
     {"max-stride", "stride task: largest stride K",
      [](TrainConfig& c, Flag f, Flag v) { c.max_stride = as_int(f, v); }},
     {"max-skipped-steps", "non-finite steps skipped in a row before the run stops (default 10)",
@@ -315,13 +317,14 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     c.fp8_weights = fp8_weights;
     c.device = parse_device(f.device);
     c.validate();
-    check_training_fits(c);  // before the run directory is made
+    if (!f.out.empty()) check_new_run_dir(f.out);
+    // Before the run directory is made: a config the trainer refuses (data that is not a file,
+    // a model too large for the memory) leaves nothing behind.
+    trainer = std::make_unique<Trainer>(c);
     if (!f.out.empty()) {
-      check_new_run_dir(f.out);
       std::filesystem::create_directories(f.out);
       lock = std::make_unique<RunLock>(f.out);
     }
-    trainer = std::make_unique<Trainer>(c);
   }
   trainer->set_fusion(!f.no_fusion);  // how kernels run, not what the run is: not saved
   const TrainConfig& c = trainer->config();
@@ -343,8 +346,14 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     print_result(c, trainer->finish());
     return 0;
   }
-  const RunSchedule schedule{f.checkpoint_every, f.stop_after};
-  RunDirectory run(dir, *trainer, f.keep_checkpoints);
+  // A resumed run keeps the checkpointing it began with, unless a flag changes it now.
+  RunSettings settings = f.resume.empty() ? RunSettings{} : read_run_settings(dir);
+  if (f.resume.empty() || app->get_option("--checkpoint-every")->count() > 0)
+    settings.checkpoint_every = f.checkpoint_every;
+  if (f.resume.empty() || app->get_option("--keep-checkpoints")->count() > 0)
+    settings.keep_checkpoints = f.keep_checkpoints;
+  const RunSchedule schedule{settings.checkpoint_every, f.stop_after};
+  RunDirectory run(dir, *trainer, settings);
   TrainResult r;
   if (run_training(*trainer, schedule, run, print_progress, &g_stop, &r) == RunEnd::Stopped) {
     fmt::print(stderr,

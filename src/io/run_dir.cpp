@@ -205,10 +205,26 @@ std::unique_ptr<Trainer> resume_trainer(const std::string& checkpoint_dir) {
   return trainer;
 }
 
-RunDirectory::RunDirectory(std::string dir, Trainer& trainer, int keep_checkpoints)
-    : dir_(std::move(dir)), keep_(keep_checkpoints) {
+RunSettings read_run_settings(const std::string& dir) {
+  RunSettings s;
+  const Json j = Json::parse(read_text(dir + "/config.json"), nullptr, false);
+  if (!j.is_object() || !j.contains("run") || !j["run"].is_object()) return s;
+  const Json& run = j["run"];
+  if (run.contains("checkpoint_every") && run["checkpoint_every"].is_number_integer())
+    s.checkpoint_every = std::max<int64_t>(0, run["checkpoint_every"].get<int64_t>());
+  if (run.contains("keep_checkpoints") && run["keep_checkpoints"].is_number_integer())
+    s.keep_checkpoints = static_cast<int>(
+        std::clamp(run["keep_checkpoints"].get<int64_t>(), int64_t{1}, int64_t{INT32_MAX}));
+  return s;
+}
+
+RunDirectory::RunDirectory(std::string dir, Trainer& trainer, RunSettings settings)
+    : dir_(std::move(dir)), keep_(settings.keep_checkpoints) {
   fs::create_directories(dir_);
-  write_text_atomic(dir_ + "/config.json", train_config_to_json(trainer.config()) + "\n");
+  Json config = Json::parse(train_config_to_json(trainer.config()));
+  config["run"] = {{"checkpoint_every", settings.checkpoint_every},
+                   {"keep_checkpoints", settings.keep_checkpoints}};
+  write_text_atomic(dir_ + "/config.json", config.dump(2) + "\n");
   const std::string metrics_path = dir_ + "/metrics.jsonl";
   truncate_metrics(metrics_path, trainer.steps_done());
   metrics_fd_ = ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);

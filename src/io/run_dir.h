@@ -11,12 +11,20 @@
 namespace fp8lm {
 
 // A run directory as the training loop's recorder (train/run_loop.h). Construction creates
-// the directory, writes config.json and drops metrics lines past the trainer's step (a resumed
-// run rewrites what came after). Every write is checked: a failure (a full disk) stops the run
-// with an Error, and metrics.jsonl never keeps a torn line.
+// the directory, writes config.json (the trainer's config and the run settings) and drops metrics
+// lines past the trainer's step (a resumed run rewrites what came after). Every write is checked: a
+// failure (a full disk) stops the run with an Error, and metrics.jsonl never keeps a torn line. How
+// a run is checkpointed: kept in config.json ("run"), so a resumed run goes on as it began.
+struct RunSettings {
+  int64_t checkpoint_every = 0;  // 0: at the end only
+  int keep_checkpoints = 3;
+};
+// The settings a run directory's config.json holds (the defaults where it holds none).
+RunSettings read_run_settings(const std::string& dir);
+
 class RunDirectory : public RunRecorder {
  public:
-  RunDirectory(std::string dir, Trainer& trainer, int keep_checkpoints = 3);
+  RunDirectory(std::string dir, Trainer& trainer, RunSettings settings = {});
   ~RunDirectory() override;
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;
