@@ -425,6 +425,53 @@ TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
   }
 }
 
+// Issue 12 (2): the reproducible scale collapse (--margin 100) stops the run without the
+// fallback; with it (the default) the run finishes, and the switch, slot and reason are in
+// metrics.jsonl, the progress output, the summary, the report and inspect.
+TEST(Cli, TheBf16FallbackIsShownEverywhere) {
+  const std::string args =
+      "train --vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 "
+      "--batch-size 4 --threads 2 --device cpu --precision fp8 --margin 100 --steps 6 "
+      "--max-skipped-steps 3 --out ";
+  const std::string off = testing::TempDir() + "fp8lm_cli_fallback_off";
+  const std::string dir = testing::TempDir() + "fp8lm_cli_fallback";
+  std::filesystem::remove_all(off);
+  std::filesystem::remove_all(dir);
+  const CliResult stopped = fp8lm(args + off + " --fp8-fallback off");
+  EXPECT_EQ(stopped.status, 1);
+  EXPECT_NE(stopped.err.find("3 steps in a row skipped"), std::string::npos) << stopped.err;
+
+  const CliResult r = fp8lm(args + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string line = "layers.0.qkv fell back to BF16 (output: non-finite FP8 output)";
+  EXPECT_NE(r.err.find("step 2: " + line), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("layers.0.fc2 runs in BF16 since step 2 (output: non-finite FP8 output)"),
+            std::string::npos)
+      << r.out;
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  int switched = 0;
+  for (std::string l; std::getline(metrics, l);) {
+    const nlohmann::json j = nlohmann::json::parse(l);
+    if (!j.contains("fp8_fallback")) continue;
+    EXPECT_EQ(j["step"], 2);
+    switched += static_cast<int>(j["fp8_fallback"].size());
+  }
+  EXPECT_EQ(switched, 4);  // every GEMM of the one layer
+  std::ifstream summary(dir + "/summary.json");
+  const nlohmann::json sj = nlohmann::json::parse(summary);
+  ASSERT_EQ(sj["fp8_fallbacks"].size(), 4u);
+  EXPECT_EQ(sj["fp8_fallbacks"][0]["gemm"], "layers.0.qkv");
+  std::ifstream report(dir + "/report.html");
+  const std::string html((std::istreambuf_iterator<char>(report)), {});
+  EXPECT_NE(html.find("layers.0.proj fell back to BF16</b> at step 2"), std::string::npos);
+  const CliResult inspect = fp8lm("inspect " + dir);
+  ASSERT_EQ(inspect.status, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("layers.0.fc1 fell back to BF16 at step 2 (output: non-finite FP8 "
+                             "output)"),
+            std::string::npos)
+      << inspect.out;
+}
+
 // Issue 12 (6): CLI11 checks required options before unknown ones; the mistyped flag is named.
 TEST(Cli, AnUnknownFlagIsNamedEvenWhenARequiredOneIsMissing) {
   for (const std::string args : {"fp8 encode --bogus 1", "eval --nope 3", "generate --x"}) {

@@ -8,6 +8,7 @@
 
 #include "cuda_test_util.h"
 #include "demo_config.h"
+#include "fallback_check.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "run_util.h"
@@ -69,6 +70,14 @@ TEST(CudaTraining, NonFiniteStepIsSkipped) {
     c.evaluate = false;
     test::expect_poisoned_step_is_skipped(c, 2);
   }
+}
+
+// The automatic BF16 fallback on the GPU backend, on the CPU's reproducible case
+// (tests/fallback_check.h): a corrupted FP8 scale is survived by moving its GEMM to BF16.
+TEST(CudaTraining, Bf16FallbackSurvivesACorruptedScale) {
+  FP8LM_REQUIRE_CUDA();
+  if (test::cuda_cc() < 89) GTEST_SKIP() << "FP8 GEMMs need compute capability 8.9";
+  test::expect_fallback_survives_a_corrupted_scale(demo(Precision::Fp8, DeviceSpec::Cuda));
 }
 
 TEST(CudaTraining, FirstStepMatchesTheCpu) {

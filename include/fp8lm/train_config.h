@@ -17,6 +17,14 @@ struct DeviceSpec {
   int index = 0;  // cuda:N
 };
 
+// A GEMM moved from FP8 to BF16 for the rest of a run by the automatic fallback.
+struct Fp8Fallback {
+  std::string gemm;    // e.g. "layers.0.fc2"
+  std::string slot;    // the FP8 slot that showed it: "output", "input", "grad_output", ...
+  std::string reason;  // e.g. "non-finite FP8 output"
+  int64_t step = 0;    // the step it happened in
+};
+
 struct TrainConfig {
   GPTConfig model;
   Precision precision = Precision::Auto;
@@ -42,6 +50,9 @@ struct TrainConfig {
   // A step whose loss or gradient norm is not finite is skipped (weights, moments and FP8
   // state untouched); this many in a row stop the run with an error.
   int64_t max_skipped_steps = 10;
+  // FP8 runs: a GEMM whose FP8 output goes non-finite, or whose slots keep saturating, moves to
+  // BF16 for the rest of the run (`--fp8-fallback auto`, the default; `off` to disable).
+  bool fp8_fallback = true;
 
   void validate() const;  // throws Error naming the flag
 };
@@ -49,10 +60,11 @@ struct TrainConfig {
 struct StepStats {
   int64_t step = 0, total = 0;
   float loss = 0, lr = 0, grad_norm = 0;
-  double seconds = 0, tokens_per_s = 0;  // cumulative over the run
-  double step_tokens_per_s = 0;          // this step alone
-  bool skipped = false;                  // not finite: no update was made
-  int64_t skipped_steps = 0;             // skipped so far in the run
+  double seconds = 0, tokens_per_s = 0;    // cumulative over the run
+  double step_tokens_per_s = 0;            // this step alone
+  bool skipped = false;                    // not finite: no update was made
+  int64_t skipped_steps = 0;               // skipped so far in the run
+  std::vector<Fp8Fallback> fp8_fallbacks;  // GEMMs that fell back to BF16 in this step
 };
 
 struct TrainResult {
@@ -61,6 +73,7 @@ struct TrainResult {
   double seconds = 0, tokens_per_s = 0;
   float final_loss = 0;  // mean of the last 50 steps' finite losses
   int64_t skipped_steps = 0;
+  std::vector<Fp8Fallback> fp8_fallbacks;  // every GEMM that fell back to BF16, in order
   bool stride_task = true;
   double stride_accuracy = 0;  // stride task
   float val_loss = 0;          // text

@@ -54,7 +54,9 @@ void run_doctor() {
 
 void add_doctor_command(CLI::App& app) {
   app.add_subcommand("doctor", "Show the CPU, GPUs and the precision --precision auto picks")
-      ->callback(run_doctor);
+      ->callback([] {
+        if (!parse_only()) run_doctor();
+      });
 }
 
 }  // namespace fp8lm::cli

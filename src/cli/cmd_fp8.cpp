@@ -199,6 +199,7 @@ void add_fp8_command(CLI::App& app) {
   encode->footer("VALUES: numbers to encode (e.g. 1.5 -inf nan); none: read stdin");
   encode->callback([opts, encode, fp8] {
     opts->values = values_of(*encode, *fp8);
+    if (parse_only() && opts->values.empty()) return;  // would read stdin
     run_encode(*opts);
   });
 
@@ -208,6 +209,7 @@ void add_fp8_command(CLI::App& app) {
   decode->footer("CODES: 0xNN or decimal; none: read stdin");
   decode->callback([opts, decode, fp8] {
     opts->values = values_of(*decode, *fp8);
+    if (parse_only() && opts->values.empty()) return;  // would read stdin
     run_decode(*opts);
   });
 }

@@ -133,7 +133,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens to generate (default 16)");
   cmd->add_flag("--json", f->json, "print {prompt, generated, stride_kept}");
   cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");
-  cmd->callback([f] { run_generate(*f); });
+  cmd->callback([f] {
+    if (!parse_only()) run_generate(*f);
+  });
 }
 
 void add_eval_command(CLI::App& app) {
@@ -145,7 +147,9 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--batches", f->batches, "held-out batches (default 8)");
   cmd->add_flag("--json", f->json, "print JSON");
   cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");
-  cmd->callback([f] { run_eval(*f); });
+  cmd->callback([f] {
+    if (!parse_only()) run_eval(*f);
+  });
 }
 
 }  // namespace fp8lm::cli

@@ -43,6 +43,15 @@ void run_inspect(const InspectFlags& f) {
       file.metadata().count("skipped_steps") ? metadata_number<int64_t>(file, "skipped_steps") : 0;
   if (skipped > 0 && !f.json)
     fmt::print("{} steps were skipped (loss or gradients not finite)\n", skipped);
+  const std::vector<Fp8Fallback> fallbacks =
+      file.metadata().count("fp8_fallbacks")
+          ? fp8_fallbacks_from_json(file.metadata().at("fp8_fallbacks"), path)
+          : std::vector<Fp8Fallback>{};
+  if (!f.json) {
+    for (const Fp8Fallback& fb : fallbacks)
+      fmt::print("{} fell back to BF16 at step {} ({}: {})\n", fb.gemm, fb.step, fb.slot,
+                 fb.reason);
+  }
   if (!file.contains("layers.0.qkv.fp8.fwd.scale")) {
     const std::string precision =
         file.metadata().count("precision") ? file.metadata().at("precision") : "?";
@@ -50,6 +59,7 @@ void run_inspect(const InspectFlags& f) {
       fmt::print("{}\n", nlohmann::json{{"file", path},
                                         {"step", step},
                                         {"skipped_steps", skipped},
+                                        {"fp8_fallbacks", fp8_fallbacks_json(fallbacks)},
                                         {"precision", precision},
                                         {"fp8", nullptr}}
                              .dump());
@@ -62,6 +72,7 @@ void run_inspect(const InspectFlags& f) {
   nlohmann::json out = {{"file", path},
                         {"step", step},
                         {"skipped_steps", skipped},
+                        {"fp8_fallbacks", fp8_fallbacks_json(fallbacks)},
                         {"recipe", format_name(recipe_format)},
                         {"gemms", nlohmann::json::array()}};
   if (!f.json)
@@ -129,7 +140,9 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--layer", f->layer, "only this layer");
   cmd->add_option("--last", f->last, "amax history entries shown (default 4)");
   cmd->add_flag("--json", f->json, "print JSON");
-  cmd->callback([f] { run_inspect(*f); });
+  cmd->callback([f] {
+    if (!parse_only()) run_inspect(*f);
+  });
 }
 
 }  // namespace fp8lm::cli

@@ -126,6 +126,14 @@ const Setting kSettings[] = {
      }},
     {"max-stride", "stride task: largest stride K",
      [](TrainConfig& c, Flag f, Flag v) { c.max_stride = as_int(f, v); }},
+    {"fp8-fallback",
+     "auto|off: a GEMM whose FP8 output goes non-finite or keeps saturating moves to BF16 "
+     "(default auto)",
+     [](TrainConfig& c, Flag, Flag v) {
+       if (v != "auto" && v != "off")
+         throw Error(fmt::format("--fp8-fallback: '{}' is not auto or off", v));
+       c.fp8_fallback = v == "auto";
+     }},
     {"max-skipped-steps", "non-finite steps skipped in a row before the run stops (default 10)",
      [](TrainConfig& c, Flag f, Flag v) { c.max_skipped_steps = as_int(f, v); }},
 };
@@ -142,6 +150,9 @@ void apply(TrainConfig& c, const std::string& flag, const std::string& v) {
 std::set<std::string> apply_config_file(TrainConfig& c, const std::string& path,
                                         bool& fp8_weights) {
   std::set<std::string> set;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw Error(fmt::format("{}: not a regular file (a config is a JSON file)", path));
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("{}: cannot open the config file", path));
   nlohmann::json j;
@@ -183,6 +194,10 @@ void print_progress(const StepStats& s) {
       fmt::format("step {:>5}/{} [{}] loss {:.4f} · {:.0f} tok/s · ETA {:.0f}s{}", s.step, s.total,
                   bar, s.loss, s.tokens_per_s, eta,
                   s.skipped_steps > 0 ? fmt::format(" · {} skipped", s.skipped_steps) : "");
+  for (const Fp8Fallback& f : s.fp8_fallbacks) {
+    fmt::print(stderr, "{}step {}: {} fell back to BF16 ({}: {})\n", tty ? "\n" : "", s.step,
+               f.gemm, f.slot, f.reason);
+  }
   if (tty) {
     fmt::print(stderr, "\r{}", line);
     if (s.step == s.total) fmt::print(stderr, "\n");
@@ -204,6 +219,8 @@ void print_result(const TrainConfig& c, const TrainResult& r) {
              r.seconds, r.tokens_per_s, r.final_loss);
   if (r.skipped_steps > 0)
     fmt::print("{} steps skipped: their loss or gradients were not finite\n", r.skipped_steps);
+  for (const Fp8Fallback& f : r.fp8_fallbacks)
+    fmt::print("{} runs in BF16 since step {} ({}: {})\n", f.gemm, f.step, f.slot, f.reason);
   if (r.stride_task) {
     fmt::print("stride accuracy {:.4f} (greedy generation from {} held-out prompts)\n",
                r.stride_accuracy, c.eval_prompts);
@@ -297,6 +314,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     }
     if (!f.config.empty() || f.fp8_weights)
       throw Error("--resume continues the run's own config; drop --config and --fp8-weights");
+    if (parse_only()) return 0;
     if (!std::filesystem::exists(f.resume + "/config.json"))
       throw Error(fmt::format("--resume {}: not an fp8lm run (no config.json)", f.resume));
     lock = std::make_unique<RunLock>(f.resume);
@@ -317,6 +335,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     c.fp8_weights = fp8_weights;
     c.device = parse_device(f.device);
     c.validate();
+    if (parse_only()) return 0;
     if (!f.out.empty()) check_new_run_dir(f.out);
     // Before the run directory is made: a config the trainer refuses (data that is not a file,
     // a model too large for the memory) leaves nothing behind.

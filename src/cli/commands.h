@@ -11,4 +11,13 @@ void add_generate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 
+// The whole command line: parses, dispatches, and turns every failure into one line on stderr
+// and an exit status (main is only this).
+int run(int argc, char** argv);
+
+// For the CLI fuzz target: every command parses and checks its flags (train builds and
+// validates its config), then returns before anything is read, written or trained.
+void set_parse_only(bool on);
+bool parse_only();
+
 }  // namespace fp8lm::cli

@@ -113,11 +113,12 @@ void run_fields(Config& c, F f) {
   f("prompt_len", c.prompt_len);
   f("evaluate", c.evaluate);
   f("max_skipped_steps", c.max_skipped_steps);
+  f("fp8_fallback", c.fp8_fallback);
 }
 
 // Keys that configs written before them lack; their defaults apply.
 bool added_later(const char* key) {
-  return std::string_view(key) == "max_skipped_steps";
+  return std::string_view(key) == "max_skipped_steps" || std::string_view(key) == "fp8_fallback";
 }
 
 template <class T>
@@ -190,6 +191,30 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& o
   return c;
 }
 
+nlohmann::json fp8_fallbacks_json(const std::vector<Fp8Fallback>& fallbacks) {
+  Json j = Json::array();
+  for (const Fp8Fallback& f : fallbacks)
+    j.push_back({{"gemm", f.gemm}, {"slot", f.slot}, {"reason", f.reason}, {"step", f.step}});
+  return j;
+}
+
+std::vector<Fp8Fallback> fp8_fallbacks_from_json(const std::string& text,
+                                                 const std::string& origin) {
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::vector<Fp8Fallback> out;
+  const auto bad = [&] { return Error(fmt::format("{}: 'fp8_fallbacks' is damaged", origin)); };
+  if (!j.is_array()) throw bad();
+  for (const Json& f : j) {
+    if (!f.is_object() || !f.contains("gemm") || !f["gemm"].is_string() || !f.contains("slot") ||
+        !f["slot"].is_string() || !f.contains("reason") || !f["reason"].is_string() ||
+        !f.contains("step") || !f["step"].is_number_integer())
+      throw bad();
+    out.push_back({f["gemm"].get<std::string>(), f["slot"].get<std::string>(),
+                   f["reason"].get<std::string>(), f["step"].get<int64_t>()});
+  }
+  return out;
+}
+
 template <class T>
 T metadata_number(const Safetensors& file, const std::string& key) {
   const auto it = file.metadata().find(key);
@@ -241,6 +266,8 @@ SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
   meta["precision"] = info.precision;
   meta["step"] = std::to_string(info.step);
   if (info.skipped_steps > 0) meta["skipped_steps"] = std::to_string(info.skipped_steps);
+  if (!info.fp8_fallbacks.empty())
+    meta["fp8_fallbacks"] = fp8_fallbacks_json(info.fp8_fallbacks).dump();
   return st;
 }
 
@@ -275,6 +302,7 @@ void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
   meta["skipped_steps"] = std::to_string(progress.skipped_steps);
   meta["consecutive_skips"] = std::to_string(progress.consecutive_skips);
   meta["skip_reason"] = progress.skip_reason;
+  meta["fp8_saturated_steps"] = fmt::format("{}", fmt::join(progress.saturated_steps, ","));
   // The training state first: a model file is only ever beside a complete state.
   state.write(dir + "/train_state.safetensors");
   model_file(model, info).write(dir + "/model.safetensors");
@@ -309,6 +337,19 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
     p->set_values(v);
   }
   for (Linear* l : model.linears()) load_fp8_state(file, *l);
+  // GEMMs that fell back to BF16 stay there, in training and in inference.
+  const auto it = file.metadata().find("fp8_fallbacks");
+  if (it == file.metadata().end()) return;
+  for (const Fp8Fallback& f : fp8_fallbacks_from_json(it->second, file.origin())) {
+    bool found = false;
+    for (Linear* l : model.linears()) {
+      if (l->name() != f.gemm) continue;
+      l->fall_back_to_bf16();
+      found = true;
+    }
+    if (!found)
+      throw Error(fmt::format("{}: fp8_fallbacks names no GEMM '{}'", file.origin(), f.gemm));
+  }
 }
 
 LoadedModel load_model(const std::string& path) {
@@ -387,6 +428,22 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
     p.skipped_steps = metadata_number<int64_t>(state, "skipped_steps");
     p.consecutive_skips = metadata_number<int64_t>(state, "consecutive_skips");
     p.skip_reason = meta.at("skip_reason");
+  }
+  if (model_file.metadata().count("fp8_fallbacks")) {
+    p.fp8_fallbacks =
+        fp8_fallbacks_from_json(model_file.metadata().at("fp8_fallbacks"), model_file.origin());
+  }
+  if (meta.count("fp8_saturated_steps") && !meta.at("fp8_saturated_steps").empty()) {
+    std::string_view text = meta.at("fp8_saturated_steps");
+    while (!text.empty()) {  // comma-separated counts, one per GEMM
+      const size_t comma = std::min(text.find(','), text.size());
+      int64_t v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + comma, v);
+      if (ec != std::errc() || end != text.data() + comma)
+        throw Error(fmt::format("{}: metadata 'fp8_saturated_steps' is damaged", state.origin()));
+      p.saturated_steps.push_back(v);
+      text.remove_prefix(std::min(comma + 1, text.size()));
+    }
   }
   return p;
 }

@@ -4,7 +4,9 @@
 // training-state file beside it (AdamW moments, FP32 masters of FP8 weights, losses, data
 // position). Model files alone serve generate, eval and inspect.
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "io/safetensors.h"
 #include "train/adamw.h"
@@ -23,7 +25,14 @@ struct CheckpointInfo {
   bool fp8_state = false;  // the GEMMs ran in FP8: every GEMM's scaling state is saved
   int64_t step = 0;
   int64_t skipped_steps = 0;  // non-finite steps skipped so far (in the metadata when > 0)
+  std::vector<Fp8Fallback> fp8_fallbacks;  // GEMMs that fell back to BF16 (when any)
 };
+
+// The automatic fallback's record as JSON ([{gemm, slot, reason, step}]), and back (Error
+// naming `origin` when it is not such a list).
+nlohmann::json fp8_fallbacks_json(const std::vector<Fp8Fallback>& fallbacks);
+std::vector<Fp8Fallback> fp8_fallbacks_from_json(const std::string& text,
+                                                 const std::string& origin);
 
 // The model file's tensors and metadata, fetched as the write reaches them. Its write is an
 // Error if a weight is not finite: such a model is never written.

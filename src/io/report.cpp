@@ -133,11 +133,15 @@ void write_report(const std::string& dir) {
   // layer -> quantity (amax | scale | saturated) -> series "gemm slot"
   std::map<int, std::map<std::string, std::map<std::string, Series>>> fp8;
   std::vector<int64_t> skipped;
+  std::vector<std::pair<double, std::string>> fallbacks;  // step, the record as JSON
   for (std::string line; std::getline(in, line);) {
     const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("step")) continue;
     const double step = j["step"].get<double>();
     if (j.contains("skipped")) skipped.push_back(static_cast<int64_t>(step));
+    if (j.contains("fp8_fallback") && j["fp8_fallback"].is_array()) {
+      for (const Json& f : j["fp8_fallback"]) fallbacks.push_back({step, f.dump()});
+    }
     const auto add = [&](Series& s, const char* key) {
       if (j.contains(key) && j[key].is_number())
         s.x.push_back(step), s.y.push_back(j[key].get<double>());
@@ -183,6 +187,12 @@ void write_report(const std::string& dir) {
     html << "<p><b>" << skipped.size()
          << " steps skipped</b> (loss or gradients not finite; no update made): "
          << fmt::format("{}", fmt::join(skipped, ", ")) << "</p>";
+  }
+  for (const auto& [step, record] : fallbacks) {
+    const Json f = Json::parse(record);
+    html << "<p><b>" << escape(f.value("gemm", "?")) << " fell back to BF16</b> at step " << step
+         << " (slot " << escape(f.value("slot", "?")) << ": " << escape(f.value("reason", "?"))
+         << ")</p>";
   }
   html << "<div class=\"row\">";
   html << line_chart("loss (train and validation)", {loss, val});

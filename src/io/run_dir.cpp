@@ -82,9 +82,12 @@ void append_line(int fd, const std::string& path, const std::string& line) {
 }
 
 CheckpointInfo checkpoint_info(const Trainer& trainer) {
-  return {trainer.config(), trainer.precision().label(),
-          trainer.precision().precision == Precision::Fp8, trainer.steps_done(),
-          trainer.skipped_steps()};
+  return {trainer.config(),
+          trainer.precision().label(),
+          trainer.precision().precision == Precision::Fp8,
+          trainer.steps_done(),
+          trainer.skipped_steps(),
+          trainer.fp8_fallbacks()};
 }
 
 }  // namespace
@@ -178,6 +181,7 @@ void write_summary(const std::string& dir, const Trainer& trainer, const TrainRe
       {"tokens_per_s", r.tokens_per_s},
       {"final_loss", r.final_loss},
       {"skipped_steps", r.skipped_steps},
+      {"fp8_fallbacks", fp8_fallbacks_json(r.fp8_fallbacks)},
       {"parameters", c.model.parameter_count()}};
   if (r.stride_task) {
     j["stride_accuracy"] = r.stride_accuracy;
@@ -246,6 +250,7 @@ void RunDirectory::step(Trainer& trainer, const StepRecord& record) {
                {"seconds", s.seconds}};
   if (s.skipped) line["skipped"] = true;  // its loss (NaN or Inf) is written as null
   if (s.skipped_steps > 0) line["skipped_steps"] = s.skipped_steps;
+  if (!s.fp8_fallbacks.empty()) line["fp8_fallback"] = fp8_fallbacks_json(s.fp8_fallbacks);
   if (record.val_loss) line["val_loss"] = *record.val_loss;
   if (record.fp8_snapshot) line["fp8"] = fp8_snapshot(trainer.model());
   append_line(metrics_fd_, dir_ + "/metrics.jsonl", line.dump() + "\n");

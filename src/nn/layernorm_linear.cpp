@@ -6,7 +6,7 @@ namespace fp8lm {
 
 void norm_then_linear(Norm& norm, Linear& linear, BackendBuffer<float>& normed, const float* x,
                       float* y, int64_t rows, bool add_bias, const float* r, float* sum) {
-  if (fused_fp8_casts()) {
+  if (fused_fp8_casts(linear)) {
     norm.forward(ProducerOut::fp8(linear.begin_fp8_forward(rows)), x, rows, r, sum);
     linear.forward_fp8_input(y, rows, add_bias);
     return;

@@ -39,7 +39,7 @@ void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, floa
   // Fused: fc1's bias is added by the activation kernel below.
   norm_then_linear(norm_, fc1_, normed_, x, h, rows, /*add_bias=*/!fused, r, sum);
   const float* bias = fc1_.bias()->data();
-  if (fused_fp8_casts()) {
+  if (fused_fp8_casts(fc2_)) {
     be_.bias_act_forward(ProducerOut::fp8(fc2_.begin_fp8_forward(rows)), h, bias, act_, rows, ffn_);
     h_.save();
     fc2_.forward_fp8_input(y, rows);

@@ -1,5 +1,7 @@
 #include "nn/linear.h"
 
+#include "core/finite.h"
+
 #include "nn/fusion.h"
 #include "nn/saved_activation.h"
 #include "nn/scratch.h"
@@ -11,9 +13,30 @@ GemmMode current_gemm_mode() {
   return gemm_mode(GemmPrecision::current());
 }
 
-bool fused_fp8_casts() {
-  return fusion_enabled() && current_gemm_mode() == GemmMode::Fp8 &&
+bool fused_fp8_casts(const Linear& consumer) {
+  return fusion_enabled() && consumer.gemm_mode() == GemmMode::Fp8 &&
          autocast_state().recipe.kind == ScalingKind::Delayed;
+}
+
+GemmMode Linear::gemm_mode() const {
+  const GemmMode m = current_gemm_mode();
+  return m == GemmMode::Fp8 && bf16_fallback_ ? GemmMode::Bf16 : m;
+}
+
+namespace {
+int64_t g_non_finite_outputs = 0;  // the order of watched non-finite outputs
+}  // namespace
+
+void Linear::watch_output(bool on) {
+  watch_output_ = on;
+  if (on) non_finite_order_ = -1;
+}
+
+void Linear::record_if_non_finite(const float* y, int64_t n) {
+  if (!watch_output_ || non_finite_order_ >= 0) return;
+  std::vector<float> host(static_cast<size_t>(n));  // the diagnosis only: a rare, slow path
+  be_.download(host.data(), y, host.size() * sizeof(float));
+  if (!all_finite(host)) non_finite_order_ = g_non_finite_outputs++;
 }
 
 Linear::Linear(std::string name, int64_t in, int64_t out, bool bias, Backend& backend)
@@ -135,7 +158,7 @@ void Linear::requantize_weight(const Fp8Recipe& recipe) {
 }
 
 void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
-  mode_ = current_gemm_mode();
+  mode_ = gemm_mode();
   if (mode_ == GemmMode::Fp8) {
     cast_through_slot(Slot::Input, begin_fp8_forward(rows), x, rows * in_);
     forward_fp8_input(y, rows, add_bias);
@@ -162,6 +185,7 @@ void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
   // The input codes are what backward's weight gradient uses: one byte per value saved.
   const GemmOperand w{qw, fp8_dtype(store.format(gemm_, Slot::Weight)), w_scale_inv_.data()};
   be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
+  record_if_non_finite(y, rows * out_);
   if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
 }
 

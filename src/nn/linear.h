@@ -22,10 +22,11 @@ namespace fp8lm {
 // How the forward of a GEMM runs right now: FP8 inside an enabled autocast, else the GEMM
 // precision.
 GemmMode current_gemm_mode();
+class Linear;
 // Whether producers (norms, activations) may quantize straight into a GEMM's FP8 input: FP8
 // with delayed scaling, whose scale is known before the data (current scaling needs the amax
-// of the whole output first).
-bool fused_fp8_casts();
+// of the whole output first), for a consumer that runs in FP8.
+bool fused_fp8_casts(const Linear& consumer);
 
 class Linear {
  public:
@@ -66,6 +67,19 @@ class Linear {
   // TE's fp8_model_init: the module's weight is its FP8 codes, re-quantized from the FP32
   // master (kept for the optimizer) only by requantize_weight(), after each optimizer step.
   void set_fp8_weights(bool on) { fp8_weights_ = on; }
+
+  // Automatic precision fallback (beyond TE, TrainConfig::fp8_fallback): from now on this GEMM
+  // runs in BF16 even inside an FP8 autocast. For the rest of the run: it is saved with the
+  // model.
+  void fall_back_to_bf16() { bf16_fallback_ = true; }
+  bool fell_back_to_bf16() const { return bf16_fallback_; }
+  // The mode its forward runs in now: the autocast's, or BF16 for a GEMM that fell back.
+  GemmMode gemm_mode() const;
+  // Diagnosis of a non-finite step: while on, an FP8 forward whose output holds NaN or Inf
+  // records its place in the order such outputs appeared (across every Linear), so the first
+  // can be found; -1 when none did. Turning it on clears the record.
+  void watch_output(bool on);
+  int64_t non_finite_output_order() const { return non_finite_order_; }
   bool fp8_weights() const { return fp8_weights_; }
   void requantize_weight(const Fp8Recipe& recipe);
   std::vector<uint8_t> fp8_weight_codes() const { return qw_.to_host(); }
@@ -123,6 +137,10 @@ class Linear {
   uint64_t cast_generation_ = 0;  // the store's generation the kept cast was made with
   float cast_scale_ = 0.0f;       // the kept cast's scale, on the host
   bool fp8_weights_ = false;
+  bool bf16_fallback_ = false;
+  bool watch_output_ = false;
+  int64_t non_finite_order_ = -1;
+  void record_if_non_finite(const float* y, int64_t n);
 };
 
 }  // namespace fp8lm

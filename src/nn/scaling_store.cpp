@@ -108,6 +108,20 @@ void ScalingStore::update(Direction d, const DelayedScaling& recipe, const AmaxR
   be_.update_delayed_scaling(view, first, count, recipe.margin, recipe.amax_compute_algo);
 }
 
+std::vector<ScalingStore::Saturation> ScalingStore::saturation() const {
+  const std::vector<unsigned long long> counts = counts_.to_host();
+  std::vector<Saturation> out(static_cast<size_t>(n_));
+  for (int g = 0; g < n_; ++g) {
+    for (Slot s : kSlots) {
+      const size_t i = index(g, s);
+      if (cast_n_[i] <= 0) continue;
+      const double f = static_cast<double>(counts[2 * i]) / static_cast<double>(cast_n_[i]);
+      if (f > out[static_cast<size_t>(g)].fraction) out[static_cast<size_t>(g)] = {f, s};
+    }
+  }
+  return out;
+}
+
 Fp8Meta ScalingStore::meta(int gemm) const {
   Fp8Meta m(recipe_format_, history_);
   for (Slot s : kSlots) {

@@ -48,6 +48,14 @@ class ScalingStore {
   // processes first (when the recipe asks and a reducer is given), then the backend's update.
   void update(Direction d, const DelayedScaling& recipe, const AmaxReducer& reduce = {});
 
+  // Each GEMM's most saturated slot in the last casts (the fraction of its values clamped to
+  // the format's max), from one read of the counters: what the automatic BF16 fallback watches.
+  struct Saturation {
+    double fraction = 0;
+    Slot slot = Slot::Input;
+  };
+  std::vector<Saturation> saturation() const;
+
   // One GEMM's slots as host copies, and replacing them (a meta made for another recipe,
   // history length or formats, rebuilds the store to it first).
   Fp8Meta meta(int gemm) const;

@@ -227,7 +227,10 @@ StepStats Trainer::train_step() {
   const float norm =
       cfg_.fusion ? opt_->global_grad_norm() : clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
   const bool skip = !std::isfinite(loss) || !std::isfinite(norm);
+  const bool fallback = fp8 && cfg_.fp8_fallback;
+  std::vector<Fp8Fallback> fell;
   if (skip) {
+    if (fallback) diagnose_non_finite(batch, fell);
     if (fp8) model_->scaling().roll_back();  // this step's amaxes never happened
     if (consecutive_skips_++ == 0)
       skip_reason_ = fmt::format("step {}: {}", step_ + 1, first_non_finite(*model_, loss));
@@ -237,6 +240,7 @@ StepStats Trainer::train_step() {
     opt_->step(lr, cfg_.fusion ? clip_factor(norm, cfg_.grad_clip) : 1.0f);
     refresh_fp8_weights();
     consecutive_skips_ = 0;
+    if (fallback) watch_saturation(fell);
   }
   losses_.push_back(loss);
   ++step_;
@@ -252,7 +256,8 @@ StepStats Trainer::train_step() {
                         static_cast<double>(step_ * B * T) / seconds_,
                         static_cast<double>(B * T) / took,
                         skip,
-                        skipped_steps_};
+                        skipped_steps_,
+                        fell};
   if (consecutive_skips_ >= cfg_.max_skipped_steps) {
     throw SkipLimitReached(
         fmt::format("step {}: {} steps in a row skipped, their loss or gradients not finite (from "
@@ -261,6 +266,54 @@ StepStats Trainer::train_step() {
         stats);
   }
   return stats;
+}
+
+void Trainer::fall_back(Linear& l, Slot slot, std::string reason, std::vector<Fp8Fallback>& fell) {
+  l.fall_back_to_bf16();
+  const Fp8Fallback f{l.name(), std::string(slot_name(slot)), std::move(reason), step_ + 1};
+  fallbacks_.push_back(f);
+  fell.push_back(f);
+}
+
+void Trainer::diagnose_non_finite(const Batch& batch, std::vector<Fp8Fallback>& fell) {
+  // Forward again on the same batch from the same FP8 state, watching every FP8 GEMM's output:
+  // the first one that is not finite falls back to BF16, and again until none is (a GEMM after a bad one sees a bad
+  // input, so only the first is to blame). A rare path: it costs a forward per GEMM found.
+  const std::vector<Linear*> linears = model_->linears();
+  const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
+  for (size_t round = 0; round < linears.size(); ++round) {
+    model_->scaling().roll_back();  // the scales the failed step began with
+    for (Linear* l : linears) l->watch_output(true);
+    {
+      const Autocast autocast(true, cfg_.recipe);
+      model_->forward(batch.tokens.data(), batch.targets.data(), B, T);
+    }
+    Linear* first = nullptr;
+    for (Linear* l : linears) {
+      l->watch_output(false);
+      const int64_t order = l->non_finite_output_order();
+      if (order >= 0 && (!first || order < first->non_finite_output_order())) first = l;
+    }
+    if (!first) return;
+    fall_back(*first, Slot::Output, "non-finite FP8 output", fell);
+  }
+}
+
+void Trainer::watch_saturation(std::vector<Fp8Fallback>& fell) {
+  const std::vector<ScalingStore::Saturation> sat = model_->scaling().saturation();
+  const std::vector<Linear*> linears = model_->linears();
+  saturated_steps_.resize(linears.size(), 0);
+  for (size_t g = 0; g < linears.size(); ++g) {
+    if (linears[g]->fell_back_to_bf16()) continue;
+    if (sat[g].fraction <= kFallbackSaturatedFraction) {
+      saturated_steps_[g] = 0;
+    } else if (++saturated_steps_[g] >= kFallbackSaturatedSteps) {
+      fall_back(*linears[g], sat[g].slot,
+                fmt::format("over {:g}% of its values saturated in each of {} steps",
+                            100 * kFallbackSaturatedFraction, kFallbackSaturatedSteps),
+                fell);
+    }
+  }
 }
 
 void Trainer::refresh_fp8_weights() {
@@ -284,9 +337,11 @@ double Trainer::validation_loss(int64_t batches) {
 }
 
 TrainProgress Trainer::progress() const {
-  return {
-      step_,          seconds_,           losses_,     stride_ ? stride_->state() : text_->state(),
-      skipped_steps_, consecutive_skips_, skip_reason_};
+  return {step_,           seconds_,
+          losses_,         stride_ ? stride_->state() : text_->state(),
+          skipped_steps_,  consecutive_skips_,
+          skip_reason_,    fallbacks_,
+          saturated_steps_};
 }
 
 void Trainer::restore_progress(TrainProgress p) {
@@ -296,6 +351,12 @@ void Trainer::restore_progress(TrainProgress p) {
   skipped_steps_ = p.skipped_steps;
   consecutive_skips_ = p.consecutive_skips;
   skip_reason_ = std::move(p.skip_reason);
+  fallbacks_ = std::move(p.fp8_fallbacks);
+  saturated_steps_ = std::move(p.saturated_steps);
+  for (Linear* l : model_->linears()) {
+    for (const Fp8Fallback& f : fallbacks_)
+      if (f.gemm == l->name()) l->fall_back_to_bf16();
+  }
   if (stride_) {
     stride_->restore(p.data_state);
   } else {
@@ -313,6 +374,7 @@ TrainResult Trainer::finish() {
   result.tokens_per_s = seconds_ > 0 ? static_cast<double>(step_ * B * T) / seconds_ : 0.0;
   result.losses = losses_;
   result.skipped_steps = skipped_steps_;
+  result.fp8_fallbacks = fallbacks_;
   result.final_loss = final_loss(losses_);
   if (!cfg_.evaluate) return result;
   const InferenceScope scope(precision_.precision, cfg_.recipe);

@@ -25,6 +25,8 @@ struct TrainProgress {
   std::string data_state;  // the data stream's position (its RNG state), as text
   int64_t skipped_steps = 0, consecutive_skips = 0;
   std::string skip_reason;  // what the first step of the current run of skips found
+  std::vector<Fp8Fallback> fp8_fallbacks;
+  std::vector<int64_t> saturated_steps;  // per GEMM: steps in a row its slots saturated
 };
 
 class AdamW;
@@ -70,6 +72,7 @@ class Trainer {
   double seconds() const { return seconds_; }
   const std::vector<float>& losses() const { return losses_; }
   int64_t skipped_steps() const { return skipped_steps_; }
+  const std::vector<Fp8Fallback>& fp8_fallbacks() const { return fallbacks_; }
   TrainProgress progress() const;
   void restore_progress(TrainProgress progress);
   // Mean loss on held-out batches (the stride task's own held-out stream, or the text's
@@ -93,7 +96,18 @@ class Trainer {
   std::vector<float> losses_;
   int64_t skipped_steps_ = 0, consecutive_skips_ = 0;
   std::string skip_reason_;
+  // The automatic BF16 fallback (TrainConfig::fp8_fallback).
+  std::vector<Fp8Fallback> fallbacks_;
+  std::vector<int64_t> saturated_steps_;
+  void fall_back(Linear& l, Slot slot, std::string reason, std::vector<Fp8Fallback>& fell);
+  void diagnose_non_finite(const Batch& batch, std::vector<Fp8Fallback>& fell);
+  void watch_saturation(std::vector<Fp8Fallback>& fell);
 };
+
+// The automatic fallback's saturation rule: a GEMM falls back to BF16 when more than this
+// fraction of one slot's values saturated in each of this many steps in a row.
+inline constexpr double kFallbackSaturatedFraction = 0.01;
+inline constexpr int64_t kFallbackSaturatedSteps = 16;
 
 // Greedy generation from cfg.eval_prompts held-out prompts (a random stream apart from
 // training's): the fraction of generated tokens that continue each prompt's stride.
