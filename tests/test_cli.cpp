@@ -472,6 +472,82 @@ TEST(Cli, TheBf16FallbackIsShownEverywhere) {
       << inspect.out;
 }
 
+// Every line of a run's metrics.jsonl parses, and their steps are 1, 2, ... in order.
+void expect_whole_metrics(const std::string& dir, int64_t last_step) {
+  std::ifstream in(dir + "/metrics.jsonl");
+  int64_t step = 0;
+  for (std::string l; std::getline(in, l);) {
+    const nlohmann::json j = nlohmann::json::parse(l, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "a torn line: " << l;
+    EXPECT_EQ(j["step"].get<int64_t>(), ++step);
+  }
+  if (last_step >= 0) {
+    EXPECT_EQ(step, last_step);
+  }
+}
+
+// Issue 12 (5): SIGKILL while metrics are being written (a tiny model writes a line every
+// millisecond or so) leaves only whole lines; the resumed run drops the lines after its
+// checkpoint and ends with every step exactly once.
+TEST(Cli, AKillWhileWritingMetricsLeavesWholeLinesAndResumes) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_kill_metrics";
+  for (const char* delay : {"0.2", "0.4"}) {
+    SCOPED_TRACE(delay);
+    std::filesystem::remove_all(dir);
+    const CliResult killed =
+        fp8lm(std::string("--version >/dev/null; ") + FP8LM_BIN +
+              " train --precision fp32 --steps 3000 --checkpoint-every 7 --vocab 16 --seq-len 12 "
+              "--d-model 16 --n-layers 1 --n-heads 1 --ffn 16 --batch-size 1 --threads 1 "
+              "--device cpu --out " +
+              dir + " >/dev/null 2>&1 & p=$!; sleep " + delay + "; kill -9 $p; wait $p");
+    EXPECT_EQ(killed.status, 137) << "killed mid-run";
+    expect_whole_metrics(dir, -1);
+    const CliResult resumed = fp8lm("train --resume " + dir);
+    ASSERT_EQ(resumed.status, 0) << resumed.err;
+    expect_whole_metrics(dir, 3000);
+  }
+}
+
+// Issue 12 (5): a small filesystem that fills up mid-run (a 320 KiB tmpfs holds two checkpoints;
+// needs root to mount, skipped otherwise) stops the run with one line and exit 1, leaves whole
+// metrics lines, no temporary files, and a `latest` that names a complete checkpoint, from which
+// the run resumes once there is space.
+TEST(Cli, AFilesystemThatFillsMidRunStopsItLoudly) {
+  const std::string mnt = testing::TempDir() + "fp8lm_cli_tmpfs";
+  std::filesystem::create_directories(mnt);
+  if (getuid() != 0 ||
+      std::system(("mount -t tmpfs -o size=320k tmpfs " + mnt + " 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "mounting a tmpfs needs root";
+  struct Unmount {  // however the test ends
+    std::string at;
+    ~Unmount() { (void)std::system(("umount " + at + " 2>/dev/null").c_str()); }
+  } unmount{mnt};
+  const std::string dir = mnt + "/run";
+  const CliResult r = fp8lm(
+      "train --precision fp32 --steps 400 --checkpoint-every 20 --keep-checkpoints 2 "
+      "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
+      "--threads 2 --device cpu --out " +
+      dir);
+  EXPECT_EQ(r.status, 1) << r.out;
+  ASSERT_FALSE(lines(r.err).empty());
+  const std::string last = lines(r.err).back();  // after the progress lines, one error line
+  EXPECT_EQ(last.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_NE(last.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("error: "), r.err.rfind("error: ")) << r.err;
+  expect_whole_metrics(dir, -1);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    EXPECT_NE(e.path().extension(), ".tmp") << e.path();
+  // With room again (the run moved off the full filesystem), it resumes and finishes.
+  const std::string moved = testing::TempDir() + "fp8lm_cli_tmpfs_run";
+  std::filesystem::remove_all(moved);
+  std::filesystem::copy(dir, moved, std::filesystem::copy_options::recursive);
+  const CliResult resumed = fp8lm("train --resume " + moved);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_EQ(resumed.out.find("instead, the newest checkpoint"), std::string::npos)
+      << "latest named a complete checkpoint: " << resumed.out;
+  expect_whole_metrics(moved, 400);
+}
+
 // Issue 12 (6): CLI11 checks required options before unknown ones; the mistyped flag is named.
 TEST(Cli, AnUnknownFlagIsNamedEvenWhenARequiredOneIsMissing) {
   for (const std::string args : {"fp8 encode --bogus 1", "eval --nope 3", "generate --x"}) {
