@@ -3,15 +3,15 @@
 // fp8, seq 128, batch 2), then saves a checkpoint and loads it into a fresh trainer. For each
 // it reports how much the operation added to peak RSS (VmHWM, reset just before it through
 // /proc/self/clear_refs) as a share of the model's state, and its speed as a share of `dd`'s
-// sequential write (conv=fsync) and read speed measured beside it, on the same directory with
-// the files dropped from the page cache first. Prints a human line per phase, then one JSON line.
+// sequential write (conv=fsync) and read speed measured beside it: dd copies the checkpoint's
+// own files in the same directory, and every read starts with the files out of the page cache.
+// Prints a human line per phase, then one JSON line.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -104,36 +104,39 @@ int main(int argc, char** argv) {
     const double save_s = seconds_since(t0);
     const double save_added = status_bytes("VmHWM") - rss_trained;
     const double bytes = dir_bytes(ckpt);
+    // dd beside it, on the same bytes (zeros would flatter a disk that stores them sparsely) and
+    // with the same memory in use (the trainer still held): the checkpoint's files copied to
+    // dd-* and flushed (conv=fsync); read back cold further down, beside the load.
+    double dd_write_s = 0, dd_read_s = 0;
+    const char* const files[] = {"model.safetensors", "train_state.safetensors"};
+    for (const char* f : files) {
+      dd_write_s += run_seconds(
+          fmt::format("dd if={}/{} of={}/dd-{} bs=1M conv=fsync status=none", ckpt, f, dir, f));
+    }
     trainer.reset();
-
-    // dd beside it: the same number of bytes, written and flushed, then read back cold.
-    const std::string dd_file = dir + "/dd.bin";
-    const double mib = std::ceil(bytes / (1 << 20));
-    const double dd_write_s = run_seconds(
-        fmt::format("dd if=/dev/zero of={} bs=1M count={} conv=fsync status=none", dd_file, mib));
-    drop_cached(dd_file);
-    const double dd_read_s =
-        run_seconds(fmt::format("dd if={} of=/dev/null bs=1M status=none", dd_file));
-    fs::remove(dd_file);
 
     for (const char* f : {"/model.safetensors", "/train_state.safetensors"}) drop_cached(ckpt + f);
     fp8lm::Trainer loaded(fp8lm::checkpoint_config(ckpt));
+    for (const char* f : files) {
+      const std::string copy = fmt::format("{}/dd-{}", dir, f);
+      drop_cached(copy);
+      dd_read_s += run_seconds(fmt::format("dd if={} of=/dev/null bs=1M status=none", copy));
+      fs::remove(copy);
+    }
     const double rss_built = status_bytes("VmRSS");
     reset_peak();
     t0 = std::chrono::steady_clock::now();
     for (const char* f : {"/model.safetensors", "/train_state.safetensors"})
       (void)fp8lm::Safetensors::read(ckpt + f);  // map and verify only: the disk's part
     const double verify_s = seconds_since(t0);
-    for (const char* f : {"/model.safetensors", "/train_state.safetensors"})
-      drop_cached(ckpt + f);
+    for (const char* f : {"/model.safetensors", "/train_state.safetensors"}) drop_cached(ckpt + f);
     t0 = std::chrono::steady_clock::now();
     loaded.restore_progress(fp8lm::load_checkpoint(ckpt, loaded.model(), loaded.optimizer()));
     const double load_s = seconds_since(t0);
     const double load_added = status_bytes("VmHWM") - rss_built;
     fs::remove_all(dir);
 
-    const double gb = 1e9, dd_write = mib * double(1 << 20) / dd_write_s,
-                 dd_read = mib * double(1 << 20) / dd_read_s;
+    const double gb = 1e9, dd_write = bytes / dd_write_s, dd_read = bytes / dd_read_s;
     fmt::print(
         "model: {:.0f}M parameters, {}; state (weights + 2 moments) {:.2f} GB; checkpoint "
         "{:.2f} GB\n",
@@ -146,8 +149,8 @@ int main(int argc, char** argv) {
     fmt::print(
         "load: {:.1f} s (mapping and verifying alone: {:.1f} s), {:.0f} MB/s = {:.0f}% of dd's "
         "{:.0f} MB/s; peak RSS {:.2f} GB -> +{:.3f} GB ({:.1f}% of the state)\n",
-        load_s, verify_s, bytes / load_s / 1e6, 100 * bytes / load_s / dd_read, dd_read / 1e6, rss_built / gb,
-        load_added / gb, 100 * load_added / state);
+        load_s, verify_s, bytes / load_s / 1e6, 100 * bytes / load_s / dd_read, dd_read / 1e6,
+        rss_built / gb, load_added / gb, 100 * load_added / state);
     fmt::print(
         R"({{"parameters": {}, "precision": "{}", "state_bytes": {:.0f}, "checkpoint_bytes": {:.0f}, )"
         R"("save_s": {:.3f}, "save_rss_before": {:.0f}, "save_rss_added": {:.0f}, "dd_write_Bps": {:.0f}, )"
