@@ -130,6 +130,10 @@ TEST(Fp8Fallback, SurvivesACheckpointBitForBit) {
   const LoadedModel m = load_model(model);
   EXPECT_TRUE(m.model->layer(0).mlp().fc1().fell_back_to_bf16());
   EXPECT_FALSE(m.model->layer(0).mlp().fc2().fell_back_to_bf16());
+  // And onto another backend (a run resumed on a GPU, a model generating on one): GPT::to.
+  const std::unique_ptr<GPT> moved = m.model->to(m.model->backend());
+  EXPECT_TRUE(moved->layer(0).mlp().fc1().fell_back_to_bf16());
+  EXPECT_FALSE(moved->layer(0).mlp().fc2().fell_back_to_bf16());
 }
 
 }  // namespace

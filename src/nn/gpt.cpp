@@ -154,7 +154,10 @@ std::unique_ptr<GPT> GPT::to(Backend& backend) {
   const ParameterList from = parameters(), into = moved->parameters();
   for (size_t i = 0; i < from.size(); ++i) into[i]->set_values(from[i]->values());
   const std::vector<Linear*> a = linears(), b = moved->linears();
-  for (size_t i = 0; i < a.size(); ++i) b[i]->set_fp8_weights(a[i]->fp8_weights());
+  for (size_t i = 0; i < a.size(); ++i) {
+    b[i]->set_fp8_weights(a[i]->fp8_weights());
+    if (a[i]->fell_back_to_bf16()) b[i]->fall_back_to_bf16();  // a run's, on any device
+  }
   moved->set_fp8_state(fp8_state());
   return moved;
 }
