@@ -404,6 +404,7 @@ TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
       // Issue 12 (6): what is not a file, a data file with no end, a model beyond the memory.
       {"train --data /dev/zero", "/dev/zero: not a regular file (a device or pipe has no end)"},
       {"train --data " + run, "a directory, not a data file"},
+      {"train --config /dev/zero", "/dev/zero: not a regular file (a config is a JSON file)"},
       {"generate --checkpoint " + run + " --prompt 1", run + ": not a file"},
       {"eval --checkpoint " + run, run + ": not a file"},
       {"train --d-model 65536 --n-heads 64 --ffn 262144 --n-layers 64",
