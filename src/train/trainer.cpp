@@ -351,12 +351,10 @@ void Trainer::restore_progress(TrainProgress p) {
   skipped_steps_ = p.skipped_steps;
   consecutive_skips_ = p.consecutive_skips;
   skip_reason_ = std::move(p.skip_reason);
+  // The GEMMs themselves were moved back to BF16 when the model file was applied
+  // (apply_model_tensors): this is the record of it.
   fallbacks_ = std::move(p.fp8_fallbacks);
   saturated_steps_ = std::move(p.saturated_steps);
-  for (Linear* l : model_->linears()) {
-    for (const Fp8Fallback& f : fallbacks_)
-      if (f.gemm == l->name()) l->fall_back_to_bf16();
-  }
   if (stride_) {
     stride_->restore(p.data_state);
   } else {
