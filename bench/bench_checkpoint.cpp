@@ -1,21 +1,24 @@
 // Issue 12 (9): what saving and loading a checkpoint costs at scale, against the machine.
 // Trains a few steps of one configuration (by default the seed's D_MODEL=2048 / N_LAYERS=12,
-// fp8, seq 128, batch 2), then saves a checkpoint and loads it into a fresh trainer. For each
-// it reports how much the operation added to peak RSS (VmHWM, reset just before it through
-// /proc/self/clear_refs) as a share of the model's state, and its speed as a share of `dd`'s
-// sequential write (conv=fsync) and read speed measured beside it: dd copies the checkpoint's
-// own files in the same directory, and every read starts with the files out of the page cache.
-// Prints a human line per phase, then one JSON line.
+// fp8, seq 128, batch 2), then saves a checkpoint and loads it into a fresh trainer, --rounds
+// times each. For each it reports how much the operation added to peak RSS (VmHWM, reset just
+// before it through /proc/self/clear_refs) as a share of the model's state, and its speed as a
+// share of `dd`'s sequential write (conv=fsync) and read speed measured beside it, in the same
+// round: dd copies the checkpoint's own files in the same directory, and every read starts
+// with the files out of the page cache. Prints a human line per phase, then one JSON line.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <ranges>
 #include <string>
+#include <vector>
 
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
@@ -49,12 +52,30 @@ void drop_cached(const std::string& path) {
   ::fdatasync(fd);
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   ::close(fd);
+  std::ofstream("/proc/sys/vm/drop_caches") << "1";
 }
 
 double run_seconds(const std::string& command) {
   const auto t0 = std::chrono::steady_clock::now();
   if (std::system(command.c_str()) != 0) throw std::runtime_error("failed: " + command);
   return seconds_since(t0);
+}
+
+// One operation's rounds, each timed beside dd on the same bytes.
+struct Phase {
+  std::vector<double> seconds, dd_seconds;
+  double rss_before = 0, rss_added = 0;
+  std::vector<double> shares() const {  // the operation's speed as a share of dd's
+    std::vector<double> out;
+    for (size_t i = 0; i < seconds.size(); ++i) out.push_back(dd_seconds[i] / seconds[i]);
+    return out;
+  }
+};
+
+double median(std::vector<double> v) {
+  std::ranges::sort(v);
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double dir_bytes(const std::string& dir) {
@@ -75,6 +96,7 @@ int main(int argc, char** argv) {
   c.threads = 2;
   c.evaluate = false;
   std::string precision = "fp8", dir = "build/bench_checkpoint";
+  int rounds = 3;
   CLI::App app{"bench_checkpoint: peak RSS and speed of saving and loading a checkpoint"};
   app.add_option("--d-model", c.model.d_model);
   app.add_option("--n-layers", c.model.n_layers);
@@ -86,6 +108,8 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision, "fp32|bf16|fp8");
   app.add_option("--threads", c.threads);
   app.add_option("--dir", dir, "where the checkpoint goes (removed at the end)");
+  app.add_option("--rounds", rounds, "saves and loads, each timed beside dd")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     c.precision = fp8lm::parse_precision(precision);
@@ -97,67 +121,98 @@ int main(int argc, char** argv) {
     auto trainer = std::make_unique<fp8lm::Trainer>(c);
     for (int64_t i = 0; i < c.steps; ++i) trainer->train_step();
     const double state = static_cast<double>(c.model.parameter_count()) * 4 * 3;  // w, m, v
-    const double rss_trained = status_bytes("VmRSS");
-    reset_peak();
-    auto t0 = std::chrono::steady_clock::now();
-    fp8lm::save_trainer(*trainer, ckpt);
-    const double save_s = seconds_since(t0);
-    const double save_added = status_bytes("VmHWM") - rss_trained;
-    const double bytes = dir_bytes(ckpt);
-    // dd beside it, on the same bytes (zeros would flatter a disk that stores them sparsely) and
-    // with the same memory in use (the trainer still held): the checkpoint's files copied to
-    // dd-* and flushed (conv=fsync); read back cold further down, beside the load.
-    double dd_write_s = 0, dd_read_s = 0;
     const char* const files[] = {"model.safetensors", "train_state.safetensors"};
-    for (const char* f : files) {
-      dd_write_s += run_seconds(
-          fmt::format("dd if={}/{} of={}/dd-{} bs=1M conv=fsync status=none", ckpt, f, dir, f));
+    const auto dd_copy = [&](const char* f) { return fmt::format("{}/dd-{}", dir, f); };
+    // This VM's disk swings by 5x from one minute to the next, so each round times the
+    // operation and dd back to back (in alternating order) and the ratio is taken per round.
+    Phase save, load;
+    for (int r = 0; r < rounds; ++r) {
+      const auto time_save = [&] {
+        const double rss = status_bytes("VmRSS");
+        reset_peak();
+        const auto t0 = std::chrono::steady_clock::now();
+        fp8lm::save_trainer(*trainer, ckpt);
+        save.seconds.push_back(seconds_since(t0));
+        save.rss_before = rss;
+        save.rss_added = std::max(save.rss_added, status_bytes("VmHWM") - rss);
+      };
+      // dd copies the checkpoint's own files (zeros would flatter a disk that stores them
+      // sparsely), from the page cache (read in first, untimed) to the disk, flushed.
+      const auto time_dd = [&] {
+        double s = 0;
+        for (const char* f : files) {
+          run_seconds(fmt::format("cat {}/{} > /dev/null", ckpt, f));
+          s += run_seconds(
+              fmt::format("dd if={}/{} of={} bs=1M conv=fsync status=none", ckpt, f, dd_copy(f)));
+        }
+        save.dd_seconds.push_back(s);
+      };
+      if (r % 2 == 1) {
+        time_dd();
+        time_save();
+      } else {
+        time_save();  // the first save makes the files dd copies
+        time_dd();
+      }
     }
+    const double bytes = dir_bytes(ckpt);
     trainer.reset();
 
-    for (const char* f : {"/model.safetensors", "/train_state.safetensors"}) drop_cached(ckpt + f);
     fp8lm::Trainer loaded(fp8lm::checkpoint_config(ckpt));
-    for (const char* f : files) {
-      const std::string copy = fmt::format("{}/dd-{}", dir, f);
-      drop_cached(copy);
-      dd_read_s += run_seconds(fmt::format("dd if={} of=/dev/null bs=1M status=none", copy));
-      fs::remove(copy);
+    for (int r = 0; r < rounds; ++r) {
+      const auto time_load = [&] {
+        for (const char* f : files) drop_cached(fmt::format("{}/{}", ckpt, f));
+        const double rss = status_bytes("VmRSS");
+        reset_peak();
+        const auto t0 = std::chrono::steady_clock::now();
+        loaded.restore_progress(fp8lm::load_checkpoint(ckpt, loaded.model(), loaded.optimizer()));
+        load.seconds.push_back(seconds_since(t0));
+        load.rss_before = rss;
+        load.rss_added = std::max(load.rss_added, status_bytes("VmHWM") - rss);
+      };
+      const auto time_dd = [&] {
+        double s = 0;
+        for (const char* f : files) {
+          drop_cached(dd_copy(f));
+          s += run_seconds(fmt::format("dd if={} of=/dev/null bs=1M status=none", dd_copy(f)));
+        }
+        load.dd_seconds.push_back(s);
+      };
+      if (r % 2 == 1) {
+        time_load();
+        time_dd();
+      } else {
+        time_dd();
+        time_load();
+      }
     }
-    const double rss_built = status_bytes("VmRSS");
-    reset_peak();
-    t0 = std::chrono::steady_clock::now();
-    for (const char* f : {"/model.safetensors", "/train_state.safetensors"})
-      (void)fp8lm::Safetensors::read(ckpt + f);  // map and verify only: the disk's part
-    const double verify_s = seconds_since(t0);
-    for (const char* f : {"/model.safetensors", "/train_state.safetensors"}) drop_cached(ckpt + f);
-    t0 = std::chrono::steady_clock::now();
-    loaded.restore_progress(fp8lm::load_checkpoint(ckpt, loaded.model(), loaded.optimizer()));
-    const double load_s = seconds_since(t0);
-    const double load_added = status_bytes("VmHWM") - rss_built;
     fs::remove_all(dir);
 
-    const double gb = 1e9, dd_write = bytes / dd_write_s, dd_read = bytes / dd_read_s;
+    const double gb = 1e9;
     fmt::print(
         "model: {:.0f}M parameters, {}; state (weights + 2 moments) {:.2f} GB; checkpoint "
-        "{:.2f} GB\n",
-        static_cast<double>(c.model.parameter_count()) / 1e6, precision, state / gb, bytes / gb);
-    fmt::print(
-        "save: {:.1f} s, {:.0f} MB/s = {:.0f}% of dd's {:.0f} MB/s; peak RSS {:.2f} GB -> "
-        "+{:.3f} GB ({:.1f}% of the state)\n",
-        save_s, bytes / save_s / 1e6, 100 * bytes / save_s / dd_write, dd_write / 1e6,
-        rss_trained / gb, save_added / gb, 100 * save_added / state);
-    fmt::print(
-        "load: {:.1f} s (mapping and verifying alone: {:.1f} s), {:.0f} MB/s = {:.0f}% of dd's "
-        "{:.0f} MB/s; peak RSS {:.2f} GB -> +{:.3f} GB ({:.1f}% of the state)\n",
-        load_s, verify_s, bytes / load_s / 1e6, 100 * bytes / load_s / dd_read, dd_read / 1e6,
-        rss_built / gb, load_added / gb, 100 * load_added / state);
+        "{:.2f} GB; {} rounds\n",
+        static_cast<double>(c.model.parameter_count()) / 1e6, precision, state / gb, bytes / gb,
+        rounds);
+    for (const auto& [name, ph] : {std::pair{"save", &save}, std::pair{"load", &load}}) {
+      fmt::print(
+          "{}: {:.1f} s, {:.0f} MB/s; dd {:.1f} s, {:.0f} MB/s (medians); share of dd per round "
+          "{:.0f}%, median {:.0f}%; peak RSS {:.2f} GB -> +{:.3f} GB ({:.1f}% of the state)\n",
+          name, median(ph->seconds), bytes / median(ph->seconds) / 1e6, median(ph->dd_seconds),
+          bytes / median(ph->dd_seconds) / 1e6,
+          fmt::join(ph->shares() | std::views::transform([](double x) { return 100 * x; }), "%, "),
+          100 * median(ph->shares()), ph->rss_before / gb, ph->rss_added / gb,
+          100 * ph->rss_added / state);
+    }
     fmt::print(
         R"({{"parameters": {}, "precision": "{}", "state_bytes": {:.0f}, "checkpoint_bytes": {:.0f}, )"
-        R"("save_s": {:.3f}, "save_rss_before": {:.0f}, "save_rss_added": {:.0f}, "dd_write_Bps": {:.0f}, )"
-        R"("load_s": {:.3f}, "load_rss_before": {:.0f}, "load_rss_added": {:.0f}, "dd_read_Bps": {:.0f}}})"
+        R"("save_s": [{}], "save_dd_s": [{}], "save_rss_before": {:.0f}, "save_rss_added": {:.0f}, )"
+        R"("load_s": [{}], "load_dd_s": [{}], "load_rss_before": {:.0f}, "load_rss_added": {:.0f}}})"
         "\n",
-        c.model.parameter_count(), precision, state, bytes, save_s, rss_trained, save_added,
-        dd_write, load_s, rss_built, load_added, dd_read);
+        c.model.parameter_count(), precision, state, bytes, fmt::join(save.seconds, ", "),
+        fmt::join(save.dd_seconds, ", "), save.rss_before, save.rss_added,
+        fmt::join(load.seconds, ", "), fmt::join(load.dd_seconds, ", "), load.rss_before,
+        load.rss_added);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -533,6 +534,37 @@ TEST(BackendOps, CrossEntropyAgreesWithTheReferenceOnEveryBackend) {
                                           grad_scale),
                  Error);
     EXPECT_TRUE(test::same_bits(d_logits.to_host(), d));
+  }
+}
+
+// A tensor read from a file goes to its home through fill_bytes and comes back out through
+// read_bytes, a piece at a time on a device (through one staging buffer of 16 MB: this buffer
+// needs two pieces, the second partial), in place on the host.
+TEST(BackendOps, BuffersFillAndReadBackByPieces) {
+  const size_t n = (size_t{20} << 20) / sizeof(float);
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 1000003) - 5e5f;
+  const auto* src = reinterpret_cast<const uint8_t*>(values.data());
+  for (const BackendUnderTest& bt : present_backends()) {
+    SCOPED_TRACE(bt.be.name());
+    BackendBuffer<float> buf(bt.be, n);
+    size_t filled = 0, pieces = 0;
+    buf.fill_bytes([&](std::span<uint8_t> piece) {
+      std::memcpy(piece.data(), src + filled, piece.size());
+      filled += piece.size();
+      ++pieces;
+    });
+    EXPECT_EQ(filled, n * sizeof(float));
+    EXPECT_EQ(pieces, bt.be.host_memory() ? 1u : 2u);
+    EXPECT_EQ(buf.to_host(), values);
+    size_t read = 0;
+    bool same = true;
+    buf.read_bytes([&](std::span<const uint8_t> piece) {
+      same &= std::memcmp(piece.data(), src + read, piece.size()) == 0;
+      read += piece.size();
+    });
+    EXPECT_EQ(read, n * sizeof(float));
+    EXPECT_TRUE(same);
   }
 }
 

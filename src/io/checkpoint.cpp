@@ -309,25 +309,27 @@ void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
 }
 
 void apply_model_tensors(const Safetensors& file, GPT& model) {
-  for (Parameter* p : model.parameters()) {
-    const TensorData& t = file.at(p->name);
-    if (t.shape != p->shape) {
+  std::vector<Parameter*> params = model.parameters();
+  std::ranges::sort(params, {}, [&](const Parameter* p) { return file.position(p->name); });
+  for (Parameter* p : params) {
+    TensorReader in(file, p->name, TensorReader::Check::ChecksumAndFinite);
+    if (in.shape() != p->shape) {
       throw Error(fmt::format("{}: tensor '{}' has shape [{}], the config needs [{}]",
-                              file.origin(), p->name, fmt::join(t.shape, ","),
+                              file.origin(), p->name, fmt::join(in.shape(), ","),
                               fmt::join(p->shape, ",")));
     }
-    if (t.dtype != DType::E4M3 && t.dtype != DType::F32) {
+    if (in.dtype() != DType::E4M3 && in.dtype() != DType::F32) {
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F8_E4M3",
-                              file.origin(), p->name, dtype_name(t.dtype)));
+                              file.origin(), p->name, dtype_name(in.dtype())));
     }
     const auto refuse = [&] {
       return Error(fmt::format("{}: tensor '{}' holds values that are not finite; not loading it",
                                file.origin(), p->name));
     };
-    if (t.dtype == DType::F32) {  // straight from the mapped file into the parameter
-      if (!all_finite_f32_bytes(t.bytes)) throw refuse();
-      p->set_value_bytes(t.bytes);
-      file.release(t);
+    if (in.dtype() == DType::F32) {  // read once from the file straight into the parameter
+      p->value.fill_bytes([&](std::span<uint8_t> piece) { in.read(piece); });
+      ++p->version;
+      if (!in.finish()) throw refuse();
       continue;
     }
     std::vector<float> v = file.take_f32(p->name);
@@ -353,7 +355,8 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
 }
 
 LoadedModel load_model(const std::string& path) {
-  LoadedModel m{TrainConfig{}, nullptr, Safetensors::read(path)};
+  // Each tensor checked as it is loaded: a damaged file throws away the model built here.
+  LoadedModel m{TrainConfig{}, nullptr, Safetensors::read(path, Verify::OnFirstUse)};
   const auto& meta = m.file.metadata();
   if (!meta.count("format") || meta.at("format") != "fp8lm" || !meta.count("config")) {
     throw Error(fmt::format("{}: not an fp8lm model file (no fp8lm config in its metadata)", path));
@@ -374,8 +377,10 @@ TrainConfig checkpoint_config(const std::string& dir) {
 }
 
 TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
-  const Safetensors model_file = Safetensors::read(dir + "/model.safetensors");
-  const Safetensors state = Safetensors::read(dir + "/train_state.safetensors");
+  // Checked tensor by tensor as they are loaded: the trainer loaded into is dropped if one is
+  // damaged (resume_trainer builds a fresh one per checkpoint it tries).
+  const Safetensors model_file = Safetensors::read(dir + "/model.safetensors", Verify::OnFirstUse);
+  const Safetensors state = Safetensors::read(dir + "/train_state.safetensors", Verify::OnFirstUse);
   // Both files name their step: two files from different checkpoints are not one.
   const auto model_step = metadata_number<int64_t>(model_file, "step");
   const auto state_step = metadata_number<int64_t>(state, "step");
@@ -386,31 +391,34 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
                     dir, model_step, state_step));
   }
   apply_model_tensors(model_file, model);
+  // Each read once from the file straight into its home, checked on the way, in the file's
+  // order.
+  struct Load {
+    std::string name;
+    Parameter* p;
+    BackendBuffer<float>* into;
+  };
+  std::vector<Load> loads;
   for (size_t i = 0; i < opt.parameters().size(); ++i) {
-    Parameter& p = *opt.parameters()[i];
-    for (const std::string kind : {"adamw.m.", "adamw.v.", "master."}) {
-      if (kind == "master." && !state.contains(kind + p.name)) continue;
-      const TensorData& t = state.at(kind + p.name);
-      if (t.shape != p.shape || t.dtype != DType::F32) {
-        throw Error(fmt::format("{}: tensor '{}{}' does not match the model", state.origin(), kind,
-                                p.name));
-      }
+    Parameter* p = opt.parameters()[i];
+    loads.push_back({"adamw.m." + p->name, p, &opt.first_moment_buffer(i)});
+    loads.push_back({"adamw.v." + p->name, p, &opt.second_moment_buffer(i)});
+    if (state.contains("master." + p->name)) loads.push_back({"master." + p->name, p, &p->value});
+  }
+  std::ranges::sort(loads, {}, [&](const Load& l) { return state.position(l.name); });
+  for (const Load& l : loads) {
+    TensorReader in(state, l.name, TensorReader::Check::ChecksumAndFinite);
+    if (in.shape() != l.p->shape || in.dtype() != DType::F32) {
+      throw Error(fmt::format("{}: tensor '{}' does not match the model", state.origin(), l.name));
     }
-    // Straight from the mapped file into their homes, each page dropped once read.
-    const auto load = [&](const std::string& name, BackendBuffer<float>& into) {
-      const TensorData& t = state.at(name);
-      into.upload_bytes(t.bytes, name);
-      state.release(t);
-    };
-    load("adamw.m." + p.name, opt.first_moment_buffer(i));
-    load("adamw.v." + p.name, opt.second_moment_buffer(i));
-    if (state.contains("master." + p.name)) {
-      if (!all_finite_f32_bytes(state.at("master." + p.name).bytes)) {
-        throw Error(fmt::format("{}: tensor 'master.{}' holds values that are not finite",
-                                state.origin(), p.name));
-      }
-      load("master." + p.name, p.value);
-      ++p.version;
+    l.into->fill_bytes([&](std::span<uint8_t> piece) { in.read(piece); });
+    const bool master = l.into == &l.p->value;
+    if (master) ++l.p->version;
+    // Moments are finite by construction (a step that is not finite is skipped): only the
+    // masters' values, the model's own, are refused when they are not.
+    if (!in.finish() && master) {
+      throw Error(
+          fmt::format("{}: tensor '{}' holds values that are not finite", state.origin(), l.name));
     }
   }
   const auto& meta = state.metadata();

@@ -45,7 +45,8 @@ void save_checkpoint(const std::string& dir, GPT& model, const AdamW& optimizer,
 // from before load_checkpoint restores them.
 TrainConfig checkpoint_config(const std::string& dir);
 // Restores weights, FP8 state and optimizer from a checkpoint directory written by
-// save_checkpoint, so training continues bit for bit; returns the run's progress.
+// save_checkpoint, so training continues bit for bit; returns the run's progress. On Error
+// (a damaged tensor found part-way) the model and optimizer are half loaded: drop them.
 TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& optimizer);
 
 // A model file for inference: the model, its config and the file's metadata.

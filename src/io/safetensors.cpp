@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "core/bf16.h"
+#include "core/finite.h"
 #include "core/fp8_dtype.h"
 #include "fp8lm/error.h"
 
@@ -104,15 +105,18 @@ class AtomicFile {
                                    : ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
                                               offset + static_cast<off_t>(done));
       if (w < 0 && errno == EINTR) continue;
-      if (w < 0) throw Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+      if (w < 0) fail("write failed");
       done += static_cast<size_t>(w);
+    }
+    if (offset < 0) {
+      appended_ += static_cast<off_t>(bytes.size());
+      while (appended_ - flushed_ >= kWindow) flush_window();
     }
   }
   void commit() {
     const int fd = fd_;
     fd_ = -1;
-    if (::fsync(fd) != 0 || ::close(fd) != 0)
-      throw Error(fmt::format("{}: cannot flush to disk: {}", path_, std::strerror(errno)));
+    if (::fsync(fd) != 0 || ::close(fd) != 0) fail("cannot flush to disk");
     if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
       throw Error(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
     done_ = true;
@@ -125,19 +129,55 @@ class AtomicFile {
   }
 
  private:
+  // A large file goes to the disk as it is written, a window at a time, rather than all at the
+  // fsync: the disk streams while the next window is made, and the page cache holds at most
+  // two windows of it (a 7 GB checkpoint would otherwise fill the cache of a machine whose
+  // memory the trainer already uses). Window k is started, then window k-1 waited for and
+  // dropped from the cache.
+  static constexpr off_t kWindow = off_t{64} << 20;
+  void flush_window() {
+    const off_t start = flushed_;
+    sync_range(start, SYNC_FILE_RANGE_WRITE);
+    if (start >= kWindow) {
+      sync_range(start - kWindow,
+                 SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+      ::posix_fadvise(fd_, start - kWindow, kWindow, POSIX_FADV_DONTNEED);
+    }
+    flushed_ += kWindow;
+  }
+  // A file system without sync_file_range leaves it all to the fsync of commit().
+  void sync_range(off_t start, unsigned flags) const {
+    if (::sync_file_range(fd_, start, kWindow, flags) != 0 && errno != EINVAL && errno != ESPIPE &&
+        errno != ENOSYS)
+      fail("write failed");
+  }
+  [[noreturn]] void fail(const char* what) const {
+    throw Error(fmt::format("{}: {}: {}", path_, what, std::strerror(errno)));
+  }
+
   std::string path_, tmp_;
   int fd_ = -1;
   bool done_ = false;
+  off_t appended_ = 0, flushed_ = 0;
 };
 
-// A read-only private mapping of a whole file.
+// A read-only private mapping of a whole file, and the file (for TensorReader's preads).
 struct Mapping {
   void* addr = nullptr;
   size_t size = 0;
+  int fd = -1;
   ~Mapping() {
     if (addr) ::munmap(addr, size);
+    if (fd >= 0) ::close(fd);
   }
 };
+
+// A tensor from this size on is written after all the smaller ones.
+constexpr uint64_t kLarge = uint64_t{1} << 20;
+
+// What TensorReader reads from the file at a time: small enough to be hashed and checked
+// while in the cache, large enough that a system call costs nothing beside it (dd's bs=1M).
+constexpr size_t kReadPiece = size_t{1} << 20;
 
 }  // namespace
 
@@ -179,25 +219,33 @@ Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string&
   return parse_views(view, origin, std::move(copy), /*mapped=*/false);
 }
 
-Safetensors Safetensors::read(const std::string& path) {
+Safetensors Safetensors::read(const std::string& path, Verify verify) {
   uint64_t size = 0;
   const int fd = open_regular_file(path, size);
   auto map = std::make_shared<Mapping>();
+  map->fd = fd;
   map->size = static_cast<size_t>(size);
   if (map->size > 0) {
     void* addr = ::mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      throw Error(fmt::format("{}: cannot map: {}", path, std::strerror(err)));
-    }
+    if (addr == MAP_FAILED)
+      throw Error(fmt::format("{}: cannot map: {}", path, std::strerror(errno)));
     map->addr = addr;
-    // Every tensor is read in order (verified, then copied out): let the disk read ahead.
+    // Each tensor is read front to back: let the disk read ahead.
     ::madvise(addr, map->size, MADV_SEQUENTIAL);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   }
-  ::close(fd);  // the mapping keeps the file
   const std::span<const uint8_t> view(static_cast<const uint8_t*>(map->addr), map->size);
-  return parse_views(view, path, std::move(map), /*mapped=*/true);
+  Safetensors st = parse_views(view, path, std::move(map), /*mapped=*/true);
+  st.fd_ = fd;
+  if (verify == Verify::AtOpen) {
+    for (auto it = st.tensors_.begin(); it != st.tensors_.end(); ++it) {
+      // The disk reads the next tensor while this one is hashed.
+      if (std::next(it) != st.tensors_.end()) st.advise(std::next(it)->second, MADV_WILLNEED);
+      st.verify(it->first, it->second);
+      st.release(it->second);
+    }
+  }
+  return st;
 }
 
 std::map<std::string, std::string> Safetensors::read_metadata(const std::string& path) {
@@ -232,6 +280,7 @@ Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::s
 
   Safetensors st;
   st.origin_ = origin;
+  st.data_ = file.data();
   st.storage_ = std::move(storage);
   st.mapped_ = mapped;
   st.metadata_ = metadata_of(header, origin);
@@ -280,30 +329,34 @@ Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::s
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].first < ranges[i - 1].second) throw fail("tensor data ranges overlap");
   }
-  st.verify_checksums();
+  st.read_checksums();
+  // A file held in memory is small (a fuzzer's input, a test's bytes): checked whole at once.
+  if (!mapped)
+    for (const auto& [name, t] : st.tensors_) st.verify(name, t);
   return st;
 }
 
 // Files without checksums (written before them, or by other tools) are read as they are.
-void Safetensors::verify_checksums() const {
+void Safetensors::read_checksums() {
   const auto it = metadata_.find(kChecksumKey);
   if (it == metadata_.end()) return;
   const auto sums = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
   if (!sums.is_object() || sums.size() != tensors_.size())
     throw Error(fmt::format("{}: its checksum list is damaged", origin_));
-  for (auto it_t = tensors_.begin(); it_t != tensors_.end(); ++it_t) {
-    const auto& [name, t] = *it_t;
+  for (const auto& [name, t] : tensors_) {
     if (!sums.contains(name) || !sums[name].is_string())
       throw Error(fmt::format("{}: tensor '{}' has no checksum", origin_, name));
-    // The disk reads the next tensor while this one is hashed.
-    if (std::next(it_t) != tensors_.end()) advise(std::next(it_t)->second, MADV_WILLNEED);
-    const std::string actual = hex64(XXH3_64bits(t.bytes.data(), t.bytes.size()));
-    release(t);
-    if (sums[name].get<std::string>() != actual) {
-      throw Error(fmt::format("{}: tensor '{}' does not match its checksum: the file is damaged",
-                              origin_, name));
-    }
+    checksums_[name] = sums[name].get<std::string>();
   }
+}
+
+void Safetensors::verify(const std::string& name, const TensorData& t) const {
+  if (checksums_.empty() || verified_.count(name)) return;
+  if (hex64(XXH3_64bits(t.bytes.data(), t.bytes.size())) != checksums_.at(name)) {
+    throw Error(fmt::format("{}: tensor '{}' does not match its checksum: the file is damaged",
+                            origin_, name));
+  }
+  verified_.insert(name);
 }
 
 void Safetensors::release(const TensorData& t) const {
@@ -320,10 +373,30 @@ void Safetensors::advise(const TensorData& t, int advice) const {
   ::madvise(reinterpret_cast<void*>(begin), end - begin, advice);
 }
 
-const TensorData& Safetensors::at(const std::string& name) const {
+const TensorData& Safetensors::entry(const std::string& name) const {
   const auto it = tensors_.find(name);
   if (it == tensors_.end()) throw Error(fmt::format("{}: no tensor '{}'", origin_, name));
   return it->second;
+}
+
+const TensorData& Safetensors::at(const std::string& name) const {
+  const TensorData& t = entry(name);
+  if (!checksums_.empty() && !verified_.count(name)) {
+    advise(t, MADV_WILLNEED);  // the whole tensor asked of the disk at once
+    verify(name, t);
+  }
+  return t;
+}
+
+std::vector<std::string> Safetensors::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : tensors_) out.push_back(name);
+  std::ranges::sort(out, {}, [&](const std::string& name) { return position(name); });
+  return out;
+}
+
+uint64_t Safetensors::position(const std::string& name) const {
+  return static_cast<uint64_t>(entry(name).bytes.data() - data_);
 }
 
 std::vector<float> Safetensors::take_f32(const std::string& name) const {
@@ -331,6 +404,88 @@ std::vector<float> Safetensors::take_f32(const std::string& name) const {
   std::vector<float> v = t.to_f32();
   release(t);
   return v;
+}
+
+TensorReader::TensorReader(const Safetensors& file, const std::string& name, Check check)
+    : file_(file), name_(name), t_(file.entry(name)), check_(check) {
+  if (!file.checksums_.empty() && !file.verified_.count(name)) {
+    hash_ = XXH3_createState();
+    if (!hash_) throw std::bad_alloc();
+    XXH3_64bits_reset(static_cast<XXH3_state_t*>(hash_));
+  }
+  if (file.fd_ < 0) return;
+  // The whole tensor asked of the disk at once, and the one after it in the file (loads go in
+  // the file's order): read() finds it arriving, and the disk has work while this is hashed.
+  const TensorData* next = nullptr;
+  for (const auto& [other, t] : file.tensors_)
+    if (t.bytes.data() > t_.bytes.data() && (!next || t.bytes.data() < next->bytes.data()))
+      next = &t;
+  const uint8_t* end = next ? next->bytes.data() + next->bytes.size() : t_.bytes.data() + bytes();
+  ::posix_fadvise(file.fd_, offset(), end - t_.bytes.data(), POSIX_FADV_WILLNEED);
+}
+
+TensorReader::~TensorReader() {
+  XXH3_freeState(static_cast<XXH3_state_t*>(hash_));
+}
+
+DType TensorReader::dtype() const {
+  return t_.dtype;
+}
+const std::vector<int64_t>& TensorReader::shape() const {
+  return t_.shape;
+}
+uint64_t TensorReader::bytes() const {
+  return t_.bytes.size();
+}
+off_t TensorReader::offset() const {
+  return static_cast<off_t>(file_.position(name_));
+}
+
+void TensorReader::read(std::span<uint8_t> piece) {
+  if (piece.size() > t_.bytes.size() - done_)
+    throw Error(
+        fmt::format("internal: {}: read past the end of tensor '{}'", file_.origin_, name_));
+  for (size_t at = 0; at < piece.size();) {
+    const auto part = piece.subspan(at, std::min(kReadPiece, piece.size() - at));
+    if (file_.fd_ < 0) {
+      std::memcpy(part.data(), t_.bytes.data() + done_, part.size());
+    } else {
+      for (size_t got = 0; got < part.size();) {
+        const ssize_t r = ::pread(file_.fd_, part.data() + got, part.size() - got,
+                                  offset() + static_cast<off_t>(done_ + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+          throw Error(
+              fmt::format("{}: cannot read tensor '{}': {}", file_.origin_, name_,
+                          r < 0 ? std::strerror(errno) : "the file is shorter than it was"));
+        }
+        got += static_cast<size_t>(r);
+      }
+    }
+    if (hash_) XXH3_64bits_update(static_cast<XXH3_state_t*>(hash_), part.data(), part.size());
+    if (check_ == Check::ChecksumAndFinite) finite_ &= all_finite_f32_bytes(part);
+    done_ += part.size();
+    at += part.size();
+  }
+}
+
+bool TensorReader::finish() {
+  if (done_ != t_.bytes.size()) {
+    throw Error(fmt::format("internal: {}: {} of tensor '{}''s {} bytes read", file_.origin_, done_,
+                            name_, t_.bytes.size()));
+  }
+  if (hash_) {
+    if (hex64(XXH3_64bits_digest(static_cast<XXH3_state_t*>(hash_))) !=
+        file_.checksums_.at(name_)) {
+      throw Error(fmt::format("{}: tensor '{}' does not match its checksum: the file is damaged",
+                              file_.origin_, name_));
+    }
+    file_.verified_.insert(name_);
+  }
+  // Read once: its pages need not stay in the page cache, taking memory the run may want.
+  if (file_.fd_ >= 0)
+    ::posix_fadvise(file_.fd_, offset(), static_cast<off_t>(t_.bytes.size()), POSIX_FADV_DONTNEED);
+  return finite_;
 }
 
 uint64_t SafetensorsWriter::Entry::bytes() const {
@@ -352,15 +507,21 @@ void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> sh
 }
 
 void SafetensorsWriter::write(const std::string& path) const {
+  // Small tensors (biases, norms, FP8 scaling state) first, together, then the large ones: a
+  // reader that takes the large tensors front to back then reads each small one from a few
+  // pages it already has, not by a seek between two large ones.
+  std::vector<std::pair<std::string, const Entry*>> layout;
+  for (const auto& [name, e] : entries_) layout.emplace_back(name, &e);
+  std::ranges::stable_sort(layout, {}, [](const auto& ne) { return ne.second->bytes() >= kLarge; });
   // The header goes first but the checksums are known only after the data: it is written with
   // placeholders of the same width, then written again in place.
   const auto header_text = [&](const std::map<std::string, std::string>& sums) {
     nlohmann::json header = nlohmann::json::object();
     uint64_t offset = 0;
-    for (const auto& [name, e] : entries_) {
-      const uint64_t size = e.bytes();
-      header[name] = {{"dtype", dtype_name(e.dtype)},
-                      {"shape", e.shape},
+    for (const auto& [name, e] : layout) {
+      const uint64_t size = e->bytes();
+      header[name] = {{"dtype", dtype_name(e->dtype)},
+                      {"shape", e->shape},
                       {"data_offsets", {offset, offset + size}}};
       offset += size;
     }
@@ -386,11 +547,11 @@ void SafetensorsWriter::write(const std::string& path) const {
   const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
                                                                        &XXH3_freeState);
   if (!state) throw std::bad_alloc();
-  for (const auto& [name, e] : entries_) {
-    const uint64_t expected = e.bytes();
+  for (const auto& [name, e] : layout) {
+    const uint64_t expected = e->bytes();
     uint64_t written = 0;
     XXH3_64bits_reset(state.get());
-    e.source([&](std::span<const uint8_t> bytes) {
+    e->source([&](std::span<const uint8_t> bytes) {
       XXH3_64bits_update(state.get(), bytes.data(), bytes.size());
       file.write(bytes);
       written += bytes.size();

@@ -87,6 +87,23 @@ class BackendBuffer {
     }
     be_->upload(p_, bytes.data(), bytes.size());
   }
+  // Replaces the contents, in order, through fill(std::span<uint8_t>) over each piece: in place
+  // where the host addresses the memory, else a piece at a time through one staging buffer
+  // (uploaded as it is filled), so that reading a tensor in never holds all of it twice.
+  template <class Fill>
+  void fill_bytes(Fill&& fill) {
+    const size_t total = n_ * sizeof(T);
+    if (be_->host_memory()) {
+      if (total) fill(std::span<uint8_t>(reinterpret_cast<uint8_t*>(p_), total));
+      return;
+    }
+    std::vector<uint8_t> staging(std::min(total, kPiece));
+    for (size_t at = 0; at < total; at += staging.size()) {
+      const size_t n = std::min(staging.size(), total - at);
+      fill(std::span<uint8_t>(staging.data(), n));
+      be_->upload(reinterpret_cast<uint8_t*>(p_) + at, staging.data(), n);
+    }
+  }
   // The contents as bytes, in order, through sink(std::span<const uint8_t>): in place where the
   // host addresses the memory, else a piece at a time through one staging buffer, so that
   // writing a tensor out never copies all of it.
@@ -97,7 +114,6 @@ class BackendBuffer {
       if (total) sink(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(p_), total));
       return;
     }
-    constexpr size_t kPiece = size_t{16} << 20;  // a multiple of every element size
     std::vector<uint8_t> staging(std::min(total, kPiece));
     for (size_t at = 0; at < total; at += staging.size()) {
       const size_t n = std::min(staging.size(), total - at);
@@ -116,6 +132,8 @@ class BackendBuffer {
   std::span<const T> host() const { return const_cast<BackendBuffer*>(this)->host(); }
 
  private:
+  static constexpr size_t kPiece = size_t{16} << 20;  // a multiple of every element size
+
   Backend* be_;
   T* p_ = nullptr;
   size_t n_ = 0, cap_ = 0;

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "fp8lm/error.h"
 #include "io/safetensors.h"
@@ -11,7 +12,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const fp8lm::Safetensors st = fp8lm::Safetensors::parse(std::span(data, size), "fuzz");
-    for (const auto& [name, t] : st.tensors()) {
+    for (const std::string& name : st.names()) {
+      const fp8lm::TensorData& t = st.at(name);
       if (t.dtype != fp8lm::DType::I64 && t.dtype != fp8lm::DType::U8 && t.numel() < (1 << 20))
         (void)t.to_f32();
     }
