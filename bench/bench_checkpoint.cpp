@@ -45,7 +45,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Drops a file's pages from the page cache, so the next read comes from the disk.
+// Drops a file's pages from the page cache, so the next read comes from the disk; as root,
+// the whole clean page cache as well, so that neither side of a comparison finds any of its
+// bytes (or the disk's metadata) in memory.
 void drop_cached(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
