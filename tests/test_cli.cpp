@@ -849,5 +849,29 @@ TEST(Cli, DoctorReportsCpuCudaAndPrecision) {
   EXPECT_NE(r.out.find("precision auto -> "), std::string::npos);
 }
 
+// Issue 13 (1): doctor says whether this build has MPI. A build without it refuses a launch as
+// one of several ranks (mpirun's environment, set here by hand) with one line naming the
+// launcher, and makes no run directory; with MPI, ctest's DataParallel.* runs the real thing.
+TEST(Cli, MpiIsReportedAndAMultiRankLaunchWithoutItIsRefused) {
+  const CliResult d = fp8lm("doctor");
+  ASSERT_EQ(d.status, 0) << d.err;
+  if (d.out.find("mpi: built (") != std::string::npos) {
+    EXPECT_NE(d.out.find("MPI"), std::string::npos) << d.out;  // the library's name
+    GTEST_SKIP() << "built with MPI: the refusal is for builds without it";
+  }
+  EXPECT_NE(d.out.find("mpi: not built"), std::string::npos) << d.out;
+  const std::string dir = testing::TempDir() + "fp8lm_cli_mpi_refused";
+  std::filesystem::remove_all(dir);
+  const CliResult r =
+      fp8lm("train --steps 2 --out " + dir, "",
+            "export OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_LOCAL_RANK=0;");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err,
+            "error: launched as rank 0 of 2 by Open MPI's mpirun, but this fp8lm was built "
+            "without MPI: install libopenmpi-dev (scripts/deps) and build again, or run one "
+            "process\n");
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
 }  // namespace
 }  // namespace fp8lm

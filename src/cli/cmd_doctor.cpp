@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "core/cpu_features.h"
 #include "core/precision.h"
+#include "dist/communicator.h"
 #include "kernels/device.h"
 
 namespace fp8lm::cli {
@@ -39,6 +40,15 @@ void run_doctor() {
                  d.cc_major, d.cc_minor, static_cast<double>(d.memory_bytes) / (1 << 30));
     }
   }
+
+  // Data parallelism: whether this build has MPI, and how this process was launched.
+  const Launch launch = detect_launch();
+  fmt::print("mpi: {}{}\n",
+             mpi_built() ? fmt::format("built ({})", mpi_library_version())
+                         : "not built (one process only; install libopenmpi-dev and build again)",
+             launch.launcher.empty() ? ""
+                                     : fmt::format(" · launched as rank {} of {} by {}",
+                                                   launch.rank, launch.size, launch.launcher));
 
   const PrecisionChoice c = resolve_cpu_precision(Precision::Auto, cpu);
   fmt::print("precision auto -> {} on cpu ({})\n", c.label(), c.reason);

@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/parse.h"
+#include "dist/communicator.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
@@ -255,7 +256,7 @@ bool has_checkpoints(const std::string& dir) {
 }
 
 // The run in DIR from its latest checkpoint; from step 0 when it was stopped before its first.
-std::unique_ptr<Trainer> resume_run(const std::string& dir, const DeviceSpec& device) {
+std::unique_ptr<Trainer> resume_run(const std::string& dir, const DeviceSpec& device, bool lead) {
   std::unique_ptr<Trainer> trainer;
   if (!has_checkpoints(dir)) {
     std::ifstream in(dir + "/config.json");
@@ -264,12 +265,13 @@ std::unique_ptr<Trainer> resume_run(const std::string& dir, const DeviceSpec& de
     c.device = device;
     c.validate();
     trainer = std::make_unique<Trainer>(c);
-    fmt::print("{} has no checkpoint yet: starting the run again from step 0\n", dir);
+    if (lead) fmt::print("{} has no checkpoint yet: starting the run again from step 0\n", dir);
     return trainer;
   }
   ResumedRun resumed = resume_newest_checkpoint(dir);
   trainer = std::move(resumed.trainer);
   trainer->use_device(device);  // a run resumes on any device
+  if (!lead) return trainer;
   if (!resumed.fallback.empty()) {
     fmt::print("{}\nusing {} instead, the newest checkpoint that loads\n", resumed.fallback,
                resumed.checkpoint);
@@ -295,6 +297,29 @@ void check_run_flags(const TrainFlags& f, CLI::App* app) {
   if (f.stop_after < 0) throw Error(fmt::format("--stop-after {} is negative", f.stop_after));
 }
 
+// What a rank other than 0 records: nothing (rank 0 writes the run directory).
+class Follower final : public RunRecorder {
+ public:
+  void step(Trainer&, const StepRecord&) override {}
+  void checkpoint(Trainer&) override {}
+  void stopped(Trainer&) override {}
+  void finished(Trainer&, const TrainResult&) override {}
+};
+
+// A rank other than 0: the same steps, stops and evaluation as rank 0, silently.
+int follow(Trainer& trainer, const std::string& dir, const TrainFlags& f) {
+  if (dir.empty()) {
+    while (!trainer.done()) trainer.train_step();
+    trainer.finish();
+    return 0;
+  }
+  Follower follower;
+  if (run_training(trainer, {f.checkpoint_every, f.stop_after}, follower, {}, &g_stop, nullptr) ==
+      RunEnd::Stopped)
+    return g_signal ? 128 + g_signal.load() : 0;
+  return 0;
+}
+
 int run_train(const TrainFlags& f, CLI::App* app) {
   check_run_flags(f, app);
   const std::string dir = f.resume.empty() ? f.out : f.resume;
@@ -306,6 +331,9 @@ int run_train(const TrainFlags& f, CLI::App* app) {
   }
   std::unique_ptr<Trainer> trainer;
   std::unique_ptr<RunLock> lock;  // held until the process is done with the directory
+  // Under mpirun, rank 0 leads: it alone prints and writes the run directory (every rank
+  // trains and holds the same model).
+  const bool lead = detect_launch().rank == 0;
   if (!f.resume.empty()) {
     for (const auto& [flag, value] : f.values) {
       if (app->get_option("--" + flag)->count() > 0) {
@@ -317,8 +345,8 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     if (parse_only()) return 0;
     if (!std::filesystem::exists(f.resume + "/config.json"))
       throw Error(fmt::format("--resume {}: not an fp8lm run (no config.json)", f.resume));
-    lock = std::make_unique<RunLock>(f.resume);
-    trainer = resume_run(f.resume, parse_device(f.device));
+    if (lead) lock = std::make_unique<RunLock>(f.resume);
+    trainer = resume_run(f.resume, parse_device(f.device), lead);
   } else {
     TrainConfig c;
     bool fp8_weights = false;
@@ -336,17 +364,18 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     c.device = parse_device(f.device);
     c.validate();
     if (parse_only()) return 0;
-    if (!f.out.empty()) check_new_run_dir(f.out);
+    if (!f.out.empty() && lead) check_new_run_dir(f.out);
     // Before the run directory is made: a config the trainer refuses (data that is not a file,
     // a model too large for the memory) leaves nothing behind.
     trainer = std::make_unique<Trainer>(c);
-    if (!f.out.empty()) {
+    if (!f.out.empty() && lead) {
       std::filesystem::create_directories(f.out);
       lock = std::make_unique<RunLock>(f.out);
     }
   }
   trainer->set_fusion(!f.no_fusion);  // how kernels run, not what the run is: not saved
   const TrainConfig& c = trainer->config();
+  if (!lead) return follow(*trainer, dir, f);
   const PrecisionChoice& choice = trainer->precision();
   fmt::print("precision {} -> {} on {} ({})\n", precision_name(c.precision), choice.label(),
              trainer->device().name, choice.reason);
@@ -356,6 +385,12 @@ int run_train(const TrainFlags& f, CLI::App* app) {
       "model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
       c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model, c.model.n_layers,
       c.model.n_heads, c.model.ffn);
+  if (trainer->ranks().size() > 1) {
+    fmt::print("data parallel: {} ranks ({}) · global batch {}, {} to {} sequences per rank\n",
+               trainer->ranks().size(), trainer->ranks().describe(), c.batch_size,
+               c.batch_size / trainer->ranks().size(),
+               (c.batch_size + trainer->ranks().size() - 1) / trainer->ranks().size());
+  }
   std::fflush(stdout);  // the header before the progress bar (stderr)
 
   if (dir.empty()) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "dist/communicator.h"
 #include "fp8lm/error.h"
 
 namespace fp8lm::cli {
@@ -38,7 +39,16 @@ bool parse_only() {
   return g_parse_only;
 }
 
-int run(int argc, char** argv) {
+namespace {
+
+// An error's line: on a rank other than 0 of an mpirun launch, it names the rank.
+void print_error(const std::string& what) {
+  const Launch launch = detect_launch();
+  fmt::print(stderr, "error: {}{}\n",
+             launch.rank > 0 ? fmt::format("rank {}: ", launch.rank) : std::string(), what);
+}
+
+int run_command(int argc, char** argv) {
   // A file-size limit (ulimit -f) becomes a write error the run reports, not a silent kill.
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"fp8lm: FP8 mixed-precision training and inference for GPT-style models", "fp8lm"};
@@ -83,13 +93,23 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "error: {} (see fp8lm --help)\n", e.what());
     return 2;
   } catch (const fp8lm::Error& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 1;
+    print_error(e.what());
+    return -1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "error: internal: {}\n", e.what());
-    return 1;
+    print_error(fmt::format("internal: {}", e.what()));
+    return -1;
   }
   return 0;
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  const int code = run_command(argc, argv);
+  if (code >= 0) return code;
+  // A rank that fails ends them all: the others would wait for it in their next collective.
+  abort_world_on_error(1);
+  return 1;
 }
 
 }  // namespace fp8lm::cli

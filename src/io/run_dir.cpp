@@ -182,7 +182,8 @@ void write_summary(const std::string& dir, const Trainer& trainer, const TrainRe
       {"final_loss", r.final_loss},
       {"skipped_steps", r.skipped_steps},
       {"fp8_fallbacks", fp8_fallbacks_json(r.fp8_fallbacks)},
-      {"parameters", c.model.parameter_count()}};
+      {"parameters", c.model.parameter_count()},
+      {"world_size", trainer.ranks().size()}};
   if (r.stride_task) {
     j["stride_accuracy"] = r.stride_accuracy;
   } else {
@@ -227,7 +228,8 @@ RunDirectory::RunDirectory(std::string dir, Trainer& trainer, RunSettings settin
   fs::create_directories(dir_);
   Json config = Json::parse(train_config_to_json(trainer.config()));
   config["run"] = {{"checkpoint_every", settings.checkpoint_every},
-                   {"keep_checkpoints", settings.keep_checkpoints}};
+                   {"keep_checkpoints", settings.keep_checkpoints},
+                   {"world_size", trainer.ranks().size()}};
   write_text_atomic(dir_ + "/config.json", config.dump(2) + "\n");
   const std::string metrics_path = dir_ + "/metrics.jsonl";
   truncate_metrics(metrics_path, trainer.steps_done());

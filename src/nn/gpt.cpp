@@ -204,7 +204,8 @@ void GPT::head_forward(int64_t rows) {
   be_.gemm(Trans::N, Trans::T, rows, V, d, 1.0f, x, w, 0.0f, logits_.data());
 }
 
-float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
+float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+                   int64_t loss_rows) {
   if (T > cfg_.seq_len) {
     throw Error(fmt::format("sequence length {} exceeds the position table ({})", T, cfg_.seq_len));
   }
@@ -229,7 +230,7 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   targets_.resize(static_cast<size_t>(rows));
   be_.upload(targets_.data(), targets, targets_.size() * sizeof(int32_t));
   const int64_t V = cfg_.vocab;
-  const float grad_scale = 1.0f / static_cast<float>(rows);
+  const float grad_scale = 1.0f / static_cast<float>(loss_rows > 0 ? loss_rows : rows);
   if (!fusion_enabled()) {
     probs_.resize(static_cast<size_t>(rows * V));
     return be_.softmax_cross_entropy_unfused(logits_.data(), probs_.data(), logits_.data(),

@@ -48,8 +48,12 @@ class GPT {
   GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend = cpu_backend());
 
   // tokens [B, T]; targets [B, T] (nullptr: inference, no loss). Returns the mean loss (0
-  // without targets) and, with targets, leaves the logits' gradient ready for backward.
-  float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
+  // without targets) and, with targets, leaves the logits' gradient ready for backward: that of
+  // the mean over loss_rows rows (0: these B·T). A data-parallel rank passes the global batch's
+  // rows, so its gradients are its part of the global mean's, as a single process's are (and
+  // so are the amaxes of every gradient it casts to FP8).
+  float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+                int64_t loss_rows = 0);
   // Gradients += for the last forward; updates backward FP8 scales if it ran in FP8.
   void backward();
   // Logits [B*T, V] of the last forward, in the backend's memory (without targets; with targets

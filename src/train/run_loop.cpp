@@ -26,8 +26,10 @@ RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& 
         fp8 && (step % std::max<int64_t>(1, schedule.fp8_snapshot_every) == 0 || step == 1);
     recorder.step(trainer, record);
     if (progress) progress(record.stats);
-    const bool stopping =
-        (stop && stop->load()) || (schedule.stop_after > 0 && step >= schedule.stop_after);
+    // A signal reaches the ranks at different moments: they agree on it, so all stop after the
+    // same step.
+    const bool stopping = trainer.any_rank(stop && stop->load()) ||
+                          (schedule.stop_after > 0 && step >= schedule.stop_after);
     if (stopping && !trainer.done()) {
       recorder.checkpoint(trainer);
       recorder.stopped(trainer);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "core/finite.h"
 #include "fp8lm/error.h"
@@ -135,8 +136,18 @@ float final_loss(const std::vector<float>& losses) {
 InferenceScope::InferenceScope(Precision p, const Fp8Recipe& recipe)
     : gemm(gemm_precision_for(p)), autocast(p == Precision::Fp8, recipe) {}
 
-Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
+Trainer::Trainer(const TrainConfig& cfg, Communicator& ranks) : cfg_(cfg), comm_(ranks) {
   cfg_.validate();
+  if (comm_.size() > 1) {
+    if (cfg_.batch_size < comm_.size()) {
+      throw Error(
+          fmt::format("--batch-size {} is less than the {} ranks: each rank needs a "
+                      "sequence of every batch",
+                      cfg_.batch_size, comm_.size()));
+    }
+    if (cfg_.fp8_weights)
+      throw Error("--fp8-weights does not run on several ranks yet (its gradients are BF16)");
+  }
   check_training_fits(cfg_);
   if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
   precision_ = resolve_cpu_precision(cfg_.precision, cpu_features());
@@ -208,7 +219,10 @@ Trainer::~Trainer() = default;
 StepStats Trainer::train_step() {
   const auto start = std::chrono::steady_clock::now();
   const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
-  const Batch batch = stride_ ? stride_->next(B, T) : text_->next_train(B, T);
+  // Every rank draws the whole global batch (the same stream a single process reads) and
+  // keeps its rows, so any number of ranks trains on the same sequences in the same order.
+  double share = 1.0;
+  const Batch batch = shard(stride_ ? stride_->next(B, T) : text_->next_train(B, T), share);
   const float lr =
       learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
   const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
@@ -218,10 +232,18 @@ StepStats Trainer::train_step() {
   opt_->zero_grad();
   float loss;
   {
-    const Autocast autocast(fp8, cfg_.recipe);
-    loss = model_->forward(batch.tokens.data(), batch.targets.data(), B, T);
+    const Autocast autocast(fp8, cfg_.recipe, amax_reducer());
+    loss = model_->forward(batch.tokens.data(), batch.targets.data(), batch.B, T, B * T);
   }
   model_->backward();
+  if (comm_.size() > 1) {
+    // The global batch's mean loss: each rank's mean weighted by its share of the rows. The
+    // gradients are each rank's part of the global mean's already: summed.
+    double global_loss[] = {share * static_cast<double>(loss)};
+    comm_.all_reduce_sum(global_loss);
+    loss = static_cast<float>(global_loss[0]);
+    all_reduce_gradients();
+  }
   // The norm the clipping needs anyway is the check: NaN or Inf anywhere in the gradients makes
   // it non-finite, so no other pass looks at them.
   const float norm =
@@ -277,31 +299,41 @@ void Trainer::fall_back(Linear& l, Slot slot, std::string reason, std::vector<Fp
 
 void Trainer::diagnose_non_finite(const Batch& batch, std::vector<Fp8Fallback>& fell) {
   // Forward again on the same batch from the same FP8 state, watching every FP8 GEMM's output:
-  // the first one that is not finite falls back to BF16, and again until none is (a GEMM after a bad one sees a bad
-  // input, so only the first is to blame). A rare path: it costs a forward per GEMM found.
+  // the first one that is not finite falls back to BF16, and again until none is (a GEMM after a
+  // bad one sees a bad input, so only the first is to blame). A rare path: it costs a forward per
+  // GEMM found.
   const std::vector<Linear*> linears = model_->linears();
-  const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
   for (size_t round = 0; round < linears.size(); ++round) {
     model_->scaling().roll_back();  // the scales the failed step began with
     for (Linear* l : linears) l->watch_output(true);
     {
       const Autocast autocast(true, cfg_.recipe);
-      model_->forward(batch.tokens.data(), batch.targets.data(), B, T);
+      model_->forward(batch.tokens.data(), batch.targets.data(), batch.B, batch.T);
     }
-    Linear* first = nullptr;
-    for (Linear* l : linears) {
-      l->watch_output(false);
-      const int64_t order = l->non_finite_output_order();
-      if (order >= 0 && (!first || order < first->non_finite_output_order())) first = l;
+    // Which GEMMs' outputs were not finite on any rank (each saw its own rows): every rank
+    // then blames the same one, the first in the forward's order (linears() is that order).
+    std::vector<float> broken(linears.size());
+    for (size_t g = 0; g < linears.size(); ++g) {
+      linears[g]->watch_output(false);
+      broken[g] = linears[g]->non_finite_output_order() >= 0 ? 1.0f : 0.0f;
     }
-    if (!first) return;
+    comm_.all_reduce_max(broken);
+    const auto it = std::find(broken.begin(), broken.end(), 1.0f);
+    if (it == broken.end()) return;
+    Linear* first = linears[static_cast<size_t>(it - broken.begin())];
     fall_back(*first, Slot::Output, "non-finite FP8 output", fell);
   }
 }
 
 void Trainer::watch_saturation(std::vector<Fp8Fallback>& fell) {
-  const std::vector<ScalingStore::Saturation> sat = model_->scaling().saturation();
+  std::vector<ScalingStore::Saturation> sat = model_->scaling().saturation();
   const std::vector<Linear*> linears = model_->linears();
+  if (comm_.size() > 1) {  // the worst rank's fraction, so that every rank decides alike
+    std::vector<float> fractions;
+    for (const auto& s : sat) fractions.push_back(static_cast<float>(s.fraction));
+    comm_.all_reduce_max(fractions);
+    for (size_t g = 0; g < sat.size(); ++g) sat[g].fraction = fractions[g];
+  }
   saturated_steps_.resize(linears.size(), 0);
   for (size_t g = 0; g < linears.size(); ++g) {
     if (linears[g]->fell_back_to_bf16()) continue;
@@ -401,6 +433,57 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress,
   TrainResult result = trainer.finish();
   if (model_out) *model_out = trainer.release_model();
   return result;
+}
+
+}  // namespace fp8lm
+
+namespace fp8lm {
+
+bool Trainer::any_rank(bool asks) const {
+  if (comm_.size() == 1) return asks;
+  float v[] = {asks ? 1.0f : 0.0f};
+  comm_.all_reduce_max(v);
+  return v[0] > 0;
+}
+
+Batch Trainer::shard(const Batch& global, double& weight) const {
+  const int64_t n = comm_.size(), r = comm_.rank();
+  weight = 1.0;
+  if (n == 1) return global;
+  // Rows [B·r/n, B·(r+1)/n): shares differ by at most one row when n does not divide B.
+  const int64_t lo = global.B * r / n, hi = global.B * (r + 1) / n, T = global.T;
+  weight = static_cast<double>(hi - lo) / static_cast<double>(global.B);
+  Batch b{hi - lo, T, {}, {}};
+  b.tokens.assign(global.tokens.begin() + lo * T, global.tokens.begin() + hi * T);
+  b.targets.assign(global.targets.begin() + lo * T, global.targets.begin() + hi * T);
+  return b;
+}
+
+void Trainer::all_reduce_gradients() {
+  const ParameterList ps = model_->parameters();
+  size_t total = 0;
+  for (const Parameter* p : ps) total += p->grad.size();
+  reduce_buffer_.resize(total);
+  size_t at = 0;
+  for (const Parameter* p : ps) {
+    p->grad.read_bytes([&](std::span<const uint8_t> bytes) {
+      std::memcpy(reduce_buffer_.data() + at, bytes.data(), bytes.size());
+      at += bytes.size() / sizeof(float);
+    });
+  }
+  comm_.all_reduce_sum(reduce_buffer_);
+  at = 0;
+  for (Parameter* p : ps) {
+    p->grad.fill_bytes([&](std::span<uint8_t> bytes) {
+      std::memcpy(bytes.data(), reduce_buffer_.data() + at, bytes.size());
+      at += bytes.size() / sizeof(float);
+    });
+  }
+}
+
+AmaxReducer Trainer::amax_reducer() {
+  if (comm_.size() == 1) return {};
+  return [this](std::span<float> amaxes) { comm_.all_reduce_max(amaxes); };
 }
 
 }  // namespace fp8lm

@@ -7,6 +7,7 @@
 #include "fp8lm/train_config.h"
 
 #include "core/precision.h"
+#include "dist/communicator.h"
 #include "fp8lm/error.h"
 #include "kernels/device.h"
 #include "nn/gpt.h"
@@ -45,7 +46,8 @@ class SkipLimitReached : public Error {
 // step count, losses) is reachable for checkpoints and restorable.
 class Trainer {
  public:
-  explicit Trainer(const TrainConfig& cfg);
+  // ranks: the processes the run spans (world(): all that mpirun launched, or this one).
+  explicit Trainer(const TrainConfig& cfg, Communicator& ranks = world());
   ~Trainer();
 
   // One step; a step whose loss or gradient norm is not finite is skipped (weights, moments
@@ -81,9 +83,16 @@ class Trainer {
   double validation_loss(int64_t batches = 2);
   // After weights change outside an optimizer step (a restore): re-quantize FP8 weights.
   void refresh_fp8_weights();
+  // The data-parallel ranks this run spans (dist::world(): one without mpirun). Each takes its
+  // share of every global batch; gradients, the loss and the FP8 amaxes are reduced across
+  // them, so every rank holds the same model after every step.
+  Communicator& ranks() const { return comm_; }
+  // Whether any rank asks (a stop request seen by one rank stops all, at the same step).
+  bool any_rank(bool asks) const;
 
  private:
   TrainConfig cfg_;
+  Communicator& comm_;
   PrecisionChoice precision_;
   std::unique_ptr<StrideTask> stride_;
   std::unique_ptr<TextData> text_;
@@ -102,6 +111,12 @@ class Trainer {
   void fall_back(Linear& l, Slot slot, std::string reason, std::vector<Fp8Fallback>& fell);
   void diagnose_non_finite(const Batch& batch, std::vector<Fp8Fallback>& fell);
   void watch_saturation(std::vector<Fp8Fallback>& fell);
+  // This rank's rows of a global batch, and their share of it.
+  Batch shard(const Batch& global, double& weight) const;
+  // Gradients summed over the ranks (one buffer, one call).
+  void all_reduce_gradients();
+  AmaxReducer amax_reducer();
+  std::vector<float> reduce_buffer_;
 };
 
 // The automatic fallback's saturation rule: a GEMM falls back to BF16 when more than this

@@ -1,0 +1,54 @@
+#pragma once
+// The processes of a data-parallel run and the collectives between them, over an existing
+// engine (MPI for processes and host buffers; NCCL for GPU buffers comes later). One process,
+// as without mpirun, is a world of one whose collectives do nothing.
+//
+// A launch by mpirun is recognized from the launcher's environment (Open MPI's
+// OMPI_COMM_WORLD_SIZE, MPICH/Hydra's PMI_SIZE), so a single process never starts MPI at all,
+// and a build without MPI refuses a multi-rank launch rather than running N copies of the
+// same single-process run side by side.
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace fp8lm {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Every rank's buffers combined element-wise, the result on every rank (in place).
+  virtual void all_reduce_sum(std::span<float> values) = 0;
+  virtual void all_reduce_sum(std::span<double> values) = 0;
+  virtual void all_reduce_max(std::span<float> values) = 0;
+  // Ends every rank now with this exit code: what a rank that fails does, so that none waits
+  // forever in a collective the failed one will never join.
+  virtual void abort(int code) = 0;
+  // "mpi (Open MPI v4.1.4)", "single process".
+  virtual std::string describe() const = 0;
+};
+
+// How this process was launched: by mpirun as one of `size` ranks, or alone (size 1).
+struct Launch {
+  int rank = 0, size = 1;
+  std::string launcher;  // "Open MPI", "MPICH (Hydra)"; empty when alone
+};
+Launch detect_launch();
+
+// Whether this build has MPI, and which (for doctor).
+bool mpi_built();
+std::string mpi_library_version();
+
+// This process's world: MPI_COMM_WORLD when launched by mpirun (MPI is initialized on the
+// first call and finalized at exit), else a world of one. Error when launched as one of
+// several ranks by a build without MPI.
+Communicator& world();
+// A world of one, whatever the launch: for a run that is to stay within its process (a test's
+// single-process reference beside a data-parallel run).
+Communicator& single_process();
+// For a process ending on an error: when world() spans several ranks, aborts them all with
+// this code (does not return); otherwise does nothing.
+void abort_world_on_error(int code);
+
+}  // namespace fp8lm
