@@ -63,10 +63,40 @@ double run_seconds(const std::string& command) {
   return seconds_since(t0);
 }
 
+const char* const kFiles[] = {"model.safetensors", "train_state.safetensors"};
+
 // One operation's rounds, each timed beside dd on the same bytes.
 struct Phase {
   std::vector<double> seconds, dd_seconds;
   double rss_before = 0, rss_added = 0;
+  // One round: the operation (its time and what it added to peak RSS, VmHWM reset just before
+  // it; prepare() runs untimed before it) and dd_file(f) on each of the checkpoint's files
+  // (returns dd's seconds), back to back: the operation first in even rounds, dd first in odd.
+  template <class Prepare, class Op, class DdFile>
+  void round(int r, Prepare prepare, Op op, DdFile dd_file) {
+    const auto time_op = [&] {
+      prepare();
+      const double rss = status_bytes("VmRSS");
+      reset_peak();
+      const auto t0 = std::chrono::steady_clock::now();
+      op();
+      seconds.push_back(seconds_since(t0));
+      rss_before = rss;
+      rss_added = std::max(rss_added, status_bytes("VmHWM") - rss);
+    };
+    const auto time_dd = [&] {
+      double s = 0;
+      for (const char* f : kFiles) s += dd_file(f);
+      dd_seconds.push_back(s);
+    };
+    if (r % 2 == 0) {
+      time_op();
+      time_dd();
+    } else {
+      time_dd();
+      time_op();
+    }
+  }
   std::vector<double> shares() const {  // the operation's speed as a share of dd's
     std::vector<double> out;
     for (size_t i = 0; i < seconds.size(); ++i) out.push_back(dd_seconds[i] / seconds[i]);
@@ -123,70 +153,40 @@ int main(int argc, char** argv) {
     auto trainer = std::make_unique<fp8lm::Trainer>(c);
     for (int64_t i = 0; i < c.steps; ++i) trainer->train_step();
     const double state = static_cast<double>(c.model.parameter_count()) * 4 * 3;  // w, m, v
-    const char* const files[] = {"model.safetensors", "train_state.safetensors"};
     const auto dd_copy = [&](const char* f) { return fmt::format("{}/dd-{}", dir, f); };
     // This VM's disk swings by 5x from one minute to the next, so each round times the
     // operation and dd back to back (in alternating order) and the ratio is taken per round.
     Phase save, load;
     for (int r = 0; r < rounds; ++r) {
-      const auto time_save = [&] {
-        const double rss = status_bytes("VmRSS");
-        reset_peak();
-        const auto t0 = std::chrono::steady_clock::now();
-        fp8lm::save_trainer(*trainer, ckpt);
-        save.seconds.push_back(seconds_since(t0));
-        save.rss_before = rss;
-        save.rss_added = std::max(save.rss_added, status_bytes("VmHWM") - rss);
-      };
       // dd copies the checkpoint's own files (zeros would flatter a disk that stores them
-      // sparsely), from the page cache (read in first, untimed) to the disk, flushed.
-      const auto time_dd = [&] {
-        double s = 0;
-        for (const char* f : files) {
-          run_seconds(fmt::format("cat {}/{} > /dev/null", ckpt, f));
-          s += run_seconds(
-              fmt::format("dd if={}/{} of={} bs=1M conv=fsync status=none", ckpt, f, dd_copy(f)));
-        }
-        save.dd_seconds.push_back(s);
-      };
-      if (r % 2 == 1) {
-        time_dd();
-        time_save();
-      } else {
-        time_save();  // the first save makes the files dd copies
-        time_dd();
-      }
+      // sparsely), from the page cache (read in first, untimed) to the disk, flushed. The
+      // first round saves first, making the files dd copies.
+      save.round(
+          r, [] {}, [&] { fp8lm::save_trainer(*trainer, ckpt); },
+          [&](const char* f) {
+            run_seconds(fmt::format("cat {}/{} > /dev/null", ckpt, f));
+            return run_seconds(
+                fmt::format("dd if={}/{} of={} bs=1M conv=fsync status=none", ckpt, f, dd_copy(f)));
+          });
     }
     const double bytes = dir_bytes(ckpt);
     trainer.reset();
 
     fp8lm::Trainer loaded(fp8lm::checkpoint_config(ckpt));
     for (int r = 0; r < rounds; ++r) {
-      const auto time_load = [&] {
-        for (const char* f : files) drop_cached(fmt::format("{}/{}", ckpt, f));
-        const double rss = status_bytes("VmRSS");
-        reset_peak();
-        const auto t0 = std::chrono::steady_clock::now();
-        loaded.restore_progress(fp8lm::load_checkpoint(ckpt, loaded.model(), loaded.optimizer()));
-        load.seconds.push_back(seconds_since(t0));
-        load.rss_before = rss;
-        load.rss_added = std::max(load.rss_added, status_bytes("VmHWM") - rss);
-      };
-      const auto time_dd = [&] {
-        double s = 0;
-        for (const char* f : files) {
-          drop_cached(dd_copy(f));
-          s += run_seconds(fmt::format("dd if={} of=/dev/null bs=1M status=none", dd_copy(f)));
-        }
-        load.dd_seconds.push_back(s);
-      };
-      if (r % 2 == 1) {
-        time_load();
-        time_dd();
-      } else {
-        time_dd();
-        time_load();
-      }
+      load.round(
+          r,
+          [&] {  // a cold read
+            for (const char* f : kFiles) drop_cached(fmt::format("{}/{}", ckpt, f));
+          },
+          [&] {
+            loaded.restore_progress(
+                fp8lm::load_checkpoint(ckpt, loaded.model(), loaded.optimizer()));
+          },
+          [&](const char* f) {
+            drop_cached(dd_copy(f));
+            return run_seconds(fmt::format("dd if={} of=/dev/null bs=1M status=none", dd_copy(f)));
+          });
     }
     fs::remove_all(dir);
 

@@ -55,6 +55,11 @@ CliResult fp8lm(const std::string& args, const std::string& stdin_text = "",
   return r;
 }
 
+// The model most CLI runs train: small enough for a step in milliseconds.
+const std::string kTinyModel =
+    "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
+    "--threads 2 --device cpu";
+
 std::vector<std::string> lines(const std::string& s) {
   std::vector<std::string> v;
   std::istringstream in(s);
@@ -212,9 +217,7 @@ TEST(Cli, TrainingThatTurnsNonFiniteStopsAndWritesNoModel) {
   EXPECT_EQ(skipped, 10);
 }
 
-const char* const kTinyRun =
-    "--steps 3 --vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 "
-    "--batch-size 4 --threads 2 --device cpu";
+const std::string kTinyRun = "--steps 3 " + kTinyModel;
 
 // Every file under dir (path relative to it) and its bytes.
 std::map<std::string, std::string> files_of(const std::string& dir) {
@@ -430,10 +433,8 @@ TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
 // fallback; with it (the default) the run finishes, and the switch, slot and reason are in
 // metrics.jsonl, the progress output, the summary, the report and inspect.
 TEST(Cli, TheBf16FallbackIsShownEverywhere) {
-  const std::string args =
-      "train --vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 "
-      "--batch-size 4 --threads 2 --device cpu --precision fp8 --margin 100 --steps 6 "
-      "--max-skipped-steps 3 --out ";
+  const std::string args = "train " + kTinyModel +
+                           " --precision fp8 --margin 100 --steps 6 --max-skipped-steps 3 --out ";
   const std::string off = testing::TempDir() + "fp8lm_cli_fallback_off";
   const std::string dir = testing::TempDir() + "fp8lm_cli_fallback";
   std::filesystem::remove_all(off);
@@ -524,11 +525,9 @@ TEST(Cli, AFilesystemThatFillsMidRunStopsItLoudly) {
     ~Unmount() { (void)std::system(("umount " + at + " 2>/dev/null").c_str()); }
   } unmount{mnt};
   const std::string dir = mnt + "/run";
-  const CliResult r = fp8lm(
-      "train --precision fp32 --steps 400 --checkpoint-every 20 --keep-checkpoints 2 "
-      "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
-      "--threads 2 --device cpu --out " +
-      dir);
+  const CliResult r =
+      fp8lm("train --precision fp32 --steps 400 --checkpoint-every 20 --keep-checkpoints 2 " +
+            kTinyModel + " --out " + dir);
   EXPECT_EQ(r.status, 1) << r.out;
   ASSERT_FALSE(lines(r.err).empty());
   const std::string last = lines(r.err).back();  // after the progress lines, one error line

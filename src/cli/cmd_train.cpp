@@ -333,7 +333,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
   std::unique_ptr<RunLock> lock;  // held until the process is done with the directory
   // Under mpirun, rank 0 leads: it alone prints and writes the run directory (every rank
   // trains and holds the same model).
-  const bool lead = detect_launch().rank == 0;
+  const bool lead = world().rank() == 0;
   if (!f.resume.empty()) {
     for (const auto& [flag, value] : f.values) {
       if (app->get_option("--" + flag)->count() > 0) {

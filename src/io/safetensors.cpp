@@ -216,7 +216,7 @@ std::vector<float> TensorData::to_f32() const {
 Safetensors Safetensors::parse(std::span<const uint8_t> file, const std::string& origin) {
   auto copy = std::make_shared<std::vector<uint8_t>>(file.begin(), file.end());
   const std::span<const uint8_t> view(*copy);
-  return parse_views(view, origin, std::move(copy), /*mapped=*/false);
+  return parse_views(view, origin, std::move(copy), /*fd=*/-1);
 }
 
 Safetensors Safetensors::read(const std::string& path, Verify verify) {
@@ -235,8 +235,7 @@ Safetensors Safetensors::read(const std::string& path, Verify verify) {
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   }
   const std::span<const uint8_t> view(static_cast<const uint8_t*>(map->addr), map->size);
-  Safetensors st = parse_views(view, path, std::move(map), /*mapped=*/true);
-  st.fd_ = fd;
+  Safetensors st = parse_views(view, path, std::move(map), fd);
   if (verify == Verify::AtOpen) {
     for (auto it = st.tensors_.begin(); it != st.tensors_.end(); ++it) {
       // The disk reads the next tensor while this one is hashed.
@@ -269,7 +268,7 @@ std::map<std::string, std::string> Safetensors::read_metadata(const std::string&
 }
 
 Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::string& origin,
-                                     std::shared_ptr<const void> storage, bool mapped) {
+                                     std::shared_ptr<const void> storage, int fd) {
   const auto fail = [&](const std::string& what) {
     return Error(fmt::format("{}: {}", origin, what));
   };
@@ -282,7 +281,7 @@ Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::s
   st.origin_ = origin;
   st.data_ = file.data();
   st.storage_ = std::move(storage);
-  st.mapped_ = mapped;
+  st.fd_ = fd;
   st.metadata_ = metadata_of(header, origin);
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
@@ -331,7 +330,7 @@ Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::s
   }
   st.read_checksums();
   // A file held in memory is small (a fuzzer's input, a test's bytes): checked whole at once.
-  if (!mapped)
+  if (fd < 0)
     for (const auto& [name, t] : st.tensors_) st.verify(name, t);
   return st;
 }
@@ -352,7 +351,11 @@ void Safetensors::read_checksums() {
 
 void Safetensors::verify(const std::string& name, const TensorData& t) const {
   if (checksums_.empty() || verified_.count(name)) return;
-  if (hex64(XXH3_64bits(t.bytes.data(), t.bytes.size())) != checksums_.at(name)) {
+  check_digest(name, XXH3_64bits(t.bytes.data(), t.bytes.size()));
+}
+
+void Safetensors::check_digest(const std::string& name, uint64_t digest) const {
+  if (hex64(digest) != checksums_.at(name)) {
     throw Error(fmt::format("{}: tensor '{}' does not match its checksum: the file is damaged",
                             origin_, name));
   }
@@ -366,7 +369,7 @@ void Safetensors::release(const TensorData& t) const {
 }
 
 void Safetensors::advise(const TensorData& t, int advice) const {
-  if (!mapped_ || t.bytes.empty()) return;
+  if (fd_ < 0 || t.bytes.empty()) return;
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(t.bytes.data()) / page * page;
   const auto end = reinterpret_cast<uintptr_t>(t.bytes.data() + t.bytes.size());
@@ -407,7 +410,11 @@ std::vector<float> Safetensors::take_f32(const std::string& name) const {
 }
 
 TensorReader::TensorReader(const Safetensors& file, const std::string& name, Check check)
-    : file_(file), name_(name), t_(file.entry(name)), check_(check) {
+    : file_(file),
+      name_(name),
+      t_(file.entry(name)),
+      offset_(static_cast<off_t>(file.position(name))),
+      check_(check) {
   if (!file.checksums_.empty() && !file.verified_.count(name)) {
     hash_ = XXH3_createState();
     if (!hash_) throw std::bad_alloc();
@@ -421,7 +428,7 @@ TensorReader::TensorReader(const Safetensors& file, const std::string& name, Che
     if (t.bytes.data() > t_.bytes.data() && (!next || t.bytes.data() < next->bytes.data()))
       next = &t;
   const uint8_t* end = next ? next->bytes.data() + next->bytes.size() : t_.bytes.data() + bytes();
-  ::posix_fadvise(file.fd_, offset(), end - t_.bytes.data(), POSIX_FADV_WILLNEED);
+  ::posix_fadvise(file.fd_, offset_, end - t_.bytes.data(), POSIX_FADV_WILLNEED);
 }
 
 TensorReader::~TensorReader() {
@@ -437,9 +444,6 @@ const std::vector<int64_t>& TensorReader::shape() const {
 uint64_t TensorReader::bytes() const {
   return t_.bytes.size();
 }
-off_t TensorReader::offset() const {
-  return static_cast<off_t>(file_.position(name_));
-}
 
 void TensorReader::read(std::span<uint8_t> piece) {
   if (piece.size() > t_.bytes.size() - done_)
@@ -452,7 +456,7 @@ void TensorReader::read(std::span<uint8_t> piece) {
     } else {
       for (size_t got = 0; got < part.size();) {
         const ssize_t r = ::pread(file_.fd_, part.data() + got, part.size() - got,
-                                  offset() + static_cast<off_t>(done_ + got));
+                                  offset_ + static_cast<off_t>(done_ + got));
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
           throw Error(
@@ -474,17 +478,10 @@ bool TensorReader::finish() {
     throw Error(fmt::format("internal: {}: {} of tensor '{}''s {} bytes read", file_.origin_, done_,
                             name_, t_.bytes.size()));
   }
-  if (hash_) {
-    if (hex64(XXH3_64bits_digest(static_cast<XXH3_state_t*>(hash_))) !=
-        file_.checksums_.at(name_)) {
-      throw Error(fmt::format("{}: tensor '{}' does not match its checksum: the file is damaged",
-                              file_.origin_, name_));
-    }
-    file_.verified_.insert(name_);
-  }
+  if (hash_) file_.check_digest(name_, XXH3_64bits_digest(static_cast<XXH3_state_t*>(hash_)));
   // Read once: its pages need not stay in the page cache, taking memory the run may want.
   if (file_.fd_ >= 0)
-    ::posix_fadvise(file_.fd_, offset(), static_cast<off_t>(t_.bytes.size()), POSIX_FADV_DONTNEED);
+    ::posix_fadvise(file_.fd_, offset_, static_cast<off_t>(t_.bytes.size()), POSIX_FADV_DONTNEED);
   return finite_;
 }
 

@@ -5,7 +5,8 @@
 // Writes stream: each tensor's bytes come from its source when its turn comes, straight to the
 // file, so a save holds at most one tensor beyond the model (a 605M-parameter model's state is
 // ~7 GB; a byte image of it would not fit beside it). Atomic: temp file, fsync, rename.
-// Reads map the file and view each tensor in place; a consumer copies it once into its home.
+// Reads map the file and view each tensor in place (small tensors, inspection); a load reads
+// each large tensor once into its home through a TensorReader.
 //
 // Integrity: the metadata key "xxh3_64" holds every tensor's XXH3-64 (16 hex digits, a JSON
 // object by name). The reader validates the header, and every tensor's checksum before handing
@@ -39,9 +40,8 @@ struct TensorData {
 enum class Verify {
   // All of them before read() returns: a damaged file is refused whole, before any use.
   AtOpen,
-  // Each when at() first hands it out, so a load reads the disk once: hashing a tensor brings
-  // its pages in, and the copy that follows finds them there. For loads into fresh objects that
-  // are dropped when a later tensor turns out damaged.
+  // Each when first used (at(), or a TensorReader as it reads), so a load reads the disk once.
+  // For loads into fresh objects that are dropped when a later tensor turns out damaged.
   OnFirstUse,
 };
 
@@ -69,11 +69,10 @@ class TensorReader {
   [[nodiscard]] bool finish();
 
  private:
-  off_t offset() const;  // of the tensor's first byte in the file
-
   const Safetensors& file_;
   std::string name_;
   const TensorData& t_;
+  off_t offset_;  // of the tensor's first byte in the file
   Check check_;
   uint64_t done_ = 0;
   bool finite_ = true;
@@ -109,17 +108,18 @@ class Safetensors {
  private:
   friend class TensorReader;
   static Safetensors parse_views(std::span<const uint8_t> file, const std::string& origin,
-                                 std::shared_ptr<const void> storage, bool mapped);
+                                 std::shared_ptr<const void> storage, int fd);
   const TensorData& entry(const std::string& name) const;  // unverified; Error when missing
   void read_checksums();
   void verify(const std::string& name, const TensorData& t) const;
+  // Error unless the digest is the tensor's checksum; then it counts as verified.
+  void check_digest(const std::string& name, uint64_t digest) const;
   void advise(const TensorData& t, int advice) const;  // madvise over its pages, when mapped
 
   std::string origin_;
   std::shared_ptr<const void> storage_;  // keeps the mapping or the copy alive
-  bool mapped_ = false;
-  int fd_ = -1;                    // of a mapped file (owned by storage_)
-  const uint8_t* data_ = nullptr;  // the file's first byte, in the mapping or copy
+  int fd_ = -1;                          // of a mapped file (owned by storage_); -1 for a copy
+  const uint8_t* data_ = nullptr;        // the file's first byte, in the mapping or copy
   std::map<std::string, TensorData> tensors_;
   std::map<std::string, std::string> metadata_;
   std::map<std::string, std::string> checksums_;  // by tensor; empty for a file without them

@@ -221,8 +221,7 @@ StepStats Trainer::train_step() {
   const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
   // Every rank draws the whole global batch (the same stream a single process reads) and
   // keeps its rows, so any number of ranks trains on the same sequences in the same order.
-  double share = 1.0;
-  const Batch batch = shard(stride_ ? stride_->next(B, T) : text_->next_train(B, T), share);
+  const Batch batch = shard(stride_ ? stride_->next(B, T) : text_->next_train(B, T));
   const float lr =
       learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
   const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
@@ -239,7 +238,8 @@ StepStats Trainer::train_step() {
   if (comm_.size() > 1) {
     // The global batch's mean loss: each rank's mean weighted by its share of the rows. The
     // gradients are each rank's part of the global mean's already: summed.
-    double global_loss[] = {share * static_cast<double>(loss)};
+    double global_loss[] = {static_cast<double>(batch.B) / static_cast<double>(B) *
+                            static_cast<double>(loss)};
     comm_.all_reduce_sum(global_loss);
     loss = static_cast<float>(global_loss[0]);
     all_reduce_gradients();
@@ -435,10 +435,6 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress,
   return result;
 }
 
-}  // namespace fp8lm
-
-namespace fp8lm {
-
 bool Trainer::any_rank(bool asks) const {
   if (comm_.size() == 1) return asks;
   float v[] = {asks ? 1.0f : 0.0f};
@@ -446,13 +442,11 @@ bool Trainer::any_rank(bool asks) const {
   return v[0] > 0;
 }
 
-Batch Trainer::shard(const Batch& global, double& weight) const {
+Batch Trainer::shard(Batch global) const {
   const int64_t n = comm_.size(), r = comm_.rank();
-  weight = 1.0;
   if (n == 1) return global;
   // Rows [B·r/n, B·(r+1)/n): shares differ by at most one row when n does not divide B.
   const int64_t lo = global.B * r / n, hi = global.B * (r + 1) / n, T = global.T;
-  weight = static_cast<double>(hi - lo) / static_cast<double>(global.B);
   Batch b{hi - lo, T, {}, {}};
   b.tokens.assign(global.tokens.begin() + lo * T, global.tokens.begin() + hi * T);
   b.targets.assign(global.targets.begin() + lo * T, global.targets.begin() + hi * T);
