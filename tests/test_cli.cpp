@@ -331,20 +331,36 @@ TEST(Cli, OutRefusesADirectoryThatIsNotARun) {
   EXPECT_EQ(after.at("model.safetensors"), "a user's own weights");
 }
 
-// A run killed before its first checkpoint: only config.json and metrics lines are there.
+// A run killed before its first checkpoint was whole: config.json, metrics lines and at most
+// the checkpoint being written (under its .partial- name, one file of two) are there. It starts
+// again from step 0, and the part-written checkpoint is cleared away.
 TEST(Cli, ARunStoppedBeforeItsFirstCheckpointStartsAgainFromStepZero) {
+  namespace fs = std::filesystem;
   const std::string dir = testing::TempDir() + "fp8lm_cli_restart";
-  std::filesystem::remove_all(dir);
-  ASSERT_EQ(fp8lm(std::string("train ") + kTinyRun + " --out " + dir).status, 0);
-  for (const char* f : {"checkpoints", "model.safetensors", "summary.json", "report.html"})
-    std::filesystem::remove_all(dir + "/" + f);
-  const CliResult r = fp8lm("train --resume " + dir);
-  ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("has no checkpoint yet: starting the run again from step 0"),
-            std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("trained 3 steps"), std::string::npos) << r.out;
-  EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors"));
+  for (const bool mid_write : {false, true}) {
+    SCOPED_TRACE(mid_write ? "killed while writing the first checkpoint" : "killed before it");
+    fs::remove_all(dir);
+    ASSERT_EQ(fp8lm(std::string("train ") + kTinyRun + " --out " + dir).status, 0);
+    for (const char* f : {"model.safetensors", "summary.json", "report.html"})
+      fs::remove_all(dir + "/" + f);
+    const std::string partial = dir + "/checkpoints/.partial-step-000003";
+    fs::remove(dir + "/checkpoints/latest");
+    if (mid_write) {
+      fs::rename(dir + "/checkpoints/step-000003", partial);
+      fs::remove(partial + "/model.safetensors");
+    } else {
+      fs::remove_all(dir + "/checkpoints");
+    }
+    const CliResult r = fp8lm("train --resume " + dir);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("has no checkpoint yet: starting the run again from step 0"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("trained 3 steps"), std::string::npos) << r.out;
+    EXPECT_TRUE(fs::exists(dir + "/model.safetensors"));
+    EXPECT_FALSE(fs::exists(partial));
+    EXPECT_TRUE(fs::exists(dir + "/checkpoints/step-000003/model.safetensors"));
+  }
 }
 
 // Byte-level text as the README shows it: no --vocab needed (256 byte values), and config.json

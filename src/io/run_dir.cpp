@@ -81,6 +81,19 @@ void append_line(int fd, const std::string& path, const std::string& line) {
   }
 }
 
+// A checkpoint being written; renamed to its step-NNNNNN name once whole.
+constexpr const char* kPartialPrefix = ".partial-";
+
+// What a process killed mid-checkpoint left behind.
+void remove_partial_checkpoints(const std::string& run_dir) {
+  const std::string root = run_dir + "/checkpoints";
+  if (!fs::is_directory(root)) return;
+  std::vector<fs::path> partial;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.path().filename().string().starts_with(kPartialPrefix)) partial.push_back(e.path());
+  for (const fs::path& p : partial) fs::remove_all(p);
+}
+
 CheckpointInfo checkpoint_info(const Trainer& trainer) {
   return {trainer.config(),
           trainer.precision().label(),
@@ -226,6 +239,7 @@ RunSettings read_run_settings(const std::string& dir) {
 RunDirectory::RunDirectory(std::string dir, Trainer& trainer, RunSettings settings)
     : dir_(std::move(dir)), keep_(settings.keep_checkpoints) {
   fs::create_directories(dir_);
+  remove_partial_checkpoints(dir_);
   Json config = Json::parse(train_config_to_json(trainer.config()));
   config["run"] = {{"checkpoint_every", settings.checkpoint_every},
                    {"keep_checkpoints", settings.keep_checkpoints},
@@ -261,7 +275,19 @@ void RunDirectory::step(Trainer& trainer, const StepRecord& record) {
 void RunDirectory::checkpoint(Trainer& trainer) {
   const std::string root = dir_ + "/checkpoints";
   const std::string name = fmt::format("step-{:06d}", trainer.steps_done());
-  save_trainer(trainer, root + "/" + name);
+  // Written under a name resume never looks at, then renamed whole: a run killed mid-write
+  // leaves no step directory holding one file of its two, and a failed write leaves nothing.
+  const std::string partial = root + "/" + kPartialPrefix + name;
+  fs::remove_all(partial);
+  try {
+    save_trainer(trainer, partial);
+  } catch (...) {
+    std::error_code ignored;  // the write's own error is the one to report
+    fs::remove_all(partial, ignored);
+    throw;
+  }
+  fs::remove_all(root + "/" + name);  // this step's, from before a resume that went back
+  rename_into_place(partial, root + "/" + name);
   write_text_atomic(root + "/latest", name + "\n");  // only now is it the checkpoint to resume
   const std::vector<std::string> newest_first = checkpoint_names(dir_);
   for (size_t i = static_cast<size_t>(std::max(keep_, 1)); i < newest_first.size(); ++i) {

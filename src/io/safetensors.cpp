@@ -117,15 +117,8 @@ class AtomicFile {
     const int fd = fd_;
     fd_ = -1;
     if (::fsync(fd) != 0 || ::close(fd) != 0) fail("cannot flush to disk");
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-      throw Error(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
+    rename_into_place(tmp_, path_);
     done_ = true;
-    const std::string dir = std::filesystem::path(path_).parent_path().string();
-    const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
   }
 
  private:
@@ -564,6 +557,17 @@ void SafetensorsWriter::write(const std::string& path) const {
     throw Error(fmt::format("internal: {}: the header changed size", path));
   file.write(as_bytes(header), 0);
   file.commit();
+}
+
+void rename_into_place(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    throw Error(fmt::format("{}: cannot rename into place: {}", to, std::strerror(errno)));
+  const std::string dir = std::filesystem::path(to).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) {

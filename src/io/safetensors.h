@@ -155,4 +155,8 @@ class SafetensorsWriter {
 // Writes bytes to path atomically: temp file beside it, fsync, rename, fsync of the directory.
 void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes);
 
+// Renames a written file or directory over `to` and fsyncs the directory that holds it, so the
+// new name survives a power cut; Error naming `to` when the rename fails.
+void rename_into_place(const std::string& from, const std::string& to);
+
 }  // namespace fp8lm
