@@ -410,6 +410,8 @@ TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
       {"train --checkpoint-every -5", "--checkpoint-every -5 must be 0"},
       {"train --stop-after -1", "--stop-after -1 is negative"},
       {"train --max-skipped-steps 0", "--max-skipped-steps 0 must be at least 1"},
+      {"train --grad-accum -2", "--grad-accum -2 must be positive"},
+      {"train --batch-size 4611686018427387904 --grad-accum 4", "is too large"},
       {"train --out ''", "--out needs a directory"},
       {"train --resume ''", "--resume needs a directory"},
       {"train --resume " + run + " --out " + out, "--out and --resume name the run twice"},

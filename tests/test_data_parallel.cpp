@@ -109,6 +109,25 @@ TEST_F(DataParallel, Fp8ScalesAreTheSameOnEveryRankAtEveryStep) {
   }
 }
 
+// Gradient accumulation on ranks: each rank takes its rows of each of the K micro-batches, so
+// K = 2 micro-batches of 6 sequences on the ranks train like one process with a batch of 12
+// (FP32, the tolerances of Fp32ReproducesOneProcess).
+TEST_F(DataParallel, AccumulatedMicroBatchesOnRanksTrainLikeOneBatch) {
+  TrainConfig c = tiny(Precision::Fp32);
+  c.batch_size = 6;  // 3 + 3 on 2 ranks, 2 + 2 + 2 on 3
+  c.grad_accum = 2;
+  TrainConfig one_batch = c;
+  one_batch.batch_size = 12;
+  one_batch.grad_accum = 1;
+  Trainer one(one_batch, single_process()), many(c);
+  for (int64_t step = 1; step <= c.steps; ++step) {
+    const StepStats a = one.train_step(), b = many.train_step();
+    EXPECT_NEAR(b.loss, a.loss, 1e-6 * std::fabs(a.loss)) << "step " << step;
+    EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-5 * a.grad_norm) << "step " << step;
+    ASSERT_TRUE(same_on_every_rank(world(), all_weights(many))) << "step " << step;
+  }
+}
+
 // A global batch smaller than the world leaves a rank without rows: refused by name.
 TEST_F(DataParallel, ABatchSmallerThanTheWorldIsRefused) {
   TrainConfig c = tiny(Precision::Fp32);

@@ -34,7 +34,11 @@ struct TrainConfig {
   // Where the steps run. Not part of a checkpoint's config: a run resumes on any device.
   DeviceSpec device{DeviceSpec::Cpu, 0};
   int64_t steps = 120;
+  // Sequences in one forward and backward, across all ranks (each takes its share).
   int64_t batch_size = 32;
+  // Micro-batches of batch_size sequences whose gradients an optimizer step sums (TE's
+  // gradient accumulation): a step trains on batch_size x grad_accum sequences.
+  int64_t grad_accum = 1;
   float lr = 2e-3f;
   float min_lr_ratio = 0.1f;
   int64_t warmup = 20;
@@ -55,6 +59,7 @@ struct TrainConfig {
   bool fp8_fallback = true;
 
   void validate() const;  // throws Error naming the flag
+  int64_t sequences_per_step() const { return batch_size * grad_accum; }
 };
 
 struct StepStats {

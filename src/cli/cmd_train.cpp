@@ -108,8 +108,10 @@ const Setting kSettings[] = {
          throw Error(fmt::format("--recipe: unknown recipe '{}' (expected delayed or current)", v));
      }},
     {"steps", "training steps", [](TrainConfig& c, Flag f, Flag v) { c.steps = as_int(f, v); }},
-    {"batch-size", "sequences per step",
+    {"batch-size", "sequences per forward and backward, across all ranks",
      [](TrainConfig& c, Flag f, Flag v) { c.batch_size = as_int(f, v); }},
+    {"grad-accum", "micro-batches of --batch-size whose gradients one optimizer step sums",
+     [](TrainConfig& c, Flag f, Flag v) { c.grad_accum = as_int(f, v); }},
     {"lr", "peak learning rate", [](TrainConfig& c, Flag f, Flag v) { c.lr = as_float(f, v); }},
     {"warmup", "warmup steps", [](TrainConfig& c, Flag f, Flag v) { c.warmup = as_int(f, v); }},
     {"weight-decay", "AdamW weight decay (matrices only)",
@@ -390,6 +392,10 @@ int run_train(const TrainFlags& f, CLI::App* app) {
                trainer->ranks().size(), trainer->ranks().describe(), c.batch_size,
                c.batch_size / trainer->ranks().size(),
                (c.batch_size + trainer->ranks().size() - 1) / trainer->ranks().size());
+  }
+  if (c.grad_accum > 1) {
+    fmt::print("gradient accumulation: {} micro-batches of {} sequences per step ({} sequences)\n",
+               c.grad_accum, c.batch_size, c.sequences_per_step());
   }
   std::fflush(stdout);  // the header before the progress bar (stderr)
 

@@ -100,6 +100,7 @@ void run_fields(Config& c, F f) {
   f("fp8_weights", c.fp8_weights);
   f("steps", c.steps);
   f("batch_size", c.batch_size);
+  f("grad_accum", c.grad_accum);
   f("lr", c.lr);
   f("min_lr_ratio", c.min_lr_ratio);
   f("warmup", c.warmup);
@@ -118,7 +119,9 @@ void run_fields(Config& c, F f) {
 
 // Keys that configs written before them lack; their defaults apply.
 bool added_later(const char* key) {
-  return std::string_view(key) == "max_skipped_steps" || std::string_view(key) == "fp8_fallback";
+  for (const std::string_view later : {"max_skipped_steps", "fp8_fallback", "grad_accum"})
+    if (later == key) return true;
+  return false;
 }
 
 template <class T>

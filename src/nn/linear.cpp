@@ -3,6 +3,7 @@
 #include "core/finite.h"
 
 #include "nn/fusion.h"
+#include "nn/micro_batch.h"
 #include "nn/saved_activation.h"
 #include "nn/scratch.h"
 
@@ -106,6 +107,15 @@ const uint8_t* Linear::prepare_weight_fp8() {
   }
   ScalingStore& store = scaling();
   const int64_t n = weight_.numel();
+  const MicroBatch micro = current_micro_batch();
+  if (training_forward() && micro != MicroBatch::Only) {
+    // Accumulating: the first micro-batch's cast is kept (1 byte per parameter through the
+    // step) and the later ones use it at the scale it was made with, as TE does. A weight
+    // changed or a store rebuilt since then (not within a step) casts again.
+    const bool kept = cast_version_ == weight_.version && cast_generation_ == store.generation();
+    if (micro == MicroBatch::First || !kept) requantize_weight(recipe_);
+    return qw_.data();
+  }
   if (training_forward()) {
     uint8_t* codes = scratch<uint8_t>(be_, Scratch::WeightFp8, n);
     cast_through_slot(Slot::Weight, store.begin_cast(gemm_, Slot::Weight, codes, n), weight_.data(),

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include "nn/fusion.h"
+#include "nn/micro_batch.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -23,6 +24,10 @@ void TrainConfig::validate() const {
   recipe.delayed.validate();
   if (steps <= 0) throw Error(fmt::format("--steps {} must be positive", steps));
   if (batch_size <= 0) throw Error(fmt::format("--batch-size {} must be positive", batch_size));
+  if (grad_accum <= 0) throw Error(fmt::format("--grad-accum {} must be positive", grad_accum));
+  if (batch_size > INT64_MAX / grad_accum)
+    throw Error(
+        fmt::format("--batch-size {} x --grad-accum {} is too large", batch_size, grad_accum));
   if (!(lr > 0.0f)) throw Error(fmt::format("--lr {} must be positive", lr));
   if (warmup < 0) throw Error(fmt::format("--warmup {} must be 0 or more", warmup));
   if (!(weight_decay >= 0.0f))
@@ -218,10 +223,12 @@ Trainer::~Trainer() = default;
 
 StepStats Trainer::train_step() {
   const auto start = std::chrono::steady_clock::now();
-  const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
-  // Every rank draws the whole global batch (the same stream a single process reads) and
-  // keeps its rows, so any number of ranks trains on the same sequences in the same order.
-  const Batch batch = shard(stride_ ? stride_->next(B, T) : text_->next_train(B, T));
+  const int64_t T = cfg_.model.seq_len, sequences = cfg_.sequences_per_step();
+  // Every rank draws the step's whole global batch (the stream one process with a batch of
+  // batch_size x grad_accum reads) and keeps its rows of each micro-batch, so any number of
+  // ranks and micro-batches trains on the same sequences in the same order.
+  const std::vector<Batch> micro =
+      micro_batches(stride_ ? stride_->next(sequences, T) : text_->next_train(sequences, T));
   const float lr =
       learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
   const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
@@ -229,21 +236,28 @@ StepStats Trainer::train_step() {
   const bool fp8 = precision_.precision == Precision::Fp8;
   if (fp8) model_->scaling().remember();
   opt_->zero_grad();
-  float loss;
-  {
-    const Autocast autocast(fp8, cfg_.recipe, amax_reducer());
-    loss = model_->forward(batch.tokens.data(), batch.targets.data(), batch.B, T, B * T);
+  // The step's mean loss: each micro-batch's mean weighted by its share of the step's rows.
+  // Backward adds each micro-batch's part of the step's mean gradient into the gradients.
+  double loss_share[] = {0.0};
+  for (size_t k = 0; k < micro.size(); ++k) {
+    const Batch& m = micro[k];
+    const MicroBatchScope first_or_later(micro.size() == 1 ? MicroBatch::Only
+                                         : k == 0          ? MicroBatch::First
+                                                           : MicroBatch::Later);
+    float micro_loss;
+    {
+      const Autocast autocast(fp8, cfg_.recipe, amax_reducer());
+      micro_loss = model_->forward(m.tokens.data(), m.targets.data(), m.B, T, sequences * T);
+    }
+    model_->backward();
+    loss_share[0] += static_cast<double>(m.B) / static_cast<double>(sequences) * micro_loss;
   }
-  model_->backward();
   if (comm_.size() > 1) {
-    // The global batch's mean loss: each rank's mean weighted by its share of the rows. The
-    // gradients are each rank's part of the global mean's already: summed.
-    double global_loss[] = {static_cast<double>(batch.B) / static_cast<double>(B) *
-                            static_cast<double>(loss)};
-    comm_.all_reduce_sum(global_loss);
-    loss = static_cast<float>(global_loss[0]);
+    // The gradients are each rank's part of the global mean's already: summed.
+    comm_.all_reduce_sum(loss_share);
     all_reduce_gradients();
   }
+  const auto loss = static_cast<float>(loss_share[0]);  // one process, one batch: its own loss
   // The norm the clipping needs anyway is the check: NaN or Inf anywhere in the gradients makes
   // it non-finite, so no other pass looks at them.
   const float norm =
@@ -252,7 +266,8 @@ StepStats Trainer::train_step() {
   const bool fallback = fp8 && cfg_.fp8_fallback;
   std::vector<Fp8Fallback> fell;
   if (skip) {
-    if (fallback) diagnose_non_finite(batch, fell);
+    if (fallback)
+      for (const Batch& m : micro) diagnose_non_finite(m, fell);
     if (fp8) model_->scaling().roll_back();  // this step's amaxes never happened
     if (consecutive_skips_++ == 0)
       skip_reason_ = fmt::format("step {}: {}", step_ + 1, first_non_finite(*model_, loss));
@@ -275,8 +290,8 @@ StepStats Trainer::train_step() {
                         lr,
                         norm,
                         seconds_,
-                        static_cast<double>(step_ * B * T) / seconds_,
-                        static_cast<double>(B * T) / took,
+                        static_cast<double>(step_ * sequences * T) / seconds_,
+                        static_cast<double>(sequences * T) / took,
                         skip,
                         skipped_steps_,
                         fell};
@@ -401,7 +416,8 @@ TrainResult Trainer::finish() {
   result.steps = step_;
   result.seconds = seconds_;
   const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
-  result.tokens_per_s = seconds_ > 0 ? static_cast<double>(step_ * B * T) / seconds_ : 0.0;
+  result.tokens_per_s =
+      seconds_ > 0 ? static_cast<double>(step_ * cfg_.sequences_per_step() * T) / seconds_ : 0.0;
   result.losses = losses_;
   result.skipped_steps = skipped_steps_;
   result.fp8_fallbacks = fallbacks_;
@@ -442,15 +458,22 @@ bool Trainer::any_rank(bool asks) const {
   return v[0] > 0;
 }
 
-Batch Trainer::shard(Batch global) const {
-  const int64_t n = comm_.size(), r = comm_.rank();
-  if (n == 1) return global;
-  // Rows [B·r/n, B·(r+1)/n): shares differ by at most one row when n does not divide B.
-  const int64_t lo = global.B * r / n, hi = global.B * (r + 1) / n, T = global.T;
-  Batch b{hi - lo, T, {}, {}};
-  b.tokens.assign(global.tokens.begin() + lo * T, global.tokens.begin() + hi * T);
-  b.targets.assign(global.targets.begin() + lo * T, global.targets.begin() + hi * T);
-  return b;
+std::vector<Batch> Trainer::micro_batches(Batch step) const {
+  const int64_t n = comm_.size(), r = comm_.rank(), B = cfg_.batch_size, T = step.T;
+  std::vector<Batch> out;
+  if (n == 1 && step.B == B) {
+    out.push_back(std::move(step));
+    return out;
+  }
+  for (int64_t k = 0; k * B < step.B; ++k) {
+    // Rows [B·r/n, B·(r+1)/n) of micro-batch k: shares differ by at most one row when n does
+    // not divide B.
+    const int64_t lo = k * B + B * r / n, hi = k * B + B * (r + 1) / n;
+    Batch& b = out.emplace_back(Batch{hi - lo, T, {}, {}});
+    b.tokens.assign(step.tokens.begin() + lo * T, step.tokens.begin() + hi * T);
+    b.targets.assign(step.targets.begin() + lo * T, step.targets.begin() + hi * T);
+  }
+  return out;
 }
 
 void Trainer::all_reduce_gradients() {

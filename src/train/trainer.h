@@ -111,8 +111,9 @@ class Trainer {
   void fall_back(Linear& l, Slot slot, std::string reason, std::vector<Fp8Fallback>& fell);
   void diagnose_non_finite(const Batch& batch, std::vector<Fp8Fallback>& fell);
   void watch_saturation(std::vector<Fp8Fallback>& fell);
-  // This rank's rows of a global batch (the batch itself in one process).
-  Batch shard(Batch global) const;
+  // This rank's rows of each micro-batch of a step's global batch (the batch itself in one
+  // process without accumulation).
+  std::vector<Batch> micro_batches(Batch step) const;
   // Gradients summed over the ranks (one buffer, one call).
   void all_reduce_gradients();
   AmaxReducer amax_reducer();

@@ -1,0 +1,23 @@
+#pragma once
+// Gradient accumulation's micro-batches (TE's is_first_microbatch). The weights do not change
+// between the micro-batches of one optimizer step, so the first makes each weight's FP8 cast
+// and keeps it, and the others (forward and backward) reuse it with the scale it was made
+// with: one weight cast per step, however many micro-batches.
+#include "core/scoped_value.h"
+
+namespace fp8lm {
+
+enum class MicroBatch {
+  Only,   // no accumulation: a training forward casts into scratch (nothing kept)
+  First,  // casts each weight and keeps the cast for the step
+  Later,  // reuses the first micro-batch's casts
+};
+
+MicroBatch current_micro_batch();
+
+class MicroBatchScope : ScopedValue<MicroBatch> {
+ public:
+  explicit MicroBatchScope(MicroBatch m);
+};
+
+}  // namespace fp8lm
