@@ -32,8 +32,8 @@ TrainConfig tiny(Precision p) {
 bool same_on_every_rank(Communicator& ranks, const std::vector<float>& mine) {
   std::vector<float> max = mine, neg_min(mine.size());
   for (size_t i = 0; i < mine.size(); ++i) neg_min[i] = -mine[i];
-  ranks.all_reduce_max(max);
-  ranks.all_reduce_max(neg_min);
+  ranks.all_reduce_max(max, "test max");
+  ranks.all_reduce_max(neg_min, "test min");
   for (size_t i = 0; i < mine.size(); ++i) {
     if (std::memcmp(&max[i], &mine[i], 4) != 0 || -neg_min[i] != mine[i]) return false;
   }

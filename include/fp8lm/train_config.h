@@ -70,6 +70,11 @@ struct StepStats {
   bool skipped = false;                    // not finite: no update was made
   int64_t skipped_steps = 0;               // skipped so far in the run
   std::vector<Fp8Fallback> fp8_fallbacks;  // GEMMs that fell back to BF16 in this step
+  // Data parallel: this step's time in collectives (waiting for other ranks included), the
+  // bytes this rank reduced, and the step's own time.
+  double comm_seconds = 0;
+  uint64_t comm_bytes = 0;
+  double step_seconds = 0;
 };
 
 struct TrainResult {

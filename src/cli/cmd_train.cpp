@@ -36,6 +36,7 @@ struct TrainFlags {
   bool fp8_weights = false;
   bool no_fusion = false;
   std::string device = "auto";
+  double collective_timeout = kDefaultCollectiveTimeout;
 };
 
 int64_t as_int(const std::string& flag, const std::string& v) {
@@ -193,10 +194,11 @@ void print_progress(const StepStats& s) {
   const int width = 24, filled = static_cast<int>(width * s.step / s.total);
   const std::string bar = std::string(static_cast<size_t>(filled), '=') +
                           std::string(static_cast<size_t>(width - filled), ' ');
-  const std::string line =
-      fmt::format("step {:>5}/{} [{}] loss {:.4f} · {:.0f} tok/s · ETA {:.0f}s{}", s.step, s.total,
-                  bar, s.loss, s.tokens_per_s, eta,
-                  s.skipped_steps > 0 ? fmt::format(" · {} skipped", s.skipped_steps) : "");
+  const std::string line = fmt::format(
+      "step {:>5}/{} [{}] loss {:.4f} · {:.0f} tok/s · ETA {:.0f}s{}{}", s.step, s.total, bar,
+      s.loss, s.tokens_per_s, eta,
+      s.comm_bytes > 0 ? fmt::format(" · comm {:.0f}%", 100 * s.comm_seconds / s.step_seconds) : "",
+      s.skipped_steps > 0 ? fmt::format(" · {} skipped", s.skipped_steps) : "");
   for (const Fp8Fallback& f : s.fp8_fallbacks) {
     fmt::print(stderr, "{}step {}: {} fell back to BF16 ({}: {})\n", tty ? "\n" : "", s.step,
                f.gemm, f.slot, f.reason);
@@ -297,6 +299,9 @@ void check_run_flags(const TrainFlags& f, CLI::App* app) {
     throw Error(fmt::format("--checkpoint-every {} must be 0 (at the end only) or more",
                             f.checkpoint_every));
   if (f.stop_after < 0) throw Error(fmt::format("--stop-after {} is negative", f.stop_after));
+  if (!(f.collective_timeout >= 0) || !std::isfinite(f.collective_timeout))
+    throw Error(fmt::format("--collective-timeout {} must be 0 (wait forever) or more seconds",
+                            f.collective_timeout));
 }
 
 // What a rank other than 0 records: nothing (rank 0 writes the run directory).
@@ -336,6 +341,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
   // Under mpirun, rank 0 leads: it alone prints and writes the run directory (every rank
   // trains and holds the same model).
   const bool lead = world().rank() == 0;
+  world().set_timeout(f.collective_timeout);
   if (!f.resume.empty()) {
     for (const auto& [flag, value] : f.values) {
       if (app->get_option("--" + flag)->count() > 0) {
@@ -446,6 +452,9 @@ void add_train_command(CLI::App& app) {
                   "keep module weights only as FP8 (TE's fp8_model_init)");
   train->add_option("--device", flags->device,
                     "auto|cpu|cuda|cuda:N (auto: a GPU when one is present; default auto)");
+  train->add_option("--collective-timeout", flags->collective_timeout,
+                    "seconds a rank waits in a collective for the others before the run stops "
+                    "(default 300; 0: forever)");
   train->add_flag("--no-fusion", flags->no_fusion,
                   "run the unfused kernel twins (to measure what fusion saves)");
   for (const Setting& s : kSettings) {

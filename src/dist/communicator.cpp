@@ -19,9 +19,11 @@ class SingleProcess final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void all_reduce_sum(std::span<float>) override {}
-  void all_reduce_sum(std::span<double>) override {}
-  void all_reduce_max(std::span<float>) override {}
+  void all_reduce_sum(std::span<float>, std::string_view) override {}
+  void all_reduce_sum(std::span<double>, std::string_view) override {}
+  void all_reduce_max(std::span<float>, std::string_view) override {}
+  void set_timeout(double) override {}
+  Traffic traffic() const override { return {}; }
   void abort(int) override {}
   std::string describe() const override { return "single process"; }
 };

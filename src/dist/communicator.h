@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace fp8lm {
 
@@ -18,16 +19,31 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Every rank's buffers combined element-wise, the result on every rank (in place).
-  virtual void all_reduce_sum(std::span<float> values) = 0;
-  virtual void all_reduce_sum(std::span<double> values) = 0;
-  virtual void all_reduce_max(std::span<float> values) = 0;
+  // Every rank's buffers combined element-wise, the result on every rank (in place). `what`
+  // names the collective ("gradient all-reduce") for the error when it does not complete.
+  virtual void all_reduce_sum(std::span<float> values, std::string_view what) = 0;
+  virtual void all_reduce_sum(std::span<double> values, std::string_view what) = 0;
+  virtual void all_reduce_max(std::span<float> values, std::string_view what) = 0;
+  // A collective that has not completed after this many seconds (a rank died or hangs) ends
+  // in an Error naming it and the ranks that did not join; 0 waits forever.
+  virtual void set_timeout(double seconds) = 0;
+  // What the collectives so far cost this rank: seconds inside them (waiting for the others
+  // included) and the bytes of the buffers it reduced.
+  struct Traffic {
+    double seconds = 0;
+    uint64_t bytes = 0;
+  };
+  virtual Traffic traffic() const = 0;
   // Ends every rank now with this exit code: what a rank that fails does, so that none waits
   // forever in a collective the failed one will never join.
   virtual void abort(int code) = 0;
   // "mpi (Open MPI v4.1.4)", "single process".
   virtual std::string describe() const = 0;
 };
+
+// The default of --collective-timeout: longer than any step or checkpoint write of the models
+// this engine trains, short enough that a hung run is noticed the same coffee break.
+inline constexpr double kDefaultCollectiveTimeout = 300;
 
 // How this process was launched: by mpirun as one of `size` ranks, or alone (size 1).
 struct Launch {

@@ -1,9 +1,14 @@
 // MPI_COMM_WORLD as a Communicator: the collectives run on host buffers.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <thread>
+#include <vector>
 
 #include "dist/mpi_world.h"
 #include "fp8lm/error.h"
@@ -22,6 +27,12 @@ void check(int code, const char* what) {
   throw Error(fmt::format("{} failed: {}", what, std::string(text, static_cast<size_t>(len))));
 }
 
+using Clock = std::chrono::steady_clock;
+
+// A rank whose collective timed out tells rank 0 it is there, on this tag; rank 0 names the
+// ranks that did not.
+constexpr int kPresentTag = 0x7f8;
+
 class MpiWorld final : public Communicator {
  public:
   MpiWorld() {
@@ -39,9 +50,17 @@ class MpiWorld final : public Communicator {
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void all_reduce_sum(std::span<float> v) override { reduce(v, MPI_FLOAT, MPI_SUM); }
-  void all_reduce_sum(std::span<double> v) override { reduce(v, MPI_DOUBLE, MPI_SUM); }
-  void all_reduce_max(std::span<float> v) override { reduce(v, MPI_FLOAT, MPI_MAX); }
+  void all_reduce_sum(std::span<float> v, std::string_view what) override {
+    reduce(v, MPI_FLOAT, MPI_SUM, what);
+  }
+  void all_reduce_sum(std::span<double> v, std::string_view what) override {
+    reduce(v, MPI_DOUBLE, MPI_SUM, what);
+  }
+  void all_reduce_max(std::span<float> v, std::string_view what) override {
+    reduce(v, MPI_FLOAT, MPI_MAX, what);
+  }
+  void set_timeout(double seconds) override { timeout_ = seconds; }
+  Traffic traffic() const override { return traffic_; }
   void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
   std::string describe() const override {
     return fmt::format("mpi, rank {} of {} ({})", rank_, size_, mpi_library_version());
@@ -49,15 +68,86 @@ class MpiWorld final : public Communicator {
 
  private:
   template <class T>
-  void reduce(std::span<T> v, MPI_Datatype type, MPI_Op op) {
+  void reduce(std::span<T> v, MPI_Datatype type, MPI_Op op, std::string_view what) {
+    const Clock::time_point start = Clock::now();
     // MPI counts are ints: a larger buffer goes in pieces.
     for (size_t at = 0; at < v.size(); at += INT_MAX) {
       const int n = static_cast<int>(std::min<size_t>(INT_MAX, v.size() - at));
-      check(MPI_Allreduce(MPI_IN_PLACE, v.data() + at, n, type, op, MPI_COMM_WORLD),
-            "MPI_Allreduce");
+      MPI_Request request = MPI_REQUEST_NULL;
+      check(MPI_Iallreduce(MPI_IN_PLACE, v.data() + at, n, type, op, MPI_COMM_WORLD, &request),
+            "MPI_Iallreduce");
+      wait(request, start, what);
+    }
+    traffic_.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    traffic_.bytes += v.size_bytes();
+  }
+
+  // Polls the collective (its progress happens in MPI_Test), yielding the core between polls
+  // to the ranks and threads that share it, until it completes or the timeout passes.
+  void wait(MPI_Request& request, Clock::time_point start, std::string_view what) {
+    for (uint64_t poll = 0;; ++poll) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      if (timeout_ > 0 && poll % 64 == 63 && seconds_since(start) > timeout_) timed_out(what);
+      sched_yield();
     }
   }
+
+  // The collective will not complete: some rank never joined it. The ranks still running time
+  // out too and tell rank 0 they are there; rank 0 names the others. A rank that hears nothing
+  // from rank 0 for a grace period after its own timeout blames rank 0. The Error ends the
+  // run (abort_world_on_error), every rank with it.
+  [[noreturn]] void timed_out(std::string_view what) {
+    const std::string waited = fmt::format("the {} did not complete in {:g} s", what, timeout_);
+    // Ranks entered the collective up to a step (or rank 0's checkpoint write) apart.
+    const double grace = std::min(30.0, timeout_);
+    const Clock::time_point start = Clock::now();
+    if (rank_ != 0) {
+      int present = 1;
+      MPI_Request sent = MPI_REQUEST_NULL;
+      MPI_Isend(&present, 1, MPI_INT, 0, kPresentTag, MPI_COMM_WORLD, &sent);
+      while (seconds_since(start) < grace) {  // rank 0 ends the run meanwhile, if it can
+        int done = 0;
+        MPI_Test(&sent, &done, MPI_STATUS_IGNORE);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      throw Error(
+          fmt::format("{}, and rank 0 did not end the run in {:g} s more: rank 0 is dead "
+                      "or hung",
+                      waited, grace));
+    }
+    std::vector<bool> present(static_cast<size_t>(size_), false);
+    present[0] = true;
+    while (std::count(present.begin(), present.end(), false) > 0 && seconds_since(start) < grace) {
+      int arrived = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, kPresentTag, MPI_COMM_WORLD, &arrived, &status);
+      if (!arrived) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      int value = 0;
+      MPI_Recv(&value, 1, MPI_INT, status.MPI_SOURCE, kPresentTag, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+      present[static_cast<size_t>(status.MPI_SOURCE)] = true;
+    }
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r)
+      if (!present[static_cast<size_t>(r)]) missing.push_back(r);
+    if (missing.empty())
+      throw Error(fmt::format("{}, though every rank is running: they are out of step", waited));
+    throw Error(fmt::format("{}: rank{} {} never joined it (dead or hung)", waited,
+                            missing.size() == 1 ? "" : "s", fmt::join(missing, ", ")));
+  }
+
+  static double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  }
+
   int rank_ = 0, size_ = 1;
+  double timeout_ = kDefaultCollectiveTimeout;
+  Traffic traffic_;
 };
 
 }  // namespace

@@ -129,7 +129,7 @@ void write_report(const std::string& dir) {
   std::ifstream in(dir + "/metrics.jsonl");
   if (!in) throw Error(fmt::format("{}: no metrics.jsonl to report on", dir));
   Series loss{"train", {}, {}}, val{"validation", {}, {}}, tps{"tokens/s", {}, {}},
-      lr{"lr", {}, {}}, gn{"grad norm", {}, {}};
+      lr{"lr", {}, {}}, gn{"grad norm", {}, {}}, comm{"ms per step", {}, {}};
   // layer -> quantity (amax | scale | saturated) -> series "gemm slot"
   std::map<int, std::map<std::string, std::map<std::string, Series>>> fp8;
   std::vector<int64_t> skipped;
@@ -147,7 +147,7 @@ void write_report(const std::string& dir) {
         s.x.push_back(step), s.y.push_back(j[key].get<double>());
     };
     add(loss, "loss"), add(val, "val_loss"), add(tps, "tokens_per_s"), add(lr, "lr"),
-        add(gn, "grad_norm");
+        add(gn, "grad_norm"), add(comm, "comm_seconds");
     if (!j.contains("fp8")) continue;
     for (const auto& [gemm, slots] : j["fp8"].items()) {
       int layer = 0;
@@ -198,6 +198,10 @@ void write_report(const std::string& dir) {
   html << line_chart("loss (train and validation)", {loss, val});
   html << line_chart("throughput (tokens/s)", {tps});
   html << line_chart("learning rate", {lr});
+  if (!comm.y.empty()) {  // data parallel: the time each step spent in collectives
+    for (double& s : comm.y) s *= 1000;
+    html << line_chart("communication (ms per step, rank 0)", {comm});
+  }
   html << line_chart("gradient norm", {gn});
   html << "</div>";
   for (auto& [layer, quantities] : fp8) {

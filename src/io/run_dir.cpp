@@ -264,6 +264,10 @@ void RunDirectory::step(Trainer& trainer, const StepRecord& record) {
                {"grad_norm", s.grad_norm},
                {"tokens_per_s", s.step_tokens_per_s},
                {"seconds", s.seconds}};
+  if (trainer.ranks().size() > 1) {
+    line["comm_seconds"] = s.comm_seconds;
+    line["comm_bytes"] = s.comm_bytes;
+  }
   if (s.skipped) line["skipped"] = true;  // its loss (NaN or Inf) is written as null
   if (s.skipped_steps > 0) line["skipped_steps"] = s.skipped_steps;
   if (!s.fp8_fallbacks.empty()) line["fp8_fallback"] = fp8_fallbacks_json(s.fp8_fallbacks);

@@ -223,6 +223,7 @@ Trainer::~Trainer() = default;
 
 StepStats Trainer::train_step() {
   const auto start = std::chrono::steady_clock::now();
+  const Communicator::Traffic traffic_before = comm_.traffic();
   const int64_t T = cfg_.model.seq_len, sequences = cfg_.sequences_per_step();
   // Every rank draws the step's whole global batch (the stream one process with a batch of
   // batch_size x grad_accum reads) and keeps its rows of each micro-batch, so any number of
@@ -254,7 +255,7 @@ StepStats Trainer::train_step() {
   }
   if (comm_.size() > 1) {
     // The gradients are each rank's part of the global mean's already: summed.
-    comm_.all_reduce_sum(loss_share);
+    comm_.all_reduce_sum(loss_share, "loss all-reduce");
     all_reduce_gradients();
   }
   const auto loss = static_cast<float>(loss_share[0]);  // one process, one batch: its own loss
@@ -284,6 +285,7 @@ StepStats Trainer::train_step() {
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   seconds_ += took;
+  const Communicator::Traffic traffic = comm_.traffic();
   const StepStats stats{step_,
                         cfg_.steps,
                         loss,
@@ -294,7 +296,10 @@ StepStats Trainer::train_step() {
                         static_cast<double>(sequences * T) / took,
                         skip,
                         skipped_steps_,
-                        fell};
+                        fell,
+                        traffic.seconds - traffic_before.seconds,
+                        traffic.bytes - traffic_before.bytes,
+                        took};
   if (consecutive_skips_ >= cfg_.max_skipped_steps) {
     throw SkipLimitReached(
         fmt::format("step {}: {} steps in a row skipped, their loss or gradients not finite (from "
@@ -332,7 +337,7 @@ void Trainer::diagnose_non_finite(const Batch& batch, std::vector<Fp8Fallback>& 
       linears[g]->watch_output(false);
       broken[g] = linears[g]->non_finite_output_order() >= 0 ? 1.0f : 0.0f;
     }
-    comm_.all_reduce_max(broken);
+    comm_.all_reduce_max(broken, "non-finite GEMM max-reduce");
     const auto it = std::find(broken.begin(), broken.end(), 1.0f);
     if (it == broken.end()) return;
     Linear* first = linears[static_cast<size_t>(it - broken.begin())];
@@ -346,7 +351,7 @@ void Trainer::watch_saturation(std::vector<Fp8Fallback>& fell) {
   if (comm_.size() > 1) {  // the worst rank's fraction, so that every rank decides alike
     std::vector<float> fractions;
     for (const auto& s : sat) fractions.push_back(static_cast<float>(s.fraction));
-    comm_.all_reduce_max(fractions);
+    comm_.all_reduce_max(fractions, "FP8 saturation max-reduce");
     for (size_t g = 0; g < sat.size(); ++g) sat[g].fraction = fractions[g];
   }
   saturated_steps_.resize(linears.size(), 0);
@@ -454,7 +459,7 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress,
 bool Trainer::any_rank(bool asks) const {
   if (comm_.size() == 1) return asks;
   float v[] = {asks ? 1.0f : 0.0f};
-  comm_.all_reduce_max(v);
+  comm_.all_reduce_max(v, "stop request max-reduce");
   return v[0] > 0;
 }
 
@@ -488,7 +493,7 @@ void Trainer::all_reduce_gradients() {
       at += bytes.size() / sizeof(float);
     });
   }
-  comm_.all_reduce_sum(reduce_buffer_);
+  comm_.all_reduce_sum(reduce_buffer_, "gradient all-reduce");
   at = 0;
   for (Parameter* p : ps) {
     p->grad.fill_bytes([&](std::span<uint8_t> bytes) {
@@ -500,7 +505,7 @@ void Trainer::all_reduce_gradients() {
 
 AmaxReducer Trainer::amax_reducer() {
   if (comm_.size() == 1) return {};
-  return [this](std::span<float> amaxes) { comm_.all_reduce_max(amaxes); };
+  return [this](std::span<float> amaxes) { comm_.all_reduce_max(amaxes, "FP8 amax max-reduce"); };
 }
 
 }  // namespace fp8lm
