@@ -1,11 +1,14 @@
 // Times training steps of one model configuration in one precision and prints one JSON line:
 // tokens/s over the steps after the warmup ones (which build GEMM primitives), seconds per
-// step, and the process's peak RSS. bench/cpu_bench.py runs it beside the PyTorch peer.
+// step, and the process's peak RSS. bench/cpu_bench.py runs it beside the PyTorch peer. Under
+// mpirun it trains data parallel (--batch-size is the global batch) and rank 0 alone prints,
+// adding the time and bytes per step in collectives (bench/data_parallel_bench.py).
 #include <fmt/format.h>
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 
+#include "dist/communicator.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/traffic.h"
@@ -63,7 +66,8 @@ int main(int argc, char** argv) {
     c.device = fp8lm::parse_device(device);
     const fp8lm::DeviceChoice dev = fp8lm::resolve_device(c.device);
     size_t gpu_bytes = 0;  // device memory in use at the last step (nothing is freed before)
-    double warm_seconds = 0;
+    double warm_seconds = 0, comm_seconds = 0;
+    uint64_t comm_bytes = 0;
     std::unique_ptr<fp8lm::GPT> model;
     const auto r = fp8lm::train(
         c,
@@ -73,6 +77,10 @@ int main(int argc, char** argv) {
             fp8lm::cpu::reset_gemm_stats();
             fp8lm::reset_traffic();
           }
+          if (s.step > warmup_steps) {
+            comm_seconds += s.comm_seconds;
+            comm_bytes += s.comm_bytes;
+          }
           if (dev.cuda && s.step == s.total) gpu_bytes = fp8lm::cuda::memory_used_bytes(dev.index);
         },
         &model);
@@ -81,8 +89,10 @@ int main(int argc, char** argv) {
     const int64_t timed_steps = c.steps - warmup_steps;
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
+    if (fp8lm::world().rank() != 0) return 0;
+    const auto per_step = [&](double x) { return x / static_cast<double>(timed_steps); };
     fmt::print(
-        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}}})"
+        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}, "world_size": {}, "comm_seconds_per_step": {:.5f}, "comm_bytes_per_step": {:.0f}}})"
         "\n",
         r.precision.label(),
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
@@ -92,7 +102,8 @@ int main(int argc, char** argv) {
         fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()), c.fusion ? "true" : "false",
         static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps),
         dev.cuda ? std::string("null") : memory_json(*model),  // host figures: CPU runs only
-        dev.name, static_cast<double>(gpu_bytes) / (1 << 20));
+        dev.name, static_cast<double>(gpu_bytes) / (1 << 20), fp8lm::world().size(),
+        per_step(comm_seconds), per_step(static_cast<double>(comm_bytes)));
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

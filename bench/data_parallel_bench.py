@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Data parallelism on this machine (issue 13): 2 ranks of 1 thread (mpirun) against 1 rank of
+2 threads, on the demo model and on d512/6L, in each precision, with the same global batch: the
+tokens/s of each, the share of the 2-rank step spent in collectives (waiting for the other rank
+included) and the bytes each rank all-reduces per step. Prints a Markdown table and, with
+--json, the figures the README's scaling model (bench/scaling_model.py) reads.
+
+Usage: bench/data_parallel_bench.py [--build build/release] [--steps N] [--json out.json]
+"""
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+
+CONFIGS = {
+    "demo": dict(vocab=128, seq_len=64, d_model=256, n_layers=4, n_heads=8, ffn=1024, batch_size=32),
+    "512/6/256": dict(vocab=256, seq_len=256, d_model=512, n_layers=6, n_heads=8, ffn=2048, batch_size=8),
+}
+MPIRUN = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"error: {' '.join(cmd)} failed: {r.stderr.strip()[-500:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", default="build/release")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--json")
+    a = p.parse_args()
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        sys.exit("error: mpirun not found (scripts/deps installs openmpi-bin)")
+    bench = f"{a.build}/bench/bench_train"
+    rows, out = [], []
+    for name, cfg in CONFIGS.items():
+        for precision in ("fp32", "bf16", "fp8"):
+            args = [f"--{k.replace('_', '-')}={v}" for k, v in cfg.items()]
+            args += [f"--steps={a.steps}", "--warmup-steps=2", f"--precision={precision}"]
+            one = run([bench] + args + ["--threads=2"])
+            two = run([mpirun] + MPIRUN + ["-np", "2", bench] + args + ["--threads=1"])
+            share = two["comm_seconds_per_step"] / two["seconds_per_step"]
+            rows.append(f"| {name} | {precision} | {one['tokens_per_s']:.0f} | {two['tokens_per_s']:.0f} | "
+                        f"{two['tokens_per_s'] / one['tokens_per_s']:.2f} | {100 * share:.1f}% | "
+                        f"{two['comm_bytes_per_step'] / 1e6:.2f} | "
+                        f"{two['comm_bytes_per_step'] / two['parameters']:.3f} |")
+            print(rows[-1], flush=True)
+            out.append(dict(config=name, precision=precision, parameters=two["parameters"],
+                            one_rank_two_threads=one, two_ranks_one_thread=two))
+    print("\n| model | precision | 1 rank x 2 threads tok/s | 2 ranks x 1 thread tok/s | ratio | "
+          "comm share of step | MB all-reduced per step per rank | bytes per parameter |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
