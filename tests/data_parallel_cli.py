@@ -3,7 +3,8 @@
 
 - the demo learns in fp8 and in bf16 on 2 ranks (stride accuracy >= 0.99), and the run records
   its world size and each step's communication;
-- a run saved on 2 ranks resumes on 1 and on 3 and matches the run that was not interrupted;
+- a run saved on 2 ranks under ZeRO-1 resumes on 1 and on 3 and matches the run that was not interrupted;
+- SIGTERM or SIGINT to mpirun stops every rank after the same step with one checkpoint;
 - a rank killed mid-run ends the run (non-zero exit, bounded time) with the last checkpoint
   loadable; a rank that hangs (SIGSTOP) ends it after --collective-timeout with one line naming
   the rank and the collective.
@@ -30,6 +31,15 @@ def check(ok, what):
 def metrics(run):
     with open(os.path.join(run, "metrics.jsonl")) as f:
         return [json.loads(line) for line in f]
+
+
+def alive(pid):
+    """Whether a process runs (a zombie waiting to be reaped does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def rank_pid(launcher, rank):
@@ -79,7 +89,8 @@ def main(binary, mpirun):
             check(all(line["comm_bytes"] > 0 and line["comm_seconds"] >= 0 for line in m),
                   "every metrics line has this step's communication")
 
-        # Save on 2 ranks after 12 of 24 steps; resume on 1 and on 3. FP32, so the losses of all
+        # Save on 2 ranks with ZeRO-1 (the optimizer state gathered on rank 0 for the checkpoint)
+        # after 12 of 24 steps; resume on 1 and on 3 (shards of 3). FP32, so the losses of all
         # three match the uninterrupted run's within a few roundings of the reduction order
         # (1e-5 relative; the data-parallel tests see 1e-7 per step, compounding over the steps).
         tiny = ["--precision", "fp32", "--steps", "24", "--vocab", "16", "--seq-len", "12", "--d-model", "32",
@@ -89,7 +100,7 @@ def main(binary, mpirun):
         r = train(1, tiny + ["--out", whole])
         check(r.returncode == 0, f"uninterrupted run: {r.stderr[-500:]}")
         saved = os.path.join(tmp, "saved")
-        r = train(2, tiny + ["--out", saved, "--stop-after", "12"])
+        r = train(2, tiny + ["--out", saved, "--stop-after", "12", "--zero", "1"])
         check(r.returncode == 0, f"2 ranks, stop after 12: {r.stderr[-500:]}")
         expected = [line["loss"] for line in metrics(whole)]
         for ranks in (1, 3):
@@ -104,6 +115,30 @@ def main(binary, mpirun):
             print(f"saved on 2 ranks, resumed on {ranks}: losses within {worst:.2e} of the uninterrupted run",
                   flush=True)
             check(worst <= 1e-5, f"resume on {ranks}: losses {worst:.2e} from the uninterrupted run")
+
+        # SIGTERM or SIGINT to mpirun: it passes the signal on to the ranks, which agree on it,
+        # stop after the same step, write one checkpoint (rank 0) and exit.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            run = os.path.join(tmp, "signal_" + sig.name)
+            cmd = launch + ["2", binary, "train", "--out", run] + tiny
+            cmd[cmd.index("--steps") + 1] = "1000000"
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            while not os.path.exists(os.path.join(run, "checkpoints", "latest")) and p.poll() is None:
+                time.sleep(0.05)
+            ranks = [rank_pid(p.pid, r) for r in (0, 1)]
+            p.send_signal(sig)
+            _, err = p.communicate(timeout=120)
+            stops = [line for line in err.splitlines() if "checkpoint written" in line]
+            check(len(stops) == 1, f"{sig.name}: {len(stops)} stop messages: {err[-500:]}")
+            check(p.returncode != 0, f"{sig.name}: mpirun exit 0")
+            if stops:
+                step = int(stops[0].split("stopped at step ")[1].split(";")[0])
+                with open(os.path.join(run, "checkpoints", "latest")) as f:
+                    latest = f.read().strip()
+                check(latest == f"step-{step:06d}", f"{sig.name}: latest is {latest}, the stop was at {step}")
+                print(f"{sig.name} to mpirun: stopped at step {step} with one checkpoint, exit {p.returncode}",
+                      flush=True)
+            check(not any(alive(pid) for pid in ranks), f"{sig.name}: a rank outlived mpirun")
 
         # A rank killed, and a rank hung, mid-run.
         for fault in ("kill", "hang"):

@@ -39,6 +39,10 @@ struct TrainConfig {
   // Micro-batches of batch_size sequences whose gradients an optimizer step sums (TE's
   // gradient accumulation): a step trains on batch_size x grad_accum sequences.
   int64_t grad_accum = 1;
+  // ZeRO stage (`--zero 1`): 1 shards the AdamW moments across the data-parallel ranks (each
+  // updates its share of the parameters, then the weights are all-gathered); 0 keeps them
+  // whole on every rank.
+  int64_t zero = 0;
   float lr = 2e-3f;
   float min_lr_ratio = 0.1f;
   int64_t warmup = 20;

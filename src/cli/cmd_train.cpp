@@ -113,6 +113,8 @@ const Setting kSettings[] = {
      [](TrainConfig& c, Flag f, Flag v) { c.batch_size = as_int(f, v); }},
     {"grad-accum", "micro-batches of --batch-size whose gradients one optimizer step sums",
      [](TrainConfig& c, Flag f, Flag v) { c.grad_accum = as_int(f, v); }},
+    {"zero", "0|1: 1 shards the optimizer state across data-parallel ranks (ZeRO-1)",
+     [](TrainConfig& c, Flag f, Flag v) { c.zero = as_int(f, v); }},
     {"lr", "peak learning rate", [](TrainConfig& c, Flag f, Flag v) { c.lr = as_float(f, v); }},
     {"warmup", "warmup steps", [](TrainConfig& c, Flag f, Flag v) { c.warmup = as_int(f, v); }},
     {"weight-decay", "AdamW weight decay (matrices only)",
@@ -313,16 +315,27 @@ class Follower final : public RunRecorder {
   void finished(Trainer&, const TrainResult&) override {}
 };
 
-// A rank other than 0: the same steps, stops and evaluation as rank 0, silently.
-int follow(Trainer& trainer, const std::string& dir, const TrainFlags& f) {
+// How a run in DIR checkpoints: as it began when resumed, unless a flag changes it now. Every
+// rank keeps the same schedule (a checkpoint is a collective under ZeRO-1).
+RunSettings run_settings(const TrainFlags& f, CLI::App* app, const std::string& dir) {
+  RunSettings settings = f.resume.empty() ? RunSettings{} : read_run_settings(dir);
+  if (f.resume.empty() || app->get_option("--checkpoint-every")->count() > 0)
+    settings.checkpoint_every = f.checkpoint_every;
+  if (f.resume.empty() || app->get_option("--keep-checkpoints")->count() > 0)
+    settings.keep_checkpoints = f.keep_checkpoints;
+  return settings;
+}
+
+// A rank other than 0: the same steps, stops, checkpoints and evaluation as rank 0, silently.
+int follow(Trainer& trainer, const std::string& dir, const TrainFlags& f, CLI::App* app) {
   if (dir.empty()) {
     while (!trainer.done()) trainer.train_step();
     trainer.finish();
     return 0;
   }
   Follower follower;
-  if (run_training(trainer, {f.checkpoint_every, f.stop_after}, follower, {}, &g_stop, nullptr) ==
-      RunEnd::Stopped)
+  const RunSchedule schedule{run_settings(f, app, dir).checkpoint_every, f.stop_after};
+  if (run_training(trainer, schedule, follower, {}, &g_stop, nullptr) == RunEnd::Stopped)
     return g_signal ? 128 + g_signal.load() : 0;
   return 0;
 }
@@ -383,7 +396,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
   }
   trainer->set_fusion(!f.no_fusion);  // how kernels run, not what the run is: not saved
   const TrainConfig& c = trainer->config();
-  if (!lead) return follow(*trainer, dir, f);
+  if (!lead) return follow(*trainer, dir, f, app);
   const PrecisionChoice& choice = trainer->precision();
   fmt::print("precision {} -> {} on {} ({})\n", precision_name(c.precision), choice.label(),
              trainer->device().name, choice.reason);
@@ -412,12 +425,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     print_result(c, trainer->finish());
     return 0;
   }
-  // A resumed run keeps the checkpointing it began with, unless a flag changes it now.
-  RunSettings settings = f.resume.empty() ? RunSettings{} : read_run_settings(dir);
-  if (f.resume.empty() || app->get_option("--checkpoint-every")->count() > 0)
-    settings.checkpoint_every = f.checkpoint_every;
-  if (f.resume.empty() || app->get_option("--keep-checkpoints")->count() > 0)
-    settings.keep_checkpoints = f.keep_checkpoints;
+  const RunSettings settings = run_settings(f, app, dir);
   const RunSchedule schedule{settings.checkpoint_every, f.stop_after};
   RunDirectory run(dir, *trainer, settings);
   TrainResult r;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <memory>
@@ -22,6 +23,15 @@ class SingleProcess final : public Communicator {
   void all_reduce_sum(std::span<float>, std::string_view) override {}
   void all_reduce_sum(std::span<double>, std::string_view) override {}
   void all_reduce_max(std::span<float>, std::string_view) override {}
+  void reduce_scatter_sum(std::span<const float> all, std::span<float> mine, std::span<const int>,
+                          std::string_view) override {
+    std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(mine.size()), mine.begin());
+  }
+  void all_gather(std::span<float>, std::span<const int>, std::string_view) override {}
+  void gather_to_first(std::span<const float> mine, std::span<float> all, std::span<const int>,
+                       std::string_view) override {
+    std::copy(mine.begin(), mine.end(), all.begin());
+  }
   void set_timeout(double) override {}
   Traffic traffic() const override { return {}; }
   void abort(int) override {}

@@ -24,6 +24,16 @@ class Communicator {
   virtual void all_reduce_sum(std::span<float> values, std::string_view what) = 0;
   virtual void all_reduce_sum(std::span<double> values, std::string_view what) = 0;
   virtual void all_reduce_max(std::span<float> values, std::string_view what) = 0;
+  // Segmented collectives over a buffer of every rank's segments in rank order (rank r's holds
+  // counts[r] values): ZeRO-1's gradient reduce-scatter (this rank's segment of the sum, into
+  // `mine`), its weight all-gather (in place: every rank's segment from that rank), and the
+  // optimizer state gathered on rank 0 for a checkpoint (`all` is only written on rank 0).
+  virtual void reduce_scatter_sum(std::span<const float> all, std::span<float> mine,
+                                  std::span<const int> counts, std::string_view what) = 0;
+  virtual void all_gather(std::span<float> all, std::span<const int> counts,
+                          std::string_view what) = 0;
+  virtual void gather_to_first(std::span<const float> mine, std::span<float> all,
+                               std::span<const int> counts, std::string_view what) = 0;
   // A collective that has not completed after this many seconds (a rank died or hangs) ends
   // in an Error naming it and the ranks that did not join; 0 waits forever.
   virtual void set_timeout(double seconds) = 0;

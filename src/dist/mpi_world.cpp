@@ -59,6 +59,29 @@ class MpiWorld final : public Communicator {
   void all_reduce_max(std::span<float> v, std::string_view what) override {
     reduce(v, MPI_FLOAT, MPI_MAX, what);
   }
+  void reduce_scatter_sum(std::span<const float> all, std::span<float> mine,
+                          std::span<const int> counts, std::string_view what) override {
+    run(what, all.size_bytes(), [&](MPI_Request* r) {
+      return MPI_Ireduce_scatter(all.data(), mine.data(), counts.data(), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, r);
+    });
+  }
+  void all_gather(std::span<float> all, std::span<const int> counts,
+                  std::string_view what) override {
+    const std::vector<int> at = offsets(counts);
+    run(what, all.size_bytes(), [&](MPI_Request* r) {
+      return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, all.data(), counts.data(), at.data(),
+                             MPI_FLOAT, MPI_COMM_WORLD, r);
+    });
+  }
+  void gather_to_first(std::span<const float> mine, std::span<float> all,
+                       std::span<const int> counts, std::string_view what) override {
+    const std::vector<int> at = offsets(counts);
+    run(what, all.size_bytes(), [&](MPI_Request* r) {
+      return MPI_Igatherv(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, all.data(),
+                          counts.data(), at.data(), MPI_FLOAT, 0, MPI_COMM_WORLD, r);
+    });
+  }
   void set_timeout(double seconds) override { timeout_ = seconds; }
   Traffic traffic() const override { return traffic_; }
   void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
@@ -69,17 +92,32 @@ class MpiWorld final : public Communicator {
  private:
   template <class T>
   void reduce(std::span<T> v, MPI_Datatype type, MPI_Op op, std::string_view what) {
-    const Clock::time_point start = Clock::now();
     // MPI counts are ints: a larger buffer goes in pieces.
     for (size_t at = 0; at < v.size(); at += INT_MAX) {
-      const int n = static_cast<int>(std::min<size_t>(INT_MAX, v.size() - at));
-      MPI_Request request = MPI_REQUEST_NULL;
-      check(MPI_Iallreduce(MPI_IN_PLACE, v.data() + at, n, type, op, MPI_COMM_WORLD, &request),
-            "MPI_Iallreduce");
-      wait(request, start, what);
+      const size_t n = std::min<size_t>(INT_MAX, v.size() - at);
+      run(what, n * sizeof(T), [&](MPI_Request* r) {
+        return MPI_Iallreduce(MPI_IN_PLACE, v.data() + at, static_cast<int>(n), type, op,
+                              MPI_COMM_WORLD, r);
+      });
     }
-    traffic_.seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    traffic_.bytes += v.size_bytes();
+  }
+
+  // Starts a non-blocking collective and waits for it, counting its time and bytes.
+  template <class Start>
+  void run(std::string_view what, size_t bytes, Start start_collective) {
+    const Clock::time_point start = Clock::now();
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(start_collective(&request), "starting the collective");
+    wait(request, start, what);
+    traffic_.seconds += seconds_since(start);
+    traffic_.bytes += bytes;
+  }
+
+  // Where each rank's segment starts (counts are in elements, as are the offsets).
+  static std::vector<int> offsets(std::span<const int> counts) {
+    std::vector<int> at(counts.size(), 0);
+    for (size_t r = 1; r < counts.size(); ++r) at[r] = at[r - 1] + counts[r - 1];
+    return at;
   }
 
   // Polls the collective (its progress happens in MPI_Test), yielding the core between polls

@@ -101,6 +101,7 @@ void run_fields(Config& c, F f) {
   f("steps", c.steps);
   f("batch_size", c.batch_size);
   f("grad_accum", c.grad_accum);
+  f("zero", c.zero);
   f("lr", c.lr);
   f("min_lr_ratio", c.min_lr_ratio);
   f("warmup", c.warmup);
@@ -119,7 +120,7 @@ void run_fields(Config& c, F f) {
 
 // Keys that configs written before them lack; their defaults apply.
 bool added_later(const char* key) {
-  for (const std::string_view later : {"max_skipped_steps", "fp8_fallback", "grad_accum"})
+  for (const std::string_view later : {"max_skipped_steps", "fp8_fallback", "grad_accum", "zero"})
     if (later == key) return true;
   return false;
 }
@@ -276,6 +277,10 @@ SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
 
 void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
                      const CheckpointInfo& info, const TrainProgress& progress) {
+  for (size_t i = 0; i < opt.parameters().size(); ++i) {
+    if (!opt.holds_moments(i))
+      throw Error("internal: the optimizer state is sharded (ZeRO-1); gather it before saving");
+  }
   std::filesystem::create_directories(dir);
   // Each tensor is read where it lives (from a GPU: downloaded a piece at a time) only when the
   // write reaches it.
@@ -404,8 +409,10 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
   std::vector<Load> loads;
   for (size_t i = 0; i < opt.parameters().size(); ++i) {
     Parameter* p = opt.parameters()[i];
-    loads.push_back({"adamw.m." + p->name, p, &opt.first_moment_buffer(i)});
-    loads.push_back({"adamw.v." + p->name, p, &opt.second_moment_buffer(i)});
+    if (opt.holds_moments(i)) {  // under ZeRO-1, the rank's share of the parameters only
+      loads.push_back({"adamw.m." + p->name, p, &opt.first_moment_buffer(i)});
+      loads.push_back({"adamw.v." + p->name, p, &opt.second_moment_buffer(i)});
+    }
     if (state.contains("master." + p->name)) loads.push_back({"master." + p->name, p, &p->value});
   }
   std::ranges::sort(loads, {}, [&](const Load& l) { return state.position(l.name); });

@@ -63,22 +63,49 @@ Backend& backend_of(const ParameterList& params) {
 
 }  // namespace
 
-AdamW::AdamW(ParameterList params, AdamWConfig cfg)
-    : params_(std::move(params)), cfg_(cfg), be_(backend_of(params_)) {
-  for (Parameter* p : params_) {
-    m_.emplace_back(be_, p->value.size());
-    v_.emplace_back(be_, p->value.size());
-    m_.back().zero();
-    v_.back().zero();
+AdamW::AdamW(ParameterList params, AdamWConfig cfg, OptimizerShard shard)
+    : params_(std::move(params)),
+      cfg_(cfg),
+      be_(backend_of(params_)),
+      begin_(std::min(shard.begin, params_.size())),
+      end_(std::clamp(shard.end, begin_, params_.size())) {
+  m_.reserve(params_.size());
+  v_.reserve(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    m_.emplace_back(be_);
+    v_.emplace_back(be_);
   }
   for_each_chunk(params_, [&](size_t i, int64_t b, int64_t e) {
     chunks_.push_back({params_[i], i, b, e});
-    numel_ += e - b;
   });
+  build_shard();
+}
+
+void AdamW::build_shard() {
+  numel_ = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (i < begin_ || i >= end_) {
+      m_[i].clear();
+      v_[i].clear();
+      continue;
+    }
+    if (!holds_moments(i)) {
+      for (BackendBuffer<float>* b : {&m_[i], &v_[i]}) {
+        b->resize(params_[i]->value.size());
+        b->zero();
+      }
+    }
+    numel_ += static_cast<int64_t>(params_[i]->value.size());
+  }
+  // The chunks are in parameter order: the shard's are one run of them.
+  const auto in_shard = [&](const Chunk& c) { return c.index >= begin_ && c.index < end_; };
+  shard_chunks_ = std::span(chunks_).subspan(
+      static_cast<size_t>(std::ranges::find_if(chunks_, in_shard) - chunks_.begin()),
+      static_cast<size_t>(std::ranges::count_if(chunks_, in_shard)));
   if (be_.host_memory()) return;
   // A device: the multi-tensor table, FP32 gradients only (no BF16 gradient path there).
   std::vector<AdamWTensor> table;
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = begin_; i < end_; ++i) {
     Parameter& p = *params_[i];
     if (p.numel() == 0) continue;
     if (p.bf16_grad())
@@ -93,8 +120,26 @@ AdamW::AdamW(ParameterList params, AdamWConfig cfg)
     table.push_back(t);
   }
   table_.resize(table.size());
-  table_.upload(table, "optimizer table");
+  if (!table.empty()) table_.upload(table, "optimizer table");
   norm_clip_.resize(2);
+}
+
+void AdamW::hold_all_moments() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (holds_moments(i)) continue;
+    for (BackendBuffer<float>* b : {&m_[i], &v_[i]}) {
+      b->resize(params_[i]->value.size());
+      b->zero();
+    }
+  }
+}
+
+void AdamW::release_moments_outside_shard() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (i >= begin_ && i < end_) continue;
+    m_[i].clear();
+    v_[i].clear();
+  }
 }
 
 void AdamW::set_moments(size_t i, const std::vector<float>& m, const std::vector<float>& v) {
@@ -114,7 +159,10 @@ AdamWHyper AdamW::hyper(float lr) const {
 }
 
 float AdamW::global_grad_norm() {
-  if (be_.host_memory()) return grad_norm(params_);
+  if (be_.host_memory())
+    return grad_norm(ParameterList(params_.begin() + static_cast<std::ptrdiff_t>(begin_),
+                                   params_.begin() + static_cast<std::ptrdiff_t>(end_)));
+  if (table_.size() == 0) return 0.0f;  // a shard of no parameters
   be_.grad_norm(norm_clip_.data(), nullptr, 0.0f, table_.data(), static_cast<int>(table_.size()),
                 numel_);
   float norm = 0;
@@ -127,8 +175,9 @@ void AdamW::step(float lr, float grad_scale) {
   const AdamWHyper h = hyper(lr);
   if (!be_.host_memory()) {
     be_.upload(norm_clip_.data() + 1, &grad_scale, sizeof(float));  // the clip slot's place
-    be_.adamw_step(table_.data(), static_cast<int>(table_.size()), numel_, h,
-                   norm_clip_.data() + 1);
+    if (table_.size() > 0)
+      be_.adamw_step(table_.data(), static_cast<int>(table_.size()), numel_, h,
+                     norm_clip_.data() + 1);
     for (Parameter* p : params_) ++p->version;
     return;
   }
@@ -148,11 +197,11 @@ void AdamW::step(float lr, float grad_scale) {
     }
   };
   if (fusion_enabled()) {
-    const auto n = static_cast<int64_t>(chunks_.size());
+    const auto n = static_cast<int64_t>(shard_chunks_.size());
 #pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < n; ++k) run(chunks_[k]);
+    for (int64_t k = 0; k < n; ++k) run(shard_chunks_[static_cast<size_t>(k)]);
   } else {
-    for (size_t i = 0; i < params_.size(); ++i) {
+    for (size_t i = begin_; i < end_; ++i) {
       const auto n = static_cast<int64_t>(params_[i]->value.size());
       const int64_t pieces = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static)

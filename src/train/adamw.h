@@ -4,6 +4,8 @@
 // moments live with the parameters, in their backend's memory: on the host the update runs
 // here (chunked over threads); on a device it is the backend's multi-tensor ops, which give
 // the same bits.
+#include <cstdint>
+#include <span>
 #include <vector>
 
 #include "nn/parameter.h"
@@ -17,9 +19,14 @@ struct AdamWConfig {
   float weight_decay = 0.1f;
 };
 
+// The parameters [begin, end) of a list (at most its end): a ZeRO-1 rank's share.
+struct OptimizerShard {
+  size_t begin = 0, end = SIZE_MAX;
+};
+
 class AdamW {
  public:
-  AdamW(ParameterList params, AdamWConfig cfg);
+  AdamW(ParameterList params, AdamWConfig cfg, OptimizerShard shard = {});
   // One update with learning rate lr, each gradient multiplied by grad_scale as it is read
   // (gradient clipping folded in); bumps each parameter's version. Fused (the default): one
   // parallel pass over fixed chunks of all parameters; unfused (--no-fusion): one pass per
@@ -42,7 +49,20 @@ class AdamW {
   BackendBuffer<float>& second_moment_buffer(size_t i) { return v_[i]; }
   void set_steps(int64_t t) { t_ = t; }
 
+  // ZeRO-1 (--zero 1): with a shard, this rank updates its parameters alone and keeps their
+  // moments only; a step leaves the others as they were (the trainer all-gathers them) and the
+  // gradient norm is the shard's. By default the shard is the whole list.
+  OptimizerShard shard() const { return {begin_, end_}; }
+  // Whether parameter i's moments are here: in the shard, or held for a checkpoint.
+  bool holds_moments(size_t i) const { return m_[i].size() == params_[i]->value.size(); }
+  // For writing a checkpoint on the rank that gathers the moments: every parameter's moment
+  // buffers (zeroed where not held), and dropping those outside the shard again afterwards.
+  void hold_all_moments();
+  void release_moments_outside_shard();
+
  private:
+  // The shard's moments, its run of chunks and a device's table.
+  void build_shard();
   AdamWHyper hyper(float lr) const;
   ParameterList params_;
   AdamWConfig cfg_;
@@ -57,8 +77,10 @@ class AdamW {
     size_t index;  // into m_ and v_
     int64_t begin, end;
   };
-  std::vector<Chunk> chunks_;
-  int64_t numel_ = 0;  // over all parameters
+  std::vector<Chunk> chunks_;            // every parameter's (zero_grad)
+  std::span<const Chunk> shard_chunks_;  // the shard's (the step)
+  int64_t numel_ = 0;                    // over the shard's parameters
+  size_t begin_ = 0, end_ = 0;
 };
 
 // The global L2 norm of all gradients: double partial sums over fixed chunks, added in chunk

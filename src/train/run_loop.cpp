@@ -8,6 +8,13 @@ RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& 
                     const ProgressFn& progress, const std::atomic<bool>* stop,
                     TrainResult* result) {
   const bool fp8 = trainer.precision().precision == Precision::Fp8;
+  // Every rank comes here; under ZeRO-1 the optimizer state is gathered on rank 0 to be written
+  // whole, and dropped again after.
+  const auto checkpoint = [&] {
+    trainer.gather_optimizer_state();
+    recorder.checkpoint(trainer);
+    trainer.release_gathered_optimizer_state();
+  };
   while (!trainer.done()) {
     StepRecord record;
     try {
@@ -31,15 +38,15 @@ RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& 
     const bool stopping = trainer.any_rank(stop && stop->load()) ||
                           (schedule.stop_after > 0 && step >= schedule.stop_after);
     if (stopping && !trainer.done()) {
-      recorder.checkpoint(trainer);
+      checkpoint();
       recorder.stopped(trainer);
       return RunEnd::Stopped;
     }
     if (schedule.checkpoint_every > 0 && step % schedule.checkpoint_every == 0 && !trainer.done()) {
-      recorder.checkpoint(trainer);
+      checkpoint();
     }
   }
-  recorder.checkpoint(trainer);
+  checkpoint();
   TrainResult r = trainer.finish();
   recorder.finished(trainer, r);
   if (result) *result = std::move(r);

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "core/finite.h"
 #include "fp8lm/error.h"
@@ -25,6 +27,8 @@ void TrainConfig::validate() const {
   if (steps <= 0) throw Error(fmt::format("--steps {} must be positive", steps));
   if (batch_size <= 0) throw Error(fmt::format("--batch-size {} must be positive", batch_size));
   if (grad_accum <= 0) throw Error(fmt::format("--grad-accum {} must be positive", grad_accum));
+  if (zero != 0 && zero != 1)
+    throw Error(fmt::format("--zero {}: the stages are 0 (off) and 1 (optimizer state)", zero));
   if (batch_size > INT64_MAX / grad_accum)
     throw Error(
         fmt::format("--batch-size {} x --grad-accum {} is too large", batch_size, grad_accum));
@@ -163,7 +167,8 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator& ranks) : cfg_(cfg), comm_
   }
   model_ = std::make_unique<GPT>(cfg_.model, cfg_.seed);
   opt_ =
-      std::make_unique<AdamW>(model_->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay});
+      std::make_unique<AdamW>(model_->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay},
+                              optimizer_shard(model_->parameters()));
   model_->init_fp8(cfg_.recipe.delayed);
   for (Linear* l : model_->linears()) {
     l->set_fp8_weights(cfg_.fp8_weights);
@@ -202,10 +207,10 @@ void Trainer::move_to(Backend& backend) {
   if (cfg_.fp8_weights && backend.host_memory()) {
     for (Linear* l : moved->linears()) l->weight().keep_grad_in_bf16();
   }
-  auto opt =
-      std::make_unique<AdamW>(moved->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay});
+  auto opt = std::make_unique<AdamW>(moved->parameters(),
+                                     AdamWConfig{.weight_decay = cfg_.weight_decay}, opt_->shard());
   for (size_t i = 0; i < opt_->parameters().size(); ++i)
-    opt->set_moments(i, opt_->first_moment(i), opt_->second_moment(i));
+    if (opt_->holds_moments(i)) opt->set_moments(i, opt_->first_moment(i), opt_->second_moment(i));
   opt->set_steps(opt_->steps());
   model_ = std::move(moved);
   opt_ = std::move(opt);
@@ -256,13 +261,26 @@ StepStats Trainer::train_step() {
   if (comm_.size() > 1) {
     // The gradients are each rank's part of the global mean's already: summed.
     comm_.all_reduce_sum(loss_share, "loss all-reduce");
-    all_reduce_gradients();
+    if (zero_sharded()) {
+      reduce_scatter_gradients();
+    } else {
+      all_reduce_gradients();
+    }
   }
   const auto loss = static_cast<float>(loss_share[0]);  // one process, one batch: its own loss
   // The norm the clipping needs anyway is the check: NaN or Inf anywhere in the gradients makes
   // it non-finite, so no other pass looks at them.
-  const float norm =
-      cfg_.fusion ? opt_->global_grad_norm() : clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
+  float norm;
+  if (zero_sharded()) {  // each rank holds its share's gradients: the squares summed
+    const double shard = opt_->global_grad_norm();
+    double squares[] = {shard * shard};
+    comm_.all_reduce_sum(squares, "gradient norm all-reduce");
+    norm = static_cast<float>(std::sqrt(squares[0]));
+  } else {
+    norm =
+        cfg_.fusion ? opt_->global_grad_norm() : clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
+  }
+  const bool clip_in_step = cfg_.fusion || zero_sharded();
   const bool skip = !std::isfinite(loss) || !std::isfinite(norm);
   const bool fallback = fp8 && cfg_.fp8_fallback;
   std::vector<Fp8Fallback> fell;
@@ -275,7 +293,8 @@ StepStats Trainer::train_step() {
     ++skipped_steps_;
   } else {
     // Fused: the clipping folded into the one AdamW pass; unfused: already applied.
-    opt_->step(lr, cfg_.fusion ? clip_factor(norm, cfg_.grad_clip) : 1.0f);
+    opt_->step(lr, clip_in_step ? clip_factor(norm, cfg_.grad_clip) : 1.0f);
+    if (zero_sharded()) all_gather_weights();
     refresh_fp8_weights();
     consecutive_skips_ = 0;
     if (fallback) watch_saturation(fell);
@@ -481,26 +500,120 @@ std::vector<Batch> Trainer::micro_batches(Batch step) const {
   return out;
 }
 
+namespace {
+
+// Parameters [begin, end)'s buffers (those `of` picks: gradients, weights, moments) copied into
+// one flat host buffer in order, and back.
+template <class Of>
+void pack(const ParameterList& ps, size_t begin, size_t end, Of of, float* flat) {
+  for (size_t i = begin; i < end; ++i) {
+    of(i, *ps[i]).read_bytes([&](std::span<const uint8_t> bytes) {
+      std::memcpy(flat, bytes.data(), bytes.size());
+      flat += bytes.size() / sizeof(float);
+    });
+  }
+}
+template <class Of>
+void unpack(const ParameterList& ps, size_t begin, size_t end, Of of, const float* flat) {
+  for (size_t i = begin; i < end; ++i) {
+    of(i, *ps[i]).fill_bytes([&](std::span<uint8_t> bytes) {
+      std::memcpy(bytes.data(), flat, bytes.size());
+      flat += bytes.size() / sizeof(float);
+    });
+  }
+}
+
+constexpr auto kGradients = [](size_t, Parameter& p) -> BackendBuffer<float>& { return p.grad; };
+constexpr auto kWeights = [](size_t, Parameter& p) -> BackendBuffer<float>& { return p.value; };
+
+}  // namespace
+
 void Trainer::all_reduce_gradients() {
   const ParameterList ps = model_->parameters();
   size_t total = 0;
   for (const Parameter* p : ps) total += p->grad.size();
   reduce_buffer_.resize(total);
-  size_t at = 0;
-  for (const Parameter* p : ps) {
-    p->grad.read_bytes([&](std::span<const uint8_t> bytes) {
-      std::memcpy(reduce_buffer_.data() + at, bytes.data(), bytes.size());
-      at += bytes.size() / sizeof(float);
-    });
-  }
+  pack(ps, 0, ps.size(), kGradients, reduce_buffer_.data());
   comm_.all_reduce_sum(reduce_buffer_, "gradient all-reduce");
-  at = 0;
-  for (Parameter* p : ps) {
-    p->grad.fill_bytes([&](std::span<uint8_t> bytes) {
-      std::memcpy(bytes.data(), reduce_buffer_.data() + at, bytes.size());
-      at += bytes.size() / sizeof(float);
-    });
+  unpack(ps, 0, ps.size(), kGradients, reduce_buffer_.data());
+}
+
+OptimizerShard Trainer::optimizer_shard(const ParameterList& ps) {
+  const int n = comm_.size();
+  if (cfg_.zero == 0 || n == 1) return {};
+  int64_t total = 0;
+  for (const Parameter* p : ps) total += p->numel();
+  if (total > INT_MAX) {
+    throw Error(
+        fmt::format("--zero 1: {} parameters exceed what one MPI collective counts "
+                    "({}); train without --zero",
+                    total, INT_MAX));
   }
+  // Runs of whole parameters, in order: rank r's begins at the first parameter with at least
+  // r/n of the values before it.
+  shard_begin_.assign(static_cast<size_t>(n) + 1, ps.size());
+  shard_begin_[0] = 0;
+  int64_t before = 0;
+  size_t r = 1;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    while (r < static_cast<size_t>(n) && before * n >= total * static_cast<int64_t>(r))
+      shard_begin_[r++] = i;
+    before += ps[i]->numel();
+  }
+  shard_values_.assign(static_cast<size_t>(n), 0);
+  for (size_t k = 0; k < static_cast<size_t>(n); ++k)
+    for (size_t i = shard_begin_[k]; i < shard_begin_[k + 1]; ++i)
+      shard_values_[k] += static_cast<int>(ps[i]->numel());
+  const auto me = static_cast<size_t>(comm_.rank());
+  return {shard_begin_[me], shard_begin_[me + 1]};
+}
+
+void Trainer::reduce_scatter_gradients() {
+  const ParameterList ps = model_->parameters();
+  const auto me = static_cast<size_t>(comm_.rank());
+  size_t total = 0;
+  for (const Parameter* p : ps) total += p->grad.size();
+  reduce_buffer_.resize(total);
+  shard_buffer_.resize(static_cast<size_t>(shard_values_[me]));
+  pack(ps, 0, ps.size(), kGradients, reduce_buffer_.data());
+  comm_.reduce_scatter_sum(reduce_buffer_, shard_buffer_, shard_values_, "gradient reduce-scatter");
+  unpack(ps, shard_begin_[me], shard_begin_[me + 1], kGradients, shard_buffer_.data());
+}
+
+void Trainer::all_gather_weights() {
+  const ParameterList ps = model_->parameters();
+  const auto me = static_cast<size_t>(comm_.rank());
+  const auto at = static_cast<size_t>(std::accumulate(
+      shard_values_.begin(), shard_values_.begin() + static_cast<ptrdiff_t>(me), int64_t{0}));
+  reduce_buffer_.resize(
+      static_cast<size_t>(std::accumulate(shard_values_.begin(), shard_values_.end(), int64_t{0})));
+  pack(ps, shard_begin_[me], shard_begin_[me + 1], kWeights, reduce_buffer_.data() + at);
+  comm_.all_gather(reduce_buffer_, shard_values_, "weight all-gather");
+  unpack(ps, 0, ps.size(), kWeights, reduce_buffer_.data());
+}
+
+void Trainer::gather_optimizer_state() {
+  if (!zero_sharded()) return;
+  const ParameterList ps = opt_->parameters();
+  const auto me = static_cast<size_t>(comm_.rank());
+  const bool first = me == 0;
+  if (first) opt_->hold_all_moments();
+  size_t total = 0;
+  for (const Parameter* p : ps) total += p->value.size();
+  std::vector<float> all(first ? total : 0);
+  shard_buffer_.resize(static_cast<size_t>(shard_values_[me]));
+  for (const bool second : {false, true}) {
+    const auto moment = [&](size_t i, Parameter&) -> BackendBuffer<float>& {
+      return second ? opt_->second_moment_buffer(i) : opt_->first_moment_buffer(i);
+    };
+    pack(ps, shard_begin_[me], shard_begin_[me + 1], moment, shard_buffer_.data());
+    comm_.gather_to_first(shard_buffer_, all, shard_values_, "optimizer state gather");
+    if (first) unpack(ps, 0, ps.size(), moment, all.data());
+  }
+}
+
+void Trainer::release_gathered_optimizer_state() {
+  if (zero_sharded()) opt_->release_moments_outside_shard();
 }
 
 AmaxReducer Trainer::amax_reducer() {

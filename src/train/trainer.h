@@ -31,6 +31,7 @@ struct TrainProgress {
 };
 
 class AdamW;
+struct OptimizerShard;
 
 // What train_step throws when max_skipped_steps steps in a row were skipped: an Error naming
 // the step and what went non-finite, carrying that step's figures for whoever records steps.
@@ -89,6 +90,10 @@ class Trainer {
   Communicator& ranks() const { return comm_; }
   // Whether any rank asks (a stop request seen by one rank stops all, at the same step).
   bool any_rank(bool asks) const;
+  // ZeRO-1: every rank calls these around a checkpoint. Rank 0 then holds the whole optimizer
+  // state (the checkpoint's format does not depend on the world) until the release.
+  void gather_optimizer_state();
+  void release_gathered_optimizer_state();
 
  private:
   TrainConfig cfg_;
@@ -116,8 +121,18 @@ class Trainer {
   std::vector<Batch> micro_batches(Batch step) const;
   // Gradients summed over the ranks (one buffer, one call).
   void all_reduce_gradients();
+  // ZeRO-1: each rank's share of the parameters (shard_begin_[r] to shard_begin_[r + 1]) and
+  // its number of values; empty when every rank keeps the whole optimizer state.
+  std::vector<size_t> shard_begin_;
+  std::vector<int> shard_values_;
+  bool zero_sharded() const { return !shard_values_.empty(); }
+  OptimizerShard optimizer_shard(const ParameterList& ps);
+  // ZeRO-1's collectives: this rank's share of the summed gradients, and every rank's updated
+  // weights from the rank that updated them.
+  void reduce_scatter_gradients();
+  void all_gather_weights();
   AmaxReducer amax_reducer();
-  std::vector<float> reduce_buffer_;
+  std::vector<float> reduce_buffer_, shard_buffer_;
 };
 
 // The automatic fallback's saturation rule: a GEMM falls back to BF16 when more than this
