@@ -14,22 +14,26 @@
 #include "kernels/traffic.h"
 #include "nn/fusion.h"
 #include "nn/scratch.h"
+#include "train/adamw.h"
 #include "train/trainer.h"
 
 namespace {
 
-// Where the memory goes, in MiB: FP32 master weights, their gradients, AdamW's two moments,
-// the weight casts the GEMMs keep, the tensors saved from forward for backward, and
-// workspace (the shared per-role scratch and the GEMM operand buffers).
-std::string memory_json(fp8lm::GPT& model) {
+// Where the memory goes, in MiB: FP32 master weights, their gradients, AdamW's two moments
+// (this rank's share under --zero 1), the weight casts the GEMMs keep, the tensors saved from
+// forward for backward, and workspace (the shared per-role scratch and the GEMM operand
+// buffers).
+std::string memory_json(fp8lm::GPT& model, const fp8lm::AdamW& opt) {
   const auto params = static_cast<double>(model.config().parameter_count());
-  size_t grads = 0;
+  size_t grads = 0, moments = 0;
   for (const fp8lm::Parameter* p : model.parameters()) grads += p->grad_bytes();
+  for (size_t i = 0; i < opt.parameters().size(); ++i)
+    moments += opt.first_moment_buffer(i).bytes() + opt.second_moment_buffer(i).bytes();
   const fp8lm::MemoryUse use = model.memory_use();
   const double mb = 1 << 20;  // MiB, as peak_rss_mb
   return fmt::format(
       R"({{"weights": {:.0f}, "gradients": {:.0f}, "optimizer": {:.0f}, "weight_casts": {:.0f}, "saved_activations": {:.0f}, "workspace": {:.0f}}})",
-      params * 4 / mb, static_cast<double>(grads) / mb, params * 8 / mb,
+      params * 4 / mb, static_cast<double>(grads) / mb, static_cast<double>(moments) / mb,
       static_cast<double>(use.weight_casts) / mb, static_cast<double>(use.saved) / mb,
       static_cast<double>(fp8lm::scratch_footprint() + fp8lm::cpu::gemm_workspace_bytes()) / mb);
 }
@@ -54,6 +58,7 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision, "fp32|bf16|fp8");
   app.add_option("--device", device, "cpu|cuda|cuda:N|auto (default cpu)");
   app.add_option("--threads", c.threads);
+  app.add_option("--zero", c.zero, "1: shard the optimizer state across mpirun's ranks");
   bool no_fusion = false;
   app.add_flag("--no-fusion", no_fusion, "the unfused kernel twins");
   app.add_flag("--fp8-weights", c.fp8_weights, "module weights only as FP8");
@@ -68,27 +73,28 @@ int main(int argc, char** argv) {
     size_t gpu_bytes = 0;  // device memory in use at the last step (nothing is freed before)
     double warm_seconds = 0, comm_seconds = 0;
     uint64_t comm_bytes = 0;
-    std::unique_ptr<fp8lm::GPT> model;
-    const auto r = fp8lm::train(
-        c,
-        [&](const fp8lm::StepStats& s) {
-          if (s.step == warmup_steps) {
-            warm_seconds = s.seconds;
-            fp8lm::cpu::reset_gemm_stats();
-            fp8lm::reset_traffic();
-          }
-          if (s.step > warmup_steps) {
-            comm_seconds += s.comm_seconds;
-            comm_bytes += s.comm_bytes;
-          }
-          if (dev.cuda && s.step == s.total) gpu_bytes = fp8lm::cuda::memory_used_bytes(dev.index);
-        },
-        &model);
+    fp8lm::Trainer trainer(c);
+    while (!trainer.done()) {
+      const fp8lm::StepStats s = trainer.train_step();
+      if (s.step == warmup_steps) {
+        warm_seconds = s.seconds;
+        fp8lm::cpu::reset_gemm_stats();
+        fp8lm::reset_traffic();
+      }
+      if (s.step > warmup_steps) {
+        comm_seconds += s.comm_seconds;
+        comm_bytes += s.comm_bytes;
+      }
+      if (dev.cuda && s.step == s.total) gpu_bytes = fp8lm::cuda::memory_used_bytes(dev.index);
+    }
+    const fp8lm::TrainResult r = trainer.finish();
     const fp8lm::cpu::GemmStats gemm = fp8lm::cpu::gemm_stats();
     const double timed = r.seconds - warm_seconds;
     const int64_t timed_steps = c.steps - warmup_steps;
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
+    float peak_rss[] = {static_cast<float>(usage.ru_maxrss)};  // the largest rank's
+    fp8lm::world().all_reduce_max(peak_rss, "peak RSS max-reduce");
     if (fp8lm::world().rank() != 0) return 0;
     const auto per_step = [&](double x) { return x / static_cast<double>(timed_steps); };
     fmt::print(
@@ -96,12 +102,14 @@ int main(int argc, char** argv) {
         "\n",
         r.precision.label(),
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
-        timed / static_cast<double>(timed_steps), static_cast<double>(usage.ru_maxrss) / 1024.0,
+        timed / static_cast<double>(timed_steps), static_cast<double>(peak_rss[0]) / 1024.0,
         c.model.parameter_count(), gemm.seconds / static_cast<double>(timed_steps),
         gemm.flops / 1e9 / static_cast<double>(timed_steps),
         fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()), c.fusion ? "true" : "false",
         static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps),
-        dev.cuda ? std::string("null") : memory_json(*model),  // host figures: CPU runs only
+        dev.cuda
+            ? std::string("null")
+            : memory_json(trainer.model(), trainer.optimizer()),  // host figures: CPU runs only
         dev.name, static_cast<double>(gpu_bytes) / (1 << 20), fp8lm::world().size(),
         per_step(comm_seconds), per_step(static_cast<double>(comm_bytes)));
   } catch (const std::exception& e) {

@@ -2,8 +2,10 @@
 """Data parallelism on this machine (issue 13): 2 ranks of 1 thread (mpirun) against 1 rank of
 2 threads, on the demo model and on d512/6L, in each precision, with the same global batch: the
 tokens/s of each, the share of the 2-rank step spent in collectives (waiting for the other rank
-included) and the bytes each rank all-reduces per step. Prints a Markdown table and, with
---json, the figures the README's scaling model (bench/scaling_model.py) reads.
+included) and the bytes each rank all-reduces per step; then the same 2 ranks under --zero 1
+(ZeRO-1): tokens/s, the optimizer state each rank holds and the peak RSS of the largest rank.
+Prints Markdown tables and, with --json, the figures the README's scaling model
+(bench/scaling_model.py) reads.
 
 Usage: bench/data_parallel_bench.py [--build build/release] [--steps N] [--json out.json]
 """
@@ -37,13 +39,18 @@ def main():
     if not mpirun:
         sys.exit("error: mpirun not found (scripts/deps installs openmpi-bin)")
     bench = f"{a.build}/bench/bench_train"
-    rows, out = [], []
+    rows, zero_rows, out = [], [], []
     for name, cfg in CONFIGS.items():
         for precision in ("fp32", "bf16", "fp8"):
             args = [f"--{k.replace('_', '-')}={v}" for k, v in cfg.items()]
             args += [f"--steps={a.steps}", "--warmup-steps=2", f"--precision={precision}"]
             one = run([bench] + args + ["--threads=2"])
             two = run([mpirun] + MPIRUN + ["-np", "2", bench] + args + ["--threads=1"])
+            zero = run([mpirun] + MPIRUN + ["-np", "2", bench] + args + ["--threads=1", "--zero=1"])
+            zero_rows.append(f"| {name} | {precision} | {two['tokens_per_s']:.0f} | {zero['tokens_per_s']:.0f} | "
+                             f"{two['memory_mb']['optimizer']:.1f} | {zero['memory_mb']['optimizer']:.1f} | "
+                             f"{two['peak_rss_mb']:.0f} | {zero['peak_rss_mb']:.0f} | "
+                             f"{zero['comm_bytes_per_step'] / 1e6:.2f} |")
             share = two["comm_seconds_per_step"] / two["seconds_per_step"]
             rows.append(f"| {name} | {precision} | {one['tokens_per_s']:.0f} | {two['tokens_per_s']:.0f} | "
                         f"{two['tokens_per_s'] / one['tokens_per_s']:.2f} | {100 * share:.1f}% | "
@@ -51,11 +58,15 @@ def main():
                         f"{two['comm_bytes_per_step'] / two['parameters']:.3f} |")
             print(rows[-1], flush=True)
             out.append(dict(config=name, precision=precision, parameters=two["parameters"],
-                            one_rank_two_threads=one, two_ranks_one_thread=two))
+                            one_rank_two_threads=one, two_ranks_one_thread=two, two_ranks_zero1=zero))
     print("\n| model | precision | 1 rank x 2 threads tok/s | 2 ranks x 1 thread tok/s | ratio | "
           "comm share of step | MB all-reduced per step per rank | bytes per parameter |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    print("\n| model | precision | 2 ranks tok/s | ZeRO-1 tok/s | optimizer MiB per rank | ZeRO-1 | "
+          "peak RSS MiB per rank | ZeRO-1 | ZeRO-1 MB reduce-scattered + all-gathered per step |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(zero_rows))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -85,6 +85,12 @@ def main(binary, mpirun):
                   f"{summary['tokens_per_s']:.0f} tokens/s", flush=True)
             check(summary["stride_accuracy"] >= 0.99, f"demo {precision}: accuracy {summary['stride_accuracy']}")
             check(summary["world_size"] == 2 and config["run"]["world_size"] == 2, "world_size recorded")
+            if precision == "fp8":  # inspect says the FP8 state is the ranks' reduced one
+                r = subprocess.run([binary, "inspect", run], capture_output=True, text=True)
+                check("trained on 2 data-parallel ranks: the amaxes were max-reduced" in r.stdout,
+                      f"inspect does not show the reduction: {r.stdout[:400]} {r.stderr[-300:]}")
+                r = subprocess.run([binary, "inspect", run, "--json"], capture_output=True, text=True)
+                check(r.returncode == 0 and json.loads(r.stdout)["world_size"] == 2, "inspect --json world_size")
             m = metrics(run)
             check(all(line["comm_bytes"] > 0 and line["comm_seconds"] >= 0 for line in m),
                   "every metrics line has this step's communication")

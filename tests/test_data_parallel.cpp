@@ -173,6 +173,16 @@ TEST_F(DataParallel, ZeroOneShardsTheOptimizerStateAndTrainsTheSame) {
   }
 }
 
+// The launch as mpirun describes it: on one machine every rank is local, its local rank its
+// rank (what picks each rank's GPU).
+TEST_F(DataParallel, TheLaunchNamesEachRanksPlaceOnItsMachine) {
+  const Launch l = detect_launch();
+  EXPECT_EQ(l.size, world().size());
+  EXPECT_EQ(l.rank, world().rank());
+  EXPECT_EQ(l.local_rank, world().rank());
+  EXPECT_EQ(l.launcher, "Open MPI");
+}
+
 // A global batch smaller than the world leaves a rank without rows: refused by name.
 TEST_F(DataParallel, ABatchSmallerThanTheWorldIsRefused) {
   TrainConfig c = tiny(Precision::Fp32);

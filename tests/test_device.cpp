@@ -25,6 +25,21 @@ TEST(Device, ParsesEverySpelling) {
   EXPECT_EQ(c3.index, 3);
 }
 
+// Under mpirun (issue 13) a rank whose --device names no GPU (auto, cuda) takes its local
+// rank's, modulo the GPUs it sees; cuda:N and cpu stay as asked.
+TEST(Device, EachLocalRankTakesItsOwnGpuUnlessOneIsNamed) {
+  for (const char* any : {"auto", "cuda"}) {
+    for (int local = 0; local < 5; ++local) {
+      EXPECT_EQ(gpu_of_local_rank(parse_device(any), local, 2).index, local % 2) << any;
+      EXPECT_EQ(gpu_of_local_rank(parse_device(any), local, 8).index, local) << any;
+    }
+    EXPECT_EQ(gpu_of_local_rank(parse_device(any), 3, 0).index, 0) << "no GPU: as asked";
+  }
+  EXPECT_EQ(gpu_of_local_rank(parse_device("cuda:1"), 0, 4).index, 1);
+  EXPECT_EQ(gpu_of_local_rank(parse_device("cuda:0"), 3, 4).index, 0);
+  EXPECT_EQ(gpu_of_local_rank(parse_device("cpu"), 3, 4).kind, DeviceSpec::Cpu);
+}
+
 TEST(Device, RejectsAnythingElseNamingTheFlag) {
   for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:x", "cuda:1x", "CPU", ""}) {
     try {

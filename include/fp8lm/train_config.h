@@ -15,6 +15,8 @@ namespace fp8lm {
 struct DeviceSpec {
   enum Kind { Auto, Cpu, Cuda } kind = Auto;
   int index = 0;  // cuda:N
+  // auto or cuda without an index: under mpirun each rank takes its local rank's GPU.
+  bool any_gpu = false;
 };
 
 // A GEMM moved from FP8 to BF16 for the rest of a run by the automatic fallback.

@@ -69,15 +69,25 @@ void run_inspect(const InspectFlags& f) {
     return;
   }
   const Format recipe_format = c.recipe.delayed.format;
+  const int64_t ranks =
+      file.metadata().count("world_size") ? metadata_number<int64_t>(file, "world_size") : 1;
   nlohmann::json out = {{"file", path},
                         {"step", step},
+                        {"world_size", ranks},
                         {"skipped_steps", skipped},
                         {"fp8_fallbacks", fp8_fallbacks_json(fallbacks)},
                         {"recipe", format_name(recipe_format)},
                         {"gemms", nlohmann::json::array()}};
-  if (!f.json)
+  if (!f.json) {
     fmt::print("{} (step {}) · recipe {} · amax_history_len {}\n", path, step,
                format_name(recipe_format), c.recipe.delayed.amax_history_len);
+    if (ranks > 1) {
+      fmt::print(
+          "trained on {} data-parallel ranks: the amaxes were max-reduced across them "
+          "before every scaling update, so this state is every rank's\n",
+          ranks);
+    }
+  }
   for (int64_t i = 0; i < c.model.n_layers; ++i) {
     if (f.layer >= 0 && i != f.layer) continue;
     for (const char* gemm : {"qkv", "proj", "fc1", "fc2"}) {

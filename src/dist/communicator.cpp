@@ -53,12 +53,14 @@ Launch detect_launch() {
   const struct {
     const char* size;
     const char* rank;
+    const char* local_rank;
     const char* launcher;
-  } launchers[] = {{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "Open MPI"},
-                   {"PMI_SIZE", "PMI_RANK", "MPICH (Hydra)"}};
+  } launchers[] = {
+      {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"},
+      {"PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID", "MPICH (Hydra)"}};
   for (const auto& l : launchers) {
     const int size = env_int(l.size, 0);
-    if (size >= 1) return {env_int(l.rank, 0), size, l.launcher};
+    if (size >= 1) return {env_int(l.rank, 0), size, env_int(l.local_rank, 0), l.launcher};
   }
   return {};
 }

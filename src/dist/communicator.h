@@ -58,6 +58,7 @@ inline constexpr double kDefaultCollectiveTimeout = 300;
 // How this process was launched: by mpirun as one of `size` ranks, or alone (size 1).
 struct Launch {
   int rank = 0, size = 1;
+  int local_rank = 0;    // among the ranks on this machine
   std::string launcher;  // "Open MPI", "MPICH (Hydra)"; empty when alone
 };
 Launch detect_launch();

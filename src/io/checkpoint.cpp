@@ -270,6 +270,7 @@ SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
   meta["precision"] = info.precision;
   meta["step"] = std::to_string(info.step);
   if (info.skipped_steps > 0) meta["skipped_steps"] = std::to_string(info.skipped_steps);
+  if (info.world_size > 1) meta["world_size"] = std::to_string(info.world_size);
   if (!info.fp8_fallbacks.empty())
     meta["fp8_fallbacks"] = fp8_fallbacks_json(info.fp8_fallbacks).dump();
   return st;

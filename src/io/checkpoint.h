@@ -26,6 +26,9 @@ struct CheckpointInfo {
   int64_t step = 0;
   int64_t skipped_steps = 0;  // non-finite steps skipped so far (in the metadata when > 0)
   std::vector<Fp8Fallback> fp8_fallbacks;  // GEMMs that fell back to BF16 (when any)
+  // Data-parallel ranks that trained it (in the metadata when > 1): its FP8 amaxes were
+  // max-reduced across them before every update, and every rank held this state.
+  int world_size = 1;
 };
 
 // The automatic fallback's record as JSON ([{gemm, slot, reason, step}]), and back (Error

@@ -100,7 +100,8 @@ CheckpointInfo checkpoint_info(const Trainer& trainer) {
           trainer.precision().precision == Precision::Fp8,
           trainer.steps_done(),
           trainer.skipped_steps(),
-          trainer.fp8_fallbacks()};
+          trainer.fp8_fallbacks(),
+          trainer.ranks().size()};
 }
 
 }  // namespace

@@ -12,9 +12,9 @@
 namespace fp8lm {
 
 DeviceSpec parse_device(std::string_view text) {
-  if (text == "auto") return {DeviceSpec::Auto, 0};
+  if (text == "auto") return {DeviceSpec::Auto, 0, true};
   if (text == "cpu") return {DeviceSpec::Cpu, 0};
-  if (text == "cuda") return {DeviceSpec::Cuda, 0};
+  if (text == "cuda") return {DeviceSpec::Cuda, 0, true};
   if (text.starts_with("cuda:")) {
     const std::string_view n = text.substr(5);
     int index = -1;
@@ -24,6 +24,11 @@ DeviceSpec parse_device(std::string_view text) {
     }
   }
   throw Error(fmt::format("--device '{}' is not one of auto, cpu, cuda, cuda:N", text));
+}
+
+DeviceSpec gpu_of_local_rank(DeviceSpec spec, int local_rank, int gpus) {
+  if (spec.kind != DeviceSpec::Cpu && spec.any_gpu && gpus > 0) spec.index = local_rank % gpus;
+  return spec;
 }
 
 DeviceChoice resolve_device(const DeviceSpec& spec) {

@@ -23,6 +23,10 @@ struct DeviceChoice {
   std::string label() const { return cuda ? "cuda:" + std::to_string(index) : "cpu"; }
 };
 
+// The GPU a data-parallel rank takes (issue 13): its local rank's (modulo the GPUs visible)
+// when the spec names none (auto, cuda); an explicit cuda:N or cpu as it is.
+DeviceSpec gpu_of_local_rank(DeviceSpec spec, int local_rank, int gpus);
+
 // Resolves auto; an explicit cuda request without a usable GPU throws Error with the reason
 // (not built, no device, index out of range), never a silent fallback to the CPU.
 DeviceChoice resolve_device(const DeviceSpec& spec);

@@ -187,7 +187,11 @@ void Trainer::set_fusion(bool on) {
   cfg_.fusion = on;
 }
 
-void Trainer::use_device(const DeviceSpec& spec) {
+void Trainer::use_device(const DeviceSpec& requested) {
+  const DeviceSpec spec = comm_.size() > 1
+                              ? gpu_of_local_rank(requested, detect_launch().local_rank,
+                                                  static_cast<int>(cuda_devices().devices.size()))
+                              : requested;
   // Everything that can refuse comes before the trainer changes: an error leaves it as it was.
   const DeviceChoice device = resolve_device(spec);
   const PrecisionChoice precision = resolve_precision(cfg_.precision, device);

@@ -65,7 +65,7 @@ class Trainer {
   // Moves training to a device: the model (weights, FP8 state) and the optimizer's moments are
   // copied onto its backend. Called by the constructor with cfg.device, and again to resume a
   // run on another device.
-  void use_device(const DeviceSpec& spec);
+  void use_device(const DeviceSpec& requested);
   const DeviceChoice& device() const { return device_; }
   // The model and optimizer, on the device's backend.
   GPT& model() { return *model_; }
