@@ -66,6 +66,20 @@ std::vector<float> all_scales(Trainer& t) {
   return out;
 }
 
+// FP32: the same sequences, the gradients summed in another order (each rank's part, then the
+// ranks' sum): the losses agree within a few FP32 roundings of the loss (1e-6 relative; 9e-8
+// seen on 2 and 3 ranks), the gradient norms within 1e-5 (a sum of every gradient's square,
+// each gradient summed in another order: 3e-7 seen), and every rank holds the same weights
+// bit for bit after every step.
+void expect_fp32_steps_agree(Trainer& reference, Trainer& ranks, int64_t steps) {
+  for (int64_t step = 1; step <= steps; ++step) {
+    const StepStats a = reference.train_step(), b = ranks.train_step();
+    EXPECT_NEAR(b.loss, a.loss, 1e-6 * std::fabs(a.loss)) << "step " << step;
+    EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-5 * a.grad_norm) << "step " << step;
+    ASSERT_TRUE(same_on_every_rank(world(), all_weights(ranks))) << "step " << step;
+  }
+}
+
 class DataParallel : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -73,20 +87,11 @@ class DataParallel : public ::testing::Test {
   }
 };
 
-// FP32: the same sequences, the gradients summed in another order (each rank's part, then the
-// ranks' sum): the losses agree within a few FP32 roundings of the loss (1e-6 relative; 9e-8
-// seen on 2 and 3 ranks), the gradient norms within 1e-5 (a sum of every gradient's square,
-// each gradient summed in another order: 3e-7 seen), and every rank holds the same weights
-// bit for bit after every step.
+// FP32 on the ranks reproduces one process (expect_fp32_steps_agree's tolerances).
 TEST_F(DataParallel, Fp32ReproducesOneProcess) {
   const TrainConfig c = tiny(Precision::Fp32);
   Trainer one(c, single_process()), many(c);
-  for (int64_t step = 1; step <= c.steps; ++step) {
-    const StepStats a = one.train_step(), b = many.train_step();
-    EXPECT_NEAR(b.loss, a.loss, 1e-6 * std::fabs(a.loss)) << "step " << step;
-    EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-5 * a.grad_norm) << "step " << step;
-    ASSERT_TRUE(same_on_every_rank(world(), all_weights(many))) << "step " << step;
-  }
+  expect_fp32_steps_agree(one, many, c.steps);
 }
 
 // FP8: the amaxes are max-reduced before every scaling update, so every rank casts with the
@@ -113,7 +118,7 @@ TEST_F(DataParallel, Fp8ScalesAreTheSameOnEveryRankAtEveryStep) {
 
 // Gradient accumulation on ranks: each rank takes its rows of each of the K micro-batches, so
 // K = 2 micro-batches of 6 sequences on the ranks train like one process with a batch of 12
-// (FP32, the tolerances of Fp32ReproducesOneProcess).
+// (FP32, expect_fp32_steps_agree's tolerances).
 TEST_F(DataParallel, AccumulatedMicroBatchesOnRanksTrainLikeOneBatch) {
   TrainConfig c = tiny(Precision::Fp32);
   c.batch_size = 6;  // 3 + 3 on 2 ranks, 2 + 2 + 2 on 3
@@ -122,19 +127,14 @@ TEST_F(DataParallel, AccumulatedMicroBatchesOnRanksTrainLikeOneBatch) {
   one_batch.batch_size = 12;
   one_batch.grad_accum = 1;
   Trainer one(one_batch, single_process()), many(c);
-  for (int64_t step = 1; step <= c.steps; ++step) {
-    const StepStats a = one.train_step(), b = many.train_step();
-    EXPECT_NEAR(b.loss, a.loss, 1e-6 * std::fabs(a.loss)) << "step " << step;
-    EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-5 * a.grad_norm) << "step " << step;
-    ASSERT_TRUE(same_on_every_rank(world(), all_weights(many))) << "step " << step;
-  }
+  expect_fp32_steps_agree(one, many, c.steps);
 }
 
 // ZeRO-1: each rank keeps the AdamW moments of its share of the parameters (whole parameters,
 // about 1/n of the values) and all-gathers the weights after its update. The gradients are
 // summed by a reduce-scatter instead of an all-reduce and the norm is added up from the ranks'
-// shares, so FP32 agrees with the whole optimizer state within the tolerances of
-// Fp32ReproducesOneProcess, FP8 within its 2%; the weights (and FP8 scales) are the same on
+// shares, so FP32 agrees with the whole optimizer state within expect_fp32_steps_agree's
+// tolerances, FP8 within 2%; the weights (and FP8 scales) are the same on
 // every rank at every step.
 TEST_F(DataParallel, ZeroOneShardsTheOptimizerStateAndTrainsTheSame) {
   for (const Precision p : {Precision::Fp32, Precision::Fp8}) {
