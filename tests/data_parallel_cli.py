@@ -144,7 +144,11 @@ def main(binary, mpirun):
                 check(latest == f"step-{step:06d}", f"{sig.name}: latest is {latest}, the stop was at {step}")
                 print(f"{sig.name} to mpirun: stopped at step {step} with one checkpoint, exit {p.returncode}",
                       flush=True)
-            check(not any(alive(pid) for pid in ranks), f"{sig.name}: a rank outlived mpirun")
+            # Every rank ends too (one may still be leaving MPI as mpirun returns).
+            deadline = time.time() + 20
+            while any(alive(pid) for pid in ranks) and time.time() < deadline:
+                time.sleep(0.1)
+            check(not any(alive(pid) for pid in ranks), f"{sig.name}: a rank still runs 20 s after mpirun ended")
 
         # A rank killed, and a rank hung, mid-run.
         for fault in ("kill", "hang"):
