@@ -4,7 +4,8 @@
 - the demo learns in fp8 and in bf16 on 2 ranks (stride accuracy >= 0.99), and the run records
   its world size and each step's communication;
 - a run saved on 2 ranks under ZeRO-1 resumes on 1 and on 3 and matches the run that was not interrupted;
-- SIGTERM or SIGINT to mpirun stops every rank after the same step with one checkpoint;
+- SIGTERM or SIGINT to mpirun, or SIGTERM to the ranks, stops every rank after the same step
+  with one checkpoint;
 - a rank killed mid-run ends the run (non-zero exit, bounded time) with the last checkpoint
   loadable; a rank that hangs (SIGSTOP) ends it after --collective-timeout with one line naming
   the rank and the collective.
@@ -122,27 +123,35 @@ def main(binary, mpirun):
                   flush=True)
             check(worst <= 1e-5, f"resume on {ranks}: losses {worst:.2e} from the uninterrupted run")
 
-        # SIGTERM or SIGINT to mpirun: it passes the signal on to the ranks, which agree on it,
-        # stop after the same step, write one checkpoint (rank 0) and exit.
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            run = os.path.join(tmp, "signal_" + sig.name)
+        # SIGTERM or SIGINT to mpirun (it sends SIGTERM to the ranks, SIGKILL a second or two
+        # later), or SIGTERM to the ranks themselves: they agree on it, stop after the same step,
+        # write one checkpoint (rank 0) and exit; to the ranks, mpirun then ends with rank 0's
+        # 143 (the others end with 0 so that mpirun waits for rank 0's checkpoint).
+        for sig, to in ((signal.SIGTERM, "mpirun"), (signal.SIGINT, "mpirun"), (signal.SIGTERM, "ranks")):
+            run = os.path.join(tmp, f"signal_{sig.name}_{to}")
             cmd = launch + ["2", binary, "train", "--out", run] + tiny
             cmd[cmd.index("--steps") + 1] = "1000000"
             p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             while not os.path.exists(os.path.join(run, "checkpoints", "latest")) and p.poll() is None:
                 time.sleep(0.05)
             ranks = [rank_pid(p.pid, r) for r in (0, 1)]
-            p.send_signal(sig)
+            if to == "mpirun":
+                p.send_signal(sig)
+            else:
+                for pid in ranks:
+                    os.kill(pid, sig)
             _, err = p.communicate(timeout=120)
+            if to == "ranks":
+                check(p.returncode == 128 + sig, f"{sig.name} to the ranks: mpirun exit {p.returncode}")
             stops = [line for line in err.splitlines() if "checkpoint written" in line]
-            check(len(stops) == 1, f"{sig.name}: {len(stops)} stop messages: {err[-500:]}")
-            check(p.returncode != 0, f"{sig.name}: mpirun exit 0")
+            check(len(stops) == 1, f"{sig.name} to {to}: {len(stops)} stop messages: {err[-500:]}")
+            check(p.returncode != 0, f"{sig.name} to {to}: mpirun exit 0")
             if stops:
                 step = int(stops[0].split("stopped at step ")[1].split(";")[0])
                 with open(os.path.join(run, "checkpoints", "latest")) as f:
                     latest = f.read().strip()
                 check(latest == f"step-{step:06d}", f"{sig.name}: latest is {latest}, the stop was at {step}")
-                print(f"{sig.name} to mpirun: stopped at step {step} with one checkpoint, exit {p.returncode}",
+                print(f"{sig.name} to {to}: stopped at step {step} with one checkpoint, exit {p.returncode}",
                       flush=True)
             # Every rank ends too (one may still be leaving MPI as mpirun returns).
             deadline = time.time() + 20

@@ -335,8 +335,10 @@ int follow(Trainer& trainer, const std::string& dir, const TrainFlags& f, CLI::A
   }
   Follower follower;
   const RunSchedule schedule{run_settings(f, app, dir).checkpoint_every, f.stop_after};
-  if (run_training(trainer, schedule, follower, {}, &g_stop, nullptr) == RunEnd::Stopped)
-    return g_signal ? 128 + g_signal.load() : 0;
+  // Stopped or finished, a follower ends with 0: rank 0 reports the stop and exits 128 + the
+  // signal. A follower's own non-zero exit would make mpirun kill rank 0, perhaps before its
+  // checkpoint is written.
+  run_training(trainer, schedule, follower, {}, &g_stop, nullptr);
   return 0;
 }
 
