@@ -454,7 +454,7 @@ TEST(Cli, TheBf16FallbackIsShownEverywhere) {
   const std::string args = "train " + kTinyModel +
                            " --precision fp8 --margin 100 --steps 6 --max-skipped-steps 3 --out ";
   const std::string off = testing::TempDir() + "fp8lm_cli_fallback_off";
-  const std::string dir = testing::TempDir() + "fp8lm_cli_fallback";
+  const std::string dir = testing::TempDir() + "fp8lm_cli_bf16_fallback";
   std::filesystem::remove_all(off);
   std::filesystem::remove_all(dir);
   const CliResult stopped = fp8lm(args + off + " --fp8-fallback off");
