@@ -83,18 +83,8 @@ AdamW::AdamW(ParameterList params, AdamWConfig cfg, OptimizerShard shard)
 
 void AdamW::build_shard() {
   numel_ = 0;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (i < begin_ || i >= end_) {
-      m_[i].clear();
-      v_[i].clear();
-      continue;
-    }
-    if (!holds_moments(i)) {
-      for (BackendBuffer<float>* b : {&m_[i], &v_[i]}) {
-        b->resize(params_[i]->value.size());
-        b->zero();
-      }
-    }
+  for (size_t i = begin_; i < end_; ++i) {  // the buffers outside the shard stay empty
+    hold_moments(i);
     numel_ += static_cast<int64_t>(params_[i]->value.size());
   }
   // The chunks are in parameter order: the shard's are one run of them.
@@ -124,14 +114,16 @@ void AdamW::build_shard() {
   norm_clip_.resize(2);
 }
 
-void AdamW::hold_all_moments() {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (holds_moments(i)) continue;
-    for (BackendBuffer<float>* b : {&m_[i], &v_[i]}) {
-      b->resize(params_[i]->value.size());
-      b->zero();
-    }
+void AdamW::hold_moments(size_t i) {
+  if (holds_moments(i)) return;
+  for (BackendBuffer<float>* b : {&m_[i], &v_[i]}) {
+    b->resize(params_[i]->value.size());
+    b->zero();
   }
+}
+
+void AdamW::hold_all_moments() {
+  for (size_t i = 0; i < params_.size(); ++i) hold_moments(i);
 }
 
 void AdamW::release_moments_outside_shard() {

@@ -61,8 +61,10 @@ class AdamW {
   void release_moments_outside_shard();
 
  private:
-  // The shard's moments, its run of chunks and a device's table.
+  // The shard's moments, its run of chunks and a device's table (at construction).
   void build_shard();
+  // Parameter i's moments, zeroed, unless they are here already.
+  void hold_moments(size_t i);
   AdamWHyper hyper(float lr) const;
   ParameterList params_;
   AdamWConfig cfg_;

@@ -527,6 +527,12 @@ void unpack(const ParameterList& ps, size_t begin, size_t end, Of of, const floa
   }
 }
 
+size_t values_in(const ParameterList& ps) {
+  size_t n = 0;
+  for (const Parameter* p : ps) n += p->value.size();
+  return n;
+}
+
 constexpr auto kGradients = [](size_t, Parameter& p) -> BackendBuffer<float>& { return p.grad; };
 constexpr auto kWeights = [](size_t, Parameter& p) -> BackendBuffer<float>& { return p.value; };
 
@@ -534,9 +540,7 @@ constexpr auto kWeights = [](size_t, Parameter& p) -> BackendBuffer<float>& { re
 
 void Trainer::all_reduce_gradients() {
   const ParameterList ps = model_->parameters();
-  size_t total = 0;
-  for (const Parameter* p : ps) total += p->grad.size();
-  reduce_buffer_.resize(total);
+  reduce_buffer_.resize(values_in(ps));
   pack(ps, 0, ps.size(), kGradients, reduce_buffer_.data());
   comm_.all_reduce_sum(reduce_buffer_, "gradient all-reduce");
   unpack(ps, 0, ps.size(), kGradients, reduce_buffer_.data());
@@ -575,9 +579,7 @@ OptimizerShard Trainer::optimizer_shard(const ParameterList& ps) {
 void Trainer::reduce_scatter_gradients() {
   const ParameterList ps = model_->parameters();
   const auto me = static_cast<size_t>(comm_.rank());
-  size_t total = 0;
-  for (const Parameter* p : ps) total += p->grad.size();
-  reduce_buffer_.resize(total);
+  reduce_buffer_.resize(values_in(ps));
   shard_buffer_.resize(static_cast<size_t>(shard_values_[me]));
   pack(ps, 0, ps.size(), kGradients, reduce_buffer_.data());
   comm_.reduce_scatter_sum(reduce_buffer_, shard_buffer_, shard_values_, "gradient reduce-scatter");
@@ -589,8 +591,7 @@ void Trainer::all_gather_weights() {
   const auto me = static_cast<size_t>(comm_.rank());
   const auto at = static_cast<size_t>(std::accumulate(
       shard_values_.begin(), shard_values_.begin() + static_cast<ptrdiff_t>(me), int64_t{0}));
-  reduce_buffer_.resize(
-      static_cast<size_t>(std::accumulate(shard_values_.begin(), shard_values_.end(), int64_t{0})));
+  reduce_buffer_.resize(values_in(ps));
   pack(ps, shard_begin_[me], shard_begin_[me + 1], kWeights, reduce_buffer_.data() + at);
   comm_.all_gather(reduce_buffer_, shard_values_, "weight all-gather");
   unpack(ps, 0, ps.size(), kWeights, reduce_buffer_.data());
@@ -602,9 +603,7 @@ void Trainer::gather_optimizer_state() {
   const auto me = static_cast<size_t>(comm_.rank());
   const bool first = me == 0;
   if (first) opt_->hold_all_moments();
-  size_t total = 0;
-  for (const Parameter* p : ps) total += p->value.size();
-  std::vector<float> all(first ? total : 0);
+  std::vector<float> all(first ? values_in(ps) : 0);
   shard_buffer_.resize(static_cast<size_t>(shard_values_[me]));
   for (const bool second : {false, true}) {
     const auto moment = [&](size_t i, Parameter&) -> BackendBuffer<float>& {
