@@ -45,6 +45,12 @@ struct TrainConfig {
   // updates its share of the parameters, then the weights are all-gathered); 0 keeps them
   // whole on every rank.
   int64_t zero = 0;
+  // Data parallel: gradients travel and are summed in BF16 (`--grad-reduce bf16`: half the
+  // bytes; each hop rounds) instead of FP32.
+  bool bf16_grad_reduce = false;
+  // Data parallel: gradients are all-reduced in buckets of about this many MiB, each started
+  // as soon as backward has finished it (`--grad-bucket-mb`; 0: one reduction after backward).
+  float grad_bucket_mb = 25;
   float lr = 2e-3f;
   float min_lr_ratio = 0.1f;
   int64_t warmup = 20;

@@ -115,6 +115,15 @@ const Setting kSettings[] = {
      [](TrainConfig& c, Flag f, Flag v) { c.grad_accum = as_int(f, v); }},
     {"zero", "0|1: 1 shards the optimizer state across data-parallel ranks (ZeRO-1)",
      [](TrainConfig& c, Flag f, Flag v) { c.zero = as_int(f, v); }},
+    {"grad-reduce", "fp32|bf16: the type gradients are all-reduced in across ranks (default fp32)",
+     [](TrainConfig& c, Flag, Flag v) {
+       if (v != "fp32" && v != "bf16")
+         throw Error(fmt::format("--grad-reduce: '{}' is not fp32 or bf16", v));
+       c.bf16_grad_reduce = v == "bf16";
+     }},
+    {"grad-bucket-mb",
+     "MiB of gradients per all-reduce bucket, started as backward finishes it (0: one, after)",
+     [](TrainConfig& c, Flag f, Flag v) { c.grad_bucket_mb = as_float(f, v); }},
     {"lr", "peak learning rate", [](TrainConfig& c, Flag f, Flag v) { c.lr = as_float(f, v); }},
     {"warmup", "warmup steps", [](TrainConfig& c, Flag f, Flag v) { c.warmup = as_int(f, v); }},
     {"weight-decay", "AdamW weight decay (matrices only)",

@@ -23,7 +23,16 @@ class SingleProcess final : public Communicator {
   void all_reduce_sum(std::span<float>, std::string_view) override {}
   void all_reduce_sum(std::span<double>, std::string_view) override {}
   void all_reduce_max(std::span<float>, std::string_view) override {}
+  void all_reduce_sum(std::span<bf16_t>, std::string_view) override {}
+  void start_all_reduce_sum(std::span<float>, std::string_view) override {}
+  void start_all_reduce_sum(std::span<bf16_t>, std::string_view) override {}
+  void progress() override {}
+  void wait_all() override {}
   void reduce_scatter_sum(std::span<const float> all, std::span<float> mine, std::span<const int>,
+                          std::string_view) override {
+    std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(mine.size()), mine.begin());
+  }
+  void reduce_scatter_sum(std::span<const bf16_t> all, std::span<bf16_t> mine, std::span<const int>,
                           std::string_view) override {
     std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(mine.size()), mine.begin());
   }

@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/bf16.h"
+
 namespace fp8lm {
 
 class Communicator {
@@ -24,11 +26,27 @@ class Communicator {
   virtual void all_reduce_sum(std::span<float> values, std::string_view what) = 0;
   virtual void all_reduce_sum(std::span<double> values, std::string_view what) = 0;
   virtual void all_reduce_max(std::span<float> values, std::string_view what) = 0;
+  // BF16 values summed in FP32 and rounded back at every hop (as NCCL's BF16 sum does): half
+  // the bytes of FP32, and the same result on every rank.
+  virtual void all_reduce_sum(std::span<bf16_t> values, std::string_view what) = 0;
+  // The same all-reduce, started and left running: the buffer is the collective's until
+  // wait_all(). Backward starts a bucket of gradients as soon as they are final and computes
+  // on while it travels. Blocking and started collectives alike go in the same order on every
+  // rank.
+  virtual void start_all_reduce_sum(std::span<float> values, std::string_view what) = 0;
+  virtual void start_all_reduce_sum(std::span<bf16_t> values, std::string_view what) = 0;
+  // Lets the started collectives move without waiting for them (MPI moves a non-blocking
+  // collective only inside its own calls): called between pieces of computation.
+  virtual void progress() = 0;
+  // Waits until every started collective has completed (the timeout counts from this call).
+  virtual void wait_all() = 0;
   // Segmented collectives over a buffer of every rank's segments in rank order (rank r's holds
   // counts[r] values): ZeRO-1's gradient reduce-scatter (this rank's segment of the sum, into
   // `mine`), its weight all-gather (in place: every rank's segment from that rank), and the
   // optimizer state gathered on rank 0 for a checkpoint (`all` is only written on rank 0).
   virtual void reduce_scatter_sum(std::span<const float> all, std::span<float> mine,
+                                  std::span<const int> counts, std::string_view what) = 0;
+  virtual void reduce_scatter_sum(std::span<const bf16_t> all, std::span<bf16_t> mine,
                                   std::span<const int> counts, std::string_view what) = 0;
   virtual void all_gather(std::span<float> all, std::span<const int> counts,
                           std::string_view what) = 0;
@@ -37,8 +55,10 @@ class Communicator {
   // A collective that has not completed after this many seconds (a rank died or hangs) ends
   // in an Error naming it and the ranks that did not join; 0 waits forever.
   virtual void set_timeout(double seconds) = 0;
-  // What the collectives so far cost this rank: seconds inside them (waiting for the others
-  // included) and the bytes of the buffers it reduced.
+  // What the collectives so far cost this rank: seconds it waited on them (inside a blocking
+  // one or wait_all(), the others' lateness included; a started collective's time in flight
+  // while the rank computed is not counted: that part is hidden) and the bytes of the buffers
+  // it reduced.
   struct Traffic {
     double seconds = 0;
     uint64_t bytes = 0;

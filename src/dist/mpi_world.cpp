@@ -29,6 +29,14 @@ void check(int code, const char* what) {
 
 using Clock = std::chrono::steady_clock;
 
+// MPI has no BF16 type: BF16 values travel as 16-bit integers and this operation sums them,
+// in FP32 and rounded back to BF16 at every hop.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const bf16_t*>(in);
+  auto* b = static_cast<bf16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = bf16_from_float(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
 // A rank whose collective timed out tells rank 0 it is there, on this tag; rank 0 names the
 // ranks that did not.
 constexpr int kPresentTag = 0x7f8;
@@ -42,11 +50,14 @@ class MpiWorld final : public Communicator {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    check(MPI_Op_create(&bf16_sum, 1, &bf16_sum_), "MPI_Op_create");
   }
   ~MpiWorld() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (finalized) return;
+    MPI_Op_free(&bf16_sum_);
+    MPI_Finalize();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -59,10 +70,40 @@ class MpiWorld final : public Communicator {
   void all_reduce_max(std::span<float> v, std::string_view what) override {
     reduce(v, MPI_FLOAT, MPI_MAX, what);
   }
+  void all_reduce_sum(std::span<bf16_t> v, std::string_view what) override {
+    reduce(v, MPI_UINT16_T, bf16_sum_, what);
+  }
+  void start_all_reduce_sum(std::span<float> v, std::string_view what) override {
+    start_reduce(v, MPI_FLOAT, MPI_SUM, what);
+  }
+  void start_all_reduce_sum(std::span<bf16_t> v, std::string_view what) override {
+    start_reduce(v, MPI_UINT16_T, bf16_sum_, what);
+  }
+  void progress() override {
+    const Clock::time_point start = Clock::now();
+    for (Started& s : started_) {
+      int done = 0;
+      check(MPI_Test(&s.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    }
+    traffic_.seconds += seconds_since(start);
+  }
+  void wait_all() override {
+    const Clock::time_point start = Clock::now();
+    for (Started& s : started_) wait(s.request, start, s.what);
+    started_.clear();
+    traffic_.seconds += seconds_since(start);
+  }
   void reduce_scatter_sum(std::span<const float> all, std::span<float> mine,
                           std::span<const int> counts, std::string_view what) override {
     run(what, all.size_bytes(), [&](MPI_Request* r) {
       return MPI_Ireduce_scatter(all.data(), mine.data(), counts.data(), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, r);
+    });
+  }
+  void reduce_scatter_sum(std::span<const bf16_t> all, std::span<bf16_t> mine,
+                          std::span<const int> counts, std::string_view what) override {
+    run(what, all.size_bytes(), [&](MPI_Request* r) {
+      return MPI_Ireduce_scatter(all.data(), mine.data(), counts.data(), MPI_UINT16_T, bf16_sum_,
                                  MPI_COMM_WORLD, r);
     });
   }
@@ -100,6 +141,19 @@ class MpiWorld final : public Communicator {
                               MPI_COMM_WORLD, r);
       });
     }
+  }
+  template <class T>
+  void start_reduce(std::span<T> v, MPI_Datatype type, MPI_Op op, std::string_view what) {
+    const Clock::time_point start = Clock::now();
+    for (size_t at = 0; at < v.size(); at += INT_MAX) {
+      const size_t n = std::min<size_t>(INT_MAX, v.size() - at);
+      Started& s = started_.emplace_back(Started{MPI_REQUEST_NULL, std::string(what)});
+      check(MPI_Iallreduce(MPI_IN_PLACE, v.data() + at, static_cast<int>(n), type, op,
+                           MPI_COMM_WORLD, &s.request),
+            "starting the collective");
+      traffic_.bytes += n * sizeof(T);
+    }
+    traffic_.seconds += seconds_since(start);
   }
 
   // Starts a non-blocking collective and waits for it, counting its time and bytes.
@@ -186,6 +240,13 @@ class MpiWorld final : public Communicator {
   int rank_ = 0, size_ = 1;
   double timeout_ = kDefaultCollectiveTimeout;
   Traffic traffic_;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
+  // Collectives started and not yet waited for, in the order they were started.
+  struct Started {
+    MPI_Request request;
+    std::string what;
+  };
+  std::vector<Started> started_;
 };
 
 }  // namespace

@@ -102,6 +102,8 @@ void run_fields(Config& c, F f) {
   f("batch_size", c.batch_size);
   f("grad_accum", c.grad_accum);
   f("zero", c.zero);
+  f("bf16_grad_reduce", c.bf16_grad_reduce);
+  f("grad_bucket_mb", c.grad_bucket_mb);
   f("lr", c.lr);
   f("min_lr_ratio", c.min_lr_ratio);
   f("warmup", c.warmup);
@@ -120,7 +122,8 @@ void run_fields(Config& c, F f) {
 
 // Keys that configs written before them lack; their defaults apply.
 bool added_later(const char* key) {
-  for (const std::string_view later : {"max_skipped_steps", "fp8_fallback", "grad_accum", "zero"})
+  for (const std::string_view later : {"max_skipped_steps", "fp8_fallback", "grad_accum", "zero",
+                                       "bf16_grad_reduce", "grad_bucket_mb"})
     if (later == key) return true;
   return false;
 }

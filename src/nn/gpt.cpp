@@ -241,7 +241,14 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
                                    grad_scale);
 }
 
-void GPT::backward() {
+void GPT::backward(const GradientsReady& ready) {
+  // Where each layer's parameters begin in parameters(): after the two embeddings.
+  std::vector<size_t> layer_begin{2};
+  for (auto& layer : layers_)
+    layer_begin.push_back(layer_begin.back() + layer->parameters().size());
+  const auto announce = [&](size_t first, size_t end) {
+    if (ready) ready(first, end);
+  };
   const int64_t rows = B_ * T_, d = cfg_.d_model, V = cfg_.vocab;
   const float* dlogits = logits_.data();
   dnormed_.resize(static_cast<size_t>(rows * d));
@@ -259,12 +266,15 @@ void GPT::backward() {
   dacts_a_.zero();
   dacts_b_.resize(static_cast<size_t>(rows * d));
   lnf_.backward(dnormed_.data(), dacts_a_.data(), rows);
+  announce(layer_begin.back(), layer_begin.back() + lnf_.parameters().size());
   for (size_t l = layers_.size(); l-- > 0;) {
     layers_[l]->backward(dacts_a_.data(), dacts_b_.data());
     swap(dacts_a_, dacts_b_);
+    announce(layer_begin[l], layer_begin[l + 1]);
   }
   be_.embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_.data(), B_,
                          T_, d);
+  announce(0, 2);
   if (fp8_used_ && recipe_.kind == ScalingKind::Delayed) {
     scaling_->update(Direction::Backward, recipe_.delayed, reduce_);
   }

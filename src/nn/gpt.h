@@ -2,6 +2,7 @@
 // TE's TransformerLayer (pre-norm: x + attention(norm(x)), then + mlp(norm(.))) and the GPT
 // model around it: token + learned position embeddings, the layers, a final norm and an LM
 // head tied to the token embedding, trained with fused softmax-cross-entropy.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,8 +55,13 @@ class GPT {
   // so are the amaxes of every gradient it casts to FP8).
   float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                 int64_t loss_rows = 0);
+  // Called by backward each time a run of parameters' gradients is final for this backward:
+  // [first, end) in parameters() order. The final norm's come first, then each layer's from
+  // the last, the embeddings' (the tied head adds into the token embedding's) last. A
+  // data-parallel trainer starts reducing them while backward goes on.
+  using GradientsReady = std::function<void(size_t first, size_t end)>;
   // Gradients += for the last forward; updates backward FP8 scales if it ran in FP8.
-  void backward();
+  void backward(const GradientsReady& ready = {});
   // Logits [B*T, V] of the last forward, in the backend's memory (without targets; with targets
   // they hold dlogits).
   const float* logits() const { return logits_.data(); }

@@ -17,6 +17,7 @@
 #include "fp8lm/error.h"
 #include "train/adamw.h"
 #include "train/data.h"
+#include "train/gradient_buckets.h"
 #include "train/memory_check.h"
 
 namespace fp8lm {
@@ -29,6 +30,8 @@ void TrainConfig::validate() const {
   if (grad_accum <= 0) throw Error(fmt::format("--grad-accum {} must be positive", grad_accum));
   if (zero != 0 && zero != 1)
     throw Error(fmt::format("--zero {}: the stages are 0 (off) and 1 (optimizer state)", zero));
+  if (!(grad_bucket_mb >= 0 && grad_bucket_mb <= 1 << 20))
+    throw Error(fmt::format("--grad-bucket-mb {} must be 0 (one bucket) to 1048576", grad_bucket_mb));
   if (batch_size > INT64_MAX / grad_accum)
     throw Error(
         fmt::format("--batch-size {} x --grad-accum {} is too large", batch_size, grad_accum));
@@ -154,8 +157,6 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator& ranks) : cfg_(cfg), comm_
                       "sequence of every batch",
                       cfg_.batch_size, comm_.size()));
     }
-    if (cfg_.fp8_weights)
-      throw Error("--fp8-weights does not run on several ranks yet (its gradients are BF16)");
   }
   check_training_fits(cfg_);
   if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
@@ -218,6 +219,7 @@ void Trainer::move_to(Backend& backend) {
   opt->set_steps(opt_->steps());
   model_ = std::move(moved);
   opt_ = std::move(opt);
+  buckets_.reset();  // they point at the parameters that were
   refresh_fp8_weights();
 }
 
@@ -259,7 +261,13 @@ StepStats Trainer::train_step() {
       const Autocast autocast(fp8, cfg_.recipe, amax_reducer());
       micro_loss = model_->forward(m.tokens.data(), m.targets.data(), m.B, T, sequences * T);
     }
-    model_->backward();
+    // The last micro-batch's backward makes the gradients final: their reduction starts in it.
+    if (comm_.size() > 1 && !zero_sharded() && k + 1 == micro.size()) {
+      GradientBuckets& buckets = gradient_buckets();
+      model_->backward([&](size_t first, size_t end) { buckets.ready(first, end); });
+    } else {
+      model_->backward();
+    }
     loss_share[0] += static_cast<double>(m.B) / static_cast<double>(sequences) * micro_loss;
   }
   if (comm_.size() > 1) {
@@ -268,7 +276,7 @@ StepStats Trainer::train_step() {
     if (zero_sharded()) {
       reduce_scatter_gradients();
     } else {
-      all_reduce_gradients();
+      gradient_buckets().finish();
     }
   }
   const auto loss = static_cast<float>(loss_share[0]);  // one process, one batch: its own loss
@@ -533,17 +541,16 @@ size_t values_in(const ParameterList& ps) {
   return n;
 }
 
-constexpr auto kGradients = [](size_t, Parameter& p) -> BackendBuffer<float>& { return p.grad; };
 constexpr auto kWeights = [](size_t, Parameter& p) -> BackendBuffer<float>& { return p.value; };
 
 }  // namespace
 
-void Trainer::all_reduce_gradients() {
-  const ParameterList ps = model_->parameters();
-  reduce_buffer_.resize(values_in(ps));
-  pack(ps, 0, ps.size(), kGradients, reduce_buffer_.data());
-  comm_.all_reduce_sum(reduce_buffer_, "gradient all-reduce");
-  unpack(ps, 0, ps.size(), kGradients, reduce_buffer_.data());
+GradientBuckets& Trainer::gradient_buckets() {
+  if (!buckets_) {
+    buckets_ = std::make_unique<GradientBuckets>(model_->parameters(), comm_, cfg_.bf16_grad_reduce,
+                                                 static_cast<size_t>(cfg_.grad_bucket_mb * (1 << 20)));
+  }
+  return *buckets_;
 }
 
 OptimizerShard Trainer::optimizer_shard(const ParameterList& ps) {
@@ -576,14 +583,27 @@ OptimizerShard Trainer::optimizer_shard(const ParameterList& ps) {
   return {shard_begin_[me], shard_begin_[me + 1]};
 }
 
+namespace {
+// One reduce-scatter over flat buffers of the reduction's type (FP32 or BF16).
+template <class T>
+void reduce_scatter(Communicator& ranks, const ParameterList& ps, std::span<const size_t> begin,
+                    std::span<const int> counts, std::vector<T>& all, std::vector<T>& mine) {
+  const auto me = static_cast<size_t>(ranks.rank());
+  all.resize(values_in(ps));
+  mine.resize(static_cast<size_t>(counts[me]));
+  pack_gradients(ps, 0, ps.size(), all.data());
+  ranks.reduce_scatter_sum(std::span<const T>(all), mine, counts, "gradient reduce-scatter");
+  unpack_gradients(ps, begin[me], begin[me + 1], mine.data());
+}
+}  // namespace
+
 void Trainer::reduce_scatter_gradients() {
   const ParameterList ps = model_->parameters();
-  const auto me = static_cast<size_t>(comm_.rank());
-  reduce_buffer_.resize(values_in(ps));
-  shard_buffer_.resize(static_cast<size_t>(shard_values_[me]));
-  pack(ps, 0, ps.size(), kGradients, reduce_buffer_.data());
-  comm_.reduce_scatter_sum(reduce_buffer_, shard_buffer_, shard_values_, "gradient reduce-scatter");
-  unpack(ps, shard_begin_[me], shard_begin_[me + 1], kGradients, shard_buffer_.data());
+  if (cfg_.bf16_grad_reduce) {
+    reduce_scatter(comm_, ps, shard_begin_, shard_values_, reduce_buffer16_, shard_buffer16_);
+  } else {
+    reduce_scatter(comm_, ps, shard_begin_, shard_values_, reduce_buffer_, shard_buffer_);
+  }
 }
 
 void Trainer::all_gather_weights() {

@@ -32,6 +32,7 @@ struct TrainProgress {
 
 class AdamW;
 struct OptimizerShard;
+class GradientBuckets;
 
 // What train_step throws when max_skipped_steps steps in a row were skipped: an Error naming
 // the step and what went non-finite, carrying that step's figures for whoever records steps.
@@ -119,8 +120,10 @@ class Trainer {
   // This rank's rows of each micro-batch of a step's global batch (the batch itself in one
   // process without accumulation).
   std::vector<Batch> micro_batches(Batch step) const;
-  // Gradients summed over the ranks (one buffer, one call).
-  void all_reduce_gradients();
+  // Gradients summed over the ranks in buckets started during the last micro-batch's
+  // backward (several ranks without ZeRO-1; made for the model's parameters when first used).
+  std::unique_ptr<GradientBuckets> buckets_;
+  GradientBuckets& gradient_buckets();
   // ZeRO-1: each rank's share of the parameters (shard_begin_[r] to shard_begin_[r + 1]) and
   // its number of values; empty when every rank keeps the whole optimizer state.
   std::vector<size_t> shard_begin_;
@@ -133,6 +136,7 @@ class Trainer {
   void all_gather_weights();
   AmaxReducer amax_reducer();
   std::vector<float> reduce_buffer_, shard_buffer_;
+  std::vector<bf16_t> reduce_buffer16_, shard_buffer16_;
 };
 
 // The automatic fallback's saturation rule: a GEMM falls back to BF16 when more than this
