@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu|cuda|cuda:N|auto (default cpu)");
   app.add_option("--threads", c.threads);
   app.add_option("--zero", c.zero, "1: shard the optimizer state across mpirun's ranks");
+  app.add_option("--grad-bucket-mb", c.grad_bucket_mb,
+                 "MiB per gradient all-reduce bucket (0: one, after backward)");
+  std::string grad_reduce = "fp32";
+  app.add_option("--grad-reduce", grad_reduce, "fp32|bf16: the type gradients are reduced in");
   bool no_fusion = false;
   app.add_flag("--no-fusion", no_fusion, "the unfused kernel twins");
   app.add_flag("--fp8-weights", c.fp8_weights, "module weights only as FP8");
@@ -66,6 +70,9 @@ int main(int argc, char** argv) {
   try {
     c.precision = fp8lm::parse_precision(precision);
     c.fusion = !no_fusion;
+    if (grad_reduce != "fp32" && grad_reduce != "bf16")
+      throw fp8lm::Error("--grad-reduce: '" + grad_reduce + "' is not fp32 or bf16");
+    c.bf16_grad_reduce = grad_reduce == "bf16";
     c.steps += warmup_steps;
     c.evaluate = false;
     c.device = fp8lm::parse_device(device);

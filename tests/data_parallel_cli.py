@@ -4,6 +4,7 @@
 - the demo learns in fp8 and in bf16 on 2 ranks (stride accuracy >= 0.99), and the run records
   its world size and each step's communication;
 - a run saved on 2 ranks under ZeRO-1 resumes on 1 and on 3 and matches the run that was not interrupted;
+  so does one with FP8 weights (all-gathered in FP8, masters sharded) and BF16 gradient reduction;
 - SIGTERM or SIGINT to mpirun, or SIGTERM to the ranks, stops every rank after the same step
   with one checkpoint;
 - a rank killed mid-run ends the run (non-zero exit, bounded time) with the last checkpoint
@@ -122,6 +123,33 @@ def main(binary, mpirun):
             print(f"saved on 2 ranks, resumed on {ranks}: losses within {worst:.2e} of the uninterrupted run",
                   flush=True)
             check(worst <= 1e-5, f"resume on {ranks}: losses {worst:.2e} from the uninterrupted run")
+
+        # FP8 weights under ZeRO-1: each rank keeps the FP32 masters of its share alone and the
+        # FP8 weights are all-gathered as codes and scales; the checkpoint gathers the masters on
+        # rank 0. Resumed on 2 ranks the run continues exactly as the uninterrupted one (the
+        # same reductions in the same order); on 3 it continues within the FP8 tolerance of the
+        # data-parallel tests (2%), the summation order of the gradients being another.
+        fp8w = tiny[:]
+        fp8w[fp8w.index("fp32")] = "fp8"
+        fp8w += ["--fp8-weights", "--zero", "1", "--grad-reduce", "bf16"]
+        whole = os.path.join(tmp, "fp8w_whole")
+        r = train(2, fp8w + ["--out", whole])
+        check(r.returncode == 0, f"fp8 weights, ZeRO-1, 2 ranks: {r.stderr[-500:]}")
+        saved = os.path.join(tmp, "fp8w_saved")
+        r = train(2, fp8w + ["--out", saved, "--stop-after", "12"])
+        check(r.returncode == 0, f"fp8 weights, ZeRO-1, stop after 12: {r.stderr[-500:]}")
+        expected = [line["loss"] for line in metrics(whole)]
+        for ranks, tolerance in ((2, 0.0), (3, 0.02)):
+            run = os.path.join(tmp, f"fp8w_resumed_on_{ranks}")
+            shutil.copytree(saved, run)
+            r = train(ranks, ["--resume", run])
+            check(r.returncode == 0, f"fp8 weights: resume on {ranks}: {r.stderr[-300:]}")
+            got = [line["loss"] for line in metrics(run)]
+            check(len(got) == 24, f"fp8 weights: resume on {ranks}: {len(got)} metrics lines")
+            worst = max(abs(a - b) / abs(b) for a, b in zip(got, expected))
+            print(f"fp8 weights, ZeRO-1: saved on 2 ranks, resumed on {ranks}: losses within {worst:.2e}",
+                  flush=True)
+            check(worst <= tolerance, f"fp8 weights: resume on {ranks}: losses {worst:.2e} off")
 
         # SIGTERM or SIGINT to mpirun (it sends SIGTERM to the ranks, SIGKILL a second or two
         # later), or SIGTERM to the ranks themselves: they agree on it, stop after the same step,

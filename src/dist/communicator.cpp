@@ -37,6 +37,7 @@ class SingleProcess final : public Communicator {
     std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(mine.size()), mine.begin());
   }
   void all_gather(std::span<float>, std::span<const int>, std::string_view) override {}
+  void all_gather(std::span<uint8_t>, std::span<const int>, std::string_view) override {}
   void gather_to_first(std::span<const float> mine, std::span<float> all, std::span<const int>,
                        std::string_view) override {
     std::copy(mine.begin(), mine.end(), all.begin());

@@ -50,6 +50,9 @@ class Communicator {
                                   std::span<const int> counts, std::string_view what) = 0;
   virtual void all_gather(std::span<float> all, std::span<const int> counts,
                           std::string_view what) = 0;
+  // The same over bytes (counts in bytes): ZeRO-1's FP8 weight all-gather.
+  virtual void all_gather(std::span<uint8_t> all, std::span<const int> counts,
+                          std::string_view what) = 0;
   virtual void gather_to_first(std::span<const float> mine, std::span<float> all,
                                std::span<const int> counts, std::string_view what) = 0;
   // A collective that has not completed after this many seconds (a rank died or hangs) ends

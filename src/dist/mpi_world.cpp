@@ -109,11 +109,11 @@ class MpiWorld final : public Communicator {
   }
   void all_gather(std::span<float> all, std::span<const int> counts,
                   std::string_view what) override {
-    const std::vector<int> at = offsets(counts);
-    run(what, all.size_bytes(), [&](MPI_Request* r) {
-      return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, all.data(), counts.data(), at.data(),
-                             MPI_FLOAT, MPI_COMM_WORLD, r);
-    });
+    gather_all(all, MPI_FLOAT, counts, what);
+  }
+  void all_gather(std::span<uint8_t> all, std::span<const int> counts,
+                  std::string_view what) override {
+    gather_all(all, MPI_BYTE, counts, what);
   }
   void gather_to_first(std::span<const float> mine, std::span<float> all,
                        std::span<const int> counts, std::string_view what) override {
@@ -154,6 +154,16 @@ class MpiWorld final : public Communicator {
       traffic_.bytes += n * sizeof(T);
     }
     traffic_.seconds += seconds_since(start);
+  }
+
+  template <class T>
+  void gather_all(std::span<T> all, MPI_Datatype type, std::span<const int> counts,
+                  std::string_view what) {
+    const std::vector<int> at = offsets(counts);
+    run(what, all.size_bytes(), [&](MPI_Request* r) {
+      return MPI_Iallgatherv(MPI_IN_PLACE, 0, type, all.data(), counts.data(), at.data(), type,
+                             MPI_COMM_WORLD, r);
+    });
   }
 
   // Starts a non-blocking collective and waits for it, counting its time and bytes.

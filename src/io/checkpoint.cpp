@@ -282,7 +282,8 @@ SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
 void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
                      const CheckpointInfo& info, const TrainProgress& progress) {
   for (size_t i = 0; i < opt.parameters().size(); ++i) {
-    if (!opt.holds_moments(i))
+    if (!opt.holds_moments(i) ||
+        opt.parameters()[i]->value.size() != static_cast<size_t>(opt.parameters()[i]->numel()))
       throw Error("internal: the optimizer state is sharded (ZeRO-1); gather it before saving");
   }
   std::filesystem::create_directories(dir);

@@ -167,6 +167,24 @@ void Linear::requantize_weight(const Fp8Recipe& recipe) {
   cast_scale_ = store.scale_value(gemm_, Slot::Weight);
 }
 
+float Linear::fp8_weight_amax() {
+  float amax = 0;
+  be_.download(&amax, scaling().amax(gemm_, Slot::Weight), sizeof(float));
+  return amax;
+}
+
+void Linear::adopt_fp8_weight(std::span<const uint8_t> codes, float scale, float scale_inv,
+                              float amax) {
+  be_.upload(scaling().amax(gemm_, Slot::Weight), &amax, sizeof(float));
+  qw_.resize(codes.size());
+  qw_.upload_bytes(codes, name_ + ".weight (FP8)");
+  w_scale_.upload({scale}, name_ + ".weight scale");
+  w_scale_inv_.upload({scale_inv}, name_ + ".weight scale_inv");
+  cast_version_ = weight_.version;
+  cast_generation_ = scaling().generation();
+  cast_scale_ = scale;
+}
+
 void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
   mode_ = gemm_mode();
   if (mode_ == GemmMode::Fp8) {

@@ -89,6 +89,13 @@ class Linear {
     if (!fp8_weights_) cast_version_ = ~uint64_t{0};
   }
   float fp8_weight_scale_inv() const { return w_scale_inv_.to_host()[0]; }
+  float fp8_weight_scale() const { return w_scale_.to_host()[0]; }
+  // The amax the weight's casts recorded in its slot this step (history[0]).
+  float fp8_weight_amax();
+  // ZeRO-1's FP8 all-gather (--fp8-weights): the weight as another rank cast it from the FP32
+  // master that rank alone keeps: its codes, the scale they were cast with, and the amax the
+  // cast recorded, so this rank's scaling state is the same as that rank's.
+  void adopt_fp8_weight(std::span<const uint8_t> codes, float scale, float scale_inv, float amax);
 
  private:
   // The weight's FP8 codes for this GEMM (see qw_).

@@ -17,7 +17,7 @@ constexpr int64_t kChunk = 1 << 14;
 template <class F>
 void for_each_chunk(const ParameterList& params, F f) {
   for (size_t i = 0; i < params.size(); ++i) {
-    const auto n = static_cast<int64_t>(params[i]->value.size());
+    const auto n = params[i]->numel();
     for (int64_t b = 0; b < n; b += kChunk) f(i, b, std::min(n, b + kChunk));
   }
 }
@@ -85,7 +85,7 @@ void AdamW::build_shard() {
   numel_ = 0;
   for (size_t i = begin_; i < end_; ++i) {  // the buffers outside the shard stay empty
     hold_moments(i);
-    numel_ += static_cast<int64_t>(params_[i]->value.size());
+    numel_ += params_[i]->numel();
   }
   // The chunks are in parameter order: the shard's are one run of them.
   const auto in_shard = [&](const Chunk& c) { return c.index >= begin_ && c.index < end_; };
@@ -117,7 +117,7 @@ void AdamW::build_shard() {
 void AdamW::hold_moments(size_t i) {
   if (holds_moments(i)) return;
   for (BackendBuffer<float>* b : {&m_[i], &v_[i]}) {
-    b->resize(params_[i]->value.size());
+    b->resize(static_cast<size_t>(params_[i]->numel()));
     b->zero();
   }
 }
@@ -194,7 +194,7 @@ void AdamW::step(float lr, float grad_scale) {
     for (int64_t k = 0; k < n; ++k) run(shard_chunks_[static_cast<size_t>(k)]);
   } else {
     for (size_t i = begin_; i < end_; ++i) {
-      const auto n = static_cast<int64_t>(params_[i]->value.size());
+      const auto n = params_[i]->numel();
       const int64_t pieces = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static)
       for (int64_t k = 0; k < pieces; ++k)

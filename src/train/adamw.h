@@ -54,7 +54,9 @@ class AdamW {
   // gradient norm is the shard's. By default the shard is the whole list.
   OptimizerShard shard() const { return {begin_, end_}; }
   // Whether parameter i's moments are here: in the shard, or held for a checkpoint.
-  bool holds_moments(size_t i) const { return m_[i].size() == params_[i]->value.size(); }
+  bool holds_moments(size_t i) const {
+    return m_[i].size() == static_cast<size_t>(params_[i]->numel());
+  }
   // For writing a checkpoint on the rank that gathers the moments: every parameter's moment
   // buffers (zeroed where not held), and dropping those outside the shard again afterwards.
   void hold_all_moments();

@@ -73,7 +73,8 @@ GradientBuckets::GradientBuckets(ParameterList params, Communicator& ranks, bool
                                  size_t bucket_bytes)
     : params_(std::move(params)), ranks_(ranks), bf16_(bf16), ready_(params_.size(), false) {
   offset_.push_back(0);
-  for (const Parameter* p : params_) offset_.push_back(offset_.back() + p->value.size());
+  for (const Parameter* p : params_)
+    offset_.push_back(offset_.back() + static_cast<size_t>(p->numel()));
   const size_t value_bytes = bf16 ? sizeof(bf16_t) : sizeof(float);
   // From the last parameter back: a bucket closes once it reaches the size.
   size_t end = params_.size();

@@ -31,7 +31,8 @@ void TrainConfig::validate() const {
   if (zero != 0 && zero != 1)
     throw Error(fmt::format("--zero {}: the stages are 0 (off) and 1 (optimizer state)", zero));
   if (!(grad_bucket_mb >= 0 && grad_bucket_mb <= 1 << 20))
-    throw Error(fmt::format("--grad-bucket-mb {} must be 0 (one bucket) to 1048576", grad_bucket_mb));
+    throw Error(
+        fmt::format("--grad-bucket-mb {} must be 0 (one bucket) to 1048576", grad_bucket_mb));
   if (batch_size > INT64_MAX / grad_accum)
     throw Error(
         fmt::format("--batch-size {} x --grad-accum {} is too large", batch_size, grad_accum));
@@ -306,11 +307,15 @@ StepStats Trainer::train_step() {
   } else {
     // Fused: the clipping folded into the one AdamW pass; unfused: already applied.
     opt_->step(lr, clip_in_step ? clip_factor(norm, cfg_.grad_clip) : 1.0f);
-    if (zero_sharded()) all_gather_weights();
-    refresh_fp8_weights();
+    if (zero_sharded()) {
+      all_gather_weights(cfg_.fp8_weights);  // FP8: casts and shares the FP8 weights itself
+    }
+    if (!zero_sharded()) refresh_fp8_weights();
     consecutive_skips_ = 0;
     if (fallback) watch_saturation(fell);
   }
+  // A GEMM fallen back to BF16 needs its FP32 master on every rank.
+  if (!fell.empty() && zero_sharded() && cfg_.fp8_weights) all_gather_weights(false);
   losses_.push_back(loss);
   ++step_;
   const double took =
@@ -401,7 +406,9 @@ void Trainer::watch_saturation(std::vector<Fp8Fallback>& fell) {
 
 void Trainer::refresh_fp8_weights() {
   if (!cfg_.fp8_weights) return;
-  for (Linear* l : model_->linears()) l->requantize_weight(cfg_.recipe);
+  // A master another rank keeps (ZeRO-1's FP8 all-gather) is that rank's to cast.
+  for (Linear* l : model_->linears())
+    if (!l->weight().value.empty()) l->requantize_weight(cfg_.recipe);
 }
 
 double Trainer::validation_loss(int64_t batches) {
@@ -446,6 +453,8 @@ void Trainer::restore_progress(TrainProgress p) {
 }
 
 TrainResult Trainer::finish() {
+  // The run's model whole on every rank, FP32 masters included, for whoever takes it.
+  if (zero_sharded() && cfg_.fp8_weights) all_gather_weights(false);
   TrainResult result;
   result.precision = precision_;
   result.stride_task = stride_ != nullptr;
@@ -537,7 +546,7 @@ void unpack(const ParameterList& ps, size_t begin, size_t end, Of of, const floa
 
 size_t values_in(const ParameterList& ps) {
   size_t n = 0;
-  for (const Parameter* p : ps) n += p->value.size();
+  for (const Parameter* p : ps) n += static_cast<size_t>(p->numel());  // masters kept or not
   return n;
 }
 
@@ -547,8 +556,9 @@ constexpr auto kWeights = [](size_t, Parameter& p) -> BackendBuffer<float>& { re
 
 GradientBuckets& Trainer::gradient_buckets() {
   if (!buckets_) {
-    buckets_ = std::make_unique<GradientBuckets>(model_->parameters(), comm_, cfg_.bf16_grad_reduce,
-                                                 static_cast<size_t>(cfg_.grad_bucket_mb * (1 << 20)));
+    buckets_ =
+        std::make_unique<GradientBuckets>(model_->parameters(), comm_, cfg_.bf16_grad_reduce,
+                                          static_cast<size_t>(cfg_.grad_bucket_mb * (1 << 20)));
   }
   return *buckets_;
 }
@@ -606,15 +616,84 @@ void Trainer::reduce_scatter_gradients() {
   }
 }
 
-void Trainer::all_gather_weights() {
+std::vector<Linear*> Trainer::fp8_gathered(const ParameterList& ps) {
+  std::vector<Linear*> out(ps.size(), nullptr);
+  if (!zero_sharded() || !cfg_.fp8_weights) return out;
+  for (Linear* l : model_->linears()) {
+    if (!l->fp8_weights() || l->fell_back_to_bf16()) continue;
+    const auto it = std::find(ps.begin(), ps.end(), &l->weight());
+    if (it != ps.end()) out[static_cast<size_t>(it - ps.begin())] = l;
+  }
+  return out;
+}
+
+void Trainer::all_gather_weights(bool fp8) {
   const ParameterList ps = model_->parameters();
   const auto me = static_cast<size_t>(comm_.rank());
-  const auto at = static_cast<size_t>(std::accumulate(
-      shard_values_.begin(), shard_values_.begin() + static_cast<ptrdiff_t>(me), int64_t{0}));
-  reduce_buffer_.resize(values_in(ps));
-  pack(ps, shard_begin_[me], shard_begin_[me + 1], kWeights, reduce_buffer_.data() + at);
-  comm_.all_gather(reduce_buffer_, shard_values_, "weight all-gather");
-  unpack(ps, 0, ps.size(), kWeights, reduce_buffer_.data());
+  const std::vector<Linear*> as_fp8 = fp8 ? fp8_gathered(ps) : std::vector<Linear*>(ps.size());
+  // What each parameter sends: FP8 codes with the scale and scale_inv they were cast with and
+  // the amax the cast recorded, or its FP32 values.
+  constexpr size_t kScales = 3 * sizeof(float);
+  const auto sent_bytes = [&](size_t i) {
+    const auto n = static_cast<size_t>(ps[i]->numel());
+    return as_fp8[i] ? n + kScales : n * sizeof(float);
+  };
+  const size_t ranks = shard_values_.size();
+  std::vector<size_t> at(ranks + 1, 0);
+  std::vector<int> counts(ranks);
+  for (size_t k = 0; k < ranks; ++k) {
+    size_t bytes = 0;
+    for (size_t i = shard_begin_[k]; i < shard_begin_[k + 1]; ++i) bytes += sent_bytes(i);
+    if (bytes > INT_MAX) {
+      throw Error(
+          fmt::format("--zero 1: rank {}'s {} bytes of weights exceed what one MPI "
+                      "collective counts ({}); use more ranks or train without --zero",
+                      k, bytes, INT_MAX));
+    }
+    counts[k] = static_cast<int>(bytes);
+    at[k + 1] = at[k] + bytes;
+  }
+  gather_bytes_.resize(at[ranks]);
+  uint8_t* out = gather_bytes_.data() + at[me];
+  for (size_t i = shard_begin_[me]; i < shard_begin_[me + 1]; ++i) {
+    if (Linear* l = as_fp8[i]) {
+      l->requantize_weight(cfg_.recipe);
+      const std::vector<uint8_t> codes = l->fp8_weight_codes();
+      const float scales[] = {l->fp8_weight_scale(), l->fp8_weight_scale_inv(),
+                              l->fp8_weight_amax()};
+      out = std::copy(codes.begin(), codes.end(), out);
+      std::memcpy(out, scales, kScales);
+      out += kScales;
+    } else {
+      ps[i]->value.read_bytes(
+          [&](std::span<const uint8_t> b) { out = std::copy(b.begin(), b.end(), out); });
+    }
+  }
+  comm_.all_gather(std::span(gather_bytes_), counts,
+                   fp8 ? "FP8 weight all-gather" : "weight all-gather");
+  for (size_t k = 0; k < ranks; ++k) {
+    if (k == me) continue;
+    const uint8_t* in = gather_bytes_.data() + at[k];
+    for (size_t i = shard_begin_[k]; i < shard_begin_[k + 1]; ++i) {
+      Parameter& p = *ps[i];
+      const auto n = static_cast<size_t>(p.numel());
+      if (Linear* l = as_fp8[i]) {
+        float scales[3];
+        std::memcpy(scales, in + n, kScales);
+        l->adopt_fp8_weight({in, n}, scales[0], scales[1], scales[2]);
+        p.value.clear();  // its master is the updating rank's alone
+      } else {
+        p.value.resize(n);  // whole again where it was released
+        p.value.fill_bytes([&](std::span<uint8_t> b) {
+          std::memcpy(b.data(), in, b.size());
+          in += b.size();
+        });
+        ++p.version;
+        continue;
+      }
+      in += n + kScales;
+    }
+  }
 }
 
 void Trainer::gather_optimizer_state() {
@@ -625,18 +704,34 @@ void Trainer::gather_optimizer_state() {
   if (first) opt_->hold_all_moments();
   std::vector<float> all(first ? values_in(ps) : 0);
   shard_buffer_.resize(static_cast<size_t>(shard_values_[me]));
-  for (const bool second : {false, true}) {
-    const auto moment = [&](size_t i, Parameter&) -> BackendBuffer<float>& {
-      return second ? opt_->second_moment_buffer(i) : opt_->first_moment_buffer(i);
-    };
-    pack(ps, shard_begin_[me], shard_begin_[me + 1], moment, shard_buffer_.data());
+  const auto gather = [&](auto of) {
+    pack(ps, shard_begin_[me], shard_begin_[me + 1], of, shard_buffer_.data());
     comm_.gather_to_first(shard_buffer_, all, shard_values_, "optimizer state gather");
-    if (first) unpack(ps, 0, ps.size(), moment, all.data());
+    if (first) unpack(ps, 0, ps.size(), of, all.data());
+  };
+  for (const bool second : {false, true}) {
+    gather([&](size_t i, Parameter&) -> BackendBuffer<float>& {
+      return second ? opt_->second_moment_buffer(i) : opt_->first_moment_buffer(i);
+    });
   }
+  if (!cfg_.fp8_weights) return;
+  // The FP32 masters only their updating ranks keep (ZeRO-1's FP8 all-gather), for the model
+  // file and train_state on rank 0.
+  if (first) {
+    for (Parameter* p : ps) {
+      if (!p->value.empty()) continue;
+      p->value.resize(static_cast<size_t>(p->numel()));
+      regathered_masters_.push_back(p);
+    }
+  }
+  gather(kWeights);
 }
 
 void Trainer::release_gathered_optimizer_state() {
-  if (zero_sharded()) opt_->release_moments_outside_shard();
+  if (!zero_sharded()) return;
+  opt_->release_moments_outside_shard();
+  for (Parameter* p : regathered_masters_) p->value.clear();
+  regathered_masters_.clear();
 }
 
 AmaxReducer Trainer::amax_reducer() {

@@ -133,7 +133,15 @@ class Trainer {
   // ZeRO-1's collectives: this rank's share of the summed gradients, and every rank's updated
   // weights from the rank that updated them.
   void reduce_scatter_gradients();
-  void all_gather_weights();
+  // fp8: the weights of FP8 Linears (--fp8-weights) as their codes and scales, cast by the rank
+  // that updated them, which alone keeps their FP32 masters from then on (TE's FP8
+  // all-gather); else every weight in FP32, masters whole on every rank again.
+  void all_gather_weights(bool fp8);
+  // For each parameter, its Linear when ZeRO-1 all-gathers its weight in FP8 (--fp8-weights, a
+  // GEMM not fallen back to BF16); null for the rest.
+  std::vector<Linear*> fp8_gathered(const ParameterList& ps);
+  std::vector<uint8_t> gather_bytes_;
+  std::vector<Parameter*> regathered_masters_;  // on rank 0 for a checkpoint, until released
   AmaxReducer amax_reducer();
   std::vector<float> reduce_buffer_, shard_buffer_;
   std::vector<bf16_t> reduce_buffer16_, shard_buffer16_;
