@@ -5,6 +5,7 @@
 #include "core/cpu_features.h"
 #include "core/precision.h"
 #include "dist/communicator.h"
+#include "dist/device_collectives.h"
 #include "kernels/device.h"
 
 namespace fp8lm::cli {
@@ -49,6 +50,9 @@ void run_doctor() {
              launch.launcher.empty() ? ""
                                      : fmt::format(" · launched as rank {} of {} by {}",
                                                    launch.rank, launch.size, launch.launcher));
+  fmt::print("nccl: {}\n", nccl_built() ? fmt::format("built ({}): GPU ranks reduce on their GPUs",
+                                                      nccl_version())
+                                        : "not built (GPU ranks reduce through host memory)");
 
   const PrecisionChoice c = resolve_cpu_precision(Precision::Auto, cpu);
   fmt::print("precision auto -> {} on cpu ({})\n", c.label(), c.reason);

@@ -419,7 +419,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
       c.model.n_heads, c.model.ffn);
   if (trainer->ranks().size() > 1) {
     fmt::print("data parallel: {} ranks ({}) · global batch {}, {} to {} sequences per rank\n",
-               trainer->ranks().size(), trainer->ranks().describe(), c.batch_size,
+               trainer->ranks().size(), trainer->collectives(), c.batch_size,
                c.batch_size / trainer->ranks().size(),
                (c.batch_size + trainer->ranks().size() - 1) / trainer->ranks().size());
   }

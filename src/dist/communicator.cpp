@@ -43,6 +43,7 @@ class SingleProcess final : public Communicator {
     std::copy(mine.begin(), mine.end(), all.begin());
   }
   void set_timeout(double) override {}
+  double timeout() const override { return 0; }
   Traffic traffic() const override { return {}; }
   void abort(int) override {}
   std::string describe() const override { return "single process"; }

@@ -58,6 +58,7 @@ class Communicator {
   // A collective that has not completed after this many seconds (a rank died or hangs) ends
   // in an Error naming it and the ranks that did not join; 0 waits forever.
   virtual void set_timeout(double seconds) = 0;
+  virtual double timeout() const = 0;
   // What the collectives so far cost this rank: seconds it waited on them (inside a blocking
   // one or wait_all(), the others' lateness included; a started collective's time in flight
   // while the rank computed is not counted: that part is hidden) and the bytes of the buffers

@@ -124,6 +124,7 @@ class MpiWorld final : public Communicator {
     });
   }
   void set_timeout(double seconds) override { timeout_ = seconds; }
+  double timeout() const override { return timeout_; }
   Traffic traffic() const override { return traffic_; }
   void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
   std::string describe() const override {

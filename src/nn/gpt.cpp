@@ -105,6 +105,11 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend)
   cfg_.validate();
   for (int i = 0; i < cfg.n_layers; ++i)
     layers_.push_back(std::make_unique<TransformerLayer>(i, cfg, backend));
+  // parameters(): the two embeddings, each layer's, then the final norm's.
+  param_begin_.push_back(2);
+  for (auto& layer : layers_)
+    param_begin_.push_back(param_begin_.back() + layer->parameters().size());
+  param_begin_.push_back(param_begin_.back() + lnf_.parameters().size());
   // GPT-2's initialization: N(0, 0.02) for matrices and embeddings, the projections that write
   // into the residual stream scaled down by sqrt(2 * n_layers); biases 0, norm gains 1.
   std::mt19937_64 rng(seed);
@@ -242,10 +247,7 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
 }
 
 void GPT::backward(const GradientsReady& ready) {
-  // Where each layer's parameters begin in parameters(): after the two embeddings.
-  std::vector<size_t> layer_begin{2};
-  for (auto& layer : layers_)
-    layer_begin.push_back(layer_begin.back() + layer->parameters().size());
+  const std::vector<size_t>& at = param_begin_;
   const auto announce = [&](size_t first, size_t end) {
     if (ready) ready(first, end);
   };
@@ -266,11 +268,11 @@ void GPT::backward(const GradientsReady& ready) {
   dacts_a_.zero();
   dacts_b_.resize(static_cast<size_t>(rows * d));
   lnf_.backward(dnormed_.data(), dacts_a_.data(), rows);
-  announce(layer_begin.back(), layer_begin.back() + lnf_.parameters().size());
+  announce(at[layers_.size()], at[layers_.size() + 1]);
   for (size_t l = layers_.size(); l-- > 0;) {
     layers_[l]->backward(dacts_a_.data(), dacts_b_.data());
     swap(dacts_a_, dacts_b_);
-    announce(layer_begin[l], layer_begin[l + 1]);
+    announce(at[l], at[l + 1]);
   }
   be_.embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_.data(), B_,
                          T_, d);

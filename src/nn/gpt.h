@@ -98,6 +98,9 @@ class GPT {
   Parameter wte_, wpe_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   Norm lnf_;
+  // Where layer l's parameters begin in parameters() (l = n_layers: the final norm's), and
+  // where they end.
+  std::vector<size_t> param_begin_;
   int64_t B_ = 0, T_ = 0;
   BackendBuffer<int32_t> tokens_{be_}, targets_{be_};  // the batch, in backend memory
   bool fp8_used_ = false;

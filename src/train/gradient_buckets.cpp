@@ -4,6 +4,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "fp8lm/error.h"
+
 namespace fp8lm {
 
 namespace {
@@ -70,8 +72,12 @@ template void unpack_gradients(const ParameterList&, size_t, size_t, const float
 template void unpack_gradients(const ParameterList&, size_t, size_t, const bf16_t*);
 
 GradientBuckets::GradientBuckets(ParameterList params, Communicator& ranks, bool bf16,
-                                 size_t bucket_bytes)
-    : params_(std::move(params)), ranks_(ranks), bf16_(bf16), ready_(params_.size(), false) {
+                                 size_t bucket_bytes, DeviceCollectives* device)
+    : params_(std::move(params)),
+      ranks_(ranks),
+      bf16_(bf16),
+      ready_(params_.size(), false),
+      device_(device) {
   offset_.push_back(0);
   for (const Parameter* p : params_)
     offset_.push_back(offset_.back() + static_cast<size_t>(p->numel()));
@@ -85,7 +91,16 @@ GradientBuckets::GradientBuckets(ParameterList params, Communicator& ranks, bool
       end = i;
     }
   }
-  if (bf16) {
+  if (device_) {
+    Backend& be = params_.front()->grad.backend();
+    for (const Parameter* p : params_)
+      if (p->bf16_grad()) throw Error("internal: a GPU keeps FP32 gradients");
+    if (bf16) {
+      device16_ = std::make_unique<BackendBuffer<bf16_t>>(be, offset_.back());
+    } else {
+      device32_ = std::make_unique<BackendBuffer<float>>(be, offset_.back());
+    }
+  } else if (bf16) {
     flat16_.resize(offset_.back());
   } else {
     flat32_.resize(offset_.back());
@@ -94,6 +109,24 @@ GradientBuckets::GradientBuckets(ParameterList params, Communicator& ranks, bool
 
 void GradientBuckets::start(size_t b) {
   const Bucket& k = buckets_[b];
+  if (device_) {  // copied (or rounded to BF16) into the bucket on the GPU, reduced there
+    Backend& be = params_.front()->grad.backend();
+    for (size_t i = k.begin; i < k.end; ++i) {
+      const Parameter& p = *params_[i];
+      if (bf16_) {
+        be.fp32_to_bf16(device16_->data() + offset_[i], p.grad.data(), p.numel());
+      } else {
+        be.copy(device32_->data() + offset_[i], p.grad.data(), p.grad.size() * sizeof(float));
+      }
+    }
+    const size_t n = offset_[k.end] - offset_[k.begin];
+    if (bf16_) {
+      device_->start_all_reduce_sum(device16_->data() + offset_[k.begin], n, "gradient all-reduce");
+    } else {
+      device_->start_all_reduce_sum(device32_->data() + offset_[k.begin], n, "gradient all-reduce");
+    }
+    return;
+  }
   if (bf16_) {
     pack_gradients(params_, k.begin, k.end, flat16_.data() + offset_[k.begin]);
     ranks_.start_all_reduce_sum(
@@ -122,11 +155,24 @@ void GradientBuckets::ready(size_t first, size_t end) {
 
 void GradientBuckets::finish() {
   while (next_ < buckets_.size()) start(next_++);
-  ranks_.wait_all();
-  if (bf16_) {
-    unpack_gradients(params_, 0, params_.size(), flat16_.data());
+  if (device_) {
+    device_->wait_all();
+    Backend& be = params_.front()->grad.backend();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Parameter& p = *params_[i];
+      if (bf16_) {
+        be.bf16_to_fp32(p.grad.data(), device16_->data() + offset_[i], p.numel());
+      } else {
+        be.copy(p.grad.data(), device32_->data() + offset_[i], p.grad.size() * sizeof(float));
+      }
+    }
   } else {
-    unpack_gradients(params_, 0, params_.size(), flat32_.data());
+    ranks_.wait_all();
+    if (bf16_) {
+      unpack_gradients(params_, 0, params_.size(), flat16_.data());
+    } else {
+      unpack_gradients(params_, 0, params_.size(), flat32_.data());
+    }
   }
   next_ = 0;
   std::fill(ready_.begin(), ready_.end(), false);

@@ -5,10 +5,12 @@
 // computes the layers before it while the bucket travels. After backward the trainer waits for
 // what is still in flight and the sums are written back into the gradients.
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "core/bf16.h"
 #include "dist/communicator.h"
+#include "dist/device_collectives.h"
 #include "nn/parameter.h"
 
 namespace fp8lm {
@@ -25,7 +27,11 @@ class GradientBuckets {
  public:
   // bucket_bytes: a bucket closes once it holds this many bytes of the reduction's type (0:
   // one bucket, reduced after backward). bf16: the gradients travel and are summed in BF16.
-  GradientBuckets(ParameterList params, Communicator& ranks, bool bf16, size_t bucket_bytes);
+  // device: the GPU ranks' collectives (NCCL) when the parameters live on a GPU; the buckets
+  // are then made and reduced in its memory. Otherwise (null) they go through host memory
+  // over `ranks`.
+  GradientBuckets(ParameterList params, Communicator& ranks, bool bf16, size_t bucket_bytes,
+                  DeviceCollectives* device = nullptr);
   // GPT::backward's hook: parameters [first, end) are final. Starts each bucket now whole, in
   // the fixed order of the buckets (the same on every rank), and lets those in flight move.
   void ready(size_t first, size_t end);
@@ -46,8 +52,11 @@ class GradientBuckets {
   std::vector<Bucket> buckets_;  // from the last parameters: the order backward completes them
   size_t next_ = 0;              // the first bucket not started
   std::vector<bool> ready_;
-  std::vector<float> flat32_;
+  DeviceCollectives* device_;
+  std::vector<float> flat32_;  // host buckets
   std::vector<bf16_t> flat16_;
+  std::unique_ptr<BackendBuffer<float>> device32_;  // device buckets
+  std::unique_ptr<BackendBuffer<bf16_t>> device16_;
 };
 
 }  // namespace fp8lm

@@ -202,6 +202,11 @@ void Trainer::use_device(const DeviceSpec& requested) {
   }
   if (device.cuda && !cfg_.fusion) throw Error(kNoFusionOnGpu);
   Backend& backend = backend_for(device);
+  if (comm_.size() > 1 && device.cuda && nccl_built() && device_comm_gpu_ != device.index) {
+    buckets_.reset();
+    device_comm_ = make_device_collectives(comm_, device.index);
+    device_comm_gpu_ = device.index;
+  }
   if (&backend != &model_->backend()) move_to(backend);
   device_ = device;
   precision_ = precision;
@@ -235,7 +240,7 @@ Trainer::~Trainer() = default;
 
 StepStats Trainer::train_step() {
   const auto start = std::chrono::steady_clock::now();
-  const Communicator::Traffic traffic_before = comm_.traffic();
+  const Communicator::Traffic traffic_before = traffic();
   const int64_t T = cfg_.model.seq_len, sequences = cfg_.sequences_per_step();
   // Every rank draws the step's whole global batch (the stream one process with a batch of
   // batch_size x grad_accum reads) and keeps its rows of each micro-batch, so any number of
@@ -321,7 +326,7 @@ StepStats Trainer::train_step() {
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   seconds_ += took;
-  const Communicator::Traffic traffic = comm_.traffic();
+  const Communicator::Traffic traffic = this->traffic();
   const StepStats stats{step_,
                         cfg_.steps,
                         loss,
@@ -496,6 +501,21 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress,
   return result;
 }
 
+Communicator::Traffic Trainer::traffic() const {
+  Communicator::Traffic t = comm_.traffic();
+  if (device_comm_) {
+    t.seconds += device_comm_->traffic().seconds;
+    t.bytes += device_comm_->traffic().bytes;
+  }
+  return t;
+}
+
+std::string Trainer::collectives() const {
+  if (device_comm_ && !model_->backend().host_memory())
+    return fmt::format("{}; {}", comm_.describe(), device_comm_->describe());
+  return comm_.describe();
+}
+
 bool Trainer::any_rank(bool asks) const {
   if (comm_.size() == 1) return asks;
   float v[] = {asks ? 1.0f : 0.0f};
@@ -556,9 +576,10 @@ constexpr auto kWeights = [](size_t, Parameter& p) -> BackendBuffer<float>& { re
 
 GradientBuckets& Trainer::gradient_buckets() {
   if (!buckets_) {
-    buckets_ =
-        std::make_unique<GradientBuckets>(model_->parameters(), comm_, cfg_.bf16_grad_reduce,
-                                          static_cast<size_t>(cfg_.grad_bucket_mb * (1 << 20)));
+    DeviceCollectives* device = model_->backend().host_memory() ? nullptr : device_comm_.get();
+    buckets_ = std::make_unique<GradientBuckets>(
+        model_->parameters(), comm_, cfg_.bf16_grad_reduce,
+        static_cast<size_t>(cfg_.grad_bucket_mb * (1 << 20)), device);
   }
   return *buckets_;
 }

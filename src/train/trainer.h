@@ -8,6 +8,7 @@
 
 #include "core/precision.h"
 #include "dist/communicator.h"
+#include "dist/device_collectives.h"
 #include "fp8lm/error.h"
 #include "kernels/device.h"
 #include "nn/gpt.h"
@@ -89,6 +90,8 @@ class Trainer {
   // share of every global batch; gradients, the loss and the FP8 amaxes are reduced across
   // them, so every rank holds the same model after every step.
   Communicator& ranks() const { return comm_; }
+  // The collectives the gradients travel by: "mpi ..." or, on GPUs, "nccl ... on cuda:N".
+  std::string collectives() const;
   // Whether any rank asks (a stop request seen by one rank stops all, at the same step).
   bool any_rank(bool asks) const;
   // ZeRO-1: every rank calls these around a checkpoint. Rank 0 then holds the whole optimizer
@@ -124,6 +127,10 @@ class Trainer {
   // backward (several ranks without ZeRO-1; made for the model's parameters when first used).
   std::unique_ptr<GradientBuckets> buckets_;
   GradientBuckets& gradient_buckets();
+  // GPU ranks: NCCL between their GPUs (a build with NCCL; without it, through host memory).
+  std::unique_ptr<DeviceCollectives> device_comm_;
+  int device_comm_gpu_ = -1;
+  Communicator::Traffic traffic() const;
   // ZeRO-1: each rank's share of the parameters (shard_begin_[r] to shard_begin_[r + 1]) and
   // its number of values; empty when every rank keeps the whole optimizer state.
   std::vector<size_t> shard_begin_;
