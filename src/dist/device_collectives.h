@@ -37,6 +37,10 @@ class DeviceCollectives {
 bool nccl_built();
 std::string nccl_version();
 
+// Whether two ranks train on the same physical GPU (the same machine and PCI address): NCCL
+// takes one rank per GPU, so such ranks reduce through host memory instead. A collective call.
+bool ranks_share_a_gpu(Communicator& host, const std::string& pci_address);
+
 // This rank's device collectives on GPU `device`, between the ranks of `host` (a collective
 // call: every rank makes its own at the same point).
 std::unique_ptr<DeviceCollectives> make_device_collectives(Communicator& host, int device);

@@ -204,7 +204,12 @@ void Trainer::use_device(const DeviceSpec& requested) {
   Backend& backend = backend_for(device);
   if (comm_.size() > 1 && device.cuda && nccl_built() && device_comm_gpu_ != device.index) {
     buckets_.reset();
-    device_comm_ = make_device_collectives(comm_, device.index);
+    device_comm_.reset();
+    const auto gpus = cuda_devices().devices;
+    const std::string pci = static_cast<size_t>(device.index) < gpus.size()
+                                ? gpus[static_cast<size_t>(device.index)].pci_address
+                                : "";
+    if (!ranks_share_a_gpu(comm_, pci)) device_comm_ = make_device_collectives(comm_, device.index);
     device_comm_gpu_ = device.index;
   }
   if (&backend != &model_->backend()) move_to(backend);
@@ -511,9 +516,11 @@ Communicator::Traffic Trainer::traffic() const {
 }
 
 std::string Trainer::collectives() const {
-  if (device_comm_ && !model_->backend().host_memory())
-    return fmt::format("{}; {}", comm_.describe(), device_comm_->describe());
-  return comm_.describe();
+  if (model_->backend().host_memory()) return comm_.describe();
+  if (device_comm_) return fmt::format("{}; {}", comm_.describe(), device_comm_->describe());
+  return fmt::format(
+      "{}; gradients through host memory: {}", comm_.describe(),
+      nccl_built() ? "ranks share a GPU (NCCL takes one rank per GPU)" : "built without NCCL");
 }
 
 bool Trainer::any_rank(bool asks) const {

@@ -1,4 +1,5 @@
 #include <cuda_runtime.h>
+#include <cstdio>
 
 #include "kernels/cuda/device_query.h"
 
@@ -21,7 +22,10 @@ DeviceQuery query_devices() {
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-    q.devices.push_back({i, prop.name, prop.major, prop.minor, prop.totalGlobalMem});
+    char pci[32];
+    std::snprintf(pci, sizeof pci, "%04x:%02x:%02x", prop.pciDomainID, prop.pciBusID,
+                  prop.pciDeviceID);
+    q.devices.push_back({i, prop.name, prop.major, prop.minor, prop.totalGlobalMem, pci});
   }
   if (q.devices.empty()) q.why_none = "no CUDA device";
   return q;

@@ -16,6 +16,9 @@ struct Device {
   std::string name;
   int cc_major = 0, cc_minor = 0;
   size_t memory_bytes = 0;
+  // Which physical GPU it is on this machine ("0000:17:00"), whatever CUDA_VISIBLE_DEVICES
+  // numbers it: NCCL takes one rank per GPU.
+  std::string pci_address;
 };
 
 struct DeviceQuery {

@@ -1,6 +1,7 @@
 // The one emulated device: an sm_90-like GPU (compute capability 9.0, so the FP8 paths run),
 // its streams and events. Every operation completes before its call returns, so streams only
 // need to exist and events only need a time.
+#include <unistd.h>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -55,6 +56,11 @@ cudaDeviceProp make_properties() {
   p.sharedMemPerMultiprocessor = 228 * 1024;
   p.l2CacheSize = 50 * 1024 * 1024;
   p.memoryBusWidth = 5120;
+  // Each process emulates a GPU of its own (its memory is the process's): its PCI address
+  // differs from every other process's, as two physical GPUs' do.
+  p.pciDomainID = static_cast<int>(getpid());
+  p.pciBusID = 1;
+  p.pciDeviceID = 0;
   return p;
 }
 

@@ -68,6 +68,9 @@ struct cudaDeviceProp {
   std::size_t sharedMemPerMultiprocessor;
   int l2CacheSize;
   int memoryBusWidth;
+  int pciBusID;
+  int pciDeviceID;
+  int pciDomainID;
 };
 
 typedef struct CUstream_st* cudaStream_t;
