@@ -24,16 +24,18 @@ namespace {
 // forward for backward, and workspace (the shared per-role scratch and the GEMM operand
 // buffers).
 std::string memory_json(fp8lm::GPT& model, const fp8lm::AdamW& opt) {
-  const auto params = static_cast<double>(model.config().parameter_count());
-  size_t grads = 0, moments = 0;
-  for (const fp8lm::Parameter* p : model.parameters()) grads += p->grad_bytes();
+  size_t masters = 0, grads = 0, moments = 0;  // masters: fewer under ZeRO-1 with FP8 weights
+  for (const fp8lm::Parameter* p : model.parameters()) {
+    masters += p->value.bytes();
+    grads += p->grad_bytes();
+  }
   for (size_t i = 0; i < opt.parameters().size(); ++i)
     moments += opt.first_moment_buffer(i).bytes() + opt.second_moment_buffer(i).bytes();
   const fp8lm::MemoryUse use = model.memory_use();
   const double mb = 1 << 20;  // MiB, as peak_rss_mb
   return fmt::format(
       R"({{"weights": {:.0f}, "gradients": {:.0f}, "optimizer": {:.0f}, "weight_casts": {:.0f}, "saved_activations": {:.0f}, "workspace": {:.0f}}})",
-      params * 4 / mb, static_cast<double>(grads) / mb, static_cast<double>(moments) / mb,
+      static_cast<double>(masters) / mb, static_cast<double>(grads) / mb, static_cast<double>(moments) / mb,
       static_cast<double>(use.weight_casts) / mb, static_cast<double>(use.saved) / mb,
       static_cast<double>(fp8lm::scratch_footprint() + fp8lm::cpu::gemm_workspace_bytes()) / mb);
 }

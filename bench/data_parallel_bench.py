@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Data parallelism on this machine (issue 13): 2 ranks of 1 thread (mpirun) against 1 rank of
 2 threads, on the demo model and on d512/6L, in each precision, with the same global batch: the
-tokens/s of each, the share of the 2-rank step spent in collectives (waiting for the other rank
-included) and the bytes each rank all-reduces per step; then the same 2 ranks under --zero 1
-(ZeRO-1): tokens/s, the optimizer state each rank holds and the peak RSS of the largest rank.
-Prints Markdown tables and, with --json, the figures the README's scaling model
-(bench/scaling_model.py) reads.
+tokens/s of each, the share of the 2-rank step spent waiting on collectives (the other rank's
+lateness included) and the bytes each rank all-reduces per step. Then how much of the
+communication backward hides: the same 2 ranks with one all-reduce after backward
+(--grad-bucket-mb 0) against buckets started during backward (25 MiB, the default, and 4 MiB);
+the hidden share is 1 - exposed time with buckets / time with one reduction after. Then BF16
+gradients (--grad-reduce bf16: bytes and tokens/s), and --zero 1 (ZeRO-1): tokens/s, the
+optimizer state each rank holds, the peak RSS of the largest rank, and under --fp8-weights the
+FP8 weight all-gather's bytes and the FP32 masters each rank keeps. Prints Markdown tables and,
+with --json, the figures the README's scaling model (bench/scaling_model.py) reads.
 
 Usage: bench/data_parallel_bench.py [--build build/release] [--steps N] [--json out.json]
 """
@@ -39,7 +43,7 @@ def main():
     if not mpirun:
         sys.exit("error: mpirun not found (scripts/deps installs openmpi-bin)")
     bench = f"{a.build}/bench/bench_train"
-    rows, zero_rows, out = [], [], []
+    rows, zero_rows, overlap_rows, out = [], [], [], []
     for name, cfg in CONFIGS.items():
         for precision in ("fp32", "bf16", "fp8"):
             args = [f"--{k.replace('_', '-')}={v}" for k, v in cfg.items()]
@@ -47,10 +51,28 @@ def main():
             one = run([bench] + args + ["--threads=2"])
             two = run([mpirun] + MPIRUN + ["-np", "2", bench] + args + ["--threads=1"])
             zero = run([mpirun] + MPIRUN + ["-np", "2", bench] + args + ["--threads=1", "--zero=1"])
+            after = run([mpirun] + MPIRUN + ["-np", "2", bench] + args + ["--threads=1", "--grad-bucket-mb=0"])
+            small = run([mpirun] + MPIRUN + ["-np", "2", bench] + args + ["--threads=1", "--grad-bucket-mb=4"])
+            bf16 = run([mpirun] + MPIRUN + ["-np", "2", bench] + args + ["--threads=1", "--grad-reduce=bf16"])
+            fp8w = None
+            if precision == "fp8":
+                fp8w = run([mpirun] + MPIRUN + ["-np", "2", bench] + args +
+                           ["--threads=1", "--zero=1", "--fp8-weights", "--grad-reduce=bf16"])
+            exposed = after["comm_seconds_per_step"]
+            hidden = lambda r: 1 - r["comm_seconds_per_step"] / exposed if exposed > 0 else 0.0
+            overlap_rows.append(
+                f"| {name} | {precision} | {after['tokens_per_s']:.0f} | {two['tokens_per_s']:.0f} | "
+                f"{small['tokens_per_s']:.0f} | {1000 * exposed:.0f} | {1000 * two['comm_seconds_per_step']:.0f} | "
+                f"{1000 * small['comm_seconds_per_step']:.0f} | {100 * hidden(two):.0f}% | {100 * hidden(small):.0f}% | "
+                f"{bf16['tokens_per_s']:.0f} | {bf16['comm_bytes_per_step'] / 1e6:.2f} |")
+            print(overlap_rows[-1], flush=True)
             zero_rows.append(f"| {name} | {precision} | {two['tokens_per_s']:.0f} | {zero['tokens_per_s']:.0f} | "
                              f"{two['memory_mb']['optimizer']:.1f} | {zero['memory_mb']['optimizer']:.1f} | "
                              f"{two['peak_rss_mb']:.0f} | {zero['peak_rss_mb']:.0f} | "
-                             f"{zero['comm_bytes_per_step'] / 1e6:.2f} |")
+                             f"{zero['comm_bytes_per_step'] / 1e6:.2f} | " +
+                             (f"{fp8w['tokens_per_s']:.0f} | {fp8w['comm_bytes_per_step'] / 1e6:.2f} | "
+                              f"{fp8w['memory_mb']['weights']:.1f} of {zero['memory_mb']['weights']:.1f} |"
+                              if fp8w else "- | - | - |"))
             share = two["comm_seconds_per_step"] / two["seconds_per_step"]
             rows.append(f"| {name} | {precision} | {one['tokens_per_s']:.0f} | {two['tokens_per_s']:.0f} | "
                         f"{two['tokens_per_s'] / one['tokens_per_s']:.2f} | {100 * share:.1f}% | "
@@ -58,14 +80,22 @@ def main():
                         f"{two['comm_bytes_per_step'] / two['parameters']:.3f} |")
             print(rows[-1], flush=True)
             out.append(dict(config=name, precision=precision, parameters=two["parameters"],
-                            one_rank_two_threads=one, two_ranks_one_thread=two, two_ranks_zero1=zero))
+                            one_rank_two_threads=one, two_ranks_one_thread=two, two_ranks_zero1=zero,
+                            one_bucket_after_backward=after, buckets_4mib=small, bf16_gradients=bf16,
+                            zero1_fp8_weights=fp8w))
     print("\n| model | precision | 1 rank x 2 threads tok/s | 2 ranks x 1 thread tok/s | ratio | "
           "comm share of step | MB all-reduced per step per rank | bytes per parameter |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    print("\n| model | precision | tok/s, one all-reduce after backward | 25 MiB buckets | 4 MiB buckets | "
+          "ms/step waiting, after | 25 MiB | 4 MiB | hidden, 25 MiB | hidden, 4 MiB | BF16 gradients tok/s | "
+          "BF16 MB per step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(overlap_rows))
     print("\n| model | precision | 2 ranks tok/s | ZeRO-1 tok/s | optimizer MiB per rank | ZeRO-1 | "
-          "peak RSS MiB per rank | ZeRO-1 | ZeRO-1 MB reduce-scattered + all-gathered per step |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "peak RSS MiB per rank | ZeRO-1 | ZeRO-1 MB reduce-scattered + all-gathered per step | "
+          "ZeRO-1 + FP8 weights + BF16 gradients tok/s | its MB per step | FP32 masters MiB per rank |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(zero_rows))
     if a.json:
         with open(a.json, "w") as f:
