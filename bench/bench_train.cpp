@@ -35,8 +35,9 @@ std::string memory_json(fp8lm::GPT& model, const fp8lm::AdamW& opt) {
   const double mb = 1 << 20;  // MiB, as peak_rss_mb
   return fmt::format(
       R"({{"weights": {:.0f}, "gradients": {:.0f}, "optimizer": {:.0f}, "weight_casts": {:.0f}, "saved_activations": {:.0f}, "workspace": {:.0f}}})",
-      static_cast<double>(masters) / mb, static_cast<double>(grads) / mb, static_cast<double>(moments) / mb,
-      static_cast<double>(use.weight_casts) / mb, static_cast<double>(use.saved) / mb,
+      static_cast<double>(masters) / mb, static_cast<double>(grads) / mb,
+      static_cast<double>(moments) / mb, static_cast<double>(use.weight_casts) / mb,
+      static_cast<double>(use.saved) / mb,
       static_cast<double>(fp8lm::scratch_footprint() + fp8lm::cpu::gemm_workspace_bytes()) / mb);
 }
 
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
       }
       if (dev.cuda && s.step == s.total) gpu_bytes = fp8lm::cuda::memory_used_bytes(dev.index);
     }
+    // Host figures (CPU runs only), taken before finish() makes every rank's model whole again.
+    const std::string memory =
+        dev.cuda ? std::string("null") : memory_json(trainer.model(), trainer.optimizer());
     const fp8lm::TrainResult r = trainer.finish();
     const fp8lm::cpu::GemmStats gemm = fp8lm::cpu::gemm_stats();
     const double timed = r.seconds - warm_seconds;
@@ -116,10 +120,7 @@ int main(int argc, char** argv) {
         gemm.flops / 1e9 / static_cast<double>(timed_steps),
         fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()), c.fusion ? "true" : "false",
         static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps),
-        dev.cuda
-            ? std::string("null")
-            : memory_json(trainer.model(), trainer.optimizer()),  // host figures: CPU runs only
-        dev.name, static_cast<double>(gpu_bytes) / (1 << 20), fp8lm::world().size(),
+        memory, dev.name, static_cast<double>(gpu_bytes) / (1 << 20), fp8lm::world().size(),
         per_step(comm_seconds), per_step(static_cast<double>(comm_bytes)));
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());

@@ -319,8 +319,9 @@ StepStats Trainer::train_step() {
     opt_->step(lr, clip_in_step ? clip_factor(norm, cfg_.grad_clip) : 1.0f);
     if (zero_sharded()) {
       all_gather_weights(cfg_.fp8_weights);  // FP8: casts and shares the FP8 weights itself
+    } else {
+      refresh_fp8_weights();
     }
-    if (!zero_sharded()) refresh_fp8_weights();
     consecutive_skips_ = 0;
     if (fallback) watch_saturation(fell);
   }
@@ -681,8 +682,11 @@ void Trainer::all_gather_weights(bool fp8) {
     counts[k] = static_cast<int>(bytes);
     at[k + 1] = at[k] + bytes;
   }
-  gather_bytes_.resize(at[ranks]);
-  uint8_t* out = gather_bytes_.data() + at[me];
+  // In the buffer the gradients were reduce-scattered in (they are unpacked by now): no second
+  // copy of the model held for the step.
+  reduce_buffer_.resize((at[ranks] + sizeof(float) - 1) / sizeof(float));
+  const std::span<uint8_t> bytes(reinterpret_cast<uint8_t*>(reduce_buffer_.data()), at[ranks]);
+  uint8_t* out = bytes.data() + at[me];
   for (size_t i = shard_begin_[me]; i < shard_begin_[me + 1]; ++i) {
     if (Linear* l = as_fp8[i]) {
       l->requantize_weight(cfg_.recipe);
@@ -697,11 +701,10 @@ void Trainer::all_gather_weights(bool fp8) {
           [&](std::span<const uint8_t> b) { out = std::copy(b.begin(), b.end(), out); });
     }
   }
-  comm_.all_gather(std::span(gather_bytes_), counts,
-                   fp8 ? "FP8 weight all-gather" : "weight all-gather");
+  comm_.all_gather(bytes, counts, fp8 ? "FP8 weight all-gather" : "weight all-gather");
   for (size_t k = 0; k < ranks; ++k) {
     if (k == me) continue;
-    const uint8_t* in = gather_bytes_.data() + at[k];
+    const uint8_t* in = bytes.data() + at[k];
     for (size_t i = shard_begin_[k]; i < shard_begin_[k + 1]; ++i) {
       Parameter& p = *ps[i];
       const auto n = static_cast<size_t>(p.numel());

@@ -147,7 +147,6 @@ class Trainer {
   // For each parameter, its Linear when ZeRO-1 all-gathers its weight in FP8 (--fp8-weights, a
   // GEMM not fallen back to BF16); null for the rest.
   std::vector<Linear*> fp8_gathered(const ParameterList& ps);
-  std::vector<uint8_t> gather_bytes_;
   std::vector<Parameter*> regathered_masters_;  // on rank 0 for a checkpoint, until released
   AmaxReducer amax_reducer();
   std::vector<float> reduce_buffer_, shard_buffer_;
