@@ -125,6 +125,59 @@ TEST(Cli, DecodeAcceptsHexAndDecimal) {
             (std::vector<std::string>{"0x7b 57344", "0x7c inf", "0x01 1.5258789e-05"}));
 }
 
+// The block formats (issue 14): E2M1's 16 codes and E8M0's 256 in the table, each value read
+// back exactly; encode rounds E2M1 to nearest even and saturates, and E8M0 (a scale) rounds up.
+TEST(Cli, TheBlockFormatsHaveTablesAndCodecs) {
+  CliResult r = fp8lm("fp8 table --format e2m1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto ls = lines(r.out);
+  ASSERT_EQ(ls.size(), 16u);
+  EXPECT_EQ(ls[0x7], "0x7 0.11.1 6");
+  EXPECT_EQ(ls[0x9], "0x9 1.00.1 -0.5");
+  r = fp8lm("fp8 table --format e8m0");
+  ls = lines(r.out);
+  ASSERT_EQ(ls.size(), 256u);
+  EXPECT_EQ(ls[0x7f], "0x7f 01111111 1");
+  EXPECT_EQ(ls[0xff], "0xff 11111111 nan");
+  for (int c = 0; c < 255; ++c)
+    EXPECT_EQ(std::strtof(ls[static_cast<size_t>(c)].substr(14).c_str(), nullptr),
+              std::ldexp(1.0f, c - 127))
+        << ls[static_cast<size_t>(c)];
+  r = fp8lm("fp8 encode --format e2m1 0.25 0.75 2.5 5 7 -100 0.1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out),
+            (std::vector<std::string>{"0.25 0x0 0", "0.75 0x2 1", "2.5 0x4 2", "5 0x6 4", "7 0x7 6",
+                                      "-100 0xf -6", "0.1 0x0 0"}));
+  r = fp8lm("fp8 encode --format e8m0 1 3 0.1 0");
+  EXPECT_EQ(lines(r.out), (std::vector<std::string>{"1 0x7f 1", "3 0x81 4", "0.1 0x7c 0.125",
+                                                    "0 0x00 5.877472e-39"}));
+  r = fp8lm("fp8 decode --format e2m1 0xf 3");
+  EXPECT_EQ(lines(r.out), (std::vector<std::string>{"0xf -6", "0x3 1.5"}));
+}
+
+// --block: the values as one block. MXFP8: the E8M0 scale is the amax over 448 rounded up to a
+// power of two (1000 / 448 -> 4), each value divided by it before the cast. NVFP4: the E4M3
+// block scale of a block that is the whole tensor is 448 (the global scale maps its amax to
+// 448 x 6), and each value's code is its E2M1 rounding after both scales.
+TEST(Cli, BlockQuantizesAsMxfp8AndNvfp4Do) {
+  CliResult r = fp8lm("fp8 encode --format e4m3 --block 1 2 1000 -0.001");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out),
+            (std::vector<std::string>{"block scale 0x81 (e8m0) = 4 · amax 1000", "1 0x28 1",
+                                      "2 0x30 2", "1000 0x78 1024", "-0.001 0x80 -0"}));
+  r = fp8lm("fp8 encode --format e2m1 --block --json 6 1 -3 0.1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["block"]["recipe"], "nvfp4");
+  EXPECT_EQ(j["block"]["e4m3"], "0x7e");
+  EXPECT_EQ(j["block"]["global_encode_scale"].get<float>(), 448.0f);
+  std::vector<std::string> codes;
+  for (const auto& v : j["values"]) codes.push_back(v["code"]);
+  EXPECT_EQ(codes, (std::vector<std::string>{"0x7", "0x2", "0xd", "0x0"}));
+  // Decoded back: within the two scales' roundings of the element (1/448 is not exact in FP32).
+  EXPECT_NEAR(j["values"][2]["value"].get<float>(), -3.0f, 3e-6f);
+}
+
 TEST(Cli, BadInputIsOneLineErrorAndNonZeroExit) {
   const char* bad[] = {
       "fp8 table --format e3m4",
@@ -139,6 +192,11 @@ TEST(Cli, BadInputIsOneLineErrorAndNonZeroExit) {
       "fp8 decode --format e4m3 0x100",
       "fp8 decode --format e4m3 -1",
       "fp8 decode --format e4m3 0xzz",
+      "fp8 decode --format e2m1 0x10",
+      "fp8 encode --format e8m0 --scale 2 1",
+      "fp8 encode --format e2m1 --no-saturate 1",
+      "fp8 encode --format e8m0 --block 1",
+      "fp8 encode --format e4m3 --block --scale 2 1",
       "fp8 frobnicate",
       "frobnicate",
       "doctor --verbose",

@@ -1,4 +1,6 @@
-// fp8lm fp8 table|encode|decode: look at the two FP8 formats code by code.
+// fp8lm fp8 table|encode|decode: look at the FP8 formats and the block-scaled recipes' formats
+// (E2M1 values, E8M0 scales) code by code, and at one block quantized the way MXFP8 and NVFP4
+// quantize it (--block).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -7,11 +9,14 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/parse.h"
+#include "core/e2m1.h"
+#include "core/e8m0.h"
 #include "fp8/quantize.h"
 #include "fp8lm/error.h"
 
@@ -33,26 +38,49 @@ Json json_float(float v) {
   return std::isfinite(v) ? Json(v) : Json(float_text(v));
 }
 
-std::string code_text(uint8_t code) {
-  return fmt::format("0x{:02x}", code);
-}
+// A format the command shows: E4M3 and E5M2 (FP8 values), E2M1 (NVFP4's values, 16 codes)
+// and E8M0 (the MX block scales: no sign, no mantissa).
+struct CodeFormat {
+  std::string name;
+  std::optional<Fp8Format> fp8;  // E4M3 or E5M2
+  bool e2m1 = false, e8m0 = false;
+  int codes() const { return e2m1 ? 16 : 256; }
+  float decode(uint8_t code) const {
+    if (fp8) return fp8_decode(code, *fp8);
+    return e2m1 ? e2m1_decode(code) : e8m0_decode(code);
+  }
+  std::string code_text(uint8_t code) const {
+    return e2m1 ? fmt::format("0x{:x}", code) : fmt::format("0x{:02x}", code);
+  }
+  // sign.exponent.mantissa as bits (E8M0: its 8 exponent bits).
+  std::string bit_fields(uint8_t code) const {
+    const auto bits = [&](unsigned value, int width) {
+      std::string t;
+      for (int b = width - 1; b >= 0; --b) t += ((value >> b) & 1u) ? '1' : '0';
+      return t;
+    };
+    if (e8m0) return bits(code, 8);
+    const int man_bits = e2m1 ? 1 : fp8_spec(*fp8).man_bits;
+    const int exp_bits = e2m1 ? 2 : fp8_spec(*fp8).exp_bits;
+    const int sign_at = e2m1 ? 3 : 7;
+    return fmt::format("{}.{}.{}", (code >> sign_at) & 1, bits(code >> man_bits, exp_bits),
+                       bits(code, man_bits));
+  }
+};
 
-std::string bit_fields(uint8_t code, Fp8Format f) {
-  const int man_bits = fp8_spec(f).man_bits, exp_bits = fp8_spec(f).exp_bits;
-  const auto bits = [&](int value, int width) {
-    std::string s;
-    for (int b = width - 1; b >= 0; --b) s += ((value >> b) & 1) ? '1' : '0';
-    return s;
-  };
-  return fmt::format("{}.{}.{}", code >> 7,
-                     bits((code >> man_bits) & ((1 << exp_bits) - 1), exp_bits),
-                     bits(code & ((1 << man_bits) - 1), man_bits));
+CodeFormat code_format(std::string_view name) {
+  if (auto f = parse_fp8_format(name)) return {std::string(fp8_format_name(*f)), *f};
+  if (name == "e2m1" || name == "E2M1") return {"e2m1", std::nullopt, true, false};
+  if (name == "e8m0" || name == "E8M0") return {"e8m0", std::nullopt, false, true};
+  throw Error(
+      fmt::format("--format: unknown format '{}' (expected e4m3, e5m2, e2m1 or e8m0)", name));
 }
 
 struct Fp8Options {
   std::string format = "";
   bool json = false;
   bool no_saturate = false;
+  bool block = false;
   std::string scale = "1";
   std::vector<std::string> values;
 };
@@ -99,19 +127,102 @@ class RowPrinter {
 };
 
 void run_table(const Fp8Options& o) {
-  const Fp8Format f = parse_format_flag(o.format);
+  const CodeFormat f = code_format(o.format);
   RowPrinter out(o.json);
-  for (int c = 0; c < 256; ++c) {
+  for (int c = 0; c < f.codes(); ++c) {
     const auto code = static_cast<uint8_t>(c);
-    const float v = fp8_decode(code, f);
-    out.row({{"code", code_text(code)}, {"bits", bit_fields(code, f)}, {"value", json_float(v)}},
-            fmt::format("{} {} {}", code_text(code), bit_fields(code, f), float_text(v)));
+    const float v = f.decode(code);
+    out.row({{"code", f.code_text(code)}, {"bits", f.bit_fields(code)}, {"value", json_float(v)}},
+            fmt::format("{} {} {}", f.code_text(code), f.bit_fields(code), float_text(v)));
   }
   out.finish();
 }
 
+// Every value of the arguments (or stdin) at once: a block is quantized as a whole.
+std::vector<float> all_values(const Fp8Options& o) {
+  std::vector<float> x;
+  for_each_value(o.values, [&](const std::string& t) { x.push_back(parse_float(t)); });
+  return x;
+}
+
+// One block quantized as the block-scaled recipes do it, the scale's rule cited in each case.
+// E4M3/E5M2: MXFP8 (one E8M0 scale: TE's float_to_e8m0 of amax times 1/max, rounded up, and the
+// values multiplied by exp2f_rcp of it: transformer_engine/common/utils.cuh and
+// common/cast/mxfp8/). E2M1: NVFP4 with the block as the whole tensor (an FP32 global encode
+// scale 448 * 6 / amax, 1 when amax is 0 or the scale underflows, at most FLT_MAX; an E4M3 block
+// scale of amax * (global / 6); the values multiplied by min(1 / (block scale / global),
+// FLT_MAX): common/cast/nvfp4/core_nvfp4.cuh, compute_global_encode_scaling_factor_FP4 and
+// compute_decoding_scaling_factor). The amax is taken as fmaxf takes it: NaNs left out.
+void run_block(const Fp8Options& o, const CodeFormat& f) {
+  if (f.e8m0) throw Error("--block quantizes e4m3, e5m2 or e2m1 values (e8m0 is the MX scale)");
+  if (o.scale != "1") throw Error("--block sets the scale itself: drop --scale");
+  if (o.no_saturate)
+    throw Error("--block quantizes as the recipes do, saturating: drop --no-saturate");
+  const std::vector<float> x = all_values(o);
+  if (x.empty()) throw Error("--block needs at least one value");
+  float amax = 0.0f;
+  for (float v : x) amax = std::fmax(amax, std::fabs(v));
+  float multiplier;  // what each value is multiplied by before the cast
+  float decode;      // what a code's value is multiplied by to give back the value
+  Json scale;
+  std::string scale_text;
+  if (f.fp8) {
+    const auto max_rcp = static_cast<float>(1.0 / static_cast<double>(fp8_max(*f.fp8)));
+    const uint8_t e = e8m0_encode_round_up(amax * max_rcp);
+    multiplier = e8m0_reciprocal(e);
+    decode = e8m0_decode(e);
+    scale = {{"recipe", "mxfp8"},
+             {"amax", json_float(amax)},
+             {"e8m0", fmt::format("0x{:02x}", e)},
+             {"scale", json_float(decode)}};
+    scale_text = fmt::format("block scale 0x{:02x} (e8m0) = {} · amax {}", e, float_text(decode),
+                             float_text(amax));
+  } else {
+    float global = 448.0f * kE2M1Max / amax;
+    global = std::fmin(global, std::numeric_limits<float>::max());
+    if (amax == 0.0f || global == 0.0f) global = 1.0f;
+    const uint8_t block_code = fp8_encode(amax * (global * (1.0f / kE2M1Max)), Fp8Format::E4M3);
+    const float block = fp8_decode(block_code, Fp8Format::E4M3);
+    const float global_decode = 1.0f / global;
+    multiplier = std::fmin(1.0f / (block * global_decode), std::numeric_limits<float>::max());
+    decode = block * global_decode;
+    scale = {{"recipe", "nvfp4"},
+             {"amax", json_float(amax)},
+             {"global_encode_scale", json_float(global)},
+             {"e4m3", fmt::format("0x{:02x}", block_code)},
+             {"block_scale", json_float(block)}};
+    scale_text = fmt::format("block scale 0x{:02x} (e4m3) = {} · global encode scale {} · amax {}",
+                             block_code, float_text(block), float_text(global), float_text(amax));
+  }
+  Json values = Json::array();
+  std::vector<std::string> rows;
+  for (float v : x) {
+    const float scaled = v * multiplier;
+    const uint8_t code = f.fp8 ? fp8_encode(scaled, *f.fp8) : e2m1_encode(scaled);
+    const float value = f.decode(code) * decode;
+    values.push_back({{"input", json_float(v)},
+                      {"code", f.code_text(code)},
+                      {"element", json_float(f.decode(code))},
+                      {"value", json_float(value)}});
+    rows.push_back(fmt::format("{} {} {}", float_text(v), f.code_text(code), float_text(value)));
+  }
+  if (o.json) {
+    fmt::print("{}\n", Json{{"block", scale}, {"values", values}}.dump());
+    return;
+  }
+  fmt::print("{}\n", scale_text);
+  for (const std::string& r : rows) fmt::print("{}\n", r);
+}
+
 void run_encode(const Fp8Options& o) {
-  const Fp8Format f = parse_format_flag(o.format);
+  const CodeFormat f = code_format(o.format);
+  if (o.block) {
+    run_block(o, f);
+    return;
+  }
+  if (f.e8m0 && o.scale != "1") throw Error("--scale does not apply to e8m0 (a scale format)");
+  if (!f.fp8 && o.no_saturate)
+    throw Error(fmt::format("--no-saturate: {} has no Inf or NaN to overflow to", f.name));
   const float scale = parse_float(o.scale);
   // A subnormal scale has no finite inverse (1e-40 -> 1/scale = inf): refused, as are 0 and Inf.
   if (!std::isnormal(scale) || !(scale > 0.0f) || !std::isfinite(1.0f / scale)) {
@@ -123,17 +234,23 @@ void run_encode(const Fp8Options& o) {
   RowPrinter out(o.json);
   std::vector<float> x;
   std::vector<uint8_t> codes;
-  const auto flush = [&] {  // a chunk at a time through the vectorized cast
+  const auto flush = [&] {  // a chunk at a time (FP8: through the vectorized cast)
     codes.resize(x.size());
-    quantize(codes.data(), x.data(), static_cast<int64_t>(x.size()), scale, f, !o.no_saturate);
+    if (f.fp8) {
+      quantize(codes.data(), x.data(), static_cast<int64_t>(x.size()), scale, *f.fp8,
+               !o.no_saturate);
+    } else {
+      for (size_t i = 0; i < x.size(); ++i)
+        codes[i] = f.e2m1 ? e2m1_encode(x[i] * scale) : e8m0_encode_round_up(x[i]);
+    }
     for (size_t i = 0; i < x.size(); ++i) {
-      const float fp8_value = fp8_decode(codes[i], f);
-      const float value = fp8_value * scale_inv;
+      const float element = f.decode(codes[i]);
+      const float value = element * scale_inv;
       out.row({{"input", json_float(x[i])},
-               {"code", code_text(codes[i])},
-               {"fp8_value", json_float(fp8_value)},
+               {"code", f.code_text(codes[i])},
+               {f.fp8 ? "fp8_value" : f.name + "_value", json_float(element)},
                {"value", json_float(value)}},
-              fmt::format("{} {} {}", float_text(x[i]), code_text(codes[i]), float_text(value)));
+              fmt::format("{} {} {}", float_text(x[i]), f.code_text(codes[i]), float_text(value)));
     }
     x.clear();
   };
@@ -146,13 +263,15 @@ void run_encode(const Fp8Options& o) {
 }
 
 void run_decode(const Fp8Options& o) {
-  const Fp8Format f = parse_format_flag(o.format);
+  const CodeFormat f = code_format(o.format);
   RowPrinter out(o.json);
   for_each_value(o.values, [&](const std::string& t) {
     const uint8_t code = parse_code(t);
-    const float v = fp8_decode(code, f);
-    out.row({{"code", code_text(code)}, {"value", json_float(v)}},
-            fmt::format("{} {}", code_text(code), float_text(v)));
+    if (code >= f.codes())
+      throw Error(fmt::format("{} code '{}' is out of range (0 to {})", f.name, t, f.codes() - 1));
+    const float v = f.decode(code);
+    out.row({{"code", f.code_text(code)}, {"value", json_float(v)}},
+            fmt::format("{} {}", f.code_text(code), float_text(v)));
   });
   out.finish();
 }
@@ -170,16 +289,19 @@ std::vector<std::string> values_of(const CLI::App& sub, const CLI::App& parent) 
 }  // namespace
 
 void add_fp8_command(CLI::App& app) {
-  auto* fp8 = app.add_subcommand("fp8", "Inspect the FP8 formats: table, encode, decode");
+  auto* fp8 = app.add_subcommand(
+      "fp8", "Inspect the FP8 formats and the block formats (e2m1, e8m0): table, encode, decode");
   fp8->require_subcommand(1);
   fp8->allow_extras();  // CLI11 hands what follows "--" up to here
   auto opts = std::make_shared<Fp8Options>();
   const auto add_common = [&](CLI::App* sub) {
-    sub->add_option("--format", opts->format, "e4m3 or e5m2")->required();
+    sub->add_option("--format", opts->format, "e4m3, e5m2, e2m1 (NVFP4 values) or e8m0 (MX scales)")
+        ->required();
     sub->add_flag("--json", opts->json, "print JSON instead of text");
   };
 
-  auto* table = fp8->add_subcommand("table", "All 256 codes: 0xNN sign.exponent.mantissa value");
+  auto* table =
+      fp8->add_subcommand("table", "Every code (256; e2m1: 16): 0xNN sign.exponent.mantissa value");
   add_common(table);
   table->callback([opts, table, fp8] {
     const std::vector<std::string> extra = values_of(*table, *fp8);
@@ -193,6 +315,9 @@ void add_fp8_command(CLI::App& app) {
   encode->add_flag("--no-saturate", opts->no_saturate,
                    "overflow to Inf (E5M2) or NaN (E4M3) instead of clamping to max");
   encode->add_option("--scale", opts->scale, "multiply by this before the cast (default 1)");
+  encode->add_flag("--block", opts->block,
+                   "quantize the values as one block: MXFP8 (e4m3, e5m2) or NVFP4 (e2m1), "
+                   "printing the block's scales first");
   // Values are taken as extras so that "-inf" and "-nan" are not mistaken for flags;
   // anything that is not a number (a mistyped flag included) is rejected by the parser.
   encode->allow_extras();

@@ -48,15 +48,10 @@ uint8_t parse_code(std::string_view token) {
   const char* end = digits.data() + digits.size();
   const auto [ptr, ec] = std::from_chars(digits.data(), end, value, base);
   if (digits.empty() || ptr != end || ec != std::errc()) {
-    throw Error(fmt::format("'{}' is not an FP8 code (expected 0xNN or 0 to 255)", token));
+    throw Error(fmt::format("'{}' is not a code (expected 0xNN or 0 to 255)", token));
   }
-  if (value > 255) throw Error(fmt::format("FP8 code '{}' is out of range (0 to 255)", token));
+  if (value > 255) throw Error(fmt::format("code '{}' is out of range (0 to 255)", token));
   return static_cast<uint8_t>(value);
-}
-
-Fp8Format parse_format_flag(std::string_view name) {
-  if (auto f = parse_fp8_format(name)) return *f;
-  throw Error(fmt::format("--format: unknown FP8 format '{}' (expected e4m3 or e5m2)", name));
 }
 
 }  // namespace fp8lm::cli

@@ -13,8 +13,7 @@ namespace fp8lm::cli {
 float parse_float(std::string_view token);
 // A whole decimal integer (leading + or - allowed); nullopt unless the token is exactly one.
 std::optional<int64_t> parse_int(std::string_view token);
-// An FP8 code: 0xNN or decimal, 0 to 255.
+// A format's code: 0xNN or decimal, 0 to 255.
 uint8_t parse_code(std::string_view token);
-Fp8Format parse_format_flag(std::string_view name);
 
 }  // namespace fp8lm::cli

@@ -11,8 +11,9 @@ double minifloat_decode_reference(uint32_t code, const MinifloatSpec& spec) {
   const uint32_t exp = (code >> spec.man_bits) & exp_all;
   const double sign = (code & spec.sign_bit()) ? -1.0 : 1.0;
   if (exp == exp_all) {
-    if (spec.ieee_specials) return man == 0 ? sign * INFINITY : std::copysign(NAN, sign);
-    if (man == man_mask) return std::copysign(NAN, sign);
+    if (spec.specials == Specials::Ieee)
+      return man == 0 ? sign * INFINITY : std::copysign(NAN, sign);
+    if (spec.specials == Specials::NanOnly && man == man_mask) return std::copysign(NAN, sign);
   }
   if (exp == 0)
     return sign * std::ldexp(static_cast<double>(man), spec.min_normal_exp() - spec.man_bits);

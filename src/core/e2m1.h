@@ -1,0 +1,43 @@
+#pragma once
+// OCP MX v1.0's FP4 element format E2M1 (NVFP4's and MXFP4's values): a sign, 2 exponent bits
+// (bias 1) and 1 mantissa bit, the magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}, no Inf and no NaN.
+// Encode rounds to nearest, ties to even, and always saturates (there is nothing to overflow
+// to), as the GPUs' cvt.rn.satfinite.e2m1x2 does; a NaN input gives the largest magnitude with
+// its sign: a NaN reaches a block-scaled tensor through its block's scale (the block amax is
+// NaN). Codes are the low 4 bits of a byte; decode is exact. minifloat.h is their oracle.
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+namespace fp8lm {
+
+inline constexpr float kE2M1Max = 6.0f;
+
+// The decoded value of each of the 16 codes.
+inline constexpr std::array<float, 16> kE2M1Values = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,
+                                                      4.0f,  6.0f,  -0.0f, -0.5f, -1.0f, -1.5f,
+                                                      -2.0f, -3.0f, -4.0f, -6.0f};
+
+inline float e2m1_decode(uint8_t code) {
+  return kE2M1Values[code & 0xfu];
+}
+
+// The magnitude's code is the number of rounding boundaries at or below it. Each boundary is
+// the midpoint of two neighbouring values; a tie goes to the even code, so a boundary whose
+// upper neighbour is even is reached by equality (>=) and one whose lower neighbour is even is
+// passed only beyond it (>). Branch-free comparisons: the SIMD encoders count the same way.
+inline uint8_t e2m1_encode(float x, bool* saturated = nullptr, bool* flushed = nullptr) {
+  const bool nan = std::isnan(x);
+  const float a = std::fabs(x);
+  uint8_t m = static_cast<uint8_t>(static_cast<int>(a > 0.25f) + static_cast<int>(a >= 0.75f) +
+                                   static_cast<int>(a > 1.25f) + static_cast<int>(a >= 1.75f) +
+                                   static_cast<int>(a > 2.5f) + static_cast<int>(a >= 3.5f) +
+                                   static_cast<int>(a > 5.0f));
+  if (nan) m = 7;
+  // Saturated as the reference counts it: the magnitude rounded beyond 6 (to 8, from 7 on).
+  if (saturated) *saturated = a >= 7.0f;
+  if (flushed) *flushed = m == 0 && a != 0.0f;
+  return static_cast<uint8_t>((std::signbit(x) ? 8u : 0u) | m);
+}
+
+}  // namespace fp8lm

@@ -1,0 +1,68 @@
+#include "fp8/mx_quantize.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/e8m0.h"
+
+namespace fp8lm {
+
+namespace {
+
+// One block of n values at x[0], x[stride], ...: its scale, and each value's code.
+uint8_t quantize_block(uint8_t* codes, const float* x, int64_t n, int64_t stride,
+                       Fp8Format format) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i * stride]));
+  // TE's max_norm_rcp: 1/max rounded to FP32 once, then multiplied (not a division).
+  const auto max_rcp = static_cast<float>(1.0 / static_cast<double>(fp8_max(format)));
+  const uint8_t scale = e8m0_encode_round_up(amax * max_rcp);
+  const float multiplier = e8m0_reciprocal(scale);
+  for (int64_t i = 0; i < n; ++i)
+    codes[i * stride] = fp8_encode(x[i * stride] * multiplier, format);
+  return scale;
+}
+
+}  // namespace
+
+void mxfp8_quantize_rowwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
+                            int64_t cols, Fp8Format format) {
+  const int64_t blocks = mx_blocks(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t at = r * cols + b * kMxBlock;
+      scales[r * blocks + b] =
+          quantize_block(codes + at, x + at, std::min(kMxBlock, cols - b * kMxBlock), 1, format);
+    }
+  }
+}
+
+void mxfp8_quantize_columnwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
+                               int64_t cols, Fp8Format format) {
+  for (int64_t b = 0; b < mx_blocks(rows); ++b) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t at = b * kMxBlock * cols + c;
+      scales[b * cols + c] =
+          quantize_block(codes + at, x + at, std::min(kMxBlock, rows - b * kMxBlock), cols, format);
+    }
+  }
+}
+
+void mxfp8_dequantize_rowwise(float* y, const uint8_t* codes, const uint8_t* scales, int64_t rows,
+                              int64_t cols, Fp8Format format) {
+  const int64_t blocks = mx_blocks(cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      y[r * cols + c] =
+          fp8_decode(codes[r * cols + c], format) * e8m0_decode(scales[r * blocks + c / kMxBlock]);
+}
+
+void mxfp8_dequantize_columnwise(float* y, const uint8_t* codes, const uint8_t* scales,
+                                 int64_t rows, int64_t cols, Fp8Format format) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      y[r * cols + c] =
+          fp8_decode(codes[r * cols + c], format) * e8m0_decode(scales[(r / kMxBlock) * cols + c]);
+}
+
+}  // namespace fp8lm

@@ -1,0 +1,131 @@
+// MXFP8 quantization (issue 14), the scalar reference twin: each block's E8M0 scale is TE's
+// rule (the smallest power of two at or above amax / max), every code is the value's rounding
+// after division by it, every decoded value lies within half a step of the format of the input
+// (or saturated at max), and the column-wise copy is quantized from the FP32 tensor, not from
+// the row-wise one. Special blocks: all zeros, one huge outlier, NaN and Inf, and a last block
+// shorter than 32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/e8m0.h"
+#include "core/minifloat.h"
+#include "fp8/mx_quantize.h"
+
+namespace fp8lm {
+namespace {
+
+std::vector<float> random_tensor(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<float> magnitude(0.0f, 3.0f);  // values over many binades
+  std::bernoulli_distribution negative(0.5);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = negative(rng) ? -magnitude(rng) : magnitude(rng);
+  return x;
+}
+
+// What a block's scale must be: the smallest power of two at or above amax / max (in double,
+// where the division is exact up to one rounding), clamped to E8M0's range. TE multiplies amax
+// by 1/max rounded to FP32; the two differ only where amax / max lands within an FP32 rounding
+// of a power of two, which these random tensors never do (checked: the test would show it).
+uint8_t expected_scale(const std::vector<float>& block, Fp8Format f) {
+  double amax = 0;
+  for (float v : block)
+    if (!std::isnan(v)) amax = std::max(amax, std::fabs(static_cast<double>(v)));
+  return e8m0_encode_round_up_reference(amax / static_cast<double>(fp8_max(f)));
+}
+
+// Each value against its block: the code is the reference rounding of x / scale, and the
+// decoded value is within half a step of x (relative 2^-(mantissa bits + 1)), or x / scale
+// rounded beyond max and saturated.
+void expect_block(const std::vector<float>& block, const uint8_t* codes, int64_t stride,
+                  uint8_t scale, Fp8Format f) {
+  EXPECT_EQ(scale, expected_scale(block, f));
+  const double s = std::ldexp(1.0, static_cast<int>(scale) - 127);
+  for (size_t i = 0; i < block.size(); ++i) {
+    const uint8_t code = codes[static_cast<int64_t>(i) * stride];
+    const float scaled = block[i] * e8m0_reciprocal(scale);  // exact: a power of two
+    EXPECT_EQ(code, minifloat_encode_reference(scaled, fp8_spec(f), true)) << block[i];
+    const double back = static_cast<double>(fp8_decode(code, f)) * s;
+    const double x = block[i];
+    const double half_step = std::ldexp(std::fabs(x), -fp8_spec(f).man_bits - 1);
+    const double smallest = std::ldexp(s, fp8_spec(f).min_normal_exp() - fp8_spec(f).man_bits);
+    EXPECT_LE(std::fabs(back - x), std::max(half_step, smallest / 2)) << x;
+  }
+}
+
+TEST(Mxfp8, RowwiseBlocksFollowTheScaleRuleAndRoundEachValue) {
+  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    const int64_t rows = 5, cols = 75;  // 32 + 32 + 11
+    const std::vector<float> x = random_tensor(rows * cols, 7);
+    std::vector<uint8_t> codes(x.size()), scales(static_cast<size_t>(rows * mx_blocks(cols)));
+    mxfp8_quantize_rowwise(codes.data(), scales.data(), x.data(), rows, cols, f);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < mx_blocks(cols); ++b) {
+        const int64_t at = r * cols + b * kMxBlock, n = std::min(kMxBlock, cols - b * kMxBlock);
+        const std::vector<float> block(x.begin() + at, x.begin() + at + n);
+        expect_block(block, codes.data() + at, 1, scales[static_cast<size_t>(r * 3 + b)], f);
+      }
+    }
+    std::vector<float> y(x.size());
+    mxfp8_dequantize_rowwise(y.data(), codes.data(), scales.data(), rows, cols, f);
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_EQ(y[i], fp8_decode(codes[i], f) *
+                          e8m0_decode(scales[(i / cols) * 3 + (i % cols) / kMxBlock]));
+  }
+}
+
+// Down each column, blocks of 32 rows (70 rows: 32 + 32 + 6). The column-wise copy is made from
+// the FP32 values: its codes differ from a transpose of the row-wise copy's wherever a
+// column's block has another amax than the row's.
+TEST(Mxfp8, ColumnwiseBlocksAreQuantizedFromTheFp32Tensor) {
+  const Fp8Format f = Fp8Format::E4M3;
+  const int64_t rows = 70, cols = 40;
+  const std::vector<float> x = random_tensor(rows * cols, 11);
+  std::vector<uint8_t> codes(x.size()), scales(static_cast<size_t>(mx_blocks(rows) * cols));
+  mxfp8_quantize_columnwise(codes.data(), scales.data(), x.data(), rows, cols, f);
+  for (int64_t b = 0; b < mx_blocks(rows); ++b) {
+    for (int64_t c = 0; c < cols; ++c) {
+      std::vector<float> block;
+      for (int64_t r = b * kMxBlock; r < std::min(rows, (b + 1) * kMxBlock); ++r)
+        block.push_back(x[static_cast<size_t>(r * cols + c)]);
+      expect_block(block, codes.data() + b * kMxBlock * cols + c, cols,
+                   scales[static_cast<size_t>(b * cols + c)], f);
+    }
+  }
+  std::vector<uint8_t> row_codes(x.size()), row_scales(static_cast<size_t>(rows * 2));
+  mxfp8_quantize_rowwise(row_codes.data(), row_scales.data(), x.data(), rows, cols, f);
+  EXPECT_NE(codes, row_codes);
+  std::vector<float> y(x.size());
+  mxfp8_dequantize_columnwise(y.data(), codes.data(), scales.data(), rows, cols, f);
+  EXPECT_EQ(y[45 * cols + 3], fp8_decode(codes[45 * cols + 3], f) * e8m0_decode(scales[cols + 3]));
+}
+
+// An all-zero block has scale 0x00 and zero codes (TE takes 1 as the reciprocal of that scale);
+// one outlier sets the block's scale and small neighbours flush to zero; a NaN is left out of
+// the amax and stays NaN; an Inf makes the scale 2^127 and saturates.
+TEST(Mxfp8, SpecialBlocks) {
+  const Fp8Format f = Fp8Format::E4M3;
+  std::vector<float> x(4 * kMxBlock, 0.0f);
+  x[kMxBlock] = 1e30f;     // block 1: an outlier
+  x[kMxBlock + 1] = 1.0f;  //   and a value it flushes
+  x[2 * kMxBlock] = NAN;   // block 2: NaN beside an ordinary value
+  x[2 * kMxBlock + 1] = 3.0f;
+  x[3 * kMxBlock] = -INFINITY;  // block 3: Inf
+  std::vector<uint8_t> codes(x.size()), scales(4);
+  mxfp8_quantize_rowwise(codes.data(), scales.data(), x.data(), 1, 4 * kMxBlock, f);
+  EXPECT_EQ(scales[0], 0x00);
+  for (int64_t i = 0; i < kMxBlock; ++i) EXPECT_EQ(codes[static_cast<size_t>(i)], 0x00);
+  EXPECT_EQ(scales[1], e8m0_encode_round_up_reference(1e30 / 448.0));
+  EXPECT_EQ(codes[kMxBlock + 1], 0x00);
+  EXPECT_EQ(scales[2], e8m0_encode_round_up_reference(3.0 / 448.0));
+  EXPECT_TRUE(std::isnan(fp8_decode(codes[2 * kMxBlock], f)));
+  EXPECT_EQ(fp8_decode(codes[2 * kMxBlock + 1], f) * e8m0_decode(scales[2]), 3.0f);
+  EXPECT_EQ(scales[3], 0xfe);
+  EXPECT_EQ(codes[3 * kMxBlock], 0xfe);  // -448: saturated
+}
+
+}  // namespace
+}  // namespace fp8lm
