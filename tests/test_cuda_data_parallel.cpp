@@ -7,12 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "cuda_test_util.h"
 #include "dist/communicator.h"
 #include "dist/device_collectives.h"
+#include "rank_check.h"
 #include "train/trainer.h"
 
 namespace fp8lm {
@@ -30,25 +30,10 @@ TrainConfig tiny_on_gpu() {
   return c;
 }
 
-// Whether every rank holds exactly these values (bit for bit): MPI's max of each value and of
-// its negation give back this rank's own on every rank exactly then.
-bool same_on_every_rank(const std::vector<float>& mine) {
-  std::vector<float> max = mine, neg_min(mine.size());
-  for (size_t i = 0; i < mine.size(); ++i) neg_min[i] = -mine[i];
-  world().all_reduce_max(max, "test max");
-  world().all_reduce_max(neg_min, "test min");
-  for (size_t i = 0; i < mine.size(); ++i)
-    if (std::memcmp(&max[i], &mine[i], 4) != 0 || -neg_min[i] != mine[i]) return false;
-  return true;
-}
+using test::all_weights;
 
-std::vector<float> all_weights(Trainer& t) {
-  std::vector<float> out;
-  for (Parameter* p : t.model().parameters()) {
-    const std::vector<float> v = p->values();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
+bool same_on_every_rank(const std::vector<float>& mine) {
+  return test::same_on_every_rank(world(), mine);
 }
 
 class CudaDataParallel : public ::testing::Test {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "rank_check.h"
 #include "train/adamw.h"
 #include "train/gradient_buckets.h"
 #include "train/trainer.h"
@@ -31,26 +32,8 @@ TrainConfig tiny(Precision p) {
   return c;
 }
 
-// Whether every rank holds exactly these values (bit for bit).
-bool same_on_every_rank(Communicator& ranks, const std::vector<float>& mine) {
-  std::vector<float> max = mine, neg_min(mine.size());
-  for (size_t i = 0; i < mine.size(); ++i) neg_min[i] = -mine[i];
-  ranks.all_reduce_max(max, "test max");
-  ranks.all_reduce_max(neg_min, "test min");
-  for (size_t i = 0; i < mine.size(); ++i) {
-    if (std::memcmp(&max[i], &mine[i], 4) != 0 || -neg_min[i] != mine[i]) return false;
-  }
-  return true;
-}
-
-std::vector<float> all_weights(Trainer& t) {
-  std::vector<float> out;
-  for (Parameter* p : t.model().parameters()) {
-    const std::vector<float> v = p->values();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
+using test::all_weights;
+using test::same_on_every_rank;
 
 std::vector<float> all_scales(Trainer& t) {
   std::vector<float> out;
