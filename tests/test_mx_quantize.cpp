@@ -1,13 +1,15 @@
-// MXFP8 quantization (issue 14), the scalar reference twin: each block's E8M0 scale is TE's
+// MXFP8 quantization (issue 14). The scalar reference twin: each block's E8M0 scale is TE's
 // rule (the smallest power of two at or above amax / max), every code is the value's rounding
 // after division by it, every decoded value lies within half a step of the format of the input
 // (or saturated at max), and the column-wise copy is quantized from the FP32 tensor, not from
 // the row-wise one. Special blocks: all zeros, one huge outlier, NaN and Inf, and a last block
-// shorter than 32.
+// shorter than 32. Then every ISA's quantizer against the twin, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/e8m0.h"
@@ -61,7 +63,7 @@ TEST(Mxfp8, RowwiseBlocksFollowTheScaleRuleAndRoundEachValue) {
     const int64_t rows = 5, cols = 75;  // 32 + 32 + 11
     const std::vector<float> x = random_tensor(rows * cols, 7);
     std::vector<uint8_t> codes(x.size()), scales(static_cast<size_t>(rows * mx_blocks(cols)));
-    mxfp8_quantize_rowwise(codes.data(), scales.data(), x.data(), rows, cols, f);
+    mxfp8_quantize_rowwise_reference(codes.data(), scales.data(), x.data(), rows, cols, f);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t b = 0; b < mx_blocks(cols); ++b) {
         const int64_t at = r * cols + b * kMxBlock, n = std::min(kMxBlock, cols - b * kMxBlock);
@@ -85,7 +87,7 @@ TEST(Mxfp8, ColumnwiseBlocksAreQuantizedFromTheFp32Tensor) {
   const int64_t rows = 70, cols = 40;
   const std::vector<float> x = random_tensor(rows * cols, 11);
   std::vector<uint8_t> codes(x.size()), scales(static_cast<size_t>(mx_blocks(rows) * cols));
-  mxfp8_quantize_columnwise(codes.data(), scales.data(), x.data(), rows, cols, f);
+  mxfp8_quantize_columnwise_reference(codes.data(), scales.data(), x.data(), rows, cols, f);
   for (int64_t b = 0; b < mx_blocks(rows); ++b) {
     for (int64_t c = 0; c < cols; ++c) {
       std::vector<float> block;
@@ -96,7 +98,7 @@ TEST(Mxfp8, ColumnwiseBlocksAreQuantizedFromTheFp32Tensor) {
     }
   }
   std::vector<uint8_t> row_codes(x.size()), row_scales(static_cast<size_t>(rows * 2));
-  mxfp8_quantize_rowwise(row_codes.data(), row_scales.data(), x.data(), rows, cols, f);
+  mxfp8_quantize_rowwise_reference(row_codes.data(), row_scales.data(), x.data(), rows, cols, f);
   EXPECT_NE(codes, row_codes);
   std::vector<float> y(x.size());
   mxfp8_dequantize_columnwise(y.data(), codes.data(), scales.data(), rows, cols, f);
@@ -115,7 +117,7 @@ TEST(Mxfp8, SpecialBlocks) {
   x[2 * kMxBlock + 1] = 3.0f;
   x[3 * kMxBlock] = -INFINITY;  // block 3: Inf
   std::vector<uint8_t> codes(x.size()), scales(4);
-  mxfp8_quantize_rowwise(codes.data(), scales.data(), x.data(), 1, 4 * kMxBlock, f);
+  mxfp8_quantize_rowwise_reference(codes.data(), scales.data(), x.data(), 1, 4 * kMxBlock, f);
   EXPECT_EQ(scales[0], 0x00);
   for (int64_t i = 0; i < kMxBlock; ++i) EXPECT_EQ(codes[static_cast<size_t>(i)], 0x00);
   EXPECT_EQ(scales[1], e8m0_encode_round_up_reference(1e30 / 448.0));
@@ -125,6 +127,37 @@ TEST(Mxfp8, SpecialBlocks) {
   EXPECT_EQ(fp8_decode(codes[2 * kMxBlock + 1], f) * e8m0_decode(scales[2]), 3.0f);
   EXPECT_EQ(scales[3], 0xfe);
   EXPECT_EQ(codes[3 * kMxBlock], 0xfe);  // -448: saturated
+}
+
+// Every ISA this CPU runs gives the twin's scales and codes bit for bit, both copies, both
+// formats: random values over many binades with zeros, NaN, ±Inf, subnormals and an outlier
+// sprinkled in, on shapes whose rows and columns are not multiples of 32.
+TEST(Mxfp8, EveryIsaGivesTheTwinsBits) {
+  std::vector<float> x = random_tensor(37 * 70, 3);
+  const float specials[] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1e-42f, -3e-39f, 3e38f};
+  for (size_t i = 0; i < x.size(); i += 29) x[i] = specials[(i / 29) % 8];
+  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{37, 70}, {70, 37}}) {
+      std::vector<uint8_t> want(x.size()), got(x.size());
+      std::vector<uint8_t> want_s(static_cast<size_t>(rows * mx_blocks(cols))),
+          got_s(want_s.size());
+      std::vector<uint8_t> want_c(x.size()), got_c(x.size());
+      std::vector<uint8_t> want_cs(static_cast<size_t>(mx_blocks(rows) * cols)),
+          got_cs(want_cs.size());
+      mxfp8_quantize_rowwise_reference(want.data(), want_s.data(), x.data(), rows, cols, f);
+      mxfp8_quantize_columnwise_reference(want_c.data(), want_cs.data(), x.data(), rows, cols, f);
+      for (const Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (!isa_supported(isa)) continue;
+        SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(fp8_format_name(f)));
+        mxfp8_quantize_rowwise(isa, got.data(), got_s.data(), x.data(), rows, cols, f);
+        EXPECT_EQ(got_s, want_s);
+        EXPECT_EQ(got, want);
+        mxfp8_quantize_columnwise(isa, got_c.data(), got_cs.data(), x.data(), rows, cols, f);
+        EXPECT_EQ(got_cs, want_cs);
+        EXPECT_EQ(got_c, want_c);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -9,17 +9,30 @@ namespace fp8lm {
 
 namespace {
 
+// A block's scale from its amax: TE's max_norm_rcp is 1/max rounded to FP32 once, then
+// multiplied (not a division).
+uint8_t block_scale(float amax, Fp8Format format) {
+  const auto max_rcp = static_cast<float>(1.0 / static_cast<double>(fp8_max(format)));
+  return e8m0_encode_round_up(amax * max_rcp);
+}
+
 // One block of n values at x[0], x[stride], ...: its scale, and each value's code.
 uint8_t quantize_block(uint8_t* codes, const float* x, int64_t n, int64_t stride,
                        Fp8Format format) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i * stride]));
-  // TE's max_norm_rcp: 1/max rounded to FP32 once, then multiplied (not a division).
-  const auto max_rcp = static_cast<float>(1.0 / static_cast<double>(fp8_max(format)));
-  const uint8_t scale = e8m0_encode_round_up(amax * max_rcp);
+  const uint8_t scale = block_scale(amax, format);
   const float multiplier = e8m0_reciprocal(scale);
   for (int64_t i = 0; i < n; ++i)
     codes[i * stride] = fp8_encode(x[i * stride] * multiplier, format);
+  return scale;
+}
+
+// The same block, contiguous, through an ISA's kernels: its amax (NaN left out, as fmaxf) and
+// the cast at the block's multiplier (x * multiplier: the scalar twin's product).
+uint8_t quantize_block(Isa isa, uint8_t* codes, const float* x, int64_t n, Fp8Format format) {
+  const uint8_t scale = block_scale(absmax(isa, x, n), format);
+  quantize(isa, codes, x, n, e8m0_reciprocal(scale), format);
   return scale;
 }
 
@@ -27,6 +40,44 @@ uint8_t quantize_block(uint8_t* codes, const float* x, int64_t n, int64_t stride
 
 void mxfp8_quantize_rowwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
                             int64_t cols, Fp8Format format) {
+  mxfp8_quantize_rowwise(best_isa(), codes, scales, x, rows, cols, format);
+}
+
+void mxfp8_quantize_columnwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
+                               int64_t cols, Fp8Format format) {
+  mxfp8_quantize_columnwise(best_isa(), codes, scales, x, rows, cols, format);
+}
+
+void mxfp8_quantize_rowwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
+                            int64_t cols, Fp8Format format) {
+  const int64_t blocks = mx_blocks(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t at = r * cols + b * kMxBlock;
+      scales[r * blocks + b] =
+          quantize_block(isa, codes + at, x + at, std::min(kMxBlock, cols - b * kMxBlock), format);
+    }
+  }
+}
+
+void mxfp8_quantize_columnwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x,
+                               int64_t rows, int64_t cols, Fp8Format format) {
+  // Each column's block gathered into a contiguous run, quantized, and its codes put back.
+  float block[kMxBlock];
+  uint8_t block_codes[kMxBlock];
+  for (int64_t b = 0; b < mx_blocks(rows); ++b) {
+    const int64_t n = std::min(kMxBlock, rows - b * kMxBlock);
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t at = b * kMxBlock * cols + c;
+      for (int64_t i = 0; i < n; ++i) block[i] = x[at + i * cols];
+      scales[b * cols + c] = quantize_block(isa, block_codes, block, n, format);
+      for (int64_t i = 0; i < n; ++i) codes[at + i * cols] = block_codes[i];
+    }
+  }
+}
+
+void mxfp8_quantize_rowwise_reference(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
+                                      int64_t cols, Fp8Format format) {
   const int64_t blocks = mx_blocks(cols);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < blocks; ++b) {
@@ -37,8 +88,8 @@ void mxfp8_quantize_rowwise(uint8_t* codes, uint8_t* scales, const float* x, int
   }
 }
 
-void mxfp8_quantize_columnwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
-                               int64_t cols, Fp8Format format) {
+void mxfp8_quantize_columnwise_reference(uint8_t* codes, uint8_t* scales, const float* x,
+                                         int64_t rows, int64_t cols, Fp8Format format) {
   for (int64_t b = 0; b < mx_blocks(rows); ++b) {
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t at = b * kMxBlock * cols + c;

@@ -3,8 +3,9 @@
 // values cast to E4M3 (or E5M2) after division by it. A GEMM reads its operands along K, so a
 // tensor has two copies: row-wise (blocks of 32 along each row) and column-wise (blocks of 32
 // down each column), each quantized from the high-precision tensor, never one from the other
-// (TE docs, features/low_precision_training/mxfp8). The scalar functions here are the reference
-// twins the vectorized ones will be tested against.
+// (TE docs, features/low_precision_training/mxfp8). The *_reference functions are the plain
+// scalar twins; the others run each block through an ISA's vectorized amax and cast
+// (fp8/quantize.h) and give the same bits.
 //
 // Per block (TE: transformer_engine/common/cast/mxfp8/ and common/utils.cuh):
 //   amax  = max |x| over the block, NaN left out (fmaxf);
@@ -15,6 +16,7 @@
 #include <cstdint>
 
 #include "core/fp8_dtype.h"
+#include "fp8/quantize.h"
 
 namespace fp8lm {
 
@@ -26,11 +28,20 @@ constexpr int64_t mx_blocks(int64_t n) {
 }
 
 // x is [rows, cols] row-major; codes are [rows, cols] in the same layout. Row-wise scales are
-// [rows, mx_blocks(cols)]; column-wise scales are [mx_blocks(rows), cols].
+// [rows, mx_blocks(cols)]; column-wise scales are [mx_blocks(rows), cols]. Without an Isa, the
+// best this CPU runs.
 void mxfp8_quantize_rowwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
                             int64_t cols, Fp8Format format);
 void mxfp8_quantize_columnwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
                                int64_t cols, Fp8Format format);
+void mxfp8_quantize_rowwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
+                            int64_t cols, Fp8Format format);
+void mxfp8_quantize_columnwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x,
+                               int64_t rows, int64_t cols, Fp8Format format);
+void mxfp8_quantize_rowwise_reference(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
+                                      int64_t cols, Fp8Format format);
+void mxfp8_quantize_columnwise_reference(uint8_t* codes, uint8_t* scales, const float* x,
+                                         int64_t rows, int64_t cols, Fp8Format format);
 
 // y = decode(code) * 2^(scale - 127): the values a GEMM multiplies.
 void mxfp8_dequantize_rowwise(float* y, const uint8_t* codes, const uint8_t* scales, int64_t rows,
