@@ -17,6 +17,8 @@
 #include "cli/parse.h"
 #include "core/e2m1.h"
 #include "core/e8m0.h"
+#include "fp8/mx_quantize.h"
+#include "fp8/nvfp4_quantize.h"
 #include "fp8/quantize.h"
 #include "fp8lm/error.h"
 
@@ -145,14 +147,8 @@ std::vector<float> all_values(const Fp8Options& o) {
   return x;
 }
 
-// One block quantized as the block-scaled recipes do it, the scale's rule cited in each case.
-// E4M3/E5M2: MXFP8 (one E8M0 scale: TE's float_to_e8m0 of amax times 1/max, rounded up, and the
-// values multiplied by exp2f_rcp of it: transformer_engine/common/utils.cuh and
-// common/cast/mxfp8/). E2M1: NVFP4 with the block as the whole tensor (an FP32 global encode
-// scale 448 * 6 / amax, 1 when amax is 0 or the scale underflows, at most FLT_MAX; an E4M3 block
-// scale of amax * (global / 6); the values multiplied by min(1 / (block scale / global),
-// FLT_MAX): common/cast/nvfp4/core_nvfp4.cuh, compute_global_encode_scaling_factor_FP4 and
-// compute_decoding_scaling_factor). The amax is taken as fmaxf takes it: NaNs left out.
+// One block quantized as the block-scaled recipes do it: MXFP8 for E4M3/E5M2 (one E8M0 scale,
+// fp8/mx_quantize.h), NVFP4 for E2M1 with the block as the whole tensor (fp8/nvfp4_quantize.h).
 void run_block(const Fp8Options& o, const CodeFormat& f) {
   if (f.e8m0) throw Error("--block quantizes e4m3, e5m2 or e2m1 values (e8m0 is the MX scale)");
   if (o.scale != "1") throw Error("--block sets the scale itself: drop --scale");
@@ -160,16 +156,15 @@ void run_block(const Fp8Options& o, const CodeFormat& f) {
     throw Error("--block quantizes as the recipes do, saturating: drop --no-saturate");
   const std::vector<float> x = all_values(o);
   if (x.empty()) throw Error("--block needs at least one value");
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> codes(x.size());
   float amax = 0.0f;
   for (float v : x) amax = std::fmax(amax, std::fabs(v));
-  float multiplier;  // what each value is multiplied by before the cast
-  float decode;      // what a code's value is multiplied by to give back the value
+  float decode;  // what a code's value is multiplied by to give back the value
   Json scale;
   std::string scale_text;
   if (f.fp8) {
-    const auto max_rcp = static_cast<float>(1.0 / static_cast<double>(fp8_max(*f.fp8)));
-    const uint8_t e = e8m0_encode_round_up(amax * max_rcp);
-    multiplier = e8m0_reciprocal(e);
+    const uint8_t e = mxfp8_quantize_block(codes.data(), x.data(), n, *f.fp8);
     decode = e8m0_decode(e);
     scale = {{"recipe", "mxfp8"},
              {"amax", json_float(amax)},
@@ -178,33 +173,27 @@ void run_block(const Fp8Options& o, const CodeFormat& f) {
     scale_text = fmt::format("block scale 0x{:02x} (e8m0) = {} · amax {}", e, float_text(decode),
                              float_text(amax));
   } else {
-    float global = 448.0f * kE2M1Max / amax;
-    global = std::fmin(global, std::numeric_limits<float>::max());
-    if (amax == 0.0f || global == 0.0f) global = 1.0f;
-    const uint8_t block_code = fp8_encode(amax * (global * (1.0f / kE2M1Max)), Fp8Format::E4M3);
-    const float block = fp8_decode(block_code, Fp8Format::E4M3);
-    const float global_decode = 1.0f / global;
-    multiplier = std::fmin(1.0f / (block * global_decode), std::numeric_limits<float>::max());
-    decode = block * global_decode;
+    const Nvfp4BlockScales s = nvfp4_quantize_block(codes.data(), x.data(), n, amax);
+    decode = s.decode();
     scale = {{"recipe", "nvfp4"},
              {"amax", json_float(amax)},
-             {"global_encode_scale", json_float(global)},
-             {"e4m3", fmt::format("0x{:02x}", block_code)},
-             {"block_scale", json_float(block)}};
+             {"global_encode_scale", json_float(s.global_encode)},
+             {"e4m3", fmt::format("0x{:02x}", s.block_e4m3)},
+             {"block_scale", json_float(s.block())}};
     scale_text = fmt::format("block scale 0x{:02x} (e4m3) = {} · global encode scale {} · amax {}",
-                             block_code, float_text(block), float_text(global), float_text(amax));
+                             s.block_e4m3, float_text(s.block()), float_text(s.global_encode),
+                             float_text(amax));
   }
   Json values = Json::array();
   std::vector<std::string> rows;
-  for (float v : x) {
-    const float scaled = v * multiplier;
-    const uint8_t code = f.fp8 ? fp8_encode(scaled, *f.fp8) : e2m1_encode(scaled);
-    const float value = f.decode(code) * decode;
-    values.push_back({{"input", json_float(v)},
-                      {"code", f.code_text(code)},
-                      {"element", json_float(f.decode(code))},
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float value = f.decode(codes[i]) * decode;
+    values.push_back({{"input", json_float(x[i])},
+                      {"code", f.code_text(codes[i])},
+                      {"element", json_float(f.decode(codes[i]))},
                       {"value", json_float(value)}});
-    rows.push_back(fmt::format("{} {} {}", float_text(v), f.code_text(code), float_text(value)));
+    rows.push_back(
+        fmt::format("{} {} {}", float_text(x[i]), f.code_text(codes[i]), float_text(value)));
   }
   if (o.json) {
     fmt::print("{}\n", Json{{"block", scale}, {"values", values}}.dump());

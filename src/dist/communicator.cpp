@@ -23,7 +23,6 @@ class SingleProcess final : public Communicator {
   void all_reduce_sum(std::span<float>, std::string_view) override {}
   void all_reduce_sum(std::span<double>, std::string_view) override {}
   void all_reduce_max(std::span<float>, std::string_view) override {}
-  void all_reduce_sum(std::span<bf16_t>, std::string_view) override {}
   void start_all_reduce_sum(std::span<float>, std::string_view) override {}
   void start_all_reduce_sum(std::span<bf16_t>, std::string_view) override {}
   void progress() override {}

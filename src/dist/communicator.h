@@ -26,13 +26,11 @@ class Communicator {
   virtual void all_reduce_sum(std::span<float> values, std::string_view what) = 0;
   virtual void all_reduce_sum(std::span<double> values, std::string_view what) = 0;
   virtual void all_reduce_max(std::span<float> values, std::string_view what) = 0;
-  // BF16 values summed in FP32 and rounded back at every hop (as NCCL's BF16 sum does): half
-  // the bytes of FP32, and the same result on every rank.
-  virtual void all_reduce_sum(std::span<bf16_t> values, std::string_view what) = 0;
-  // The same all-reduce, started and left running: the buffer is the collective's until
+  // An all-reduce (sum) started and left running: the buffer is the collective's until
   // wait_all(). Backward starts a bucket of gradients as soon as they are final and computes
   // on while it travels. Blocking and started collectives alike go in the same order on every
-  // rank.
+  // rank. BF16 values are summed in FP32 and rounded back at every hop (as NCCL's BF16 sum
+  // does): half the bytes of FP32, and the same result on every rank.
   virtual void start_all_reduce_sum(std::span<float> values, std::string_view what) = 0;
   virtual void start_all_reduce_sum(std::span<bf16_t> values, std::string_view what) = 0;
   // Lets the started collectives move without waiting for them (MPI moves a non-blocking

@@ -70,9 +70,6 @@ class MpiWorld final : public Communicator {
   void all_reduce_max(std::span<float> v, std::string_view what) override {
     reduce(v, MPI_FLOAT, MPI_MAX, what);
   }
-  void all_reduce_sum(std::span<bf16_t> v, std::string_view what) override {
-    reduce(v, MPI_UINT16_T, bf16_sum_, what);
-  }
   void start_all_reduce_sum(std::span<float> v, std::string_view what) override {
     start_reduce(v, MPI_FLOAT, MPI_SUM, what);
   }

@@ -36,7 +36,26 @@ uint8_t quantize_block(Isa isa, uint8_t* codes, const float* x, int64_t n, Fp8Fo
   return scale;
 }
 
+// Each row's blocks of 32 (the last one shorter where cols is not a multiple of 32) through
+// quantize(codes, x, n), which returns the block's scale.
+template <class QuantizeBlock>
+void rowwise_blocks(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows, int64_t cols,
+                    QuantizeBlock quantize_one) {
+  const int64_t blocks = mx_blocks(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t at = r * cols + b * kMxBlock;
+      scales[r * blocks + b] =
+          quantize_one(codes + at, x + at, std::min(kMxBlock, cols - b * kMxBlock));
+    }
+  }
+}
+
 }  // namespace
+
+uint8_t mxfp8_quantize_block(uint8_t* codes, const float* x, int64_t n, Fp8Format format) {
+  return quantize_block(codes, x, n, 1, format);
+}
 
 void mxfp8_quantize_rowwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
                             int64_t cols, Fp8Format format) {
@@ -50,14 +69,9 @@ void mxfp8_quantize_columnwise(uint8_t* codes, uint8_t* scales, const float* x, 
 
 void mxfp8_quantize_rowwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
                             int64_t cols, Fp8Format format) {
-  const int64_t blocks = mx_blocks(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t at = r * cols + b * kMxBlock;
-      scales[r * blocks + b] =
-          quantize_block(isa, codes + at, x + at, std::min(kMxBlock, cols - b * kMxBlock), format);
-    }
-  }
+  rowwise_blocks(codes, scales, x, rows, cols, [&](uint8_t* c, const float* v, int64_t n) {
+    return quantize_block(isa, c, v, n, format);
+  });
 }
 
 void mxfp8_quantize_columnwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x,
@@ -78,14 +92,9 @@ void mxfp8_quantize_columnwise(Isa isa, uint8_t* codes, uint8_t* scales, const f
 
 void mxfp8_quantize_rowwise_reference(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
                                       int64_t cols, Fp8Format format) {
-  const int64_t blocks = mx_blocks(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t at = r * cols + b * kMxBlock;
-      scales[r * blocks + b] =
-          quantize_block(codes + at, x + at, std::min(kMxBlock, cols - b * kMxBlock), 1, format);
-    }
-  }
+  rowwise_blocks(codes, scales, x, rows, cols, [&](uint8_t* c, const float* v, int64_t n) {
+    return mxfp8_quantize_block(c, v, n, format);
+  });
 }
 
 void mxfp8_quantize_columnwise_reference(uint8_t* codes, uint8_t* scales, const float* x,

@@ -43,6 +43,10 @@ void mxfp8_quantize_rowwise_reference(uint8_t* codes, uint8_t* scales, const flo
 void mxfp8_quantize_columnwise_reference(uint8_t* codes, uint8_t* scales, const float* x,
                                          int64_t rows, int64_t cols, Fp8Format format);
 
+// One block of n contiguous values (any n), the scalar twin: writes the codes, returns the
+// E8M0 scale (what `fp8lm fp8 encode --block` shows).
+uint8_t mxfp8_quantize_block(uint8_t* codes, const float* x, int64_t n, Fp8Format format);
+
 // y = decode(code) * 2^(scale - 127): the values a GEMM multiplies.
 void mxfp8_dequantize_rowwise(float* y, const uint8_t* codes, const uint8_t* scales, int64_t rows,
                               int64_t cols, Fp8Format format);
