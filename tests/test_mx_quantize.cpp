@@ -12,21 +12,13 @@
 #include <utility>
 #include <vector>
 
+#include "block_inputs.h"
 #include "core/e8m0.h"
 #include "core/minifloat.h"
 #include "fp8/mx_quantize.h"
 
 namespace fp8lm {
 namespace {
-
-std::vector<float> random_tensor(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::lognormal_distribution<float> magnitude(0.0f, 3.0f);  // values over many binades
-  std::bernoulli_distribution negative(0.5);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& v : x) v = negative(rng) ? -magnitude(rng) : magnitude(rng);
-  return x;
-}
 
 // What a block's scale must be: the smallest power of two at or above amax / max (in double,
 // where the division is exact up to one rounding), clamped to E8M0's range. TE multiplies amax
@@ -133,9 +125,7 @@ TEST(Mxfp8, SpecialBlocks) {
 // formats: random values over many binades with zeros, NaN, ±Inf, subnormals and an outlier
 // sprinkled in, on shapes whose rows and columns are not multiples of 32.
 TEST(Mxfp8, EveryIsaGivesTheTwinsBits) {
-  std::vector<float> x = random_tensor(37 * 70, 3);
-  const float specials[] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1e-42f, -3e-39f, 3e38f};
-  for (size_t i = 0; i < x.size(); i += 29) x[i] = specials[(i / 29) % 8];
+  const std::vector<float> x = tensor_with_specials(37, 70, 3);
   for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
     for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{37, 70}, {70, 37}}) {
       std::vector<uint8_t> want(x.size()), got(x.size());

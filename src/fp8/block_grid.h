@@ -1,0 +1,111 @@
+#pragma once
+// The blocks of a block-scaled tensor, and the one way every block recipe (MXFP8, TE's
+// Float8BlockScaling, NVFP4) walks them. A row-major [rows, cols] tensor is cut into blocks of
+// block_rows x block_cols (1x32 and 32x1 for MXFP8; 1x128, 128x1 and 128x128 for FP8 block
+// scaling; 1x16, 16x1 and 16x16 for NVFP4); the last blocks of a row or column are shorter
+// where the tensor's size is not a multiple. Each block has one scale, kept in a row-major
+// grid of grid_rows() x grid_cols().
+//
+// A recipe supplies a Rule: `Scale scale(float amax) const` (what is stored per block) and
+// `float multiplier(Scale) const` (what each value is multiplied by before the cast). The
+// block's amax is max |x| with NaN left out (fmaxf's semantics, as TE's kernels take it).
+// quantize_blocks_reference is the scalar twin; quantize_blocks runs the same arithmetic
+// through an ISA's kernels and gives the same bits.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "fp8/quantize.h"
+
+namespace fp8lm {
+
+struct BlockGrid {
+  int64_t rows = 0, cols = 0;
+  int64_t block_rows = 1, block_cols = 1;
+
+  int64_t grid_rows() const { return (rows + block_rows - 1) / block_rows; }
+  int64_t grid_cols() const { return (cols + block_cols - 1) / block_cols; }
+  int64_t blocks() const { return grid_rows() * grid_cols(); }
+  // The index of the block holding element (r, c) in the grid of scales.
+  int64_t block_of(int64_t r, int64_t c) const {
+    return (r / block_rows) * grid_cols() + c / block_cols;
+  }
+};
+
+// f(block index, first row, first column, rows, columns) for each block in grid order.
+template <class F>
+void for_each_block(const BlockGrid& g, F&& f) {
+  for (int64_t br = 0; br < g.grid_rows(); ++br) {
+    const int64_t r0 = br * g.block_rows, nr = std::min(g.block_rows, g.rows - r0);
+    for (int64_t bc = 0; bc < g.grid_cols(); ++bc) {
+      const int64_t c0 = bc * g.block_cols, nc = std::min(g.block_cols, g.cols - c0);
+      f(br * g.grid_cols() + bc, r0, c0, nr, nc);
+    }
+  }
+}
+
+// The scalar twin. cast_one(value * multiplier, element index) -> code.
+template <class Rule, class Scale, class CastOne>
+void quantize_blocks_reference(uint8_t* codes, Scale* scales, const float* x, const BlockGrid& g,
+                               const Rule& rule, CastOne cast_one) {
+  for_each_block(g, [&](int64_t b, int64_t r0, int64_t c0, int64_t nr, int64_t nc) {
+    float amax = 0.0f;
+    for (int64_t r = r0; r < r0 + nr; ++r)
+      for (int64_t c = c0; c < c0 + nc; ++c) amax = std::fmax(amax, std::fabs(x[r * g.cols + c]));
+    scales[b] = rule.scale(amax);
+    const float m = rule.multiplier(scales[b]);
+    for (int64_t r = r0; r < r0 + nr; ++r)
+      for (int64_t c = c0; c < c0 + nc; ++c) {
+        const int64_t i = r * g.cols + c;
+        codes[i] = cast_one(x[i] * m, i);
+      }
+  });
+}
+
+// Through an ISA's kernels. cast_run(codes, values, n, multiplier, index of values[0]) casts a
+// contiguous run. Blocks that span columns take each row's run in place; column blocks (one
+// column wide) are taken a stripe of rows at a time across every column: the columns' amaxes
+// and products are element-wise loops the compiler vectorizes, and each row's products are cast
+// with multiplier 1 (an exact identity), so every value is the twin's x * m, cast the same way.
+template <class Rule, class Scale, class CastRun>
+void quantize_blocks(Isa isa, uint8_t* codes, Scale* scales, const float* x, const BlockGrid& g,
+                     const Rule& rule, CastRun cast_run) {
+  if (g.block_cols == 1 && g.block_rows > 1) {
+    std::vector<float> amax(static_cast<size_t>(g.cols)), mult(amax.size()), run(amax.size());
+    for (int64_t br = 0; br < g.grid_rows(); ++br) {
+      const int64_t r0 = br * g.block_rows, nr = std::min(g.block_rows, g.rows - r0);
+      std::fill(amax.begin(), amax.end(), 0.0f);
+      for (int64_t r = r0; r < r0 + nr; ++r) {
+        const float* row = x + r * g.cols;
+        for (int64_t c = 0; c < g.cols; ++c) {
+          const float a = std::fabs(row[c]);
+          amax[c] = a > amax[c] ? a : amax[c];  // a NaN keeps the amax, as fmaxf
+        }
+      }
+      for (int64_t c = 0; c < g.cols; ++c) {
+        scales[br * g.cols + c] = rule.scale(amax[c]);
+        mult[c] = rule.multiplier(scales[br * g.cols + c]);
+      }
+      for (int64_t r = r0; r < r0 + nr; ++r) {
+        const float* row = x + r * g.cols;
+        for (int64_t c = 0; c < g.cols; ++c) run[c] = row[c] * mult[c];
+        cast_run(codes + r * g.cols, run.data(), g.cols, 1.0f, r * g.cols);
+      }
+    }
+    return;
+  }
+  for_each_block(g, [&](int64_t b, int64_t r0, int64_t c0, int64_t nr, int64_t nc) {
+    float amax = 0.0f;
+    for (int64_t r = r0; r < r0 + nr; ++r)
+      amax = std::fmax(amax, absmax(isa, x + r * g.cols + c0, nc));
+    scales[b] = rule.scale(amax);
+    const float m = rule.multiplier(scales[b]);
+    for (int64_t r = r0; r < r0 + nr; ++r) {
+      const int64_t at = r * g.cols + c0;
+      cast_run(codes + at, x + at, nc, m, at);
+    }
+  });
+}
+
+}  // namespace fp8lm

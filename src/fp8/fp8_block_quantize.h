@@ -1,0 +1,59 @@
+#pragma once
+// TE's Float8BlockScaling (DeepSeek-V3's recipe): FP8 values with one FP32 scale per block,
+// 1x128 tiles for activations and gradients (their row-wise copy 1x128, their column-wise copy
+// 128x1, each quantized from the high-precision tensor) and 128x128 blocks for weights (one
+// quantization serves both GEMM directions). The scale rule, TE's compute_scale_from_amax
+// (transformer_engine/common/recipe/recipe_common.cuh, through compute_scale_from_types):
+//   amax  = max(block amax, amax_epsilon);
+//   scale = 1 when amax is 0, Inf or NaN; else max / amax (one FP32 division), and when that
+//           overflows the input type's largest finite value (FP32: FLT_MAX);
+//   power_2_scale: the scale's mantissa cleared (rounded down to a power of two, so scaled
+//           values never exceed max and scale_inv is exact);
+//   scale_inv = 1 / scale (what is stored, and what the GEMM multiplies by);
+//   code  = cast(x * scale), round to nearest even, saturating (the CUDA fp8 conversion's
+//           satfinite, as TE's kernels cast).
+// TE's defaults: power_2_scale on, amax_epsilon 0 (recipe/__init__.py, QParams).
+#include <cstdint>
+
+#include "core/fp8_dtype.h"
+#include "fp8/block_grid.h"
+
+namespace fp8lm {
+
+inline constexpr int64_t kFp8Block = 128;
+
+// TE's QParams for Float8BlockScaling.
+struct BlockScalingParams {
+  bool power_2_scale = true;
+  float amax_epsilon = 0.0f;
+};
+
+// The blocks of each copy of a [rows, cols] tensor.
+constexpr BlockGrid fp8_block_rowwise(int64_t rows, int64_t cols) {
+  return {rows, cols, 1, kFp8Block};
+}
+constexpr BlockGrid fp8_block_columnwise(int64_t rows, int64_t cols) {
+  return {rows, cols, kFp8Block, 1};
+}
+constexpr BlockGrid fp8_block_2d(int64_t rows, int64_t cols) {
+  return {rows, cols, kFp8Block, kFp8Block};
+}
+
+// The scale a block with this amax is cast with.
+float fp8_block_scale(float amax, Fp8Format format, const BlockScalingParams& params);
+
+// codes [rows, cols] in x's layout; scale_inv one per block of g (grid order). Without an Isa,
+// the best this CPU runs.
+void fp8_block_quantize(uint8_t* codes, float* scale_inv, const float* x, const BlockGrid& g,
+                        Fp8Format format, const BlockScalingParams& params);
+void fp8_block_quantize(Isa isa, uint8_t* codes, float* scale_inv, const float* x,
+                        const BlockGrid& g, Fp8Format format, const BlockScalingParams& params);
+void fp8_block_quantize_reference(uint8_t* codes, float* scale_inv, const float* x,
+                                  const BlockGrid& g, Fp8Format format,
+                                  const BlockScalingParams& params);
+
+// y = decode(code) * scale_inv of its block.
+void fp8_block_dequantize(float* y, const uint8_t* codes, const float* scale_inv,
+                          const BlockGrid& g, Fp8Format format);
+
+}  // namespace fp8lm
