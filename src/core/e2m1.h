@@ -40,4 +40,28 @@ inline uint8_t e2m1_encode(float x, bool* saturated = nullptr, bool* flushed = n
   return static_cast<uint8_t>((std::signbit(x) ? 8u : 0u) | m);
 }
 
+// Stochastic rounding (NVFP4's gradients): a magnitude between neighbouring values lo < a < hi
+// rounds up with probability (a - lo) / (hi - lo), so the rounding is unbiased in expectation.
+// `bits` are 32 random bits, of which the top 24 make u in [0, 1); a rounds up when u < p.
+// p is exact: a - lo is exact (lo = 0, or lo >= a / 2: Sterbenz) and the step is a power of
+// two. Beyond 6 saturates; NaN gives the largest magnitude with its sign, as e2m1_encode.
+// t, the code a truncates to, is the number of values above zero at or below a; the SIMD
+// encoders count it the same way and look lo and 1 / step up by it.
+inline constexpr std::array<float, 8> kE2M1InverseStep = {2.0f, 2.0f, 2.0f, 2.0f,
+                                                          1.0f, 1.0f, 0.5f, 1.0f};
+
+inline uint8_t e2m1_encode_stochastic(float x, uint32_t bits) {
+  const float a = std::fabs(x);
+  const int t = static_cast<int>(a >= 0.5f) + static_cast<int>(a >= 1.0f) +
+                static_cast<int>(a >= 1.5f) + static_cast<int>(a >= 2.0f) +
+                static_cast<int>(a >= 3.0f) + static_cast<int>(a >= 4.0f) +
+                static_cast<int>(a >= 6.0f);
+  const float p =
+      (a - kE2M1Values[static_cast<size_t>(t)]) * kE2M1InverseStep[static_cast<size_t>(t)];
+  const float u = static_cast<float>(bits >> 8) * 0x1p-24f;
+  int m = t + static_cast<int>(u < p);
+  if (m > 7 || std::isnan(x)) m = 7;
+  return static_cast<uint8_t>((std::signbit(x) ? 8u : 0u) | static_cast<unsigned>(m));
+}
+
 }  // namespace fp8lm

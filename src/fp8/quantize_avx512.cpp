@@ -3,7 +3,10 @@
 #include <immintrin.h>
 
 #include <bit>
+#include <type_traits>
 
+#include "core/counter_rng.h"
+#include "core/e2m1.h"
 #include "fp8/quantize_isa.h"
 
 namespace fp8lm::isa {
@@ -108,6 +111,62 @@ float absmax_avx512(const float* x, int64_t n) {
     amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + i)), amax);
   }
   return _mm512_reduce_max_ps(amax);
+}
+
+// The scalar E2M1 encoders' boundary counts (core/e2m1.h), sixteen lanes at a time.
+void e2m1_quantize_avx512(uint8_t* codes, const float* x, int64_t n, float multiplier,
+                          const uint32_t* sr_key, uint32_t first_index) {
+  const __m512 vm = _mm512_set1_ps(multiplier);
+  const __m512i one = _mm512_set1_epi32(1), seven = _mm512_set1_epi32(7);
+  const __m512 lo_table = _mm512_loadu_ps(kE2M1Values.data());  // codes 0-7 are the magnitudes
+  const __m512 inv_step = _mm512_castps256_ps512(_mm256_loadu_ps(kE2M1InverseStep.data()));
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const auto encode = [&](const __m512 xv, int64_t i) {
+    const __m512 v = _mm512_mul_ps(xv, vm);
+    const __m512 a = _mm512_abs_ps(v);
+    __m512i m = _mm512_setzero_si512();
+    const auto count = [&](float bound, auto predicate) {
+      m = _mm512_mask_add_epi32(
+          m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(bound), decltype(predicate)::value), m, one);
+    };
+    if (!sr_key) {
+      count(0.25f, std::integral_constant<int, _CMP_GT_OQ>{});
+      count(0.75f, std::integral_constant<int, _CMP_GE_OQ>{});
+      count(1.25f, std::integral_constant<int, _CMP_GT_OQ>{});
+      count(1.75f, std::integral_constant<int, _CMP_GE_OQ>{});
+      count(2.5f, std::integral_constant<int, _CMP_GT_OQ>{});
+      count(3.5f, std::integral_constant<int, _CMP_GE_OQ>{});
+      count(5.0f, std::integral_constant<int, _CMP_GT_OQ>{});
+    } else {
+      for (const float bound : {0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f})
+        count(bound, std::integral_constant<int, _CMP_GE_OQ>{});
+      const __m512 p = _mm512_mul_ps(_mm512_sub_ps(a, _mm512_permutexvar_ps(m, lo_table)),
+                                     _mm512_permutexvar_ps(m, inv_step));
+      const __m512i index = _mm512_add_epi32(
+          _mm512_set1_epi32(static_cast<int>(first_index + static_cast<uint32_t>(i))), iota);
+      __m512i h = _mm512_add_epi32(
+          _mm512_mullo_epi32(index, _mm512_set1_epi32(static_cast<int>(0x9e3779b1u))),
+          _mm512_set1_epi32(static_cast<int>(*sr_key)));
+      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+      h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(0x85ebca6bu)));
+      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
+      h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(0xc2b2ae35u)));
+      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+      const __m512 u =
+          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), _mm512_set1_ps(0x1p-24f));
+      m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(u, p, _CMP_LT_OQ), m, one);
+      m = _mm512_min_epi32(m, seven);
+    }
+    m = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), m, seven);
+    const __m512i sign =
+        _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 28), _mm512_set1_epi32(8));
+    return _mm512_or_si512(m, sign);
+  };
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 live = live_lanes(n - i);
+    _mm512_mask_cvtepi32_storeu_epi8(codes + i, live,
+                                     encode(_mm512_maskz_loadu_ps(live, x + i), i));
+  }
 }
 
 }  // namespace fp8lm::isa

@@ -4,12 +4,14 @@
 
 namespace fp8lm::isa {
 
-#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                             \
-  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,  \
-                              Fp8Format format, bool saturate);                        \
-  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv, \
-                           Fp8Format format);                                          \
-  float absmax_##suffix(const float* x, int64_t n);
+#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                                 \
+  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,      \
+                              Fp8Format format, bool saturate);                            \
+  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv,     \
+                           Fp8Format format);                                              \
+  float absmax_##suffix(const float* x, int64_t n);                                        \
+  void e2m1_quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float multiplier, \
+                              const uint32_t* sr_key, uint32_t first_index);
 
 FP8LM_DECLARE_QUANTIZE_ISA(scalar)
 FP8LM_DECLARE_QUANTIZE_ISA(avx2)

@@ -2,6 +2,8 @@
 // it bit for bit, and it in turn is checked against the double-precision minifloat reference.
 #include <cmath>
 
+#include "core/counter_rng.h"
+#include "core/e2m1.h"
 #include "fp8/quantize_isa.h"
 
 namespace fp8lm::isa {
@@ -40,6 +42,17 @@ float absmax_scalar(const float* x, int64_t n) {
   float m = 0.0f;
   for (int64_t i = 0; i < n; ++i) m = max_ignoring_nan(std::fabs(x[i]), m);
   return m;
+}
+
+void e2m1_quantize_scalar(uint8_t* codes, const float* x, int64_t n, float multiplier,
+                          const uint32_t* sr_key, uint32_t first_index) {
+  if (sr_key) {
+    for (int64_t i = 0; i < n; ++i)
+      codes[i] = e2m1_encode_stochastic(
+          x[i] * multiplier, counter_bits(*sr_key, first_index + static_cast<uint32_t>(i)));
+  } else {
+    for (int64_t i = 0; i < n; ++i) codes[i] = e2m1_encode(x[i] * multiplier);
+  }
 }
 
 }  // namespace fp8lm::isa

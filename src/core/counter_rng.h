@@ -1,0 +1,30 @@
+#pragma once
+// Random bits addressed by position: element i of a tensor draws counter_bits(key, i), the
+// same on every ISA, thread split and machine, and again on a resumed run (stochastic
+// rounding, issue 14). A counter-based generator: the 64-bit seed is folded into a 32-bit key
+// once, then each index goes through a multiply-xorshift finalizer (MurmurHash3's fmix32, a
+// bijection with full avalanche), which vectorizes with 32-bit multiplies.
+#include <cstdint>
+
+namespace fp8lm {
+
+constexpr uint32_t fmix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+
+constexpr uint32_t counter_key(uint64_t seed) {
+  return fmix32(static_cast<uint32_t>(seed)) ^
+         fmix32(static_cast<uint32_t>(seed >> 32) + 0x9e3779b9u);
+}
+
+// The golden-ratio step spreads consecutive indices before the finalizer mixes them.
+constexpr uint32_t counter_bits(uint32_t key, uint32_t index) {
+  return fmix32(index * 0x9e3779b1u + key);
+}
+
+}  // namespace fp8lm

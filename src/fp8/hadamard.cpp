@@ -1,0 +1,49 @@
+#include "fp8/hadamard.h"
+
+#include <algorithm>
+
+namespace fp8lm {
+
+void rht16_rows_reference(float* y, const float* x, int64_t rows, int64_t cols) {
+  for (int64_t g = 0; g < rows; g += kRhtSize) {
+    for (int64_t c = 0; c < cols; ++c) {
+      float v[kRhtSize];
+      for (int64_t i = 0; i < kRhtSize; ++i) v[i] = x[(g + i) * cols + c] * kRhtSigns[i];
+      for (int64_t h = 1; h < kRhtSize; h *= 2)
+        for (int64_t i = 0; i < kRhtSize; i += 2 * h)
+          for (int64_t j = i; j < i + h; ++j) {
+            const float a = v[j], b = v[j + h];
+            v[j] = a + b;
+            v[j + h] = a - b;
+          }
+      for (int64_t i = 0; i < kRhtSize; ++i) y[(g + i) * cols + c] = v[i] * 0.25f;
+    }
+  }
+}
+
+void rht16_rows(float* y, const float* x, int64_t rows, int64_t cols) {
+  // The same operations, each applied to a whole row of the group at once, in y.
+  for (int64_t g = 0; g < rows; g += kRhtSize) {
+    float* out = y + g * cols;
+    for (int64_t i = 0; i < kRhtSize; ++i) {
+      const float* in = x + (g + i) * cols;
+      float* o = out + i * cols;
+      const float s = kRhtSigns[static_cast<size_t>(i)];
+      for (int64_t c = 0; c < cols; ++c) o[c] = in[c] * s;
+    }
+    for (int64_t h = 1; h < kRhtSize; h *= 2)
+      for (int64_t i = 0; i < kRhtSize; i += 2 * h)
+        for (int64_t j = i; j < i + h; ++j) {
+          float* a = out + j * cols;
+          float* b = out + (j + h) * cols;
+          for (int64_t c = 0; c < cols; ++c) {
+            const float u = a[c], w = b[c];
+            a[c] = u + w;
+            b[c] = u - w;
+          }
+        }
+    std::for_each(out, out + kRhtSize * cols, [](float& v) { v *= 0.25f; });
+  }
+}
+
+}  // namespace fp8lm
