@@ -29,14 +29,40 @@ struct CurrentScaling {
   void validate() const;
 };
 
-enum class ScalingKind { Delayed, Current };
+// TE's five recipes: per-tensor delayed and current scaling (DelayedScaling,
+// Float8CurrentScaling) and the block-scaled ones (issue 14): Float8BlockScaling ("block":
+// 1x128 tiles, 128x128 weight blocks, FP32 power-of-two scales), MXFP8BlockScaling ("mxfp8":
+// an E8M0 scale per 32 values) and NVFP4BlockScaling ("nvfp4": E2M1 values, an E4M3 scale per
+// 16 and an FP32 tensor scale). The block-scaled recipes cast every tensor in E4M3 (TE's
+// default for them).
+enum class ScalingKind { Delayed, Current, Block, Mxfp8, Nvfp4 };
+
+// TE's QParams of Float8BlockScaling (one set for inputs, weights and gradients, as TE's
+// defaults are).
+struct BlockScalingParams {
+  bool power_2_scale = true;
+  float amax_epsilon = 0.0f;
+};
+
+// TE's NVFP4BlockScaling switches: the 16x16 random Hadamard transform on the weight
+// gradient's inputs, stochastic rounding of gradients, 16x16 blocks for weights.
+struct Nvfp4Options {
+  bool disable_rht = false;
+  bool disable_stochastic_rounding = false;
+  bool disable_2d_quantization = false;
+};
 
 // The recipe fields a user sets (TE's DelayedScaling, plus which kind of scaling).
 struct Fp8Recipe {
   ScalingKind kind = ScalingKind::Delayed;
   DelayedScaling delayed;  // margin, format, history length, algorithm, reduce_amax
+  BlockScalingParams block;
+  Nvfp4Options nvfp4;
   CurrentScaling current() const { return {delayed.margin, delayed.format}; }
   Format format() const { return delayed.format; }
+  bool block_scaled() const {
+    return kind == ScalingKind::Block || kind == ScalingKind::Mxfp8 || kind == ScalingKind::Nvfp4;
+  }
 };
 
 }  // namespace fp8lm

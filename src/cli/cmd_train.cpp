@@ -63,6 +63,13 @@ float as_float(const std::string& flag, const std::string& v) {
   return x;
 }
 
+// A switch: given alone (an empty value) it is true.
+bool as_bool(const std::string& flag, const std::string& v) {
+  if (v == "true" || v.empty()) return true;
+  if (v == "false") return false;
+  throw Error(fmt::format("--{} '{}' is not true or false", flag, v));
+}
+
 // Every setting once: its flag (and config key), its help, and how it applies.
 struct Setting {
   const char* name;
@@ -99,14 +106,27 @@ const Setting kSettings[] = {
      }},
     {"margin", "scale = fp8_max / amax / 2^margin",
      [](TrainConfig& c, Flag f, Flag v) { c.recipe.delayed.margin = as_int32(f, v); }},
-    {"recipe", "delayed|current",
+    {"recipe", "delayed|current|block|mxfp8|nvfp4 (TE's recipes)",
      [](TrainConfig& c, Flag, Flag v) {
-       if (v == "delayed")
-         c.recipe.kind = ScalingKind::Delayed;
-       else if (v == "current")
-         c.recipe.kind = ScalingKind::Current;
-       else
-         throw Error(fmt::format("--recipe: unknown recipe '{}' (expected delayed or current)", v));
+       try {
+         c.recipe.kind = parse_scaling_kind(v);
+       } catch (const Error& e) {
+         throw Error(fmt::format("--recipe: {}", e.what()));
+       }
+     }},
+    {"power-2-scale", "block recipe: true|false, scales powers of two (default true)",
+     [](TrainConfig& c, Flag f, Flag v) { c.recipe.block.power_2_scale = as_bool(f, v); }},
+    {"amax-epsilon", "block recipe: the smallest amax a block's scale is taken from (default 0)",
+     [](TrainConfig& c, Flag f, Flag v) { c.recipe.block.amax_epsilon = as_float(f, v); }},
+    {"disable-rht", "nvfp4: true|false, no Hadamard transform on the weight gradient's inputs",
+     [](TrainConfig& c, Flag f, Flag v) { c.recipe.nvfp4.disable_rht = as_bool(f, v); }},
+    {"disable-stochastic-rounding", "nvfp4: true|false, gradients rounded to nearest",
+     [](TrainConfig& c, Flag f, Flag v) {
+       c.recipe.nvfp4.disable_stochastic_rounding = as_bool(f, v);
+     }},
+    {"disable-2d-quantization", "nvfp4: true|false, weights in 1x16 blocks, not 16x16",
+     [](TrainConfig& c, Flag f, Flag v) {
+       c.recipe.nvfp4.disable_2d_quantization = as_bool(f, v);
      }},
     {"steps", "training steps", [](TrainConfig& c, Flag f, Flag v) { c.steps = as_int(f, v); }},
     {"batch-size", "sequences per forward and backward, across all ranks",
@@ -417,6 +437,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
       "model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
       c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model, c.model.n_layers,
       c.model.n_heads, c.model.ffn);
+  if (choice.precision == Precision::Fp8) fmt::print("recipe: {}\n", recipe_description(c.recipe));
   if (trainer->ranks().size() > 1) {
     fmt::print("data parallel: {} ranks ({}) · global batch {}, {} to {} sequences per rank\n",
                trainer->ranks().size(), trainer->collectives(), c.batch_size,
@@ -477,7 +498,8 @@ void add_train_command(CLI::App& app) {
   train->add_flag("--no-fusion", flags->no_fusion,
                   "run the unfused kernel twins (to measure what fusion saves)");
   for (const Setting& s : kSettings) {
-    train->add_option(std::string("--") + s.name, flags->values[s.name], s.help);
+    CLI::Option* o = train->add_option(std::string("--") + s.name, flags->values[s.name], s.help);
+    if (std::string_view(s.name).starts_with("disable-")) o->expected(0, 1);
   }
   train->callback([flags, train] {
     const int code = run_train(*flags, train);

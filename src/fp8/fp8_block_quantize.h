@@ -17,16 +17,11 @@
 
 #include "core/fp8_dtype.h"
 #include "fp8/block_grid.h"
+#include "fp8lm/recipe.h"  // BlockScalingParams
 
 namespace fp8lm {
 
 inline constexpr int64_t kFp8Block = 128;
-
-// TE's QParams for Float8BlockScaling.
-struct BlockScalingParams {
-  bool power_2_scale = true;
-  float amax_epsilon = 0.0f;
-};
 
 // The blocks of each copy of a [rows, cols] tensor.
 constexpr BlockGrid fp8_block_rowwise(int64_t rows, int64_t cols) {

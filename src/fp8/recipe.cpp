@@ -22,6 +22,48 @@ std::string_view format_name(Format f) {
   return f == Format::E4M3 ? "e4m3" : "hybrid";
 }
 
+namespace {
+constexpr std::string_view kScalingKindNames[] = {"delayed", "current", "block", "mxfp8", "nvfp4"};
+}  // namespace
+
+std::string_view scaling_kind_name(ScalingKind k) {
+  return kScalingKindNames[static_cast<int>(k)];
+}
+
+ScalingKind parse_scaling_kind(std::string_view name) {
+  for (int k = 0; k < 5; ++k)
+    if (name == kScalingKindNames[k]) return static_cast<ScalingKind>(k);
+  throw Error(
+      fmt::format("unknown recipe '{}' (expected delayed, current, block, mxfp8 or nvfp4)", name));
+}
+
+std::string recipe_description(const Fp8Recipe& r) {
+  const auto on = [](bool v) { return v ? "on" : "off"; };
+  switch (r.kind) {
+    case ScalingKind::Delayed:
+    case ScalingKind::Current: {
+      const DelayedScaling& d = r.delayed;
+      return fmt::format("{} {} margin={} amax_history_len={} amax_compute_algo={}",
+                         scaling_kind_name(r.kind), format_name(d.format), d.margin,
+                         d.amax_history_len, amax_compute_algo_name(d.amax_compute_algo));
+    }
+    case ScalingKind::Block:
+      return fmt::format(
+          "block e4m3 1x128 tiles, 128x128 weight blocks, fp32 scales power_2_scale={} "
+          "amax_epsilon={} (emulated)",
+          r.block.power_2_scale, r.block.amax_epsilon);
+    case ScalingKind::Mxfp8:
+      return "mxfp8 e4m3 1x32 blocks, e8m0 scales (emulated)";
+    case ScalingKind::Nvfp4:
+      return fmt::format(
+          "nvfp4 e2m1 1x16 blocks, e4m3 scales + fp32 tensor scale, rht={} "
+          "stochastic_rounding={} 2d_weights={} (emulated)",
+          on(!r.nvfp4.disable_rht), on(!r.nvfp4.disable_stochastic_rounding),
+          on(!r.nvfp4.disable_2d_quantization));
+  }
+  return "?";
+}
+
 std::string_view amax_compute_algo_name(AmaxComputeAlgo a) {
   return a == AmaxComputeAlgo::Max ? "max" : "most_recent";
 }

@@ -1,6 +1,7 @@
 #pragma once
 // FP8 recipes, with Transformer Engine's names, fields and defaults (DESIGN.md §3).
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/fp8_dtype.h"
@@ -15,7 +16,13 @@ constexpr Fp8Format tensor_format(Format recipe_format, Direction dir) {
                                                                        : Fp8Format::E4M3;
 }
 
-std::string_view format_name(Format f);                      // "e4m3" | "hybrid"
+std::string_view format_name(Format f);
+std::string_view scaling_kind_name(ScalingKind k);  // "delayed" | "current" | "block" | ...
+// One line naming the recipe and its settings (summary.json, the training banner); the
+// block-scaled recipes say "emulated": their GEMMs are BF16 GEMMs of exactly decoded operands.
+std::string recipe_description(const Fp8Recipe& r);
+// Throws Error naming the recipes.
+ScalingKind parse_scaling_kind(std::string_view name);       // "e4m3" | "hybrid"
 std::string_view amax_compute_algo_name(AmaxComputeAlgo a);  // "max" | "most_recent"
 // Parsers throw Error with the accepted names; "e5m2" is rejected with the reason.
 Format parse_format(std::string_view name);

@@ -144,7 +144,12 @@ std::string train_config_to_json(const TrainConfig& c) {
   const DelayedScaling& r = c.recipe.delayed;
   Json j = {{"precision", std::string(precision_name(c.precision))},
             {"recipe",
-             {{"kind", c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current"},
+             {{"kind", std::string(scaling_kind_name(c.recipe.kind))},
+              {"power_2_scale", c.recipe.block.power_2_scale},
+              {"amax_epsilon", c.recipe.block.amax_epsilon},
+              {"disable_rht", c.recipe.nvfp4.disable_rht},
+              {"disable_stochastic_rounding", c.recipe.nvfp4.disable_stochastic_rounding},
+              {"disable_2d_quantization", c.recipe.nvfp4.disable_2d_quantization},
               {"fp8_format", std::string(format_name(r.format))},
               {"margin", r.margin},
               {"amax_history_len", r.amax_history_len},
@@ -188,8 +193,16 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& o
   c.model.normalization = parse_normalization(get<std::string>(m, "normalization", origin));
   c.precision = parse_precision(get<std::string>(j, "precision", origin));
   const Json& r = j["recipe"];
-  c.recipe.kind = get<std::string>(r, "kind", origin) == "current" ? ScalingKind::Current
-                                                                   : ScalingKind::Delayed;
+  c.recipe.kind = parse_scaling_kind(get<std::string>(r, "kind", origin));
+  // The block-scaled recipes' fields came with them: older configs have their defaults.
+  const auto optional = [&](const char* key, auto& v) {
+    if (r.contains(key)) v = get<std::remove_reference_t<decltype(v)>>(r, key, origin);
+  };
+  optional("power_2_scale", c.recipe.block.power_2_scale);
+  optional("amax_epsilon", c.recipe.block.amax_epsilon);
+  optional("disable_rht", c.recipe.nvfp4.disable_rht);
+  optional("disable_stochastic_rounding", c.recipe.nvfp4.disable_stochastic_rounding);
+  optional("disable_2d_quantization", c.recipe.nvfp4.disable_2d_quantization);
   c.recipe.delayed.format = parse_format(get<std::string>(r, "fp8_format", origin));
   c.recipe.delayed.margin = get<int>(r, "margin", origin);
   c.recipe.delayed.amax_history_len = get<int>(r, "amax_history_len", origin);

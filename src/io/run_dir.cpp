@@ -179,25 +179,19 @@ ResumedRun resume_newest_checkpoint(const std::string& run_dir) {
 
 void write_summary(const std::string& dir, const Trainer& trainer, const TrainResult& r) {
   const TrainConfig& c = trainer.config();
-  const DelayedScaling& d = c.recipe.delayed;
-  Json j = {
-      {"precision", r.precision.label()},
-      {"precision_reason", r.precision.reason},
-      {"recipe", r.precision.precision == Precision::Fp8
-                     ? fmt::format("{} {} margin={} amax_history_len={} amax_compute_algo={}{}",
-                                   c.recipe.kind == ScalingKind::Delayed ? "delayed" : "current",
-                                   format_name(d.format), d.margin, d.amax_history_len,
-                                   amax_compute_algo_name(d.amax_compute_algo),
-                                   c.fp8_weights ? " fp8_weights" : "")
-                     : "none"},
-      {"steps", r.steps},
-      {"seconds", r.seconds},
-      {"tokens_per_s", r.tokens_per_s},
-      {"final_loss", r.final_loss},
-      {"skipped_steps", r.skipped_steps},
-      {"fp8_fallbacks", fp8_fallbacks_json(r.fp8_fallbacks)},
-      {"parameters", c.model.parameter_count()},
-      {"world_size", trainer.ranks().size()}};
+  Json j = {{"precision", r.precision.label()},
+            {"precision_reason", r.precision.reason},
+            {"recipe", r.precision.precision == Precision::Fp8
+                           ? recipe_description(c.recipe) + (c.fp8_weights ? " fp8_weights" : "")
+                           : "none"},
+            {"steps", r.steps},
+            {"seconds", r.seconds},
+            {"tokens_per_s", r.tokens_per_s},
+            {"final_loss", r.final_loss},
+            {"skipped_steps", r.skipped_steps},
+            {"fp8_fallbacks", fp8_fallbacks_json(r.fp8_fallbacks)},
+            {"parameters", c.model.parameter_count()},
+            {"world_size", trainer.ranks().size()}};
   if (r.stride_task) {
     j["stride_accuracy"] = r.stride_accuracy;
   } else {

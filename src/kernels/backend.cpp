@@ -25,6 +25,9 @@ float Backend::softmax_cross_entropy_unfused(float*, float*, const float*, const
 void Backend::accumulate_into_bf16(bf16_t*, const float*, int64_t) {
   refuse("BF16 gradient accumulation (--fp8-weights' gradients on the CPU)");
 }
+void Backend::block_cast(const BlockCast&, const BlockCastOut&, const float*) {
+  refuse("block-scaled casts (the block, mxfp8 and nvfp4 recipes; the CPU has them)");
+}
 void Backend::grad_norm(float*, float*, float, const AdamWTensor*, int, int64_t) {
   refuse("the multi-tensor gradient norm (the CPU's optimizer runs in train/adamw.cpp)");
 }

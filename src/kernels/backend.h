@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/bf16.h"
+#include "fp8/block_cast.h"
 #include "fp8/recipe.h"
 #include "kernels/tensor.h"
 #include "kernels/types.h"
@@ -126,6 +127,9 @@ class Backend {
                                               float grad_scale);
   // acc (BF16) += x: --fp8-weights' BF16 gradients.
   virtual void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n);
+  // A block-scaled recipe's cast of x (fp8/block_cast.h): codes, block scales and the GEMM's
+  // exact BF16 operand, whose scale_inv is *out.tensor_scale_inv.
+  virtual void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x);
 
  protected:
   [[noreturn]] void refuse(const char* op) const;

@@ -13,8 +13,10 @@ namespace fp8lm {
 
 struct GemmOperand {
   const void* data = nullptr;
-  DType type = DType::F32;           // F32, BF16, E4M3 or E5M2
-  const float* scale_inv = nullptr;  // FP8 only: the value is code * *scale_inv
+  DType type = DType::F32;  // F32, BF16, E4M3 or E5M2
+  // FP8: the value is code * *scale_inv. BF16: when set, the output is multiplied by it (a
+  // block-scaled operand's tensor scale, fp8/block_cast.h).
+  const float* scale_inv = nullptr;
 };
 
 struct Fp8Out {

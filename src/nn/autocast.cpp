@@ -20,12 +20,12 @@ std::vector<ScalingStore*>& spare_used() {
 }
 }  // namespace
 
-Autocast::Autocast(bool enabled, const Fp8Recipe& recipe, AmaxReducer reduce)
+Autocast::Autocast(bool enabled, const Fp8Recipe& recipe, AmaxReducer reduce, uint64_t step_seed)
     : saved_(std::move(autocast_state())) {
   recipe.delayed.validate();
   std::vector<ScalingStore*> used = std::move(spare_used());
   used.clear();
-  autocast_state() = AutocastState{enabled, recipe, std::move(reduce), std::move(used)};
+  autocast_state() = AutocastState{enabled, recipe, std::move(reduce), std::move(used), step_seed};
 }
 
 Autocast::~Autocast() {

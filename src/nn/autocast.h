@@ -18,6 +18,9 @@ struct AutocastState {
   Fp8Recipe recipe;
   AmaxReducer reduce;               // cross-process amax max-reduce (empty: one process)
   std::vector<ScalingStore*> used;  // stores whose forward slots update at scope exit
+  // Stochastic rounding's seed for this forward and its backward (NVFP4 gradients): the trainer
+  // derives one per run seed, step, micro-batch and rank, so a resumed run draws the same bits.
+  uint64_t step_seed = 0;
 };
 
 // The innermost scope's state on this thread (a disabled default outside any scope).
@@ -25,7 +28,7 @@ AutocastState& autocast_state();
 
 class Autocast {
  public:
-  Autocast(bool enabled, const Fp8Recipe& recipe, AmaxReducer reduce = {});
+  Autocast(bool enabled, const Fp8Recipe& recipe, AmaxReducer reduce = {}, uint64_t step_seed = 0);
   ~Autocast();
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;

@@ -187,6 +187,10 @@ void Linear::adopt_fp8_weight(std::span<const uint8_t> codes, float scale, float
 
 void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
   mode_ = gemm_mode();
+  if (mode_ == GemmMode::Fp8 && autocast_state().recipe.block_scaled()) {
+    recipe_ = autocast_state().recipe;
+    return forward_block(x, y, rows, add_bias);
+  }
   if (mode_ == GemmMode::Fp8) {
     cast_through_slot(Slot::Input, begin_fp8_forward(rows), x, rows * in_);
     forward_fp8_input(y, rows, add_bias);
@@ -250,6 +254,11 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
   float* dw =
       bf16_grad ? scratch<float>(be_, Scratch::WeightGrad, out_ * in_) : weight_.grad.data();
   const float wbeta = bf16_grad ? 0.0f : 1.0f;
+  if (mode_ == GemmMode::Fp8 && recipe_.block_scaled()) {
+    backward_block(dy, dx, dw, rows, beta, wbeta);
+    if (bf16_grad) be_.accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
+    return;
+  }
   // dy as this mode's GEMMs take it.
   GemmOperand g;
   switch (mode_) {

@@ -46,7 +46,9 @@ class Linear {
 
   int64_t in_features() const { return in_; }
   Backend& backend() const { return be_; }
-  MemoryUse memory_use() const { return {bytes_of(x16_) + bytes_of(qx_), bytes_of(qw_)}; }
+  MemoryUse memory_use() const {
+    return {bytes_of(x16_) + bytes_of(qx_) + bytes_of(x_col_), bytes_of(qw_)};
+  }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
   Parameter* bias() { return has_bias_ ? &bias_ : nullptr; }
@@ -111,6 +113,18 @@ class Linear {
   // Keeps the weight cast's scale and scale_inv (the slot's change with every update).
   void keep_weight_scale();
 
+  // Block-scaled recipes (block, mxfp8, nvfp4; nn/linear_block.cpp). Every operand is cast
+  // from FP32 for the GEMM that reads it, blocked along that GEMM's K: x and dy row-wise for
+  // forward and dgrad, column-wise for wgrad (NVFP4: after the RHT); the weight row-wise for
+  // forward and column-wise for dgrad, or once in 2D blocks that serve both.
+  enum class BlockRole : uint8_t { Input, Weight, GradOutput };
+  void forward_block(const float* x, float* y, int64_t rows, bool add_bias);
+  void backward_block(const float* dy, float* dx, float* dw, int64_t rows, float beta, float wbeta);
+  // Casts src [rows, cols] for `role`, blocked along rows (column-wise) or along cols, into
+  // operand; its tensor scale goes to *scale_inv.
+  GemmOperand block_operand(BlockRole role, bool columnwise, const float* src, int64_t rows,
+                            int64_t cols, bf16_t* operand, float* scale_inv);
+
   Backend& be_;
   std::string name_;
   int64_t in_, out_;
@@ -144,6 +158,12 @@ class Linear {
   uint64_t cast_generation_ = 0;  // the store's generation the kept cast was made with
   float cast_scale_ = 0.0f;       // the kept cast's scale, on the host
   bool fp8_weights_ = false;
+  // Block-scaled recipes: x's column-wise operand saved for wgrad, the three tensor scales
+  // (x row-wise, x column-wise, and the one of the cast in progress), and the seed forward saw
+  // for stochastic rounding.
+  BackendBuffer<bf16_t> x_col_{be_};
+  BackendBuffer<float> block_scale_inv_{be_, 4};
+  uint64_t sr_seed_ = 0;
   bool bf16_fallback_ = false;
   bool watch_output_ = false;
   int64_t non_finite_order_ = -1;

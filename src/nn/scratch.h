@@ -29,6 +29,10 @@ enum class Scratch : uint8_t {
   WeightGrad,    // Linear backward: the FP32 weight gradient before it joins a BF16 gradient
   WeightBf16,    // Linear under BF16 GEMMs: the weight rounded to BF16 for one GEMM
   WeightFp8,     // Linear in FP8 training: the weight's codes for one GEMM
+  BlockInput,    // Linear under a block-scaled recipe: the input's BF16 operand for forward
+  BlockDyCol,    // Linear under a block-scaled recipe: dy's column-wise BF16 operand (wgrad)
+  BlockCodes,    // Linear under a block-scaled recipe: one cast's codes
+  BlockScales,   // Linear under a block-scaled recipe: one cast's block scales
   kCount
 };
 

@@ -53,6 +53,26 @@ void TrainConfig::validate() const {
   if (fp8_weights && precision != Precision::Fp8) {
     throw Error("--fp8-weights needs --precision fp8");
   }
+  if (fp8_weights && recipe.block_scaled()) {
+    throw Error(fmt::format("--fp8-weights with --recipe {}: FP8 weights are per-tensor for now",
+                            scaling_kind_name(recipe.kind)));
+  }
+  if (!(recipe.block.amax_epsilon >= 0.0f && std::isfinite(recipe.block.amax_epsilon))) {
+    throw Error(
+        fmt::format("--amax-epsilon {} must be finite and 0 or more", recipe.block.amax_epsilon));
+  }
+  if (recipe.kind == ScalingKind::Block && !recipe.block.power_2_scale) {
+    throw Error(
+        "--power-2-scale false: Float8BlockScaling's FP32 scales are emulated only as powers of "
+        "two (a decoded value times any other scale_inv is not exact in BF16)");
+  }
+  // NVFP4's Hadamard transform mixes groups of 16 tokens; every batch has seq_len-token rows.
+  if (recipe.kind == ScalingKind::Nvfp4 && !recipe.nvfp4.disable_rht && model.seq_len % 16 != 0) {
+    throw Error(fmt::format(
+        "--recipe nvfp4: the Hadamard transform needs --seq-len a multiple of 16 (not {}); or "
+        "--disable-rht",
+        model.seq_len));
+  }
   if (!data.empty() && model.vocab < 256) {
     throw Error(
         fmt::format("--vocab {} is too small for byte-level text (needs 256)", model.vocab));
@@ -201,6 +221,12 @@ void Trainer::use_device(const DeviceSpec& requested) {
     throw Error("--fp8-weights needs --precision fp8");
   }
   if (device.cuda && !cfg_.fusion) throw Error(kNoFusionOnGpu);
+  if (device.cuda && precision.precision == Precision::Fp8 && cfg_.recipe.block_scaled()) {
+    throw Error(
+        fmt::format("--recipe {} runs on the CPU for now (no CUDA block casts yet); add "
+                    "--device cpu",
+                    scaling_kind_name(cfg_.recipe.kind)));
+  }
   Backend& backend = backend_for(device);
   if (comm_.size() > 1 && device.cuda && nccl_built() && device_comm_gpu_ != device.index) {
     buckets_.reset();
@@ -269,7 +295,11 @@ StepStats Trainer::train_step() {
                                                            : MicroBatch::Later);
     float micro_loss;
     {
-      const Autocast autocast(fp8, cfg_.recipe, amax_reducer());
+      // Stochastic rounding's seed: the same for a step of a resumed run.
+      const uint64_t step_seed =
+          cfg_.seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(step_ + 1)) ^
+          (static_cast<uint64_t>(k) << 48) ^ (static_cast<uint64_t>(comm_.rank()) << 32);
+      const Autocast autocast(fp8, cfg_.recipe, amax_reducer(), step_seed);
       micro_loss = model_->forward(m.tokens.data(), m.targets.data(), m.B, T, sequences * T);
     }
     // The last micro-batch's backward makes the gradients final: their reduction starts in it.

@@ -309,6 +309,13 @@ class CpuBackend final : public Backend {
     count_traffic(n * 8);
     cpu::accumulate_into_bf16(acc, x, n);
   }
+  void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x) override {
+    const int64_t n = c.grid.rows * c.grid.cols;
+    count_traffic(n * 7);  // x read, codes and the BF16 operand written
+    thread_local std::vector<float> work;
+    if (c.rht) work.resize(static_cast<size_t>(n));
+    fp8lm::block_cast(c, out, x, work.data());
+  }
 };
 
 }  // namespace

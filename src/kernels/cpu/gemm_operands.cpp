@@ -16,6 +16,9 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, cons
                     static_cast<const float*>(B.data), beta, C);
   }
   if (A.type == DType::BF16 && B.type == DType::BF16) {
+    // A block-scaled operand's tensor scale (fp8/block_cast.h) applies to the output.
+    if (A.scale_inv) alpha *= *A.scale_inv;
+    if (B.scale_inv) alpha *= *B.scale_inv;
     return gemm_bf16(ta, tb, M, N, K, alpha, static_cast<const bf16_t*>(A.data),
                      static_cast<const bf16_t*>(B.data), beta, C);
   }

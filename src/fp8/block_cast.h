@@ -1,0 +1,48 @@
+#pragma once
+// One GEMM operand under a block-scaled recipe (issue 14): an FP32 tensor cast through one
+// block layout, and the BF16 tensor the GEMM multiplies. Each value is its code decoded times
+// its block's scale, exact in BF16: an E4M3/E5M2 value (at most 4 significant bits) times a
+// power of two (E8M0, or Float8BlockScaling's power-of-two scale_inv), or an E2M1 value (2
+// bits) times an E4M3 block scale (4 bits). So a BF16 GEMM with FP32 accumulation forms the
+// block-scaled products exactly, as the GPUs' block-scaled tensor cores do; NVFP4's tensor
+// scale 1/S is not folded in (it would round) but carried as the operand's scale_inv, which the
+// GEMM applies to its output. (Exact down to BF16's smallest subnormal, 2^-133: a block whose
+// amax is below about 2^-117 loses bits, far below any gradient that matters.)
+#include <cstddef>
+#include <cstdint>
+
+#include "core/bf16.h"
+#include "core/fp8_dtype.h"
+#include "fp8/block_grid.h"
+#include "fp8/fp8_block_quantize.h"
+
+namespace fp8lm {
+
+enum class BlockScheme : uint8_t { Fp8Block, Mxfp8, Nvfp4 };
+
+struct BlockCast {
+  BlockScheme scheme = BlockScheme::Mxfp8;
+  BlockGrid grid;                      // the tensor [rows, cols] and its blocks
+  Fp8Format format = Fp8Format::E4M3;  // the FP8 schemes' element format
+  BlockScalingParams params;           // Fp8Block (power-of-two scales only: see block_cast)
+  bool rht = false;                    // Nvfp4: the 16x16 RHT down each column first
+  bool stochastic_rounding = false;    // Nvfp4: with sr_key (core/counter_rng.h); else nearest
+  uint32_t sr_key = 0;
+};
+
+struct BlockCastOut {
+  uint8_t* codes = nullptr;           // [rows, cols]
+  void* scales = nullptr;             // block_scale_bytes(): E8M0, FP32 scale_inv, or E4M3 codes
+  bf16_t* operand = nullptr;          // [rows, cols]
+  float* tensor_scale_inv = nullptr;  // 1/S for Nvfp4, else 1
+  float* amax = nullptr;              // the tensor's amax (after the RHT where there is one)
+};
+
+size_t block_scale_bytes(const BlockCast& c);
+
+// Casts x (host memory) into out. `work` holds rows * cols floats when c.rht (else unused).
+// Throws Error for an RHT whose rows are not a multiple of 16, or Float8BlockScaling without
+// power-of-two scales (its decoded values times an FP32 scale_inv are not exact in BF16).
+void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work);
+
+}  // namespace fp8lm

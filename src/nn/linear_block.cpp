@@ -1,0 +1,98 @@
+// Linear under the block-scaled recipes (issue 14): see linear.h. Each operand is cast for the
+// GEMM that reads it (fp8/block_cast.h: codes and block scales, and the exact BF16 operand the
+// GEMM multiplies, its tensor scale carried as the operand's scale_inv).
+#include "core/counter_rng.h"
+#include "fp8/mx_quantize.h"
+#include "fp8/nvfp4_quantize.h"
+#include "nn/linear.h"
+#include "nn/saved_activation.h"
+#include "nn/scratch.h"
+
+namespace fp8lm {
+
+namespace {
+
+BlockScheme scheme_of(ScalingKind k) {
+  return k == ScalingKind::Block   ? BlockScheme::Fp8Block
+         : k == ScalingKind::Mxfp8 ? BlockScheme::Mxfp8
+                                   : BlockScheme::Nvfp4;
+}
+
+// Slots of block_scale_inv_: the tensor scales of the operands in use.
+enum ScaleInv { kInputRow, kInputCol, kWeight, kGrad };
+
+}  // namespace
+
+GemmOperand Linear::block_operand(BlockRole role, bool columnwise, const float* src, int64_t rows,
+                                  int64_t cols, bf16_t* operand, float* scale_inv) {
+  BlockCast c;
+  c.scheme = scheme_of(recipe_.kind);
+  c.params = recipe_.block;
+  const int64_t b = c.scheme == BlockScheme::Fp8Block ? kFp8Block
+                    : c.scheme == BlockScheme::Mxfp8  ? kMxBlock
+                                                      : kNvfp4Block;
+  // Weights in 2D blocks: Float8BlockScaling's w_block_scaling_dim = 2, NVFP4's 2D quantization
+  // (TE recipe/__init__.py); MXFP8's weights are 1D like everything else.
+  const bool two_d = role == BlockRole::Weight &&
+                     (c.scheme == BlockScheme::Fp8Block ||
+                      (c.scheme == BlockScheme::Nvfp4 && !recipe_.nvfp4.disable_2d_quantization));
+  c.grid = two_d        ? BlockGrid{rows, cols, b, b}
+           : columnwise ? BlockGrid{rows, cols, b, 1}
+                        : BlockGrid{rows, cols, 1, b};
+  if (c.scheme == BlockScheme::Nvfp4) {
+    // TE: the RHT on the column-wise (wgrad) copies of inputs and gradients; stochastic
+    // rounding on gradients only.
+    c.rht = columnwise && role != BlockRole::Weight && !recipe_.nvfp4.disable_rht;
+    c.stochastic_rounding =
+        role == BlockRole::GradOutput && !recipe_.nvfp4.disable_stochastic_rounding;
+    // Each GEMM and copy its own stream of draws.
+    c.sr_key = counter_key(sr_seed_ + 0x9e3779b97f4a7c15ull *
+                                          static_cast<uint64_t>(2 * gemm_ + (columnwise ? 2 : 1)));
+  }
+  const BlockCastOut out{scratch<uint8_t>(be_, Scratch::BlockCodes, rows * cols),
+                         scratch_bytes(be_, Scratch::BlockScales, block_scale_bytes(c)), operand,
+                         scale_inv, nullptr};
+  be_.block_cast(c, out, src);
+  return {operand, DType::BF16, scale_inv};
+}
+
+void Linear::forward_block(const float* x, float* y, int64_t rows, bool add_bias) {
+  sr_seed_ = autocast_state().step_seed;
+  float* s = block_scale_inv_.data();
+  const GemmOperand a =
+      block_operand(BlockRole::Input, false, x, rows, in_,
+                    scratch<bf16_t>(be_, Scratch::BlockInput, rows * in_), s + kInputRow);
+  const GemmOperand w =
+      block_operand(BlockRole::Weight, false, weight_.data(), out_, in_,
+                    scratch<bf16_t>(be_, Scratch::WeightBf16, out_ * in_), s + kWeight);
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, a, w, 0.0f, y);
+  record_if_non_finite(y, rows * out_);
+  if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
+  // The weight gradient's input: x blocked down its columns (along the tokens dW sums over).
+  if (training_forward()) {
+    x_col_.resize(static_cast<size_t>(rows * in_));
+    block_operand(BlockRole::Input, true, x, rows, in_, x_col_.data(), s + kInputCol);
+  }
+}
+
+void Linear::backward_block(const float* dy, float* dx, float* dw, int64_t rows, float beta,
+                            float wbeta) {
+  float* s = block_scale_inv_.data();
+  if (dx) {
+    const GemmOperand g =
+        block_operand(BlockRole::GradOutput, false, dy, rows, out_,
+                      scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_), s + kGrad);
+    const GemmOperand w =
+        block_operand(BlockRole::Weight, true, weight_.data(), out_, in_,
+                      scratch<bf16_t>(be_, Scratch::WeightBf16, out_ * in_), s + kWeight);
+    be_.gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g, w, beta, dx);
+  }
+  // Stream order puts this cast's scale after the dgrad GEMM that read the slot.
+  const GemmOperand g_col =
+      block_operand(BlockRole::GradOutput, true, dy, rows, out_,
+                    scratch<bf16_t>(be_, Scratch::BlockDyCol, rows * out_), s + kGrad);
+  be_.gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, g_col,
+           {x_col_.data(), DType::BF16, s + kInputCol}, wbeta, dw);
+}
+
+}  // namespace fp8lm
