@@ -39,15 +39,21 @@ struct Variant {
   Precision p;
   Format format;
   bool fp8_weights;
+  ScalingKind kind = ScalingKind::Delayed;
 };
 
 TEST(Resume, StopAndResumeEqualsUninterruptedBitForBit) {
   const Variant variants[] = {{"fp32", Precision::Fp32, Format::Hybrid, false},
                               {"fp8", Precision::Fp8, Format::Hybrid, false},
-                              {"fp8_e4m3_weights", Precision::Fp8, Format::E4M3, true}};
+                              {"fp8_e4m3_weights", Precision::Fp8, Format::E4M3, true},
+                              // Issue 14: NVFP4's stochastic rounding draws by step.
+                              {"mxfp8", Precision::Fp8, Format::E4M3, false, ScalingKind::Mxfp8},
+                              {"nvfp4", Precision::Fp8, Format::E4M3, false, ScalingKind::Nvfp4}};
   for (const Variant& v : variants) {
     TrainConfig c = tiny(v.p);
     c.recipe.delayed.format = v.format;
+    c.recipe.kind = v.kind;
+    if (v.kind == ScalingKind::Nvfp4) c.model.seq_len = 16;  // the Hadamard transform's groups
     c.fp8_weights = v.fp8_weights;
     Trainer straight(c);
     TrainResult r_straight;

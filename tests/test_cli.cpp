@@ -473,6 +473,13 @@ TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
       {"train --grad-reduce fp8", "--grad-reduce: 'fp8' is not fp32 or bf16"},
       {"train --grad-bucket-mb -1", "--grad-bucket-mb -1 must be 0 (one bucket) to 1048576"},
       {"train --grad-bucket-mb nan", "--grad-bucket-mb"},
+      {"train --recipe fp4",
+       "--recipe: unknown recipe 'fp4' (expected delayed, current, block, mxfp8 or nvfp4)"},
+      {"train --precision fp8 --recipe mxfp8 --fp8-weights", "FP8 weights are per-tensor for now"},
+      {"train --precision fp8 --recipe nvfp4 --seq-len 24", "needs --seq-len a multiple of 16"},
+      {"train --recipe nvfp4 --disable-rht maybe", "--disable-rht 'maybe' is not true or false"},
+      {"train --recipe block --power-2-scale false", "emulated only as powers of two"},
+      {"train --amax-epsilon -1", "--amax-epsilon -1 must be finite and 0 or more"},
       {"train --out ''", "--out needs a directory"},
       {"train --resume ''", "--resume needs a directory"},
       {"train --resume " + run + " --out " + out, "--out and --resume name the run twice"},
@@ -798,6 +805,32 @@ TEST(Cli, TrainConfigFileAndFlagOverride) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("precision bf16 -> bf16"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("trained 2 steps"), std::string::npos) << r.out;
+}
+
+// Issue 14: a block-scaled recipe and NVFP4's switches from the config file (JSON booleans) and
+// from flags (a switch alone is true), shown in the banner and kept in the run's config.
+TEST(Cli, BlockScaledRecipesFromTheConfigAndFlags) {
+  const std::string cfg = testing::TempDir() + "fp8lm_cfg_nvfp4.json";
+  std::ofstream(cfg) << R"({"vocab": 16, "seq_len": 16, "d_model": 32, "n_layers": 1, "n_heads": 2,
+                            "ffn": 64, "batch_size": 4, "precision": "fp8", "recipe": "nvfp4",
+                            "disable_rht": true})";
+  const std::string dir = testing::TempDir() + "fp8lm_cli_nvfp4";
+  std::filesystem::remove_all(dir);
+  const CliResult r = fp8lm("train --config " + cfg +
+                            " --steps 2 --threads 2 --disable-stochastic-rounding --out " + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("recipe: nvfp4 e2m1 1x16 blocks, e4m3 scales + fp32 tensor scale, rht=off "
+                       "stochastic_rounding=off 2d_weights=on (emulated)"),
+            std::string::npos)
+      << r.out;
+  std::ifstream in(dir + "/config.json");
+  const auto config = nlohmann::json::parse(in);
+  EXPECT_EQ(config["recipe"]["kind"], "nvfp4");
+  EXPECT_EQ(config["recipe"]["disable_rht"], true);
+  EXPECT_EQ(config["recipe"]["disable_stochastic_rounding"], true);
+  EXPECT_EQ(config["recipe"]["disable_2d_quantization"], false);
+  const CliResult resumed = fp8lm("train --resume " + dir);
+  EXPECT_NE(resumed.out.find("rht=off stochastic_rounding=off"), std::string::npos) << resumed.out;
 }
 
 TEST(Cli, TrainBadConfigIsOneLineError) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "demo_config.h"
+#include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "kernels/traffic.h"
 #include "nn/fusion.h"
@@ -52,6 +53,30 @@ TEST(Training, ShortDemoLearnsInEveryPrecision) {
       EXPECT_GT(r.stride_accuracy, 0.5) << v.name;
       EXPECT_LT(r.final_loss, 1.0f) << v.name;
       EXPECT_LT(r.final_loss, r.losses.front() / 3) << v.name;
+    }
+  }
+}
+
+// The block-scaled recipes (issue 14) learn the demo as the per-tensor ones do, NVFP4 with each
+// of its features on and with them all off; a run is deterministic (stochastic rounding
+// included: its draws follow the seed).
+TEST(Training, ShortDemoLearnsUnderEveryBlockScaledRecipe) {
+  for (const char* name : {"block", "mxfp8", "nvfp4", "nvfp4 disable_*"}) {
+    TrainConfig c = small_demo();
+    c.precision = Precision::Fp8;
+    c.recipe.kind = parse_scaling_kind(std::string_view(name).substr(0, 5));
+    if (std::string_view(name).ends_with("*"))
+      c.recipe.nvfp4 = {.disable_rht = true,
+                        .disable_stochastic_rounding = true,
+                        .disable_2d_quantization = true};
+    const TrainResult r = train(c);
+    // FP4 on this 150-step demo lands near 0.97 (the full demo reaches 1.0, README); the FP8
+    // recipes reach 0.99 as the per-tensor ones do.
+    EXPECT_GE(r.stride_accuracy, c.recipe.kind == ScalingKind::Nvfp4 ? 0.9 : 0.99) << name;
+    EXPECT_LT(r.final_loss, r.losses.front() / 3) << name;
+    if (c.recipe.kind == ScalingKind::Nvfp4) {
+      c.steps = 6;
+      EXPECT_EQ(train(c).losses, train(c).losses) << name;
     }
   }
 }
