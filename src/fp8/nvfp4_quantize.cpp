@@ -47,24 +47,27 @@ Nvfp4BlockScales nvfp4_quantize_block(uint8_t* codes, const float* x, int64_t n,
 }
 
 void nvfp4_quantize(uint8_t* codes, uint8_t* block_scales, const float* x, const BlockGrid& g,
-                    float global_amax, const uint32_t* sr_key) {
-  nvfp4_quantize(best_isa(), codes, block_scales, x, g, global_amax, sr_key);
+                    float global_amax, const uint32_t* sr_key, int64_t first_index) {
+  nvfp4_quantize(best_isa(), codes, block_scales, x, g, global_amax, sr_key, first_index);
 }
 
 void nvfp4_quantize(Isa isa, uint8_t* codes, uint8_t* block_scales, const float* x,
-                    const BlockGrid& g, float global_amax, const uint32_t* sr_key) {
+                    const BlockGrid& g, float global_amax, const uint32_t* sr_key,
+                    int64_t first_index) {
   quantize_blocks(isa, codes, block_scales, x, g, Nvfp4Rule{nvfp4_global_encode_scale(global_amax)},
                   [&](uint8_t* c, const float* v, int64_t n, float m, int64_t first) {
-                    e2m1_quantize(isa, c, v, n, m, sr_key, first);
+                    e2m1_quantize(isa, c, v, n, m, sr_key, first_index + first);
                   });
 }
 
 void nvfp4_quantize_reference(uint8_t* codes, uint8_t* block_scales, const float* x,
-                              const BlockGrid& g, float global_amax, const uint32_t* sr_key) {
+                              const BlockGrid& g, float global_amax, const uint32_t* sr_key,
+                              int64_t first_index) {
   quantize_blocks_reference(
       codes, block_scales, x, g, Nvfp4Rule{nvfp4_global_encode_scale(global_amax)},
       [&](float v, int64_t i) {
-        return sr_key ? e2m1_encode_stochastic(v, counter_bits(*sr_key, static_cast<uint32_t>(i)))
+        return sr_key ? e2m1_encode_stochastic(
+                            v, counter_bits(*sr_key, static_cast<uint32_t>(first_index + i)))
                       : e2m1_encode(v);
       });
 }

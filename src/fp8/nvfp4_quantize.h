@@ -49,13 +49,16 @@ Nvfp4BlockScales nvfp4_quantize_block(uint8_t* codes, const float* x, int64_t n,
 // global_amax is the tensor's (its amax, or after a Hadamard transform the transform's). With
 // sr_key, stochastic rounding with element i drawing counter_bits(*sr_key, i). Without an Isa,
 // the best this CPU runs.
+// first_index: x[0]'s place in its tensor, where g is a stripe of a larger one (the draws
+// follow the place).
 void nvfp4_quantize(uint8_t* codes, uint8_t* block_scales, const float* x, const BlockGrid& g,
-                    float global_amax, const uint32_t* sr_key = nullptr);
+                    float global_amax, const uint32_t* sr_key = nullptr, int64_t first_index = 0);
 void nvfp4_quantize(Isa isa, uint8_t* codes, uint8_t* block_scales, const float* x,
-                    const BlockGrid& g, float global_amax, const uint32_t* sr_key = nullptr);
+                    const BlockGrid& g, float global_amax, const uint32_t* sr_key = nullptr,
+                    int64_t first_index = 0);
 void nvfp4_quantize_reference(uint8_t* codes, uint8_t* block_scales, const float* x,
                               const BlockGrid& g, float global_amax,
-                              const uint32_t* sr_key = nullptr);
+                              const uint32_t* sr_key = nullptr, int64_t first_index = 0);
 
 // y = E2M1 value * b * (1/S), each block's.
 void nvfp4_dequantize(float* y, const uint8_t* codes, const uint8_t* block_scales,
