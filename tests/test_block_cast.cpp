@@ -1,0 +1,102 @@
+// The block cast a GEMM operand goes through (fp8/block_cast.h): split over threads in stripes,
+// it gives the reference twins' codes and scales for the whole tensor (stochastic rounding and
+// the Hadamard transform included), and its BF16 operand is each code decoded times its block
+// scale, exactly (the product is representable, so rounding it to BF16 changes nothing).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "block_inputs.h"
+#include "core/counter_rng.h"
+#include "core/e2m1.h"
+#include "core/e8m0.h"
+#include "fp8/block_cast.h"
+#include "fp8/hadamard.h"
+#include "fp8/mx_quantize.h"
+#include "fp8/nvfp4_quantize.h"
+
+namespace fp8lm {
+namespace {
+
+TEST(BlockCast, StripesOverThreadsGiveTheTwinsBitsAndAnExactOperand) {
+  const int64_t rows = 304, cols = 400;  // several stripes for every grid; rows % 16 == 0
+  std::vector<float> x = random_tensor(rows * cols, 17, 2.0f);
+  const auto n = static_cast<size_t>(rows * cols);
+  omp_set_num_threads(2);
+  struct Case {
+    BlockScheme scheme;
+    int64_t br, bc;
+    bool rht, sr;
+  };
+  const Case cases[] = {{BlockScheme::Mxfp8, 1, 32, false, false},
+                        {BlockScheme::Mxfp8, 32, 1, false, false},
+                        {BlockScheme::Fp8Block, 1, 128, false, false},
+                        {BlockScheme::Fp8Block, 128, 1, false, false},
+                        {BlockScheme::Fp8Block, 128, 128, false, false},
+                        {BlockScheme::Nvfp4, 1, 16, false, true},
+                        {BlockScheme::Nvfp4, 16, 1, true, true},
+                        {BlockScheme::Nvfp4, 16, 16, false, false}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::to_string(static_cast<int>(k.scheme)) + " " + std::to_string(k.br) + "x" +
+                 std::to_string(k.bc));
+    BlockCast c;
+    c.scheme = k.scheme;
+    c.grid = {rows, cols, k.br, k.bc};
+    c.rht = k.rht;
+    c.stochastic_rounding = k.sr;
+    c.sr_key = counter_key(5);
+    std::vector<uint8_t> codes(n), scales(block_scale_bytes(c));
+    std::vector<bf16_t> operand(n);
+    std::vector<float> work(n);
+    float tensor_scale_inv = 0;
+    block_cast(c, {codes.data(), scales.data(), operand.data(), &tensor_scale_inv, nullptr},
+               x.data(), work.data());
+
+    std::vector<uint8_t> want(n), want_scales(scales.size());
+    std::vector<float> decoded(n);
+    if (k.scheme == BlockScheme::Mxfp8) {
+      if (k.bc == 1)
+        mxfp8_quantize_columnwise_reference(want.data(), want_scales.data(), x.data(), rows, cols,
+                                            Fp8Format::E4M3);
+      else
+        mxfp8_quantize_rowwise_reference(want.data(), want_scales.data(), x.data(), rows, cols,
+                                         Fp8Format::E4M3);
+      for (size_t i = 0; i < n; ++i)
+        decoded[i] = fp8_decode(want[i], Fp8Format::E4M3) *
+                     e8m0_decode(want_scales[static_cast<size_t>(c.grid.block_of(
+                         static_cast<int64_t>(i) / cols, static_cast<int64_t>(i) % cols))]);
+      EXPECT_EQ(tensor_scale_inv, 1.0f);
+    } else if (k.scheme == BlockScheme::Fp8Block) {
+      std::vector<float> s(static_cast<size_t>(c.grid.blocks()));
+      fp8_block_quantize_reference(want.data(), s.data(), x.data(), c.grid, Fp8Format::E4M3, {});
+      std::memcpy(want_scales.data(), s.data(), want_scales.size());
+      for (size_t i = 0; i < n; ++i)
+        decoded[i] = fp8_decode(want[i], Fp8Format::E4M3) *
+                     s[static_cast<size_t>(c.grid.block_of(static_cast<int64_t>(i) / cols,
+                                                           static_cast<int64_t>(i) % cols))];
+    } else {
+      std::vector<float> src = x;
+      if (k.rht) rht16_rows_reference(src.data(), x.data(), rows, cols);
+      float amax = 0;
+      for (float v : src) amax = std::fmax(amax, std::fabs(v));
+      nvfp4_quantize_reference(want.data(), want_scales.data(), src.data(), c.grid, amax,
+                               k.sr ? &c.sr_key : nullptr);
+      for (size_t i = 0; i < n; ++i)
+        decoded[i] =
+            e2m1_decode(want[i]) *
+            fp8_decode(want_scales[static_cast<size_t>(c.grid.block_of(
+                           static_cast<int64_t>(i) / cols, static_cast<int64_t>(i) % cols))],
+                       Fp8Format::E4M3);
+      EXPECT_EQ(tensor_scale_inv, 1.0f / nvfp4_global_encode_scale(amax));
+    }
+    EXPECT_EQ(codes, want);
+    EXPECT_EQ(scales, want_scales);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(bf16_to_float(operand[i]), decoded[i]) << i;
+  }
+}
+
+}  // namespace
+}  // namespace fp8lm
