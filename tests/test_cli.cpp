@@ -480,6 +480,7 @@ TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
       {"train --recipe nvfp4 --disable-rht maybe", "--disable-rht 'maybe' is not true or false"},
       {"train --recipe block --power-2-scale false", "emulated only as powers of two"},
       {"train --amax-epsilon -1", "--amax-epsilon -1 must be finite and 0 or more"},
+      {"train --precision-map layers.9.*", "--precision-map: 'layers.9.*' matches no GEMM"},
       {"train --out ''", "--out needs a directory"},
       {"train --resume ''", "--resume needs a directory"},
       {"train --resume " + run + " --out " + out, "--out and --resume name the run twice"},
@@ -817,7 +818,9 @@ TEST(Cli, BlockScaledRecipesFromTheConfigAndFlags) {
   const std::string dir = testing::TempDir() + "fp8lm_cli_nvfp4";
   std::filesystem::remove_all(dir);
   const CliResult r = fp8lm("train --config " + cfg +
-                            " --steps 2 --threads 2 --disable-stochastic-rounding --out " + dir);
+                            " --steps 2 --threads 2 --disable-stochastic-rounding --precision-map "
+                            "'*.fc2' --out " +
+                            dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("recipe: nvfp4 e2m1 1x16 blocks, e4m3 scales + fp32 tensor scale, rht=off "
                        "stochastic_rounding=off 2d_weights=on (emulated)"),
@@ -829,8 +832,15 @@ TEST(Cli, BlockScaledRecipesFromTheConfigAndFlags) {
   EXPECT_EQ(config["recipe"]["disable_rht"], true);
   EXPECT_EQ(config["recipe"]["disable_stochastic_rounding"], true);
   EXPECT_EQ(config["recipe"]["disable_2d_quantization"], false);
+  EXPECT_NE(r.out.find("precision map *.fc2: 1 of 4 GEMMs in BF16 (layers.0.fc2)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(config["precision_map"], "*.fc2");
+  const CliResult shown = fp8lm("inspect " + dir);
+  EXPECT_NE(shown.out.find("layers.0.fc2 · bf16 (precision map)"), std::string::npos) << shown.out;
   const CliResult resumed = fp8lm("train --resume " + dir);
   EXPECT_NE(resumed.out.find("rht=off stochastic_rounding=off"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("precision map *.fc2"), std::string::npos) << resumed.out;
 }
 
 TEST(Cli, TrainBadConfigIsOneLineError) {

@@ -69,6 +69,10 @@ struct TrainConfig {
   // FP8 runs: a GEMM whose FP8 output goes non-finite, or whose slots keep saturating, moves to
   // BF16 for the rest of the run (`--fp8-fallback auto`, the default; `off` to disable).
   bool fp8_fallback = true;
+  // GEMMs kept in BF16 inside FP8 (TE's CustomRecipe with identity quantizers for chosen
+  // modules): comma-separated glob patterns over GEMM names ("layers.0.*,*.fc2"), and the
+  // shortcut first-last-layers (Megatron's --first-last-layers-bf16). Empty: none.
+  std::string precision_map;
 
   void validate() const;  // throws Error naming the flag
   int64_t sequences_per_step() const { return batch_size * grad_accum; }

@@ -9,6 +9,7 @@
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
+#include "nn/precision_map.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -52,6 +53,12 @@ void run_inspect(const InspectFlags& f) {
       fmt::print("{} fell back to BF16 at step {} ({}: {})\n", fb.gemm, fb.step, fb.slot,
                  fb.reason);
   }
+  const std::vector<std::string> kept = precision_map_gemms(c.model.n_layers, c.precision_map);
+  const nlohmann::json map_json = {{"map", c.precision_map}, {"bf16_gemms", kept}};
+  if (!f.json && !kept.empty()) {
+    fmt::print("precision map {}: {} GEMMs in BF16 ({})\n", c.precision_map, kept.size(),
+               fmt::join(kept, ", "));
+  }
   if (!file.contains("layers.0.qkv.fp8.fwd.scale")) {
     const std::string precision =
         file.metadata().count("precision") ? file.metadata().at("precision") : "?";
@@ -60,6 +67,7 @@ void run_inspect(const InspectFlags& f) {
                                         {"step", step},
                                         {"skipped_steps", skipped},
                                         {"fp8_fallbacks", fp8_fallbacks_json(fallbacks)},
+                                        {"precision_map", map_json},
                                         {"precision", precision},
                                         {"fp8", nullptr}}
                              .dump());
@@ -76,6 +84,7 @@ void run_inspect(const InspectFlags& f) {
                         {"world_size", ranks},
                         {"skipped_steps", skipped},
                         {"fp8_fallbacks", fp8_fallbacks_json(fallbacks)},
+                        {"precision_map", map_json},
                         {"recipe", format_name(recipe_format)},
                         {"gemms", nlohmann::json::array()}};
   if (!f.json) {
@@ -92,7 +101,10 @@ void run_inspect(const InspectFlags& f) {
     if (f.layer >= 0 && i != f.layer) continue;
     for (const char* gemm : {"qkv", "proj", "fc1", "fc2"}) {
       const std::string name = fmt::format("layers.{}.{}", i, gemm);
-      if (!f.json) fmt::print("{}\n", name);
+      if (!f.json) {
+        const bool bf16 = std::find(kept.begin(), kept.end(), name) != kept.end();
+        fmt::print("{}{}\n", name, bf16 ? " · bf16 (precision map)" : "");
+      }
       for (Direction d : {Direction::Forward, Direction::Backward}) {
         const std::string p = name + (d == Direction::Forward ? ".fp8.fwd." : ".fp8.bwd.");
         const auto scale = file.at(p + "scale").to_f32(),

@@ -128,6 +128,10 @@ const Setting kSettings[] = {
      [](TrainConfig& c, Flag f, Flag v) {
        c.recipe.nvfp4.disable_2d_quantization = as_bool(f, v);
      }},
+    {"precision-map",
+     "GEMMs kept in BF16 under FP8: glob patterns over GEMM names, comma-separated "
+     "(layers.0.*,*.fc2), or first-last-layers",
+     [](TrainConfig& c, Flag, Flag v) { c.precision_map = v; }},
     {"steps", "training steps", [](TrainConfig& c, Flag f, Flag v) { c.steps = as_int(f, v); }},
     {"batch-size", "sequences per forward and backward, across all ranks",
      [](TrainConfig& c, Flag f, Flag v) { c.batch_size = as_int(f, v); }},
@@ -437,7 +441,14 @@ int run_train(const TrainFlags& f, CLI::App* app) {
       "model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
       c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model, c.model.n_layers,
       c.model.n_heads, c.model.ffn);
-  if (choice.precision == Precision::Fp8) fmt::print("recipe: {}\n", recipe_description(c.recipe));
+  if (choice.precision == Precision::Fp8) {
+    fmt::print("recipe: {}\n", recipe_description(c.recipe));
+    if (!trainer->kept_in_bf16().empty()) {
+      fmt::print("precision map {}: {} of {} GEMMs in BF16 ({})\n", c.precision_map,
+                 trainer->kept_in_bf16().size(), trainer->model().linears().size(),
+                 fmt::join(trainer->kept_in_bf16(), ", "));
+    }
+  }
   if (trainer->ranks().size() > 1) {
     fmt::print("data parallel: {} ranks ({}) · global batch {}, {} to {} sequences per rank\n",
                trainer->ranks().size(), trainer->collectives(), c.batch_size,

@@ -11,6 +11,7 @@
 
 #include "core/finite.h"
 #include "fp8lm/error.h"
+#include "nn/precision_map.h"
 #include "train/adamw.h"
 
 namespace fp8lm {
@@ -118,12 +119,13 @@ void run_fields(Config& c, F f) {
   f("evaluate", c.evaluate);
   f("max_skipped_steps", c.max_skipped_steps);
   f("fp8_fallback", c.fp8_fallback);
+  f("precision_map", c.precision_map);
 }
 
 // Keys that configs written before them lack; their defaults apply.
 bool added_later(const char* key) {
   for (const std::string_view later : {"max_skipped_steps", "fp8_fallback", "grad_accum", "zero",
-                                       "bf16_grad_reduce", "grad_bucket_mb"})
+                                       "bf16_grad_reduce", "grad_bucket_mb", "precision_map"})
     if (later == key) return true;
   return false;
 }
@@ -390,6 +392,7 @@ LoadedModel load_model(const std::string& path) {
   m.config = train_config_from_json(meta.at("config"), path);
   m.config.model.validate();
   m.model = std::make_unique<GPT>(m.config.model, m.config.seed);
+  apply_precision_map(*m.model, m.config.precision_map);
   m.model->init_fp8(m.config.recipe.delayed);
   apply_model_tensors(m.file, *m.model);
   return m;

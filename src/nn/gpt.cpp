@@ -162,6 +162,7 @@ std::unique_ptr<GPT> GPT::to(Backend& backend) {
   for (size_t i = 0; i < a.size(); ++i) {
     b[i]->set_fp8_weights(a[i]->fp8_weights());
     if (a[i]->fell_back_to_bf16()) b[i]->fall_back_to_bf16();  // a run's, on any device
+    b[i]->keep_in_bf16(a[i]->kept_in_bf16());
   }
   moved->set_fp8_state(fp8_state());
   return moved;

@@ -21,7 +21,7 @@ bool fused_fp8_casts(const Linear& consumer) {
 
 GemmMode Linear::gemm_mode() const {
   const GemmMode m = current_gemm_mode();
-  return m == GemmMode::Fp8 && bf16_fallback_ ? GemmMode::Bf16 : m;
+  return m == GemmMode::Fp8 && (bf16_fallback_ || bf16_by_map_) ? GemmMode::Bf16 : m;
 }
 
 namespace {

@@ -75,6 +75,9 @@ class Linear {
   // model.
   void fall_back_to_bf16() { bf16_fallback_ = true; }
   bool fell_back_to_bf16() const { return bf16_fallback_; }
+  // The precision map (nn/precision_map.h): this GEMM runs in BF16 even inside FP8 autocast.
+  void keep_in_bf16(bool on) { bf16_by_map_ = on; }
+  bool kept_in_bf16() const { return bf16_by_map_; }
   // The mode its forward runs in now: the autocast's, or BF16 for a GEMM that fell back.
   GemmMode gemm_mode() const;
   // Diagnosis of a non-finite step: while on, an FP8 forward whose output holds NaN or Inf
@@ -165,6 +168,7 @@ class Linear {
   BackendBuffer<float> block_scale_inv_{be_, 4};
   uint64_t sr_seed_ = 0;
   bool bf16_fallback_ = false;
+  bool bf16_by_map_ = false;
   bool watch_output_ = false;
   int64_t non_finite_order_ = -1;
   void record_if_non_finite(const float* y, int64_t n);

@@ -2,6 +2,7 @@
 
 #include "nn/fusion.h"
 #include "nn/micro_batch.h"
+#include "nn/precision_map.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -188,6 +189,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator& ranks) : cfg_(cfg), comm_
     text_ = std::make_unique<TextData>(cfg_.data, cfg_.model.seq_len, 0.1, cfg_.seed);
   }
   model_ = std::make_unique<GPT>(cfg_.model, cfg_.seed);
+  kept_in_bf16_ = apply_precision_map(*model_, cfg_.precision_map);
   opt_ =
       std::make_unique<AdamW>(model_->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay},
                               optimizer_shard(model_->parameters()));

@@ -78,6 +78,8 @@ class Trainer {
   const std::vector<float>& losses() const { return losses_; }
   int64_t skipped_steps() const { return skipped_steps_; }
   const std::vector<Fp8Fallback>& fp8_fallbacks() const { return fallbacks_; }
+  // The GEMMs the precision map keeps in BF16 (TrainConfig::precision_map).
+  const std::vector<std::string>& kept_in_bf16() const { return kept_in_bf16_; }
   TrainProgress progress() const;
   void restore_progress(TrainProgress progress);
   // Mean loss on held-out batches (the stride task's own held-out stream, or the text's
@@ -116,6 +118,7 @@ class Trainer {
   std::string skip_reason_;
   // The automatic BF16 fallback (TrainConfig::fp8_fallback).
   std::vector<Fp8Fallback> fallbacks_;
+  std::vector<std::string> kept_in_bf16_;
   std::vector<int64_t> saturated_steps_;
   void fall_back(Linear& l, Slot slot, std::string reason, std::vector<Fp8Fallback>& fell);
   void diagnose_non_finite(const Batch& batch, std::vector<Fp8Fallback>& fell);
