@@ -14,6 +14,7 @@
 #include "core/e2m1.h"
 #include "core/e8m0.h"
 #include "fp8/block_cast.h"
+#include "fp8/block_stats.h"
 #include "fp8/hadamard.h"
 #include "fp8/mx_quantize.h"
 #include "fp8/nvfp4_quantize.h"
@@ -96,6 +97,44 @@ TEST(BlockCast, StripesOverThreadsGiveTheTwinsBitsAndAnExactOperand) {
     EXPECT_EQ(scales, want_scales);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(bf16_to_float(operand[i]), decoded[i]) << i;
   }
+}
+
+// What a cast did, per block: the multiplier's power of two, all-zero blocks, a block with an
+// Inf (clipped: saturated) and an NVFP4 block far below the tensor's amax (its E4M3 scale
+// underflows to 0, so every code is 0: flushed).
+TEST(BlockCast, StatsCountExponentsZeroSaturatedAndFlushedBlocks) {
+  std::vector<float> x(4 * 32, 0.0f);
+  for (int i = 32; i < 64; ++i) x[static_cast<size_t>(i)] = 3.0f;  // MX: scale 2^-7 (3/448 up)
+  x[64] = INFINITY;
+  x[65] = 1.0f;
+  x[96] = 1e-3f;
+  BlockCast c;
+  c.grid = {1, 128, 1, 32};
+  std::vector<uint8_t> codes(128), scales(4);
+  std::vector<bf16_t> operand(128);
+  float tsi = 0;
+  BlockScaleStats st;
+  block_cast(c, {codes.data(), scales.data(), operand.data(), &tsi, nullptr, &st}, x.data(),
+             nullptr);
+  EXPECT_EQ(st.blocks, 4);
+  EXPECT_EQ(st.zero_blocks, 1);
+  EXPECT_EQ(st.saturated_blocks, 1);  // the Inf
+  EXPECT_EQ(st.flushed_blocks, 0);
+  EXPECT_EQ(st.exponents.at(-7), 1);
+  EXPECT_EQ(st.exponents.count(-18), 1u);  // 1e-3 / 448 = 2^-18.8, up to the power of two above
+  EXPECT_EQ(st.exponents.size(), 3u);  // and 2^127 for the Inf's block
+
+  std::vector<float> y(32, 0.0f);
+  y[0] = 1e6f;    // the tensor's amax: S = 2688 / 1e6
+  y[16] = 1e-4f;  // block 1: amax * S / 6 far below E4M3's smallest subnormal
+  c.scheme = BlockScheme::Nvfp4;
+  c.grid = {1, 32, 1, 16};
+  block_cast(c, {codes.data(), scales.data(), operand.data(), &tsi, nullptr, &st}, y.data(),
+             nullptr);
+  EXPECT_EQ(st.blocks, 2);
+  EXPECT_EQ(st.flushed_blocks, 1);
+  EXPECT_EQ(st.saturated_blocks, 0);
+  EXPECT_FLOAT_EQ(st.tensor_scale, 2688.0f / 1e6f);
 }
 
 }  // namespace

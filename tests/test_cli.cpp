@@ -838,6 +838,23 @@ TEST(Cli, BlockScaledRecipesFromTheConfigAndFlags) {
   EXPECT_EQ(config["precision_map"], "*.fc2");
   const CliResult shown = fp8lm("inspect " + dir);
   EXPECT_NE(shown.out.find("layers.0.fc2 · bf16 (precision map)"), std::string::npos) << shown.out;
+  // Point 5: each FP4 GEMM's tensors with their block-scale exponents, the saturated and flushed
+  // blocks and the tensor scale, in inspect and in the report's heatmap (steps 1 and 2).
+  EXPECT_NE(shown.out.find("recipe nvfp4 e2m1"), std::string::npos) << shown.out;
+  for (const char* role :
+       {"input ", "input_columnwise", "weight ", "grad_output ", "grad_output_columnwise"}) {
+    EXPECT_NE(shown.out.find("  " + std::string(role)), std::string::npos) << role << shown.out;
+  }
+  EXPECT_NE(shown.out.find("· tensor scale "), std::string::npos) << shown.out;
+  EXPECT_EQ(shown.out.find("layers.0.fc2\n  input"), std::string::npos) << "fc2 is BF16";
+  const CliResult shown_json = fp8lm("inspect --json " + dir);
+  const auto j = nlohmann::json::parse(shown_json.out);
+  EXPECT_GT(j["block_scales"]["layers.0.fc1"]["weight"]["blocks"].get<int>(), 0);
+  std::ifstream report(dir + "/report.html");
+  const std::string html(std::istreambuf_iterator<char>(report), {});
+  EXPECT_NE(html.find("class=\"heatmap\""), std::string::npos);
+  EXPECT_NE(html.find("<title>layers.0.qkv grad_output_columnwise step 2: median 2^"),
+            std::string::npos);
   const CliResult resumed = fp8lm("train --resume " + dir);
   EXPECT_NE(resumed.out.find("rht=off stochastic_rounding=off"), std::string::npos) << resumed.out;
   EXPECT_NE(resumed.out.find("precision map *.fc2"), std::string::npos) << resumed.out;

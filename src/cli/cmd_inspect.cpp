@@ -2,10 +2,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
@@ -27,6 +29,82 @@ std::string model_path(const std::string& target) {
   if (!fs::is_directory(target)) return target;
   if (fs::exists(target + "/model.safetensors")) return target + "/model.safetensors";
   return latest_checkpoint(target) + "/model.safetensors";
+}
+
+// The exponent histogram as a one-line bar chart, lowest exponent first.
+std::string sparkline(const nlohmann::json& exponents, int lo, int hi) {
+  static const char* kBars[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+  int64_t most = 1;
+  for (const auto& [e, n] : exponents.items()) most = std::max(most, n.get<int64_t>());
+  std::string out;
+  for (int e = lo; e <= hi; ++e) {
+    const std::string key = std::to_string(e);
+    const int64_t n = exponents.contains(key) ? exponents[key].get<int64_t>() : 0;
+    out += kBars[n == 0 ? 0 : 1 + (n * 7) / most];
+  }
+  return out;
+}
+
+// Block-scaled recipes (issue 14): per GEMM and tensor role, what the last recorded casts did.
+void print_block_scales(const InspectFlags& f, const Safetensors& file, const TrainConfig& c,
+                        const std::string& path, const std::string& step,
+                        const nlohmann::json& map_json, const std::vector<std::string>& kept) {
+  const auto blocks = nlohmann::json::parse(file.metadata().at("block_scales"), nullptr, false);
+  if (blocks.is_discarded() || !blocks.is_object())
+    throw Error(fmt::format("{}: block_scales is not a JSON object", path));
+  if (f.json) {
+    fmt::print("{}\n", nlohmann::json{{"file", path},
+                                      {"step", step},
+                                      {"recipe", recipe_description(c.recipe)},
+                                      {"precision_map", map_json},
+                                      {"block_scales", blocks}}
+                           .dump());
+    return;
+  }
+  fmt::print("{} (step {}) · recipe {}\n", path, step, recipe_description(c.recipe));
+  fmt::print(
+      "each block's scale as a power of two (its decode multiplier); saturated: blocks with a "
+      "value clipped; flushed: blocks whose non-zero values all became 0\n");
+  for (const std::string& gemm : gemm_names(c.model.n_layers)) {
+    int layer = -1;
+    if (std::sscanf(gemm.c_str(), "layers.%d.", &layer) == 1 && f.layer >= 0 && layer != f.layer)
+      continue;
+    if (std::find(kept.begin(), kept.end(), gemm) != kept.end()) {
+      fmt::print("{} · bf16 (precision map)\n", gemm);
+      continue;
+    }
+    if (!blocks.contains(gemm)) continue;
+    fmt::print("{}\n", gemm);
+    for (const auto& [role, st] : blocks[gemm].items()) {
+      const nlohmann::json& e = st["exponents"];
+      int lo = 0, hi = 0, median = 0;
+      int64_t total = 0, seen = 0;
+      bool first = true;
+      for (const auto& [k, n] : e.items()) {
+        const int x = std::stoi(k);
+        lo = first ? x : std::min(lo, x), hi = first ? x : std::max(hi, x), first = false;
+        total += n.get<int64_t>();
+      }
+      for (int x = lo; x <= hi && total > 0; ++x) {
+        const std::string key = std::to_string(x);
+        seen += e.contains(key) ? e[key].get<int64_t>() : 0;
+        if (2 * seen >= total) {
+          median = x;
+          break;
+        }
+      }
+      const double n = std::max<double>(1, st["blocks"].get<double>());
+      fmt::print(
+          "  {:<22} {:>7} blocks · 2^{}..2^{} median 2^{} [{}] · saturated {:.2f}% · "
+          "flushed {:.2f}% · zero {:.2f}%{}\n",
+          role, st["blocks"].get<int64_t>(), lo, hi, median, sparkline(e, lo, hi),
+          100 * st["saturated"].get<double>() / n, 100 * st["flushed"].get<double>() / n,
+          100 * st["zero"].get<double>() / n,
+          c.recipe.kind == ScalingKind::Nvfp4
+              ? fmt::format(" · tensor scale {:g}", st["tensor_scale"].get<double>())
+              : "");
+    }
+  }
 }
 
 void run_inspect(const InspectFlags& f) {
@@ -58,6 +136,10 @@ void run_inspect(const InspectFlags& f) {
   if (!f.json && !kept.empty()) {
     fmt::print("precision map {}: {} GEMMs in BF16 ({})\n", c.precision_map, kept.size(),
                fmt::join(kept, ", "));
+  }
+  if (c.recipe.block_scaled() && file.metadata().count("block_scales")) {
+    print_block_scales(f, file, c, path, step, map_json, kept);
+    return;
   }
   if (!file.contains("layers.0.qkv.fp8.fwd.scale")) {
     const std::string precision =

@@ -7,6 +7,7 @@
 
 #include "core/e2m1.h"
 #include "core/e8m0.h"
+#include "fp8/block_stats.h"
 #include "fp8/hadamard.h"
 #include "fp8/mx_quantize.h"
 #include "fp8/nvfp4_quantize.h"
@@ -84,7 +85,7 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
         expand_rows(out.operand, out.codes, g, r0, nr, table,
                     [&](int64_t b) { return e8m0_decode(scales[b]); });
       });
-      return;
+      break;
     }
     case BlockScheme::Fp8Block: {
       if (!c.params.power_2_scale) {
@@ -101,7 +102,7 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
         expand_rows(out.operand, out.codes, g, r0, nr, table,
                     [&](int64_t b) { return scale_inv[b]; });
       });
-      return;
+      break;
     }
     case BlockScheme::Nvfp4: {
       if (c.rht) {
@@ -127,9 +128,10 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
                     [&](int64_t b) { return fp8_decode(scales[b], Fp8Format::E4M3); });
       });
       *out.tensor_scale_inv = 1.0f / nvfp4_global_encode_scale(amax);
-      return;
+      break;
     }
   }
+  if (out.stats) *out.stats = block_scale_stats(c, x, out.codes, out.scales, *out.tensor_scale_inv);
 }
 
 }  // namespace fp8lm

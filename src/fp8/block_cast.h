@@ -18,6 +18,8 @@
 
 namespace fp8lm {
 
+struct BlockScaleStats;
+
 enum class BlockScheme : uint8_t { Fp8Block, Mxfp8, Nvfp4 };
 
 struct BlockCast {
@@ -36,6 +38,7 @@ struct BlockCastOut {
   bf16_t* operand = nullptr;          // [rows, cols]
   float* tensor_scale_inv = nullptr;  // 1/S for Nvfp4, else 1
   float* amax = nullptr;              // the tensor's amax (after the RHT where there is one)
+  BlockScaleStats* stats = nullptr;   // host memory: what the cast did (fp8/block_stats.h)
 };
 
 size_t block_scale_bytes(const BlockCast& c);

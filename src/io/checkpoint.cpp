@@ -291,7 +291,26 @@ SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
   if (info.world_size > 1) meta["world_size"] = std::to_string(info.world_size);
   if (!info.fp8_fallbacks.empty())
     meta["fp8_fallbacks"] = fp8_fallbacks_json(info.fp8_fallbacks).dump();
+  if (const Json blocks = block_scales_json(model); !blocks.is_null())
+    meta["block_scales"] = blocks.dump();
   return st;
+}
+
+Json block_scales_json(GPT& model) {
+  Json j;
+  for (Linear* l : model.linears()) {
+    for (const auto& [role, st] : l->block_stats()) {
+      Json exponents = Json::object();
+      for (const auto& [e, n] : st.exponents) exponents[std::to_string(e)] = n;
+      j[l->name()][role] = {{"blocks", st.blocks},
+                            {"zero", st.zero_blocks},
+                            {"saturated", st.saturated_blocks},
+                            {"flushed", st.flushed_blocks},
+                            {"exponents", exponents},
+                            {"tensor_scale", st.tensor_scale}};
+    }
+  }
+  return j;
 }
 
 void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,

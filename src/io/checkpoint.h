@@ -34,6 +34,10 @@ struct CheckpointInfo {
 // The automatic fallback's record as JSON ([{gemm, slot, reason, step}]), and back (Error
 // naming `origin` when it is not such a list).
 nlohmann::json fp8_fallbacks_json(const std::vector<Fp8Fallback>& fallbacks);
+// Block-scaled recipes: each GEMM's last recorded casts (Linear::block_stats), as
+// {gemm: {role: {blocks, zero, saturated, flushed, exponents: {"e": n}, tensor_scale}}};
+// null when no GEMM recorded any.
+nlohmann::json block_scales_json(GPT& model);
 std::vector<Fp8Fallback> fp8_fallbacks_from_json(const std::string& text,
                                                  const std::string& origin);
 

@@ -123,6 +123,75 @@ std::string line_chart(const std::string& title, std::vector<Series> series, boo
   return svg.str();
 }
 
+// Block-scaled recipes: one cell per recorded step (columns) and GEMM tensor role (rows), its
+// colour the median power of two of the blocks' scales (blue small, yellow large), a red
+// outline where blocks saturated or flushed; each cell's title holds its numbers.
+struct BlockCell {
+  double step = 0;
+  int median = 0;
+  double saturated = 0, flushed = 0;  // fractions of blocks
+};
+
+std::string block_heatmap(const std::map<std::string, std::vector<BlockCell>>& rows) {
+  std::vector<double> steps;
+  int lo = 0, hi = 0;
+  bool first = true;
+  for (const auto& [name, cells] : rows)
+    for (const BlockCell& c : cells) {
+      steps.push_back(c.step);
+      lo = first ? c.median : std::min(lo, c.median),
+      hi = first ? c.median : std::max(hi, c.median);
+      first = false;
+    }
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  constexpr double L = 210, T = 30, cw = 14, ch = 11;
+  const double W = L + cw * static_cast<double>(steps.size()) + 150,
+               H = T + ch * static_cast<double>(rows.size()) + 30;
+  std::ostringstream svg;
+  svg << fmt::format(
+      R"(<svg class="heatmap" data-title="block scales" width="{}" height="{}" viewBox="0 0 {} {}">)",
+      W, H, W, H);
+  svg << fmt::format(
+      R"(<text x="4" y="16" font-size="13" font-weight="bold">block-scale exponent (median power of two) by GEMM tensor and step</text>)");
+  const auto colour = [&](int e) {
+    const double t = hi == lo ? 0.5 : static_cast<double>(e - lo) / (hi - lo);
+    // viridis-like: dark blue -> teal -> yellow
+    const int r = static_cast<int>(68 + t * (253 - 68)), g = static_cast<int>(1 + t * (231 - 1)),
+              b = static_cast<int>(84 + t * (37 - 84));
+    return fmt::format("#{:02x}{:02x}{:02x}", r, g, b);
+  };
+  double y = T;
+  for (const auto& [name, cells] : rows) {
+    svg << fmt::format(R"(<text x="{}" y="{}" font-size="9" text-anchor="end">{}</text>)", L - 4,
+                       y + ch - 2, escape(name));
+    for (const BlockCell& c : cells) {
+      const auto col = std::lower_bound(steps.begin(), steps.end(), c.step) - steps.begin();
+      const bool bad = c.saturated > 0 || c.flushed > 0;
+      svg << fmt::format(
+          R"(<rect x="{}" y="{}" width="{}" height="{}" fill="{}" stroke="{}"><title>{} step {}: median 2^{} · saturated {:.2f}% · flushed {:.2f}% of blocks</title></rect>)",
+          L + cw * static_cast<double>(col), y, cw - 1, ch - 1, colour(c.median),
+          bad ? "#d62728" : "none", escape(name), c.step, c.median, 100 * c.saturated,
+          100 * c.flushed);
+    }
+    y += ch;
+  }
+  for (size_t k = 0; k < steps.size(); k += std::max<size_t>(1, steps.size() / 8)) {
+    svg << fmt::format(R"(<text x="{}" y="{}" font-size="9" text-anchor="middle">{:.0f}</text>)",
+                       L + cw * static_cast<double>(k) + cw / 2, y + 12, steps[k]);
+  }
+  const double lx = L + cw * static_cast<double>(steps.size()) + 20;
+  for (int k = 0; k <= 4; ++k) {
+    const int e = lo + (hi - lo) * k / 4;
+    svg << fmt::format(R"(<rect x="{}" y="{}" width="12" height="10" fill="{}"/>)", lx,
+                       T + 14.0 * k, colour(e));
+    svg << fmt::format(R"(<text x="{}" y="{}" font-size="10">2^{}</text>)", lx + 16,
+                       T + 14.0 * k + 9, e);
+  }
+  svg << "</svg>";
+  return svg.str();
+}
+
 }  // namespace
 
 void write_report(const std::string& dir) {
@@ -134,6 +203,7 @@ void write_report(const std::string& dir) {
   std::map<int, std::map<std::string, std::map<std::string, Series>>> fp8;
   std::vector<int64_t> skipped;
   std::vector<std::pair<double, std::string>> fallbacks;  // step, the record as JSON
+  std::map<std::string, std::vector<BlockCell>> blocks;   // "gemm role" -> cells by step
   for (std::string line; std::getline(in, line);) {
     const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("step")) continue;
@@ -148,6 +218,29 @@ void write_report(const std::string& dir) {
     };
     add(loss, "loss"), add(val, "val_loss"), add(tps, "tokens_per_s"), add(lr, "lr"),
         add(gn, "grad_norm"), add(comm, "comm_seconds");
+    if (j.contains("block_scales") && j["block_scales"].is_object()) {
+      for (const auto& [gemm, roles] : j["block_scales"].items()) {
+        for (const auto& [role, st] : roles.items()) {
+          BlockCell cell{step};
+          int64_t total = 0, seen = 0;
+          std::map<int, int64_t> hist;
+          const Json exponents = st.value("exponents", Json::object());
+          for (const auto& [e, n] : exponents.items())
+            hist[std::stoi(e)] = n.get<int64_t>(), total += n.get<int64_t>();
+          for (const auto& [e, n] : hist) {
+            seen += n;
+            if (2 * seen >= total) {
+              cell.median = e;
+              break;
+            }
+          }
+          const double n = std::max(1.0, st.value("blocks", 1.0));
+          cell.saturated = st.value("saturated", 0.0) / n;
+          cell.flushed = st.value("flushed", 0.0) / n;
+          blocks[gemm + " " + role].push_back(cell);
+        }
+      }
+    }
     if (!j.contains("fp8")) continue;
     for (const auto& [gemm, slots] : j["fp8"].items()) {
       int layer = 0;
@@ -216,7 +309,11 @@ void write_report(const std::string& dir) {
     }
     html << "</div>";
   }
-  if (fp8.empty()) html << "<p>No FP8 state: this run did not train in FP8.</p>";
+  if (!blocks.empty()) {
+    html << "<h2>Block scales</h2>" << block_heatmap(blocks);
+  } else if (fp8.empty()) {
+    html << "<p>No FP8 state: this run did not train in FP8.</p>";
+  }
   html << "<h2>Summary</h2><pre>" << escape(summary) << "</pre><h2>Config</h2><pre>"
        << escape(config) << "</pre>";
   html << "</body></html>\n";

@@ -4,12 +4,14 @@
 // quantized with the grad_output slot, E5M2 under HYBRID; the FP8 x is saved for dW), else in
 // the GemmPrecision of the forward (bf16 or fp32). Backward uses what forward used.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/bf16.h"
 #include "core/gemm_mode.h"
+#include "fp8/block_stats.h"
 #include "fp8/scaling.h"
 #include "kernels/backend.h"
 #include "kernels/tensor.h"
@@ -75,6 +77,10 @@ class Linear {
   // model.
   void fall_back_to_bf16() { bf16_fallback_ = true; }
   bool fell_back_to_bf16() const { return bf16_fallback_; }
+  // Block-scaled recipes: while on, each cast records what it did (fp8/block_stats.h) under its
+  // role: input, weight, grad_output, and the column-wise copies as <role>_columnwise.
+  void collect_block_stats(bool on) { collect_block_stats_ = on; }
+  const std::map<std::string, BlockScaleStats>& block_stats() const { return block_stats_; }
   // The precision map (nn/precision_map.h): this GEMM runs in BF16 even inside FP8 autocast.
   void keep_in_bf16(bool on) { bf16_by_map_ = on; }
   bool kept_in_bf16() const { return bf16_by_map_; }
@@ -167,6 +173,8 @@ class Linear {
   BackendBuffer<bf16_t> x_col_{be_};
   BackendBuffer<float> block_scale_inv_{be_, 4};
   uint64_t sr_seed_ = 0;
+  bool collect_block_stats_ = false;
+  std::map<std::string, BlockScaleStats> block_stats_;
   bool bf16_fallback_ = false;
   bool bf16_by_map_ = false;
   bool watch_output_ = false;

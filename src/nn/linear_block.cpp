@@ -49,9 +49,14 @@ GemmOperand Linear::block_operand(BlockRole role, bool columnwise, const float* 
     c.sr_key = counter_key(sr_seed_ + 0x9e3779b97f4a7c15ull *
                                           static_cast<uint64_t>(2 * gemm_ + (columnwise ? 2 : 1)));
   }
-  const BlockCastOut out{scratch<uint8_t>(be_, Scratch::BlockCodes, rows * cols),
-                         scratch_bytes(be_, Scratch::BlockScales, block_scale_bytes(c)), operand,
-                         scale_inv, nullptr};
+  BlockCastOut out{scratch<uint8_t>(be_, Scratch::BlockCodes, rows * cols),
+                   scratch_bytes(be_, Scratch::BlockScales, block_scale_bytes(c)), operand,
+                   scale_inv, nullptr};
+  if (collect_block_stats_) {
+    static constexpr const char* kRoles[] = {"input", "weight", "grad_output"};
+    const std::string role_name = kRoles[static_cast<int>(role)];
+    out.stats = &block_stats_[columnwise && !two_d ? role_name + "_columnwise" : role_name];
+  }
   be_.block_cast(c, out, src);
   return {operand, DType::BF16, scale_inv};
 }

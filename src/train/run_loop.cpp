@@ -17,8 +17,14 @@ RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& 
   };
   while (!trainer.done()) {
     StepRecord record;
+    // The steps whose FP8 state is recorded (below) record their block scales too.
+    const int64_t next = trainer.steps_done() + 1;
+    const bool snapshot = fp8 && (next % std::max<int64_t>(1, schedule.fp8_snapshot_every) == 0 ||
+                                  next == 1 || next == trainer.config().steps);
+    trainer.collect_block_stats(snapshot);
     try {
       record.stats = trainer.train_step();
+      trainer.collect_block_stats(false);
     } catch (const SkipLimitReached& e) {  // the stopping step is recorded, then the run ends
       record.stats = e.stats;
       recorder.step(trainer, record);
@@ -29,8 +35,7 @@ RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& 
     if (schedule.val_every > 0 && (step % schedule.val_every == 0 || trainer.done())) {
       record.val_loss = trainer.validation_loss();
     }
-    record.fp8_snapshot =
-        fp8 && (step % std::max<int64_t>(1, schedule.fp8_snapshot_every) == 0 || step == 1);
+    record.fp8_snapshot = snapshot;
     recorder.step(trainer, record);
     if (progress) progress(record.stats);
     // A signal reaches the ranks at different moments: they agree on it, so all stop after the

@@ -447,6 +447,10 @@ void Trainer::watch_saturation(std::vector<Fp8Fallback>& fell) {
   }
 }
 
+void Trainer::collect_block_stats(bool on) {
+  for (Linear* l : model_->linears()) l->collect_block_stats(on);
+}
+
 void Trainer::refresh_fp8_weights() {
   if (!cfg_.fp8_weights) return;
   // A master another rank keeps (ZeRO-1's FP8 all-gather) is that rank's to cast.

@@ -78,6 +78,9 @@ class Trainer {
   const std::vector<float>& losses() const { return losses_; }
   int64_t skipped_steps() const { return skipped_steps_; }
   const std::vector<Fp8Fallback>& fp8_fallbacks() const { return fallbacks_; }
+  // Block-scaled recipes: whether the next steps' casts record what they did
+  // (Linear::block_stats); the run loop turns it on for the steps it snapshots.
+  void collect_block_stats(bool on);
   // The GEMMs the precision map keeps in BF16 (TrainConfig::precision_map).
   const std::vector<std::string>& kept_in_bf16() const { return kept_in_bf16_; }
   TrainProgress progress() const;
