@@ -18,6 +18,8 @@
 #include "kernels/cuda/norms.h"
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/quantize.h"
+#include "kernels/cuda/block_cast.h"
+#include "fp8/block_stats.h"
 #include "kernels/cuda/scaling.h"
 #include "kernels/loss.h"
 
@@ -133,6 +135,21 @@ class CudaBackend final : public Backend {
   }
   void absmax(float* amax, const float* x, int64_t n) override {
     cuda::absmax(amax, x, n, stream_);
+  }
+  void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x) override {
+    if (c.scheme == BlockScheme::Nvfp4) refuse("NVFP4 block casts (nvfp4 runs on the CPU for now)");
+    cuda::block_cast(c, out, x, stream_);
+    if (!out.stats) return;
+    // The statistics are the CPU's (fp8/block_stats.h), on host copies: the snapshot steps only.
+    const auto n = static_cast<size_t>(c.grid.rows * c.grid.cols);
+    std::vector<float> hx(n);
+    std::vector<uint8_t> codes(n), scales(block_scale_bytes(c));
+    float tsi = 1.0f;
+    download(hx.data(), x, n * sizeof(float));
+    download(codes.data(), out.codes, n);
+    download(scales.data(), out.scales, scales.size());
+    download(&tsi, out.tensor_scale_inv, sizeof(float));
+    *out.stats = block_scale_stats(c, hx.data(), codes.data(), scales.data(), tsi);
   }
 
   void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,

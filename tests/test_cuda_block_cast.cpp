@@ -1,0 +1,106 @@
+// The device's block-scaled casts (kernels/cuda/block_cast.h, issue 14) against the CPU's:
+// the device copies of the scale rules equal the CPU functions on the host (E8M0 round-up over
+// a sweep of float bit patterns, every code's value and reciprocal, Float8BlockScaling's scale
+// with and without powers of two and an epsilon, the FP8 decode into BF16), and on the device
+// the codes, block scales and BF16 operand of MXFP8 (1x32, 32x1) and Float8BlockScaling (1x128,
+// 128x1, 128x128) equal fp8lm::block_cast's bit for bit, on shapes that are not multiples of
+// the blocks, with zeros, an all-equal block, NaN, Inf, subnormals and outliers.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "block_inputs.h"
+#include "core/e8m0.h"
+#include "cuda_test_util.h"
+#include "fp8/block_cast.h"
+#include "kernels/cuda/block_cast.h"
+#include "kernels/cuda/block_rules.cuh"
+
+namespace fp8lm {
+namespace {
+
+std::vector<float> float_sweep() {
+  std::vector<float> v;
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 65537)
+    v.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  for (float x : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0x1p-127f, 0x1p-149f, 0x1.000002p-127f})
+    v.push_back(x);
+  return v;
+}
+
+bool same_bits(float a, float b) {
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) ||
+         (std::isnan(a) && std::isnan(b));
+}
+
+TEST(CudaBlockRules, EqualTheCpuRulesOnTheHost) {
+  for (const float x : float_sweep())
+    ASSERT_EQ(cuda::e8m0_round_up(x), e8m0_encode_round_up(x)) << x;
+  for (int code = 0; code < 256; ++code) {
+    const auto c = static_cast<uint8_t>(code);
+    EXPECT_TRUE(same_bits(cuda::e8m0_value(c), e8m0_decode(c))) << code;
+    EXPECT_TRUE(same_bits(cuda::e8m0_rcp(c), e8m0_reciprocal(c))) << code;
+    for (const float p : {1.0f, 0x1p-127f, 0x1p-20f, 0x1p40f}) {
+      EXPECT_EQ(cuda::fp8_times_pow2_bf16<Fp8Format::E4M3>(c, p),
+                bf16_from_float(fp8_decode(c, Fp8Format::E4M3) * p))
+          << code;
+      EXPECT_EQ(cuda::fp8_times_pow2_bf16<Fp8Format::E5M2>(c, p),
+                bf16_from_float(fp8_decode(c, Fp8Format::E5M2) * p))
+          << code;
+    }
+  }
+  for (const float a : float_sweep()) {
+    if (std::signbit(a)) continue;  // an amax
+    for (const BlockScalingParams p :
+         {BlockScalingParams{}, BlockScalingParams{false, 0.0f}, BlockScalingParams{true, 1e-3f}}) {
+      for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2})
+        ASSERT_TRUE(same_bits(cuda::block_scale(a, fp8_max(f), p.power_2_scale, p.amax_epsilon),
+                              fp8_block_scale(a, f, p)))
+            << a;
+    }
+  }
+}
+
+TEST(CudaBlockCast, CodesScalesAndOperandMatchTheCpuBitForBit) {
+  FP8LM_REQUIRE_CUDA();
+  const int64_t rows = 150, cols = 300;
+  const std::vector<float> x = tensor_with_specials(rows, cols, 41, 128);
+  const auto n = static_cast<size_t>(rows * cols);
+  const DeviceBuffer<float> dx = to_device(x);
+  struct Case {
+    BlockScheme scheme;
+    int64_t br, bc;
+    Fp8Format f;
+  };
+  for (const Case& k : {Case{BlockScheme::Mxfp8, 1, 32, Fp8Format::E4M3},
+                        Case{BlockScheme::Mxfp8, 32, 1, Fp8Format::E5M2},
+                        Case{BlockScheme::Fp8Block, 1, 128, Fp8Format::E4M3},
+                        Case{BlockScheme::Fp8Block, 128, 1, Fp8Format::E4M3},
+                        Case{BlockScheme::Fp8Block, 128, 128, Fp8Format::E5M2}}) {
+    SCOPED_TRACE(std::to_string(k.br) + "x" + std::to_string(k.bc));
+    BlockCast c;
+    c.scheme = k.scheme;
+    c.grid = {rows, cols, k.br, k.bc};
+    c.format = k.f;
+    std::vector<uint8_t> codes(n), scales(block_scale_bytes(c));
+    std::vector<bf16_t> operand(n);
+    float tsi = 0;
+    block_cast(c, {codes.data(), scales.data(), operand.data(), &tsi}, x.data(), nullptr);
+    DeviceBuffer<uint8_t> dcodes(n), dscales(scales.size());
+    DeviceBuffer<bf16_t> doperand(n);
+    DeviceBuffer<float> dtsi(1);
+    cuda::block_cast(c, {dcodes.data(), dscales.data(), doperand.data(), dtsi.data()}, dx.data(),
+                     nullptr);
+    EXPECT_EQ(to_host(dscales.data(), scales.size()), scales);
+    EXPECT_EQ(to_host(dcodes.data(), n), codes);
+    EXPECT_EQ(to_host(doperand.data(), n), operand);
+    EXPECT_EQ(to_host(dtsi.data(), 1)[0], 1.0f);
+  }
+}
+
+}  // namespace
+}  // namespace fp8lm
