@@ -15,6 +15,7 @@
 #include "nn/fusion.h"
 #include "nn/scratch.h"
 #include "train/adamw.h"
+#include "fp8/recipe.h"
 #include "train/trainer.h"
 
 namespace {
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", c.steps, "timed steps");
   app.add_option("--warmup-steps", warmup_steps, "untimed steps first");
   app.add_option("--precision", precision, "fp32|bf16|fp8");
+  std::string recipe = "delayed";
+  app.add_option("--recipe", recipe, "delayed|current|block|mxfp8|nvfp4 (fp8)");
   app.add_option("--device", device, "cpu|cuda|cuda:N|auto (default cpu)");
   app.add_option("--threads", c.threads);
   app.add_option("--zero", c.zero, "1: shard the optimizer state across mpirun's ranks");
@@ -72,6 +75,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     c.precision = fp8lm::parse_precision(precision);
+    c.recipe.kind = fp8lm::parse_scaling_kind(recipe);
     c.fusion = !no_fusion;
     if (grad_reduce != "fp32" && grad_reduce != "bf16")
       throw fp8lm::Error("--grad-reduce: '" + grad_reduce + "' is not fp32 or bf16");
@@ -111,9 +115,9 @@ int main(int argc, char** argv) {
     if (fp8lm::world().rank() != 0) return 0;
     const auto per_step = [&](double x) { return x / static_cast<double>(timed_steps); };
     fmt::print(
-        R"({{"precision": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}, "world_size": {}, "comm_seconds_per_step": {:.5f}, "comm_bytes_per_step": {:.0f}}})"
+        R"({{"precision": "{}", "recipe": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}, "world_size": {}, "comm_seconds_per_step": {:.5f}, "comm_bytes_per_step": {:.0f}}})"
         "\n",
-        r.precision.label(),
+        r.precision.label(), recipe,
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
         timed / static_cast<double>(timed_steps), static_cast<double>(peak_rss[0]) / 1024.0,
         c.model.parameter_count(), gemm.seconds / static_cast<double>(timed_steps),

@@ -9,8 +9,8 @@
 // A recipe supplies a Rule: `Scale scale(float amax) const` (what is stored per block) and
 // `float multiplier(Scale) const` (what each value is multiplied by before the cast). The
 // block's amax is max |x| with NaN left out (fmaxf's semantics, as TE's kernels take it).
-// quantize_blocks_reference is the scalar twin; quantize_blocks runs the same arithmetic
-// through an ISA's kernels and gives the same bits.
+// quantize_blocks_reference is the scalar twin; quantize_blocks runs the same arithmetic with
+// the casts through an ISA's kernels and gives the same bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -63,49 +63,58 @@ void quantize_blocks_reference(uint8_t* codes, Scale* scales, const float* x, co
   });
 }
 
-// Through an ISA's kernels. cast_run(codes, values, n, multiplier, index of values[0]) casts a
-// contiguous run. Blocks that span columns take each row's run in place; column blocks (one
-// column wide) are taken a stripe of rows at a time across every column: the columns' amaxes
-// and products are element-wise loops the compiler vectorizes, and each row's products are cast
-// with multiplier 1 (an exact identity), so every value is the twin's x * m, cast the same way.
+// With the casts through an ISA's kernels (cast_run), a stripe of block rows at a time. The
+// stripe's block amaxes are taken in one sweep over its rows (element-wise maxima the compiler
+// vectorizes: a maximum is exact in any order, and a NaN is left out as fmaxf leaves it), then each
+// row's products x * m are formed into a run and cast in one call with multiplier 1 (an exact
+// identity), so every value is the twin's x * m cast the same way, without a kernel call per block.
+// cast_run(codes, values, n, multiplier, index of values[0]) casts a contiguous run.
 template <class Rule, class Scale, class CastRun>
-void quantize_blocks(Isa isa, uint8_t* codes, Scale* scales, const float* x, const BlockGrid& g,
+void quantize_blocks(uint8_t* codes, Scale* scales, const float* x, const BlockGrid& g,
                      const Rule& rule, CastRun cast_run) {
-  if (g.block_cols == 1 && g.block_rows > 1) {
-    std::vector<float> amax(static_cast<size_t>(g.cols)), mult(amax.size()), run(amax.size());
-    for (int64_t br = 0; br < g.grid_rows(); ++br) {
-      const int64_t r0 = br * g.block_rows, nr = std::min(g.block_rows, g.rows - r0);
-      std::fill(amax.begin(), amax.end(), 0.0f);
-      for (int64_t r = r0; r < r0 + nr; ++r) {
-        const float* row = x + r * g.cols;
+  const int64_t gc = g.grid_cols(), bw = g.block_cols;
+  thread_local std::vector<float> amax, mult, run;  // stripes run on several threads
+  amax.resize(static_cast<size_t>(gc));
+  mult.resize(static_cast<size_t>(gc));
+  run.resize(static_cast<size_t>(g.cols));
+  for (int64_t br = 0; br < g.grid_rows(); ++br) {
+    const int64_t r0 = br * g.block_rows, nr = std::min(g.block_rows, g.rows - r0);
+    std::fill(amax.begin(), amax.end(), 0.0f);
+    for (int64_t r = r0; r < r0 + nr; ++r) {
+      const float* row = x + r * g.cols;
+      if (bw == 1) {
         for (int64_t c = 0; c < g.cols; ++c) {
           const float a = std::fabs(row[c]);
-          amax[c] = a > amax[c] ? a : amax[c];  // a NaN keeps the amax, as fmaxf
+          amax[c] = a > amax[c] ? a : amax[c];
+        }
+        continue;
+      }
+      for (int64_t bc = 0; bc < gc; ++bc) {
+        float m = amax[bc];
+        for (int64_t c = bc * bw; c < std::min(g.cols, (bc + 1) * bw); ++c) {
+          const float a = std::fabs(row[c]);
+          m = a > m ? a : m;
+        }
+        amax[bc] = m;
+      }
+    }
+    for (int64_t bc = 0; bc < gc; ++bc) {
+      scales[br * gc + bc] = rule.scale(amax[bc]);
+      mult[bc] = rule.multiplier(scales[br * gc + bc]);
+    }
+    for (int64_t r = r0; r < r0 + nr; ++r) {
+      const float* row = x + r * g.cols;
+      if (bw == 1) {
+        for (int64_t c = 0; c < g.cols; ++c) run[c] = row[c] * mult[c];
+      } else {
+        for (int64_t bc = 0; bc < gc; ++bc) {
+          const float m = mult[bc];
+          for (int64_t c = bc * bw; c < std::min(g.cols, (bc + 1) * bw); ++c) run[c] = row[c] * m;
         }
       }
-      for (int64_t c = 0; c < g.cols; ++c) {
-        scales[br * g.cols + c] = rule.scale(amax[c]);
-        mult[c] = rule.multiplier(scales[br * g.cols + c]);
-      }
-      for (int64_t r = r0; r < r0 + nr; ++r) {
-        const float* row = x + r * g.cols;
-        for (int64_t c = 0; c < g.cols; ++c) run[c] = row[c] * mult[c];
-        cast_run(codes + r * g.cols, run.data(), g.cols, 1.0f, r * g.cols);
-      }
+      cast_run(codes + r * g.cols, run.data(), g.cols, 1.0f, r * g.cols);
     }
-    return;
   }
-  for_each_block(g, [&](int64_t b, int64_t r0, int64_t c0, int64_t nr, int64_t nc) {
-    float amax = 0.0f;
-    for (int64_t r = r0; r < r0 + nr; ++r)
-      amax = std::fmax(amax, absmax(isa, x + r * g.cols + c0, nc));
-    scales[b] = rule.scale(amax);
-    const float m = rule.multiplier(scales[b]);
-    for (int64_t r = r0; r < r0 + nr; ++r) {
-      const int64_t at = r * g.cols + c0;
-      cast_run(codes + at, x + at, nc, m, at);
-    }
-  });
 }
 
 }  // namespace fp8lm

@@ -54,7 +54,7 @@ void nvfp4_quantize(uint8_t* codes, uint8_t* block_scales, const float* x, const
 void nvfp4_quantize(Isa isa, uint8_t* codes, uint8_t* block_scales, const float* x,
                     const BlockGrid& g, float global_amax, const uint32_t* sr_key,
                     int64_t first_index) {
-  quantize_blocks(isa, codes, block_scales, x, g, Nvfp4Rule{nvfp4_global_encode_scale(global_amax)},
+  quantize_blocks(codes, block_scales, x, g, Nvfp4Rule{nvfp4_global_encode_scale(global_amax)},
                   [&](uint8_t* c, const float* v, int64_t n, float m, int64_t first) {
                     e2m1_quantize(isa, c, v, n, m, sr_key, first_index + first);
                   });
