@@ -10,24 +10,13 @@
 #include <cmath>
 #include <vector>
 
+#include "block_inputs.h"
 #include "core/e2m1.h"
 #include "core/e8m0.h"
 #include "core/minifloat.h"
 
 namespace fp8lm {
 namespace {
-
-// Every 65537th float bit pattern (both signs, every binade, NaNs, infinities and subnormals
-// among them), and the specials themselves.
-std::vector<float> float_sweep() {
-  std::vector<float> v;
-  for (uint64_t u = 0; u <= 0xffffffffull; u += 65537)
-    v.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
-  for (float x : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, FLT_MIN, FLT_TRUE_MIN, FLT_MAX,
-                  -FLT_TRUE_MIN, 0x1p-127f, 0x1p-149f})
-    v.push_back(x);
-  return v;
-}
 
 TEST(E2M1, EveryCodeDecodesToTheReferenceAndEncodesBack) {
   for (uint32_t code = 0; code < 16; ++code) {

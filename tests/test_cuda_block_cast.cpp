@@ -23,15 +23,6 @@
 namespace fp8lm {
 namespace {
 
-std::vector<float> float_sweep() {
-  std::vector<float> v;
-  for (uint64_t u = 0; u <= 0xffffffffull; u += 65537)
-    v.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
-  for (float x : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0x1p-127f, 0x1p-149f, 0x1.000002p-127f})
-    v.push_back(x);
-  return v;
-}
-
 bool same_bits(float a, float b) {
   return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) ||
          (std::isnan(a) && std::isnan(b));
