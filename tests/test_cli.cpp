@@ -766,15 +766,16 @@ TEST(Cli, ResumeKeepsTheRunsCheckpointingAndFindsItsData) {
 // run with one line and exit 1; metrics.jsonl keeps whole lines only, and no temporary file is
 // left behind.
 TEST(Cli, AWriteThatFailsStopsTheRunLoudly) {
-  // dash's ulimit -f counts 512-byte blocks: 1 KiB fills metrics.jsonl after a few lines; 64
-  // KiB holds the metrics but not the first checkpoint's training state (about 80 KB).
+  // dash's ulimit -f limits each file to so many 512-byte blocks: 1.5 KiB holds config.json
+  // (about 1 KB) and fills metrics.jsonl after about 12 lines, before the first checkpoint
+  // (step 20); 64 KiB holds the metrics but not that checkpoint's training state (about 80 KB).
   for (const auto& [blocks, file] :
-       {std::pair{2, "metrics.jsonl"}, std::pair{128, "checkpoints"}}) {
+       {std::pair{3, "metrics.jsonl"}, std::pair{128, "checkpoints"}}) {
     SCOPED_TRACE(file);
     const std::string dir = testing::TempDir() + "fp8lm_cli_full_disk";
     std::filesystem::remove_all(dir);
     const CliResult r = fp8lm(
-        "train --precision fp32 --steps 40 --checkpoint-every 10 --vocab 16 --seq-len 12 "
+        "train --precision fp32 --steps 40 --checkpoint-every 20 --vocab 16 --seq-len 12 "
         "--d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 --threads 2 "
         "--device cpu --out " +
             dir,
