@@ -8,11 +8,15 @@
 
 namespace fp8lm {
 
+// The constants the SIMD stochastic-rounding kernels use too (fp8/quantize_avx*.cpp).
+inline constexpr uint32_t kFmixMul1 = 0x85ebca6bu, kFmixMul2 = 0xc2b2ae35u;
+inline constexpr uint32_t kCounterStep = 0x9e3779b1u;
+
 constexpr uint32_t fmix32(uint32_t h) {
   h ^= h >> 16;
-  h *= 0x85ebca6bu;
+  h *= kFmixMul1;
   h ^= h >> 13;
-  h *= 0xc2b2ae35u;
+  h *= kFmixMul2;
   h ^= h >> 16;
   return h;
 }
@@ -24,7 +28,7 @@ constexpr uint32_t counter_key(uint64_t seed) {
 
 // The golden-ratio step spreads consecutive indices before the finalizer mixes them.
 constexpr uint32_t counter_bits(uint32_t key, uint32_t index) {
-  return fmix32(index * 0x9e3779b1u + key);
+  return fmix32(index * kCounterStep + key);
 }
 
 }  // namespace fp8lm

@@ -7,26 +7,6 @@
 
 namespace fp8lm {
 
-void BlockScaleStats::merge(const BlockScaleStats& o) {
-  blocks += o.blocks;
-  zero_blocks += o.zero_blocks;
-  saturated_blocks += o.saturated_blocks;
-  flushed_blocks += o.flushed_blocks;
-  for (const auto& [e, n] : o.exponents) exponents[e] += n;
-  tensor_scale = o.tensor_scale;
-}
-
-int BlockScaleStats::median_exponent() const {
-  int64_t total = 0;
-  for (const auto& [e, n] : exponents) total += n;
-  int64_t seen = 0;
-  for (const auto& [e, n] : exponents) {
-    seen += n;
-    if (2 * seen >= total) return e;
-  }
-  return 0;
-}
-
 BlockScaleStats block_scale_stats(const BlockCast& c, const float* x, const uint8_t* codes,
                                   const void* scales, float tensor_scale_inv) {
   const BlockGrid& g = c.grid;

@@ -3,8 +3,8 @@
 // and tensor role). Each block's decode multiplier (the E8M0 scale, the FP32 scale_inv, or
 // NVFP4's E4M3 block scale over the tensor scale S) goes into a histogram of its power of two;
 // a block is saturated when the cast clipped some input (beyond max times the block's
-// multiplier by more than rounding: block_stats.cpp), and flushed when it had non-zero inputs but every
-// code is zero.
+// multiplier by more than rounding: block_stats.cpp), and flushed when it had non-zero inputs but
+// every code is zero.
 #include <cstdint>
 #include <map>
 
@@ -19,10 +19,6 @@ struct BlockScaleStats {
   int64_t flushed_blocks = 0;
   std::map<int, int64_t> exponents;  // floor(log2(multiplier)) -> blocks
   float tensor_scale = 1.0f;         // NVFP4's S; 1 for the FP8 recipes
-
-  void merge(const BlockScaleStats& o);
-  // The exponent half of the non-zero blocks lie at or below (0 when there are none).
-  int median_exponent() const;
 };
 
 // x: the values the cast quantized (after the RHT where there was one); codes and scales as

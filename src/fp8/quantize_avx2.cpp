@@ -163,12 +163,12 @@ void e2m1_quantize_avx2(uint8_t* codes, const float* x, int64_t n, float multipl
       const __m256i index = _mm256_add_epi32(
           _mm256_set1_epi32(static_cast<int>(first_index + static_cast<uint32_t>(i))), iota);
       __m256i h = _mm256_add_epi32(
-          _mm256_mullo_epi32(index, _mm256_set1_epi32(static_cast<int>(0x9e3779b1u))),
+          _mm256_mullo_epi32(index, _mm256_set1_epi32(static_cast<int>(kCounterStep))),
           _mm256_set1_epi32(static_cast<int>(*sr_key)));
       h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
-      h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85ebca6bu)));
+      h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(kFmixMul1)));
       h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
-      h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0xc2b2ae35u)));
+      h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(kFmixMul2)));
       h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
       const __m256 u =
           _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), _mm256_set1_ps(0x1p-24f));

@@ -145,12 +145,12 @@ void e2m1_quantize_avx512(uint8_t* codes, const float* x, int64_t n, float multi
       const __m512i index = _mm512_add_epi32(
           _mm512_set1_epi32(static_cast<int>(first_index + static_cast<uint32_t>(i))), iota);
       __m512i h = _mm512_add_epi32(
-          _mm512_mullo_epi32(index, _mm512_set1_epi32(static_cast<int>(0x9e3779b1u))),
+          _mm512_mullo_epi32(index, _mm512_set1_epi32(static_cast<int>(kCounterStep))),
           _mm512_set1_epi32(static_cast<int>(*sr_key)));
       h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
-      h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(0x85ebca6bu)));
+      h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(kFmixMul1)));
       h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
-      h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(0xc2b2ae35u)));
+      h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(kFmixMul2)));
       h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
       const __m512 u =
           _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), _mm512_set1_ps(0x1p-24f));
