@@ -95,7 +95,8 @@ void expect_product(const std::vector<float>& got, int64_t M, int64_t N, int64_t
         want += a(m, k) * b(k, n);
         mag += std::fabs(a(m, k) * b(k, n));
       }
-      ASSERT_NEAR(got[static_cast<size_t>(m * N + n)], want, static_cast<double>(K + 3) * 0x1p-24 * mag + 1e-30)
+      ASSERT_NEAR(got[static_cast<size_t>(m * N + n)], want,
+                  static_cast<double>(K + 3) * 0x1p-24 * mag + 1e-30)
           << what << " " << m << "," << n;
     }
 }
@@ -109,39 +110,47 @@ Fp8Recipe recipe(ScalingKind k) {
 
 TEST(BlockScaledLinear, EachGemmIsTheProductOfTheDecodedBlockScaledOperands) {
   const int64_t rows = 48, in = 160, out = 40;  // rows: NVFP4's Hadamard groups of 16
-  for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
-    const Fp8Recipe r = recipe(kind);
-    SCOPED_TRACE(std::string(scaling_kind_name(kind)));
-    Linear lin("fc", in, out, false);
-    lin.weight().set_values(randn(static_cast<size_t>(in * out), 1, 0.3f));
-    const std::vector<float> w = lin.weight().value.to_host();
-    const auto x = randn(static_cast<size_t>(rows * in), 3);
-    const auto dy = randn(static_cast<size_t>(rows * out), 4, 0.01f);
-    std::vector<float> y(static_cast<size_t>(rows * out)), dx(static_cast<size_t>(rows * in));
-    {
-      const TrainingForward training(true);
-      const Autocast fp8(true, r);
-      lin.forward(x.data(), y.data(), rows);
-    }
-    lin.backward(dy.data(), dx.data(), rows, false);
-    const std::vector<float> dw = lin.weight().grad.to_host();
+  // One Linear through every recipe and two weights: the weight's kept casts (linear.h) must
+  // follow both the recipe and the weight.
+  Linear lin("fc", in, out, false);
+  for (const uint32_t weight_seed : {1u, 2u})
+    for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
+      const Fp8Recipe r = recipe(kind);
+      SCOPED_TRACE(std::string(scaling_kind_name(kind)) + " weight " + std::to_string(weight_seed));
+      if (kind == ScalingKind::Block)
+        lin.weight().set_values(randn(static_cast<size_t>(in * out), weight_seed, 0.3f));
+      lin.weight().grad.zero();
+      const std::vector<float> w = lin.weight().value.to_host();
+      const auto x = randn(static_cast<size_t>(rows * in), 3);
+      const auto dy = randn(static_cast<size_t>(rows * out), 4, 0.01f);
+      std::vector<float> y(static_cast<size_t>(rows * out)), dx(static_cast<size_t>(rows * in));
+      {
+        const TrainingForward training(true);
+        const Autocast fp8(true, r);
+        lin.forward(x.data(), y.data(), rows);
+      }
+      lin.backward(dy.data(), dx.data(), rows, false);
+      const std::vector<float> dw = lin.weight().grad.to_host();
 
-    const bool w2d = kind != ScalingKind::Mxfp8;
-    const auto xr = decoded(r, false, false, x, rows, in);
-    const auto wr = decoded(r, true, false, w, out, in);
-    const auto wc = w2d ? wr : decoded(r, true, true, w, out, in);
-    const auto gr = decoded(r, false, false, dy, rows, out);
-    const auto gc = decoded(r, false, true, dy, rows, out);
-    const auto xc = decoded(r, false, true, x, rows, in);
-    const auto at = [](const std::vector<double>& v, int64_t cols) {
-      return [&v, cols](int64_t i, int64_t j) { return v[static_cast<size_t>(i * cols + j)]; };
-    };
-    expect_product(
-        y, rows, out, in, at(xr, in), [&](int64_t k, int64_t o) { return wr[static_cast<size_t>(o * in + k)]; }, "y");
-    expect_product(dx, rows, in, out, at(gr, out), at(wc, in), "dx");
-    expect_product(
-        dw, out, in, rows, [&](int64_t o, int64_t k) { return gc[static_cast<size_t>(k * out + o)]; }, at(xc, in), "dW");
-  }
+      const bool w2d = kind != ScalingKind::Mxfp8;
+      const auto xr = decoded(r, false, false, x, rows, in);
+      const auto wr = decoded(r, true, false, w, out, in);
+      const auto wc = w2d ? wr : decoded(r, true, true, w, out, in);
+      const auto gr = decoded(r, false, false, dy, rows, out);
+      const auto gc = decoded(r, false, true, dy, rows, out);
+      const auto xc = decoded(r, false, true, x, rows, in);
+      const auto at = [](const std::vector<double>& v, int64_t cols) {
+        return [&v, cols](int64_t i, int64_t j) { return v[static_cast<size_t>(i * cols + j)]; };
+      };
+      expect_product(
+          y, rows, out, in, at(xr, in),
+          [&](int64_t k, int64_t o) { return wr[static_cast<size_t>(o * in + k)]; }, "y");
+      expect_product(dx, rows, in, out, at(gr, out), at(wc, in), "dx");
+      expect_product(
+          dw, out, in, rows,
+          [&](int64_t o, int64_t k) { return gc[static_cast<size_t>(k * out + o)]; }, at(xc, in),
+          "dW");
+    }
 }
 
 std::vector<float> nvfp4_weight_gradient(Linear& lin, const Fp8Recipe& r,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/e2m1.h"
 #include "fp8/quantize.h"
 #include "test_util.h"
 
@@ -113,6 +114,40 @@ TEST(Dequantize, EveryIsaDecodesTimesScaleInv) {
           }
         }
         EXPECT_EQ(y[n], 12345.0f) << "wrote past n: " << isa_name(isa);
+      }
+    }
+  }
+}
+
+// The block-scaled operand expansion: every code of each format times scales spanning
+// BF16's range (products that round, overflow to Inf, fall into subnormals, and NaN codes
+// or scales), at every tail length, each SIMD variant against the scalar twin bit for bit,
+// and the twin against bf16_from_float of the float product.
+TEST(ExpandToBf16, EverySimdIsaMatchesTheScalarTwinBitForBit) {
+  constexpr int64_t kMax = 1025;
+  std::vector<uint8_t> codes(kMax + 1);
+  std::vector<float> scale(kMax + 1);
+  const float scales[] = {1.0f, 0x1p-127f, 0x1p120f, 0x1p-140f, 3.3f, 1.0f / 3, NAN, 0x1p-149f};
+  for (size_t i = 0; i < codes.size(); ++i) {
+    codes[i] = static_cast<uint8_t>(i * 37 + 5);
+    scale[i] = scales[(i / 3) % 8];
+  }
+  for (const CodeFormat f : {CodeFormat::E4M3, CodeFormat::E5M2, CodeFormat::E2M1}) {
+    const int size = f == CodeFormat::E2M1 ? 16 : 256;
+    const float* table = f == CodeFormat::E2M1   ? kE2M1Values.data()
+                         : f == CodeFormat::E4M3 ? fp8_decode_table(Fp8Format::E4M3).data()
+                                                 : fp8_decode_table(Fp8Format::E5M2).data();
+    std::vector<uint8_t> c = codes;
+    for (uint8_t& v : c) v = static_cast<uint8_t>(v % size);
+    for (int64_t n = 0; n <= kMax; n += n < 40 ? 1 : 197) {
+      std::vector<bf16_t> want(n + 1, 0x1234);
+      expand_to_bf16(Isa::Scalar, want.data(), c.data() + 1, scale.data() + 1, n, f);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(want[i], bf16_from_float(table[c[i + 1]] * scale[i + 1])) << i;
+      for (const Isa isa : simd_isas()) {
+        std::vector<bf16_t> got(n + 1, 0x1234);
+        expand_to_bf16(isa, got.data(), c.data() + 1, scale.data() + 1, n, f);
+        ASSERT_EQ(got, want) << isa_name(isa) << " n=" << n << " format " << static_cast<int>(f);
       }
     }
   }

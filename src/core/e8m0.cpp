@@ -5,11 +5,6 @@
 
 namespace fp8lm {
 
-float e8m0_decode(uint8_t code) {
-  if (code == kE8M0Nan) return NAN;
-  return std::ldexp(1.0f, static_cast<int>(code) - 127);
-}
-
 uint8_t e8m0_encode_round_up(float x) {
   const uint32_t u = std::bit_cast<uint32_t>(x);
   if (std::isnan(x) || (u >> 31 && x != 0.0f)) return kE8M0Nan;
@@ -34,12 +29,6 @@ uint8_t e8m0_encode_round_up_reference(double x) {
   if (k < -127) k = -127;
   if (k > 127) k = 127;
   return static_cast<uint8_t>(k + 127);
-}
-
-float e8m0_reciprocal(uint8_t code) {
-  if (code == 0) return 1.0f;
-  if (code == kE8M0Nan) return NAN;
-  return std::ldexp(1.0f, 127 - static_cast<int>(code));
 }
 
 }  // namespace fp8lm

@@ -38,11 +38,11 @@ void for_each_stripe(const BlockGrid& g, F f) {
 }
 
 // operand = table[code] * block scale, rounded to BF16 (exact: block_cast.h), for rows
-// [r0, r0 + nr): each row's scales spread over its columns once per block row, so the inner
-// loop is a lookup, a multiply and a rounding the compiler vectorizes.
+// [r0, r0 + nr): each row's scales spread over its columns once per block row, so each row is
+// one expand_to_bf16 call (fp8/quantize.h).
 template <class ScaleOf>
 void expand_rows(bf16_t* operand, const uint8_t* codes, const BlockGrid& g, int64_t r0, int64_t nr,
-                 const float* table, ScaleOf scale_of) {
+                 CodeFormat format, ScaleOf scale_of) {
   thread_local std::vector<float> col_scale;
   col_scale.resize(static_cast<size_t>(g.cols));
   float* s = col_scale.data();
@@ -54,10 +54,18 @@ void expand_rows(bf16_t* operand, const uint8_t* codes, const BlockGrid& g, int6
         std::fill(s + bc * g.block_cols, s + std::min(g.cols, (bc + 1) * g.block_cols), v);
       }
     }
-    const uint8_t* code = codes + r * g.cols;
-    bf16_t* out = operand + r * g.cols;
-    for (int64_t c = 0; c < g.cols; ++c) out[c] = bf16_from_float(table[code[c]] * s[c]);
+    expand_to_bf16(best_isa(), operand + r * g.cols, codes + r * g.cols, s, g.cols, format);
   }
+}
+
+// absmax over the OpenMP threads (a maximum is the same in any order).
+float parallel_absmax(const float* x, int64_t n) {
+  constexpr int64_t kChunk = 1 << 16;
+  float amax = 0.0f;
+#pragma omp parallel for schedule(static) reduction(max : amax)
+  for (int64_t i = 0; i < n; i += kChunk)
+    amax = std::max(amax, absmax(x + i, std::min(kChunk, n - i)));
+  return amax;
 }
 
 }  // namespace
@@ -65,6 +73,7 @@ void expand_rows(bf16_t* operand, const uint8_t* codes, const BlockGrid& g, int6
 void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work) {
   const BlockGrid& g = c.grid;
   const int64_t n = g.rows * g.cols;
+  const CodeFormat code_format = c.format == Fp8Format::E4M3 ? CodeFormat::E4M3 : CodeFormat::E5M2;
   *out.tensor_scale_inv = 1.0f;
   // A stripe [r0, r0 + nr) as a tensor of its own: where its codes and scales start.
   const auto sub = [&](int64_t nr) { return BlockGrid{nr, g.cols, g.block_rows, g.block_cols}; };
@@ -72,8 +81,7 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
   switch (c.scheme) {
     case BlockScheme::Mxfp8: {
       auto* scales = static_cast<uint8_t*>(out.scales);
-      if (out.amax) *out.amax = absmax(x, n);
-      const float* table = fp8_decode_table(c.format).data();
+      if (out.amax) *out.amax = parallel_absmax(x, n);
       for_each_stripe(g, [&](int64_t r0, int64_t nr) {
         uint8_t* codes = out.codes + r0 * g.cols;
         if (g.block_cols == 1)
@@ -82,7 +90,7 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
         else
           mxfp8_quantize_rowwise(codes, scales + scale_at(r0), x + r0 * g.cols, nr, g.cols,
                                  c.format);
-        expand_rows(out.operand, out.codes, g, r0, nr, table,
+        expand_rows(out.operand, out.codes, g, r0, nr, code_format,
                     [&](int64_t b) { return e8m0_decode(scales[b]); });
       });
       break;
@@ -94,12 +102,11 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
             "times a decoded value is not exact in BF16");
       }
       auto* scale_inv = static_cast<float*>(out.scales);
-      if (out.amax) *out.amax = absmax(x, n);
-      const float* table = fp8_decode_table(c.format).data();
+      if (out.amax) *out.amax = parallel_absmax(x, n);
       for_each_stripe(g, [&](int64_t r0, int64_t nr) {
         fp8_block_quantize(out.codes + r0 * g.cols, scale_inv + scale_at(r0), x + r0 * g.cols,
                            sub(nr), c.format, c.params);
-        expand_rows(out.operand, out.codes, g, r0, nr, table,
+        expand_rows(out.operand, out.codes, g, r0, nr, code_format,
                     [&](int64_t b) { return scale_inv[b]; });
       });
       break;
@@ -118,14 +125,15 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
         x = work;
       }
       auto* scales = static_cast<uint8_t*>(out.scales);
-      const float amax = absmax(x, n);
+      const float amax = parallel_absmax(x, n);
       if (out.amax) *out.amax = amax;
       const uint32_t* key = c.stochastic_rounding ? &c.sr_key : nullptr;
+      const float* e4m3 = fp8_decode_table(Fp8Format::E4M3).data();
       for_each_stripe(g, [&](int64_t r0, int64_t nr) {
         nvfp4_quantize(out.codes + r0 * g.cols, scales + scale_at(r0), x + r0 * g.cols, sub(nr),
                        amax, key, r0 * g.cols);
-        expand_rows(out.operand, out.codes, g, r0, nr, kE2M1Values.data(),
-                    [&](int64_t b) { return fp8_decode(scales[b], Fp8Format::E4M3); });
+        expand_rows(out.operand, out.codes, g, r0, nr, CodeFormat::E2M1,
+                    [&](int64_t b) { return e4m3[scales[b]]; });
       });
       *out.tensor_scale_inv = 1.0f / nvfp4_global_encode_scale(amax);
       break;

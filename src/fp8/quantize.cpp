@@ -103,4 +103,17 @@ void e2m1_quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float mul
   isa::e2m1_quantize_scalar(codes, x, n, multiplier, sr_key, first);
 }
 
+void expand_to_bf16(Isa isa, bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
+                    CodeFormat format) {
+  switch (isa) {
+    case Isa::Avx512:
+      return isa::expand_to_bf16_avx512(out, codes, scale, n, format);
+    case Isa::Avx2:
+      return isa::expand_to_bf16_avx2(out, codes, scale, n, format);
+    case Isa::Scalar:
+      break;
+  }
+  isa::expand_to_bf16_scalar(out, codes, scale, n, format);
+}
+
 }  // namespace fp8lm

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/bf16.h"
 #include "core/fp8_dtype.h"
 
 namespace fp8lm {
@@ -42,5 +43,14 @@ float absmax(Isa isa, const float* x, int64_t n);
 // place in its tensor, not on how a kernel splits it.
 void e2m1_quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float multiplier,
                    const uint32_t* sr_key = nullptr, int64_t first_index = 0);
+
+// The element formats of the block-scaled recipes' codes.
+enum class CodeFormat : uint8_t { E4M3, E5M2, E2M1 };
+
+// out[i] = the BF16 of decode(codes[i]) * scale[i], rounded to nearest even: a block-scaled
+// GEMM's operand from its codes and each value's block scale (fp8/block_cast.h). E2M1 codes
+// are one per byte, below 16.
+void expand_to_bf16(Isa isa, bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
+                    CodeFormat format);
 
 }  // namespace fp8lm

@@ -186,4 +186,32 @@ void e2m1_quantize_avx2(uint8_t* codes, const float* x, int64_t n, float multipl
                        first_index + static_cast<uint32_t>(body));
 }
 
+// A gather from the table and bf16_from_float's integer rounding, eight lanes at a time; the
+// last n % 8 through the scalar twin.
+void expand_to_bf16_avx2(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
+                         CodeFormat format) {
+  const float* table = decode_table(format);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf_bits = _mm256_set1_epi32(0x7f800000);
+  const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff);
+  const __m256i quiet = _mm256_set1_epi32(0x40);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i idx =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+    const __m256i u = _mm256_castps_si256(
+        _mm256_mul_ps(_mm256_i32gather_ps(table, idx, 4), _mm256_loadu_ps(scale + i)));
+    const __m256i top = _mm256_srli_epi32(u, 16);
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(_mm256_and_si256(top, one), half)), 16);
+    // Signed compare is right here: a magnitude is at most 0x7fffffff.
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf_bits);
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(top, quiet), nan);
+    // Pack the low halves of the eight lanes into eight 16-bit values.
+    const __m128i packed =
+        _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packed);
+  }
+  expand_to_bf16_scalar(out + i, codes + i, scale + i, n - i, format);
+}
+
 }  // namespace fp8lm::isa

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <bit>
+#include <cmath>
 #include <type_traits>
 
 #include "core/counter_rng.h"
@@ -166,6 +167,53 @@ void e2m1_quantize_avx512(uint8_t* codes, const float* x, int64_t n, float multi
     const __mmask16 live = live_lanes(n - i);
     _mm512_mask_cvtepi32_storeu_epi8(codes + i, live,
                                      encode(_mm512_maskz_loadu_ps(live, x + i), i));
+  }
+}
+
+// The decode without a gather (slow on some cores): E2M1 is one permute of its sixteen values;
+// the FP8 formats widen through FP16, which holds each of their values exactly: an E5M2 code is
+// the top byte of the FP16 with its value; an E4M3 code's exponent and mantissa, moved to FP16's
+// positions, read 2^8 too small (bias 15 instead of 7), for normals and subnormals alike, and
+// its NaN codes (S.1111.111) read as ±480. NaN codes of both become the table's NaN (the
+// default NaN with the code's sign; FP16 would keep E5M2's payload). The rounding to BF16 is
+// bf16_from_float's integer steps (vcvtneps2bf16 would need AVX512-BF16 and flushes subnormals).
+void expand_to_bf16_avx512(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
+                           CodeFormat format) {
+  const __m512 e2m1 = _mm512_loadu_ps(kE2M1Values.data());
+  const __m512 two8 = _mm512_set1_ps(256.0f), nan_value = _mm512_set1_ps(std::nanf(""));
+  const __m512 sign_bit = _mm512_set1_ps(-0.0f);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf_bits = _mm512_set1_epi32(0x7f800000);
+  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 live = live_lanes(n - i);
+    const __m128i c8 = _mm_maskz_loadu_epi8(live, codes + i);
+    __m512 decoded;
+    if (format == CodeFormat::E2M1) {
+      decoded = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(c8), e2m1);
+    } else {
+      const __m256i c16 = _mm256_cvtepu8_epi16(c8);
+      const __m256i mag = _mm256_and_si256(c16, _mm256_set1_epi16(0x7f));
+      __mmask16 nan_code;
+      if (format == CodeFormat::E5M2) {
+        decoded = _mm512_cvtph_ps(_mm256_slli_epi16(c16, 8));
+        nan_code = _mm256_cmpgt_epi16_mask(mag, _mm256_set1_epi16(0x7c));
+      } else {
+        const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(c16, _mm256_set1_epi16(0x80)), 8);
+        decoded =
+            _mm512_mul_ps(_mm512_cvtph_ps(_mm256_or_si256(sign, _mm256_slli_epi16(mag, 7))), two8);
+        nan_code = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7f));
+      }
+      decoded = _mm512_mask_or_ps(decoded, nan_code, _mm512_and_ps(decoded, sign_bit), nan_value);
+    }
+    const __m512i u =
+        _mm512_castps_si512(_mm512_mul_ps(decoded, _mm512_maskz_loadu_ps(live, scale + i)));
+    const __m512i top = _mm512_srli_epi32(u, 16);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_and_si512(top, one), half)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf_bits);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(top, quiet));
+    _mm256_mask_storeu_epi16(out + i, live, _mm512_cvtepi32_epi16(r));
   }
 }
 

@@ -1,22 +1,32 @@
 #pragma once
 // The per-ISA kernels behind quantize.h; each lives in a file compiled for its ISA.
+#include "core/e2m1.h"
 #include "fp8/quantize.h"
 
 namespace fp8lm::isa {
 
-#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                                 \
-  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,      \
-                              Fp8Format format, bool saturate);                            \
-  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv,     \
-                           Fp8Format format);                                              \
-  float absmax_##suffix(const float* x, int64_t n);                                        \
-  void e2m1_quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float multiplier, \
-                              const uint32_t* sr_key, uint32_t first_index);
+#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                                       \
+  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,            \
+                              Fp8Format format, bool saturate);                                  \
+  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv,           \
+                           Fp8Format format);                                                    \
+  float absmax_##suffix(const float* x, int64_t n);                                              \
+  void e2m1_quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float multiplier,       \
+                              const uint32_t* sr_key, uint32_t first_index);                     \
+  void expand_to_bf16_##suffix(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n, \
+                               CodeFormat format);
 
 FP8LM_DECLARE_QUANTIZE_ISA(scalar)
 FP8LM_DECLARE_QUANTIZE_ISA(avx2)
 FP8LM_DECLARE_QUANTIZE_ISA(avx512)
 #undef FP8LM_DECLARE_QUANTIZE_ISA
+
+// Each code's value: the expand kernels' lookup.
+inline const float* decode_table(CodeFormat f) {
+  return f == CodeFormat::E2M1   ? kE2M1Values.data()
+         : f == CodeFormat::E4M3 ? fp8_decode_table(Fp8Format::E4M3).data()
+                                 : fp8_decode_table(Fp8Format::E5M2).data();
+}
 
 // max that ignores a NaN in v (same semantics as x86 maxps(v, acc)).
 inline float max_ignoring_nan(float v, float acc) {

@@ -55,4 +55,10 @@ void e2m1_quantize_scalar(uint8_t* codes, const float* x, int64_t n, float multi
   }
 }
 
+void expand_to_bf16_scalar(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
+                           CodeFormat format) {
+  const float* table = decode_table(format);
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_from_float(table[codes[i]] * scale[i]);
+}
+
 }  // namespace fp8lm::isa

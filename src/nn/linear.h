@@ -49,7 +49,8 @@ class Linear {
   int64_t in_features() const { return in_; }
   Backend& backend() const { return be_; }
   MemoryUse memory_use() const {
-    return {bytes_of(x16_) + bytes_of(qx_) + bytes_of(x_col_), bytes_of(qw_)};
+    return {bytes_of(x16_) + bytes_of(qx_) + bytes_of(x_col_),
+            bytes_of(qw_) + bytes_of(w_row_.operand) + bytes_of(w_col_.operand)};
   }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
@@ -98,6 +99,7 @@ class Linear {
   // as if nothing had run in between. FP8 weights (fp8_weights mode) are the weight itself.
   void invalidate_weight_cast() {
     if (!fp8_weights_) cast_version_ = ~uint64_t{0};
+    w_row_.version = w_col_.version = ~uint64_t{0};
   }
   float fp8_weight_scale_inv() const { return w_scale_inv_.to_host()[0]; }
   float fp8_weight_scale() const { return w_scale_.to_host()[0]; }
@@ -171,7 +173,22 @@ class Linear {
   // (x row-wise, x column-wise, and the one of the cast in progress), and the seed forward saw
   // for stochastic rounding.
   BackendBuffer<bf16_t> x_col_{be_};
-  BackendBuffer<float> block_scale_inv_{be_, 4};
+  BackendBuffer<float> block_scale_inv_{be_, 3};
+  // The weight's operands, kept while the weight and the recipe's cast of it stay the same (a
+  // training step's forward, backward and later micro-batches; every call of generation), as
+  // TE keeps a weight's quantized copies across micro-batches: row-wise or 2D for forward, and
+  // column-wise for dgrad where 2D blocks do not serve both. 2 bytes per parameter each.
+  struct BlockWeightCast {
+    explicit BlockWeightCast(Backend& be) : operand(be), scale_inv(be, 1) {}
+    BackendBuffer<bf16_t> operand;
+    BackendBuffer<float> scale_inv;
+    uint64_t version = ~uint64_t{0};
+    Fp8Recipe recipe;
+  };
+  BlockWeightCast w_row_{be_}, w_col_{be_};
+  // The weight's operand for forward (row-wise) or dgrad (column-wise), cast when not kept.
+  GemmOperand block_weight(bool columnwise);
+  bool weight_blocks_2d() const;
   uint64_t sr_seed_ = 0;
   bool collect_block_stats_ = false;
   std::map<std::string, BlockScaleStats> block_stats_;

@@ -18,8 +18,15 @@ BlockScheme scheme_of(ScalingKind k) {
                                    : BlockScheme::Nvfp4;
 }
 
-// Slots of block_scale_inv_: the tensor scales of the operands in use.
-enum ScaleInv { kInputRow, kInputCol, kWeight, kGrad };
+// Slots of block_scale_inv_: the tensor scales of the activation operands in use.
+enum ScaleInv { kInputRow, kInputCol, kGrad };
+
+// Whether a weight cast kept under recipe `a` is the one `b` makes.
+bool same_weight_cast(const Fp8Recipe& a, const Fp8Recipe& b) {
+  return a.kind == b.kind && a.block.power_2_scale == b.block.power_2_scale &&
+         a.block.amax_epsilon == b.block.amax_epsilon &&
+         a.nvfp4.disable_2d_quantization == b.nvfp4.disable_2d_quantization;
+}
 
 }  // namespace
 
@@ -33,9 +40,7 @@ GemmOperand Linear::block_operand(BlockRole role, bool columnwise, const float* 
                                                       : kNvfp4Block;
   // Weights in 2D blocks: Float8BlockScaling's w_block_scaling_dim = 2, NVFP4's 2D quantization
   // (TE recipe/__init__.py); MXFP8's weights are 1D like everything else.
-  const bool two_d = role == BlockRole::Weight &&
-                     (c.scheme == BlockScheme::Fp8Block ||
-                      (c.scheme == BlockScheme::Nvfp4 && !recipe_.nvfp4.disable_2d_quantization));
+  const bool two_d = role == BlockRole::Weight && weight_blocks_2d();
   c.grid = two_d        ? BlockGrid{rows, cols, b, b}
            : columnwise ? BlockGrid{rows, cols, b, 1}
                         : BlockGrid{rows, cols, 1, b};
@@ -61,16 +66,34 @@ GemmOperand Linear::block_operand(BlockRole role, bool columnwise, const float* 
   return {operand, DType::BF16, scale_inv};
 }
 
+bool Linear::weight_blocks_2d() const {
+  // Float8BlockScaling's w_block_scaling_dim = 2, NVFP4's 2D quantization (TE
+  // recipe/__init__.py); MXFP8's weights are 1D like everything else.
+  return recipe_.kind == ScalingKind::Block ||
+         (recipe_.kind == ScalingKind::Nvfp4 && !recipe_.nvfp4.disable_2d_quantization);
+}
+
+GemmOperand Linear::block_weight(bool columnwise) {
+  BlockWeightCast& w = columnwise && !weight_blocks_2d() ? w_col_ : w_row_;
+  // Collecting statistics casts again so that each GEMM's cast is recorded.
+  if (w.version != weight_.version || !same_weight_cast(w.recipe, recipe_) ||
+      collect_block_stats_) {
+    w.operand.resize(static_cast<size_t>(out_ * in_));
+    block_operand(BlockRole::Weight, columnwise, weight_.data(), out_, in_, w.operand.data(),
+                  w.scale_inv.data());
+    w.version = weight_.version;
+    w.recipe = recipe_;
+  }
+  return {w.operand.data(), DType::BF16, w.scale_inv.data()};
+}
+
 void Linear::forward_block(const float* x, float* y, int64_t rows, bool add_bias) {
   sr_seed_ = autocast_state().step_seed;
   float* s = block_scale_inv_.data();
   const GemmOperand a =
       block_operand(BlockRole::Input, false, x, rows, in_,
                     scratch<bf16_t>(be_, Scratch::BlockInput, rows * in_), s + kInputRow);
-  const GemmOperand w =
-      block_operand(BlockRole::Weight, false, weight_.data(), out_, in_,
-                    scratch<bf16_t>(be_, Scratch::WeightBf16, out_ * in_), s + kWeight);
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, a, w, 0.0f, y);
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, a, block_weight(false), 0.0f, y);
   record_if_non_finite(y, rows * out_);
   if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
   // The weight gradient's input: x blocked down its columns (along the tokens dW sums over).
@@ -87,10 +110,7 @@ void Linear::backward_block(const float* dy, float* dx, float* dw, int64_t rows,
     const GemmOperand g =
         block_operand(BlockRole::GradOutput, false, dy, rows, out_,
                       scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_), s + kGrad);
-    const GemmOperand w =
-        block_operand(BlockRole::Weight, true, weight_.data(), out_, in_,
-                      scratch<bf16_t>(be_, Scratch::WeightBf16, out_ * in_), s + kWeight);
-    be_.gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g, w, beta, dx);
+    be_.gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g, block_weight(true), beta, dx);
   }
   // Stream order puts this cast's scale after the dgrad GEMM that read the slot.
   const GemmOperand g_col =
