@@ -153,6 +153,33 @@ TEST(ExpandToBf16, EverySimdIsaMatchesTheScalarTwinBitForBit) {
   }
 }
 
+// The block amaxes of a row, for the recipes' block lengths and odd ones, at row lengths that
+// end blocks early: every SIMD variant against the scalar twin, and the twin against fmax over
+// each block (NaN left out, Inf kept), starting from amaxes already there.
+TEST(RowBlockAbsmax, EverySimdIsaMatchesTheScalarTwinAndFmax) {
+  const auto x = test::random_with_specials(1100, 3);
+  for (const int64_t block : {1, 7, 16, 32, 128}) {
+    for (const int64_t n : {0, 1, 15, 16, 17, 100, 128, 1025}) {
+      const int64_t blocks = (n + block - 1) / block;
+      std::vector<float> want(static_cast<size_t>(blocks));
+      for (int64_t b = 0; b < blocks; ++b) want[b] = b % 3 == 0 ? 0.5f : 0.0f;
+      std::vector<float> start = want;
+      row_block_absmax(Isa::Scalar, want.data(), x.data() + 1, n, block);
+      for (int64_t b = 0; b < blocks; ++b) {
+        float m = start[b];
+        for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i)
+          m = std::fmax(m, std::fabs(x[i + 1]));
+        ASSERT_EQ(want[b], m) << "block " << block << " n " << n << " b " << b;
+      }
+      for (const Isa isa : simd_isas()) {
+        std::vector<float> got = start;
+        row_block_absmax(isa, got.data(), x.data() + 1, n, block);
+        ASSERT_EQ(got, want) << isa_name(isa) << " block " << block << " n " << n;
+      }
+    }
+  }
+}
+
 TEST(Quantize, DispatchPicksTheWidestSupportedIsa) {
   const Isa best = best_isa();
   EXPECT_TRUE(isa_supported(best));

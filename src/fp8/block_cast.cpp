@@ -112,20 +112,27 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
       break;
     }
     case BlockScheme::Nvfp4: {
+      if (c.rht && g.rows % kRhtSize != 0) {
+        throw Error(
+            fmt::format("NVFP4's Hadamard transform needs a multiple of 16 rows (tokens), not {}; "
+                        "use disable_rht or a batch of batch_size x seq_len that is",
+                        g.rows));
+      }
+      // The tensor amax the global scale needs: of the transformed tensor where there is one,
+      // taken from each stripe while it is in cache.
+      float amax = 0.0f;
       if (c.rht) {
-        if (g.rows % kRhtSize != 0) {
-          throw Error(fmt::format(
-              "NVFP4's Hadamard transform needs a multiple of 16 rows (tokens), not {}; "
-              "use disable_rht or a batch of batch_size x seq_len that is",
-              g.rows));
-        }
         for_each_stripe({g.rows, g.cols, kRhtSize, 1}, [&](int64_t r0, int64_t nr) {
           rht16_rows(work + r0 * g.cols, x + r0 * g.cols, nr, g.cols);
+          const float a = absmax(work + r0 * g.cols, nr * g.cols);
+#pragma omp critical(fp8lm_rht_amax)
+          amax = std::max(amax, a);
         });
         x = work;
+      } else {
+        amax = parallel_absmax(x, n);
       }
       auto* scales = static_cast<uint8_t*>(out.scales);
-      const float amax = parallel_absmax(x, n);
       if (out.amax) *out.amax = amax;
       const uint32_t* key = c.stochastic_rounding ? &c.sr_key : nullptr;
       const float* e4m3 = fp8_decode_table(Fp8Format::E4M3).data();

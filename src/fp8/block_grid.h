@@ -65,12 +65,13 @@ void quantize_blocks_reference(uint8_t* codes, Scale* scales, const float* x, co
 
 // With the casts through an ISA's kernels (cast_run), a stripe of block rows at a time. The
 // stripe's block amaxes are taken in one sweep over its rows (element-wise maxima the compiler
-// vectorizes: a maximum is exact in any order, and a NaN is left out as fmaxf leaves it), then each
+// vectorizes down columns, row_block_absmax along rows: a maximum is exact in any order, and a
+// NaN is left out as fmaxf leaves it), then each
 // row's products x * m are formed into a run and cast in one call with multiplier 1 (an exact
 // identity), so every value is the twin's x * m cast the same way, without a kernel call per block.
 // cast_run(codes, values, n, multiplier, index of values[0]) casts a contiguous run.
 template <class Rule, class Scale, class CastRun>
-void quantize_blocks(uint8_t* codes, Scale* scales, const float* x, const BlockGrid& g,
+void quantize_blocks(Isa isa, uint8_t* codes, Scale* scales, const float* x, const BlockGrid& g,
                      const Rule& rule, CastRun cast_run) {
   const int64_t gc = g.grid_cols(), bw = g.block_cols;
   thread_local std::vector<float> amax, mult, run;  // stripes run on several threads
@@ -87,15 +88,8 @@ void quantize_blocks(uint8_t* codes, Scale* scales, const float* x, const BlockG
           const float a = std::fabs(row[c]);
           amax[c] = a > amax[c] ? a : amax[c];
         }
-        continue;
-      }
-      for (int64_t bc = 0; bc < gc; ++bc) {
-        float m = amax[bc];
-        for (int64_t c = bc * bw; c < std::min(g.cols, (bc + 1) * bw); ++c) {
-          const float a = std::fabs(row[c]);
-          m = a > m ? a : m;
-        }
-        amax[bc] = m;
+      } else {
+        row_block_absmax(isa, amax.data(), row, g.cols, bw);
       }
     }
     for (int64_t bc = 0; bc < gc; ++bc) {

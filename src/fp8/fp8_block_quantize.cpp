@@ -44,7 +44,7 @@ void fp8_block_quantize(uint8_t* codes, float* scale_inv, const float* x, const 
 
 void fp8_block_quantize(Isa isa, uint8_t* codes, float* scale_inv, const float* x,
                         const BlockGrid& g, Fp8Format format, const BlockScalingParams& params) {
-  quantize_blocks(codes, scale_inv, x, g, BlockRule{format, params},
+  quantize_blocks(isa, codes, scale_inv, x, g, BlockRule{format, params},
                   [&](uint8_t* c, const float* v, int64_t n, float m, int64_t) {
                     quantize(isa, c, v, n, m, format);
                   });

@@ -27,7 +27,7 @@ constexpr BlockGrid columnwise(int64_t rows, int64_t cols) {
 
 void quantize_mx(Isa isa, uint8_t* codes, uint8_t* scales, const float* x, const BlockGrid& g,
                  Fp8Format format) {
-  quantize_blocks(codes, scales, x, g, MxRule{format},
+  quantize_blocks(isa, codes, scales, x, g, MxRule{format},
                   [&](uint8_t* c, const float* v, int64_t n, float m, int64_t) {
                     quantize(isa, c, v, n, m, format);
                   });

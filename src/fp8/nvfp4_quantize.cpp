@@ -19,7 +19,10 @@ struct Nvfp4Rule {
     return fp8_encode(amax * (global_encode * (1.0f / kE2M1Max)), Fp8Format::E4M3);
   }
   float multiplier(uint8_t block) const {
-    return std::fmin(1.0f / Nvfp4BlockScales{global_encode, block}.decode(), kFloatMax);
+    // fmin's result (an Inf or NaN reciprocal gives the largest float) without its libm call,
+    // once per 16 values.
+    const float m = 1.0f / Nvfp4BlockScales{global_encode, block}.decode();
+    return m < kFloatMax ? m : kFloatMax;
   }
 };
 
@@ -54,7 +57,7 @@ void nvfp4_quantize(uint8_t* codes, uint8_t* block_scales, const float* x, const
 void nvfp4_quantize(Isa isa, uint8_t* codes, uint8_t* block_scales, const float* x,
                     const BlockGrid& g, float global_amax, const uint32_t* sr_key,
                     int64_t first_index) {
-  quantize_blocks(codes, block_scales, x, g, Nvfp4Rule{nvfp4_global_encode_scale(global_amax)},
+  quantize_blocks(isa, codes, block_scales, x, g, Nvfp4Rule{nvfp4_global_encode_scale(global_amax)},
                   [&](uint8_t* c, const float* v, int64_t n, float m, int64_t first) {
                     e2m1_quantize(isa, c, v, n, m, sr_key, first_index + first);
                   });

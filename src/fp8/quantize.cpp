@@ -103,6 +103,18 @@ void e2m1_quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float mul
   isa::e2m1_quantize_scalar(codes, x, n, multiplier, sr_key, first);
 }
 
+void row_block_absmax(Isa isa, float* amax, const float* x, int64_t n, int64_t block) {
+  switch (isa) {
+    case Isa::Avx512:
+      return isa::row_block_absmax_avx512(amax, x, n, block);
+    case Isa::Avx2:
+      return isa::row_block_absmax_avx2(amax, x, n, block);
+    case Isa::Scalar:
+      break;
+  }
+  isa::row_block_absmax_scalar(amax, x, n, block);
+}
+
 void expand_to_bf16(Isa isa, bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
                     CodeFormat format) {
   switch (isa) {

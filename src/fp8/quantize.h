@@ -44,6 +44,11 @@ float absmax(Isa isa, const float* x, int64_t n);
 void e2m1_quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float multiplier,
                    const uint32_t* sr_key = nullptr, int64_t first_index = 0);
 
+// For a row of n values cut into blocks of `block` (the last one shorter where n is not a
+// multiple): amax[b] = max(amax[b], max |x| over block b), NaN left out. The block quantizers'
+// first sweep (fp8/block_grid.h), a row at a time.
+void row_block_absmax(Isa isa, float* amax, const float* x, int64_t n, int64_t block);
+
 // The element formats of the block-scaled recipes' codes.
 enum class CodeFormat : uint8_t { E4M3, E5M2, E2M1 };
 

@@ -2,6 +2,7 @@
 // byte stores, so the last n % 8 elements go through the scalar twin.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <type_traits>
@@ -212,6 +213,25 @@ void expand_to_bf16_avx2(bf16_t* out, const uint8_t* codes, const float* scale, 
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packed);
   }
   expand_to_bf16_scalar(out + i, codes + i, scale + i, n - i, format);
+}
+
+// maxps(|x|, acc) keeps acc where x is NaN: the scalar twin's max_ignoring_nan, lane by lane;
+// a block's last len % 8 values go through the scalar steps.
+void row_block_absmax_avx2(float* amax, const float* x, int64_t n, int64_t block) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t b = 0; b * block < n; ++b) {
+    const int64_t end = std::min(n, (b + 1) * block);
+    int64_t i = b * block;
+    __m256 m = _mm256_setzero_ps();
+    for (; i + 8 <= end; i += 8)
+      m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), m);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m);
+    float r = amax[b];
+    for (const float l : lanes) r = max_ignoring_nan(l, r);
+    for (; i < end; ++i) r = max_ignoring_nan(std::fabs(x[i]), r);
+    amax[b] = r;
+  }
 }
 
 }  // namespace fp8lm::isa

@@ -2,6 +2,7 @@
 // tails handled with masked loads and stores so every length runs the same code.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <type_traits>
@@ -214,6 +215,17 @@ void expand_to_bf16_avx512(bf16_t* out, const uint8_t* codes, const float* scale
     const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf_bits);
     r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(top, quiet));
     _mm256_mask_storeu_epi16(out + i, live, _mm512_cvtepi32_epi16(r));
+  }
+}
+
+// maxps(|x|, acc) keeps acc where x is NaN: the scalar twin's max_ignoring_nan, lane by lane.
+void row_block_absmax_avx512(float* amax, const float* x, int64_t n, int64_t block) {
+  for (int64_t b = 0; b * block < n; ++b) {
+    const int64_t end = std::min(n, (b + 1) * block);
+    __m512 m = _mm512_setzero_ps();
+    for (int64_t i = b * block; i < end; i += 16)
+      m = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live_lanes(end - i), x + i)), m);
+    amax[b] = max_ignoring_nan(_mm512_reduce_max_ps(m), amax[b]);
   }
 }
 

@@ -14,7 +14,8 @@ namespace fp8lm::isa {
   void e2m1_quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float multiplier,       \
                               const uint32_t* sr_key, uint32_t first_index);                     \
   void expand_to_bf16_##suffix(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n, \
-                               CodeFormat format);
+                               CodeFormat format);                                               \
+  void row_block_absmax_##suffix(float* amax, const float* x, int64_t n, int64_t block);
 
 FP8LM_DECLARE_QUANTIZE_ISA(scalar)
 FP8LM_DECLARE_QUANTIZE_ISA(avx2)

@@ -1,5 +1,6 @@
 // The scalar twin: one element at a time through the bit codec. The SIMD variants must match
 // it bit for bit, and it in turn is checked against the double-precision minifloat reference.
+#include <algorithm>
 #include <cmath>
 
 #include "core/counter_rng.h"
@@ -59,6 +60,15 @@ void expand_to_bf16_scalar(bf16_t* out, const uint8_t* codes, const float* scale
                            CodeFormat format) {
   const float* table = decode_table(format);
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_from_float(table[codes[i]] * scale[i]);
+}
+
+void row_block_absmax_scalar(float* amax, const float* x, int64_t n, int64_t block) {
+  for (int64_t b = 0; b * block < n; ++b) {
+    float m = amax[b];
+    for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i)
+      m = max_ignoring_nan(std::fabs(x[i]), m);
+    amax[b] = m;
+  }
 }
 
 }  // namespace fp8lm::isa
