@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -986,6 +987,10 @@ TEST(Cli, DoctorReportsCpuCudaAndPrecision) {
   EXPECT_NE(r.out.find("avx512_bf16 "), std::string::npos);
   EXPECT_NE(r.out.find("cuda: "), std::string::npos);
   EXPECT_NE(r.out.find("precision auto -> "), std::string::npos);
+  // Issue 14 (6): the GEMM engine and oneDNN's kernel behind it (its names are kind:isa).
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("GEMM engine: (onednn-bf16|widen-to-fp32) "
+                                                  "\\(oneDNN [a-z_]+:[a-z0-9_:]+")))
+      << r.out;
 }
 
 // Issue 13 (1): doctor says whether this build has MPI. A build without it refuses a launch as

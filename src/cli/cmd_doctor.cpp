@@ -27,7 +27,7 @@ void run_doctor() {
     fmt::print("  one core: vfmadd231ps {:.0f} GFLOP/s · vdpbf16ps {:.0f} GFLOP/s\n", k.fma_gflops,
                k.dpbf16_gflops);
   }
-  fmt::print("  bf16/fp8 GEMM engine: {}\n", k.gemm_engine);
+  fmt::print("  bf16/fp8 GEMM engine: {} (oneDNN {})\n", k.gemm_engine, k.gemm_implementation);
 
   const cuda::DeviceQuery q = cuda_devices();
   if (!q.built) {

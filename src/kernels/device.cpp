@@ -63,7 +63,7 @@ PrecisionChoice resolve_precision(Precision requested, const DeviceChoice& devic
 CpuKernelInfo cpu_kernel_info() {
   const cpu::Bf16Throughput& t = cpu::bf16_throughput();
   return {std::string(isa_name(best_isa())), t.fma_gflops, t.dpbf16_gflops,
-          std::string(cpu::engine_name(cpu::low_precision_engine()))};
+          std::string(cpu::engine_name(cpu::low_precision_engine())), cpu::engine_implementation()};
 }
 
 }  // namespace fp8lm

@@ -59,11 +59,7 @@ std::vector<std::byte>& scratchpad_arena() {
   return arena;
 }
 
-Matmul& matmul_for(const MatmulKey& key) {
-  // Per thread, so that the cached memory objects are never shared between concurrent calls.
-  thread_local std::map<MatmulKey, std::unique_ptr<Matmul>> cache;
-  auto it = cache.find(key);
-  if (it != cache.end()) return *it->second;
+dnnl::matmul::primitive_desc matmul_desc(const MatmulKey& key) {
   const memory::dims a_strides = key.ta ? memory::dims{1, key.M} : memory::dims{key.K, 1};
   const memory::dims b_strides = key.tb ? memory::dims{1, key.K} : memory::dims{key.N, 1};
   const memory::desc a({key.M, key.K}, key.dt, a_strides);
@@ -77,14 +73,22 @@ Matmul& matmul_for(const MatmulKey& key) {
     ops.append_sum(key.beta);
     attr.set_post_ops(ops);
   }
+  return {dnnl::matmul::desc(a, b, c), attr, cpu_engine()};
+}
+
+Matmul& matmul_for(const MatmulKey& key) {
+  // Per thread, so that the cached memory objects are never shared between concurrent calls.
+  thread_local std::map<MatmulKey, std::unique_ptr<Matmul>> cache;
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
   auto& engine = cpu_engine();
   auto mm = std::make_unique<Matmul>();
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine);
+  const dnnl::matmul::primitive_desc pd = matmul_desc(key);
   mm->prim = dnnl::matmul(pd);
   mm->scratchpad = memory(pd.scratchpad_desc(), engine, DNNL_MEMORY_NONE);
-  mm->a = memory(a, engine, DNNL_MEMORY_NONE);
-  mm->b = memory(b, engine, DNNL_MEMORY_NONE);
-  mm->c = memory(c, engine, DNNL_MEMORY_NONE);
+  mm->a = memory(pd.src_desc(), engine, DNNL_MEMORY_NONE);
+  mm->b = memory(pd.weights_desc(), engine, DNNL_MEMORY_NONE);
+  mm->c = memory(pd.dst_desc(), engine, DNNL_MEMORY_NONE);
   mm->scale = memory({{1}, memory::data_type::f32, memory::dims{1}}, engine, &mm->alpha);
   return *cache.emplace(key, std::move(mm)).first->second;
 }
@@ -194,6 +198,13 @@ LowPrecisionEngine measure_engine() {
 
 std::string_view engine_name(LowPrecisionEngine e) {
   return e == LowPrecisionEngine::NativeBf16 ? "onednn-bf16" : "widen-to-fp32";
+}
+
+std::string engine_implementation() {
+  const memory::data_type dt = low_precision_engine() == LowPrecisionEngine::NativeBf16
+                                   ? memory::data_type::bf16
+                                   : memory::data_type::f32;
+  return matmul_desc({dt, false, true, 2048, 2048, 2048, 0.0f}).impl_info_str();
 }
 
 LowPrecisionEngine low_precision_engine() {

@@ -11,6 +11,7 @@
 // The engine is measured once per process (low_precision_engine()); the two differ only in
 // summation order.
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "core/bf16.h"
@@ -47,6 +48,9 @@ std::string_view engine_name(LowPrecisionEngine e);
 // (bf16_probe.h; e.g. AMD Zen 4), widen where it does not (this project's Xeon VM: 0.5x) or
 // where there is no AVX512-BF16. bench_gemm times both engines on full GEMMs.
 LowPrecisionEngine low_precision_engine();
+// oneDNN's implementation of the chosen engine's matmul (x · Wᵀ at 2048^3), e.g.
+// "brg:avx512_core_amx" with AMX tiles, "brg:avx512_core_bf16" or "gemm:jit": what runs.
+std::string engine_implementation();
 void set_low_precision_engine(LowPrecisionEngine e);
 
 // Time and FLOPs (2·M·N·K) spent in the products above since the last reset: the bench's
