@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
+#include "io/safetensors.h"
 #include "run_util.h"
 #include "safetensors_edit.h"
 
@@ -43,12 +45,17 @@ struct Variant {
 };
 
 TEST(Resume, StopAndResumeEqualsUninterruptedBitForBit) {
-  const Variant variants[] = {{"fp32", Precision::Fp32, Format::Hybrid, false},
-                              {"fp8", Precision::Fp8, Format::Hybrid, false},
-                              {"fp8_e4m3_weights", Precision::Fp8, Format::E4M3, true},
-                              // Issue 14: NVFP4's stochastic rounding draws by step.
-                              {"mxfp8", Precision::Fp8, Format::E4M3, false, ScalingKind::Mxfp8},
-                              {"nvfp4", Precision::Fp8, Format::E4M3, false, ScalingKind::Nvfp4}};
+  const Variant variants[] = {
+      {"fp32", Precision::Fp32, Format::Hybrid, false},
+      {"fp8", Precision::Fp8, Format::Hybrid, false},
+      {"fp8_e4m3_weights", Precision::Fp8, Format::E4M3, true},
+      // Issue 14: NVFP4's stochastic rounding draws by step.
+      {"mxfp8", Precision::Fp8, Format::E4M3, false, ScalingKind::Mxfp8},
+      {"nvfp4", Precision::Fp8, Format::E4M3, false, ScalingKind::Nvfp4},
+      // Block-scaled FP8 weights: codes and block scales in the model.
+      {"block_weights", Precision::Fp8, Format::E4M3, true, ScalingKind::Block},
+      {"mxfp8_weights", Precision::Fp8, Format::E4M3, true, ScalingKind::Mxfp8},
+      {"nvfp4_weights", Precision::Fp8, Format::E4M3, true, ScalingKind::Nvfp4}};
   for (const Variant& v : variants) {
     TrainConfig c = tiny(v.p);
     c.recipe.delayed.format = v.format;
@@ -121,6 +128,51 @@ TEST(Checkpoint, ModelFileRoundTripsWeightsAndFp8State) {
   EXPECT_EQ(got[Slot::Input].amax_history, want[Slot::Input].amax_history);
   EXPECT_EQ(m.config.model.d_model, 32);
   EXPECT_EQ(m.file.metadata().at("step"), "3");
+}
+
+// Issue 14 (3): under --fp8-weights with a block-scaled recipe, each GEMM weight is stored as
+// the module holds it, its codes with their block scales (in the recipe's grid for the weight)
+// and its tensor scale_inv, and loads as those decoded.
+TEST(Checkpoint, BlockScaledFp8WeightsKeepTheirBlockScales) {
+  for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
+    SCOPED_TRACE(std::string(scaling_kind_name(kind)));
+    TrainConfig c = tiny(Precision::Fp8);
+    c.model.seq_len = 16;
+    c.recipe.kind = kind;
+    c.fp8_weights = true;
+    Trainer t(c);
+    for (int i = 0; i < 2; ++i) t.train_step();
+    const std::string path = test::fresh_dir("block_weights") + ".safetensors";
+    trainer_model_file(t).write(path);
+    const Safetensors file = Safetensors::read(path);
+    const LoadedModel m = load_model(path);
+    Linear& fc1 = t.model().layer(1).mlp().fc1();
+    const BlockCast cast = fc1.fp8_weight_block_cast();
+    const std::string name = fc1.weight().name;
+    // 2D blocks for Float8BlockScaling and NVFP4, 1x32 for MXFP8.
+    EXPECT_EQ(cast.grid.block_rows, kind == ScalingKind::Mxfp8 ? 1 : cast.grid.block_cols);
+    const TensorData& scales = file.at(name + "_block_scales");
+    EXPECT_EQ(scales.shape, (std::vector<int64_t>{cast.grid.grid_rows(), cast.grid.grid_cols()}));
+    const TensorData& codes = file.at(name);
+    const std::vector<uint8_t> want_codes = fc1.fp8_weight_codes();
+    EXPECT_TRUE(
+        std::equal(codes.bytes.begin(), codes.bytes.end(), want_codes.begin(), want_codes.end()));
+    const std::vector<uint8_t> want_scales = fc1.fp8_weight_block_scales();
+    EXPECT_TRUE(std::equal(scales.bytes.begin(), scales.bytes.end(), want_scales.begin(),
+                           want_scales.end()));
+    const std::vector<float> decoded = block_decode(cast, want_codes.data(), want_scales.data(),
+                                                    fc1.fp8_weight_tensor_scale_inv());
+    EXPECT_EQ(m.model->layer(1).mlp().fc1().weight().values(), decoded);
+    // The codes are a real cast of the master: decoded, they stay near it.
+    const std::vector<float> master = fc1.weight().values();
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < master.size(); ++i) {
+      err += (decoded[i] - master[i]) * (decoded[i] - master[i]);
+      norm += master[i] * master[i];
+    }
+    // FP8 (3 mantissa bits) within a few percent; FP4 (1 bit) within a third.
+    EXPECT_LT(std::sqrt(err / norm), kind == ScalingKind::Nvfp4 ? 0.3 : 0.05);
+  }
 }
 
 // Reads a file, lets `damage` change its bytes, and expects load_model to refuse it.

@@ -20,6 +20,59 @@ size_t block_scale_bytes(const BlockCast& c) {
   return c.scheme == BlockScheme::Fp8Block ? n * sizeof(float) : n;
 }
 
+BlockCast recipe_block_cast(const Fp8Recipe& r, BlockRole role, bool columnwise, int64_t rows,
+                            int64_t cols) {
+  BlockCast c;
+  c.scheme = r.kind == ScalingKind::Block   ? BlockScheme::Fp8Block
+             : r.kind == ScalingKind::Mxfp8 ? BlockScheme::Mxfp8
+                                            : BlockScheme::Nvfp4;
+  c.params = r.block;
+  const int64_t b = c.scheme == BlockScheme::Fp8Block ? kFp8Block
+                    : c.scheme == BlockScheme::Mxfp8  ? kMxBlock
+                                                      : kNvfp4Block;
+  // Weights in 2D blocks: Float8BlockScaling's w_block_scaling_dim = 2, NVFP4's 2D
+  // quantization (TE recipe/__init__.py); MXFP8's weights are 1D like everything else.
+  const bool two_d = role == BlockRole::Weight &&
+                     (r.kind == ScalingKind::Block ||
+                      (r.kind == ScalingKind::Nvfp4 && !r.nvfp4.disable_2d_quantization));
+  c.grid = two_d        ? BlockGrid{rows, cols, b, b}
+           : columnwise ? BlockGrid{rows, cols, b, 1}
+                        : BlockGrid{rows, cols, 1, b};
+  if (c.scheme == BlockScheme::Nvfp4) {
+    // TE: the RHT on the column-wise (wgrad) copies of inputs and gradients; stochastic
+    // rounding on gradients only.
+    c.rht = columnwise && role != BlockRole::Weight && !r.nvfp4.disable_rht;
+    c.stochastic_rounding = role == BlockRole::GradOutput && !r.nvfp4.disable_stochastic_rounding;
+  }
+  return c;
+}
+
+std::vector<float> block_decode(const BlockCast& c, const uint8_t* codes, const void* scales,
+                                float tensor_scale_inv) {
+  const BlockGrid& g = c.grid;
+  std::vector<float> y(static_cast<size_t>(g.rows * g.cols));
+  for (int64_t r = 0; r < g.rows; ++r) {
+    for (int64_t col = 0; col < g.cols; ++col) {
+      const int64_t i = r * g.cols + col, b = g.block_of(r, col);
+      float v = 0.0f;
+      switch (c.scheme) {
+        case BlockScheme::Fp8Block:
+          v = fp8_decode(codes[i], c.format) * static_cast<const float*>(scales)[b];
+          break;
+        case BlockScheme::Mxfp8:
+          v = fp8_decode(codes[i], c.format) * e8m0_decode(static_cast<const uint8_t*>(scales)[b]);
+          break;
+        case BlockScheme::Nvfp4:
+          v = kE2M1Values[codes[i] & 0xf] *
+              fp8_decode(static_cast<const uint8_t*>(scales)[b], Fp8Format::E4M3);
+          break;
+      }
+      y[static_cast<size_t>(i)] = v * tensor_scale_inv;
+    }
+  }
+  return y;
+}
+
 namespace {
 
 // f(first row, rows) over stripes of whole block rows, spread over the OpenMP threads: each

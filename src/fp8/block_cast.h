@@ -10,11 +10,13 @@
 // amax is below about 2^-117 loses bits, far below any gradient that matters.)
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/bf16.h"
 #include "core/fp8_dtype.h"
 #include "fp8/block_grid.h"
 #include "fp8/fp8_block_quantize.h"
+#include "fp8/recipe.h"
 
 namespace fp8lm {
 
@@ -42,6 +44,21 @@ struct BlockCastOut {
 };
 
 size_t block_scale_bytes(const BlockCast& c);
+
+// The tensors a block-scaled GEMM reads, in TE's roles.
+enum class BlockRole : uint8_t { Input, Weight, GradOutput };
+
+// The cast recipe r (block, mxfp8 or nvfp4) makes of a [rows, cols] tensor in `role`, blocked
+// along rows (columnwise) or along cols: TE's blocks for each recipe and role, the 2D weight
+// blocks (which serve both directions), NVFP4's RHT on the column-wise copies of inputs and
+// gradients and its stochastic rounding of gradients (sr_key left for the caller).
+BlockCast recipe_block_cast(const Fp8Recipe& r, BlockRole role, bool columnwise, int64_t rows,
+                            int64_t cols);
+
+// The values a cast's codes and scales stand for: decode(code) x block scale x tensor scale_inv,
+// element by element (what a checkpoint's block-scaled FP8 weight loads as).
+std::vector<float> block_decode(const BlockCast& c, const uint8_t* codes, const void* scales,
+                                float tensor_scale_inv);
 
 // Casts x (host memory) into out. `work` holds rows * cols floats when c.rht (else unused).
 // Throws Error for an RHT whose rows are not a multiple of 16, or Float8BlockScaling without

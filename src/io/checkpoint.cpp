@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "core/finite.h"
+#include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "nn/precision_map.h"
 #include "train/adamw.h"
@@ -266,7 +267,25 @@ SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
     };
     const auto it = std::find_if(linears.begin(), linears.end(),
                                  [&](Linear* l) { return l->fp8_weights() && &l->weight() == p; });
-    if (it != linears.end()) {
+    if (it != linears.end() && info.config.recipe.block_scaled()) {
+      // A block-scaled FP8 weight: its codes (E4M3, or NVFP4's E2M1 one per byte in the low
+      // four bits, as U8), its block scales in their grid (FP32 scale_invs, E8M0 as U8, or
+      // E4M3) and its tensor scale_inv (NVFP4's 1/S, else 1). block_decode reads them back.
+      Linear* l = *it;
+      const BlockCast c = l->fp8_weight_block_cast();
+      const bool fp4 = c.scheme == BlockScheme::Nvfp4;
+      st.add(p->name, fp4 ? DType::U8 : DType::E4M3, p->shape,
+             [l, checked](const SafetensorsWriter::Sink& sink) {
+               checked([](std::span<const uint8_t>) {});
+               sink(l->fp8_weight_codes());
+             });
+      const DType scale_type = c.scheme == BlockScheme::Fp8Block ? DType::F32
+                               : fp4                             ? DType::E4M3
+                                                                 : DType::U8;
+      st.add(p->name + "_block_scales", scale_type, {c.grid.grid_rows(), c.grid.grid_cols()},
+             [l](const SafetensorsWriter::Sink& sink) { sink(l->fp8_weight_block_scales()); });
+      st.add_f32(p->name + "_scale_inv", {1}, {l->fp8_weight_tensor_scale_inv()});
+    } else if (it != linears.end()) {
       // The module holds this weight only as FP8: stored as such, with its scale_inv.
       Linear* l = *it;
       st.add(p->name, DType::E4M3, p->shape, [l, checked](const SafetensorsWriter::Sink& sink) {
@@ -355,6 +374,44 @@ void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
   model_file(model, info).write(dir + "/model.safetensors");
 }
 
+namespace {
+
+// A block-scaled FP8 weight (model_file) decoded, after checking its tensors against the cast
+// the file's recipe makes of this weight.
+std::vector<float> block_scaled_weight(const Safetensors& file, GPT& model, const Parameter& p) {
+  const auto& meta = file.metadata();
+  const Fp8Recipe recipe =
+      train_config_from_json(meta.count("config") ? meta.at("config") : "{}", file.origin()).recipe;
+  const auto linears = model.linears();
+  const auto it =
+      std::find_if(linears.begin(), linears.end(), [&](Linear* l) { return &l->weight() == &p; });
+  if (!recipe.block_scaled() || it == linears.end()) {
+    throw Error(fmt::format("{}: tensor '{}_block_scales' belongs to no block-scaled GEMM weight",
+                            file.origin(), p.name));
+  }
+  const BlockCast c = recipe_block_cast(recipe, BlockRole::Weight, false, p.shape[0], p.shape[1]);
+  const TensorData& codes = file.at(p.name);
+  const TensorData& scales = file.at(p.name + "_block_scales");
+  const TensorData& tensor_scale = file.at(p.name + "_scale_inv");
+  const DType code_type = c.scheme == BlockScheme::Nvfp4 ? DType::U8 : DType::E4M3;
+  const DType scale_type = c.scheme == BlockScheme::Fp8Block ? DType::F32
+                           : c.scheme == BlockScheme::Nvfp4  ? DType::E4M3
+                                                             : DType::U8;
+  const std::vector<int64_t> grid{c.grid.grid_rows(), c.grid.grid_cols()};
+  if (codes.dtype != code_type || scales.dtype != scale_type || scales.shape != grid ||
+      tensor_scale.dtype != DType::F32 || tensor_scale.numel() != 1) {
+    throw Error(fmt::format(
+        "{}: tensor '{}' is not a {} weight: expected {} codes, {} block scales [{}] and an F32 "
+        "_scale_inv",
+        file.origin(), p.name, scaling_kind_name(recipe.kind), dtype_name(code_type),
+        dtype_name(scale_type), fmt::join(grid, ",")));
+  }
+  std::vector<uint8_t> scale_bytes(scales.bytes.begin(), scales.bytes.end());  // aligned copy
+  return block_decode(c, codes.bytes.data(), scale_bytes.data(), tensor_scale.to_f32().at(0));
+}
+
+}  // namespace
+
 void apply_model_tensors(const Safetensors& file, GPT& model) {
   std::vector<Parameter*> params = model.parameters();
   std::ranges::sort(params, {}, [&](const Parameter* p) { return file.position(p->name); });
@@ -365,7 +422,9 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
                               file.origin(), p->name, fmt::join(in.shape(), ","),
                               fmt::join(p->shape, ",")));
     }
-    if (in.dtype() != DType::E4M3 && in.dtype() != DType::F32) {
+    const bool block_scaled = file.contains(p->name + "_block_scales");
+    if (in.dtype() != DType::E4M3 && in.dtype() != DType::F32 &&
+        !(block_scaled && in.dtype() == DType::U8)) {
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F8_E4M3",
                               file.origin(), p->name, dtype_name(in.dtype())));
     }
@@ -373,6 +432,12 @@ void apply_model_tensors(const Safetensors& file, GPT& model) {
       return Error(fmt::format("{}: tensor '{}' holds values that are not finite; not loading it",
                                file.origin(), p->name));
     };
+    if (block_scaled) {
+      std::vector<float> v = block_scaled_weight(file, model, *p);
+      if (!all_finite(v)) throw refuse();
+      p->set_values(v);
+      continue;
+    }
     if (in.dtype() == DType::F32) {  // read once from the file straight into the parameter
       p->value.fill_bytes([&](std::span<uint8_t> piece) { in.read(piece); });
       ++p->version;

@@ -156,6 +156,7 @@ const bf16_t* Linear::weight_bf16() {
 
 void Linear::requantize_weight(const Fp8Recipe& recipe) {
   recipe_ = recipe;
+  if (recipe.block_scaled()) return requantize_block_weight();
   ScalingStore& store = scaling();
   const int64_t n = weight_.numel();
   qw_.resize(static_cast<size_t>(n));

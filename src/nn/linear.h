@@ -11,6 +11,7 @@
 
 #include "core/bf16.h"
 #include "core/gemm_mode.h"
+#include "fp8/block_cast.h"
 #include "fp8/block_stats.h"
 #include "fp8/scaling.h"
 #include "kernels/backend.h"
@@ -50,7 +51,8 @@ class Linear {
   Backend& backend() const { return be_; }
   MemoryUse memory_use() const {
     return {bytes_of(x16_) + bytes_of(qx_) + bytes_of(x_col_),
-            bytes_of(qw_) + bytes_of(w_row_.operand) + bytes_of(w_col_.operand)};
+            bytes_of(qw_) + bytes_of(qw_block_scales_) + bytes_of(w_row_.operand) +
+                bytes_of(w_col_.operand)};
   }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
@@ -95,6 +97,12 @@ class Linear {
   bool fp8_weights() const { return fp8_weights_; }
   void requantize_weight(const Fp8Recipe& recipe);
   std::vector<uint8_t> fp8_weight_codes() const { return qw_.to_host(); }
+  // Under a block-scaled recipe (the recipe requantize_weight last cast with): the weight's
+  // cast (its blocks and formats), its block scales as bytes (block_cast.h's layout) and its
+  // tensor scale_inv; the codes are fp8_weight_codes().
+  BlockCast fp8_weight_block_cast() const;
+  std::vector<uint8_t> fp8_weight_block_scales() const { return qw_block_scales_.to_host(); }
+  float fp8_weight_tensor_scale_inv() const { return w_row_.scale_inv.to_host()[0]; }
   // Forgets the cached weight cast, so the next forward casts (and records the weight's amax)
   // as if nothing had run in between. FP8 weights (fp8_weights mode) are the weight itself.
   void invalidate_weight_cast() {
@@ -128,13 +136,14 @@ class Linear {
   // from FP32 for the GEMM that reads it, blocked along that GEMM's K: x and dy row-wise for
   // forward and dgrad, column-wise for wgrad (NVFP4: after the RHT); the weight row-wise for
   // forward and column-wise for dgrad, or once in 2D blocks that serve both.
-  enum class BlockRole : uint8_t { Input, Weight, GradOutput };
   void forward_block(const float* x, float* y, int64_t rows, bool add_bias);
   void backward_block(const float* dy, float* dx, float* dw, int64_t rows, float beta, float wbeta);
   // Casts src [rows, cols] for `role`, blocked along rows (column-wise) or along cols, into
-  // operand; its tensor scale goes to *scale_inv.
+  // operand; its tensor scale goes to *scale_inv, its codes and block scales to `codes` and
+  // `scales` (shared scratch where null).
   GemmOperand block_operand(BlockRole role, bool columnwise, const float* src, int64_t rows,
-                            int64_t cols, bf16_t* operand, float* scale_inv);
+                            int64_t cols, bf16_t* operand, float* scale_inv,
+                            uint8_t* codes = nullptr, void* scales = nullptr);
 
   Backend& be_;
   std::string name_;
@@ -186,9 +195,12 @@ class Linear {
     Fp8Recipe recipe;
   };
   BlockWeightCast w_row_{be_}, w_col_{be_};
+  BackendBuffer<uint8_t> qw_block_scales_{be_};  // fp8_weights: the codes' block scales
   // The weight's operand for forward (row-wise) or dgrad (column-wise), cast when not kept.
   GemmOperand block_weight(bool columnwise);
   bool weight_blocks_2d() const;
+  // fp8_weights under a block-scaled recipe: the forward cast into qw_ and qw_block_scales_.
+  void requantize_block_weight();
   uint64_t sr_seed_ = 0;
   bool collect_block_stats_ = false;
   std::map<std::string, BlockScaleStats> block_stats_;

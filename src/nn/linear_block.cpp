@@ -12,12 +12,6 @@ namespace fp8lm {
 
 namespace {
 
-BlockScheme scheme_of(ScalingKind k) {
-  return k == ScalingKind::Block   ? BlockScheme::Fp8Block
-         : k == ScalingKind::Mxfp8 ? BlockScheme::Mxfp8
-                                   : BlockScheme::Nvfp4;
-}
-
 // Slots of block_scale_inv_: the tensor scales of the activation operands in use.
 enum ScaleInv { kInputRow, kInputCol, kGrad };
 
@@ -31,32 +25,18 @@ bool same_weight_cast(const Fp8Recipe& a, const Fp8Recipe& b) {
 }  // namespace
 
 GemmOperand Linear::block_operand(BlockRole role, bool columnwise, const float* src, int64_t rows,
-                                  int64_t cols, bf16_t* operand, float* scale_inv) {
-  BlockCast c;
-  c.scheme = scheme_of(recipe_.kind);
-  c.params = recipe_.block;
-  const int64_t b = c.scheme == BlockScheme::Fp8Block ? kFp8Block
-                    : c.scheme == BlockScheme::Mxfp8  ? kMxBlock
-                                                      : kNvfp4Block;
-  // Weights in 2D blocks: Float8BlockScaling's w_block_scaling_dim = 2, NVFP4's 2D quantization
-  // (TE recipe/__init__.py); MXFP8's weights are 1D like everything else.
-  const bool two_d = role == BlockRole::Weight && weight_blocks_2d();
-  c.grid = two_d        ? BlockGrid{rows, cols, b, b}
-           : columnwise ? BlockGrid{rows, cols, b, 1}
-                        : BlockGrid{rows, cols, 1, b};
-  if (c.scheme == BlockScheme::Nvfp4) {
-    // TE: the RHT on the column-wise (wgrad) copies of inputs and gradients; stochastic
-    // rounding on gradients only.
-    c.rht = columnwise && role != BlockRole::Weight && !recipe_.nvfp4.disable_rht;
-    c.stochastic_rounding =
-        role == BlockRole::GradOutput && !recipe_.nvfp4.disable_stochastic_rounding;
-    // Each GEMM and copy its own stream of draws.
+                                  int64_t cols, bf16_t* operand, float* scale_inv, uint8_t* codes,
+                                  void* scales) {
+  BlockCast c = recipe_block_cast(recipe_, role, columnwise, rows, cols);
+  const bool two_d = c.grid.block_rows > 1 && c.grid.block_cols > 1;
+  // Each GEMM and copy its own stream of draws.
+  if (c.stochastic_rounding) {
     c.sr_key = counter_key(sr_seed_ + 0x9e3779b97f4a7c15ull *
                                           static_cast<uint64_t>(2 * gemm_ + (columnwise ? 2 : 1)));
   }
-  BlockCastOut out{scratch<uint8_t>(be_, Scratch::BlockCodes, rows * cols),
-                   scratch_bytes(be_, Scratch::BlockScales, block_scale_bytes(c)), operand,
-                   scale_inv, nullptr};
+  BlockCastOut out{codes ? codes : scratch<uint8_t>(be_, Scratch::BlockCodes, rows * cols),
+                   scales ? scales : scratch_bytes(be_, Scratch::BlockScales, block_scale_bytes(c)),
+                   operand, scale_inv, nullptr};
   if (collect_block_stats_) {
     static constexpr const char* kRoles[] = {"input", "weight", "grad_output"};
     const std::string role_name = kRoles[static_cast<int>(role)];
@@ -67,17 +47,32 @@ GemmOperand Linear::block_operand(BlockRole role, bool columnwise, const float* 
 }
 
 bool Linear::weight_blocks_2d() const {
-  // Float8BlockScaling's w_block_scaling_dim = 2, NVFP4's 2D quantization (TE
-  // recipe/__init__.py); MXFP8's weights are 1D like everything else.
-  return recipe_.kind == ScalingKind::Block ||
-         (recipe_.kind == ScalingKind::Nvfp4 && !recipe_.nvfp4.disable_2d_quantization);
+  const BlockGrid g = recipe_block_cast(recipe_, BlockRole::Weight, false, 1, 1).grid;
+  return g.block_rows > 1;
+}
+
+BlockCast Linear::fp8_weight_block_cast() const {
+  return recipe_block_cast(recipe_, BlockRole::Weight, false, out_, in_);
+}
+
+void Linear::requantize_block_weight() {
+  const BlockCast c = fp8_weight_block_cast();
+  qw_.resize(static_cast<size_t>(out_ * in_));
+  qw_block_scales_.resize(block_scale_bytes(c));
+  w_row_.operand.resize(static_cast<size_t>(out_ * in_));
+  block_operand(BlockRole::Weight, false, weight_.data(), out_, in_, w_row_.operand.data(),
+                w_row_.scale_inv.data(), qw_.data(), qw_block_scales_.data());
+  w_row_.version = weight_.version;
+  w_row_.recipe = recipe_;
 }
 
 GemmOperand Linear::block_weight(bool columnwise) {
   BlockWeightCast& w = columnwise && !weight_blocks_2d() ? w_col_ : w_row_;
   // Collecting statistics casts again so that each GEMM's cast is recorded.
-  if (w.version != weight_.version || !same_weight_cast(w.recipe, recipe_) ||
-      collect_block_stats_) {
+  const bool stale = w.version != weight_.version || !same_weight_cast(w.recipe, recipe_);
+  if (stale && fp8_weights_ && &w == &w_row_) {
+    requantize_block_weight();  // the module's FP8 weight is this cast
+  } else if (stale || collect_block_stats_) {
     w.operand.resize(static_cast<size_t>(out_ * in_));
     block_operand(BlockRole::Weight, columnwise, weight_.data(), out_, in_, w.operand.data(),
                   w.scale_inv.data());

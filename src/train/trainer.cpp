@@ -54,9 +54,11 @@ void TrainConfig::validate() const {
   if (fp8_weights && precision != Precision::Fp8) {
     throw Error("--fp8-weights needs --precision fp8");
   }
-  if (fp8_weights && recipe.block_scaled()) {
-    throw Error(fmt::format("--fp8-weights with --recipe {}: FP8 weights are per-tensor for now",
-                            scaling_kind_name(recipe.kind)));
+  if (fp8_weights && recipe.block_scaled() && zero != 0) {
+    throw Error(
+        fmt::format("--fp8-weights with --recipe {} and --zero 1: block-scaled FP8 weights are not "
+                    "all-gathered yet; use --zero 0",
+                    scaling_kind_name(recipe.kind)));
   }
   if (!(recipe.block.amax_epsilon >= 0.0f && std::isfinite(recipe.block.amax_epsilon))) {
     throw Error(
