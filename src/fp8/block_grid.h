@@ -69,7 +69,10 @@ void quantize_blocks_reference(uint8_t* codes, Scale* scales, const float* x, co
 // NaN is left out as fmaxf leaves it), then each
 // row's products x * m are formed into a run and cast in one call with multiplier 1 (an exact
 // identity), so every value is the twin's x * m cast the same way, without a kernel call per block.
-// cast_run(codes, values, n, multiplier, index of values[0]) casts a contiguous run.
+// cast_run(codes, values, n, multiplier, index of values[0]) casts a contiguous run. A rule may
+// also offer scale_row(isa, scales, multipliers, amaxes, n): its scale and multiplier of n
+// blocks at once, the same bits (NVFP4's, whose blocks are short enough for the per-block
+// steps to matter).
 template <class Rule, class Scale, class CastRun>
 void quantize_blocks(Isa isa, uint8_t* codes, Scale* scales, const float* x, const BlockGrid& g,
                      const Rule& rule, CastRun cast_run) {
@@ -92,9 +95,13 @@ void quantize_blocks(Isa isa, uint8_t* codes, Scale* scales, const float* x, con
         row_block_absmax(isa, amax.data(), row, g.cols, bw);
       }
     }
-    for (int64_t bc = 0; bc < gc; ++bc) {
-      scales[br * gc + bc] = rule.scale(amax[bc]);
-      mult[bc] = rule.multiplier(scales[br * gc + bc]);
+    if constexpr (requires { rule.scale_row(isa, scales, mult.data(), amax.data(), gc); }) {
+      rule.scale_row(isa, scales + br * gc, mult.data(), amax.data(), gc);
+    } else {
+      for (int64_t bc = 0; bc < gc; ++bc) {
+        scales[br * gc + bc] = rule.scale(amax[bc]);
+        mult[bc] = rule.multiplier(scales[br * gc + bc]);
+      }
     }
     for (int64_t r = r0; r < r0 + nr; ++r) {
       const float* row = x + r * g.cols;

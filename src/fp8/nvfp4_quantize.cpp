@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/counter_rng.h"
 #include "core/e2m1.h"
@@ -23,6 +24,21 @@ struct Nvfp4Rule {
     // once per 16 values.
     const float m = 1.0f / Nvfp4BlockScales{global_encode, block}.decode();
     return m < kFloatMax ? m : kFloatMax;
+  }
+  // scale() and multiplier() of n blocks: the encodes through the ISA's FP8 cast (at scale 1,
+  // saturating: fp8_encode's bits), the rest in loops the compiler vectorizes.
+  void scale_row(Isa isa, uint8_t* scales, float* mult, const float* amax, int64_t n) const {
+    thread_local std::vector<float> scaled;
+    scaled.resize(static_cast<size_t>(n));
+    const float k = global_encode * (1.0f / kE2M1Max);
+    for (int64_t i = 0; i < n; ++i) scaled[static_cast<size_t>(i)] = amax[i] * k;
+    quantize(isa, scales, scaled.data(), n, 1.0f, Fp8Format::E4M3);
+    const float* table = fp8_decode_table(Fp8Format::E4M3).data();
+    const float inv_global = 1.0f / global_encode;
+    for (int64_t i = 0; i < n; ++i) {
+      const float m = 1.0f / (table[scales[i]] * inv_global);
+      mult[i] = m < kFloatMax ? m : kFloatMax;
+    }
   }
 };
 
