@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "block_inputs.h"
+#include "core/e2m1.h"
 #include "core/e8m0.h"
 #include "cuda_test_util.h"
 #include "fp8/block_cast.h"
+#include "fp8/nvfp4_quantize.h"
 #include "kernels/cuda/block_cast.h"
 #include "kernels/cuda/block_rules.cuh"
 
@@ -43,6 +45,26 @@ TEST(CudaBlockRules, EqualTheCpuRulesOnTheHost) {
                 bf16_from_float(fp8_decode(c, Fp8Format::E5M2) * p))
           << code;
     }
+  }
+  // NVFP4's: E2M1 nearest and stochastic (with draws at and around each boundary), the
+  // E2M1 and E4M3 values, and the global encode scale.
+  for (const float x : float_sweep()) {
+    ASSERT_EQ(cuda::e2m1_nearest(x), e2m1_encode(x)) << x;
+    for (const uint32_t bits : {0u, 0x7fffffffu, 0x80000000u, 0xffffffffu, 0x12345678u})
+      ASSERT_EQ(cuda::e2m1_stochastic(x, bits), e2m1_encode_stochastic(x, bits)) << x;
+    if (!std::signbit(x)) {
+      ASSERT_TRUE(same_bits(cuda::nvfp4_global_encode(x), nvfp4_global_encode_scale(x))) << x;
+    }
+  }
+  for (int code = 0; code < 16; ++code)
+    EXPECT_TRUE(same_bits(cuda::e2m1_value(static_cast<uint8_t>(code)),
+                          e2m1_decode(static_cast<uint8_t>(code))));
+  for (int code = 0; code < 256; ++code) {
+    const auto c = static_cast<uint8_t>(code);
+    if (!cuda::fp8_is_nan<Fp8Format::E4M3>(c)) {
+      EXPECT_EQ(cuda::fp8_value<Fp8Format::E4M3>(c), fp8_decode(c, Fp8Format::E4M3)) << code;
+    }
+    EXPECT_EQ(cuda::fp8_is_nan<Fp8Format::E5M2>(c), std::isnan(fp8_decode(c, Fp8Format::E5M2)));
   }
   for (const float a : float_sweep()) {
     if (std::signbit(a)) continue;  // an amax
@@ -85,11 +107,53 @@ TEST(CudaBlockCast, CodesScalesAndOperandMatchTheCpuBitForBit) {
     DeviceBuffer<bf16_t> doperand(n);
     DeviceBuffer<float> dtsi(1);
     cuda::block_cast(c, {dcodes.data(), dscales.data(), doperand.data(), dtsi.data()}, dx.data(),
-                     nullptr);
+                     nullptr, nullptr);
     EXPECT_EQ(to_host(dscales.data(), scales.size()), scales);
     EXPECT_EQ(to_host(dcodes.data(), n), codes);
     EXPECT_EQ(to_host(doperand.data(), n), operand);
     EXPECT_EQ(to_host(dtsi.data(), 1)[0], 1.0f);
+  }
+}
+
+// NVFP4: 1x16 and 16x1 blocks with and without the RHT and stochastic rounding, 16x16 weight
+// blocks; rows a multiple of 16 (the RHT's groups), columns not of the blocks.
+TEST(CudaBlockCast, Nvfp4MatchesTheCpuBitForBit) {
+  FP8LM_REQUIRE_CUDA();
+  const int64_t rows = 160, cols = 300;
+  const std::vector<float> x = tensor_with_specials(rows, cols, 43, 16);
+  const auto n = static_cast<size_t>(rows * cols);
+  const DeviceBuffer<float> dx = to_device(x);
+  struct Case {
+    int64_t br, bc;
+    bool rht, sr;
+  };
+  for (const Case& k :
+       {Case{1, 16, false, false}, Case{1, 16, false, true}, Case{16, 1, true, true},
+        Case{16, 1, true, false}, Case{16, 1, false, false}, Case{16, 16, false, false}}) {
+    SCOPED_TRACE(std::to_string(k.br) + "x" + std::to_string(k.bc) + (k.rht ? " rht" : "") +
+                 (k.sr ? " sr" : ""));
+    BlockCast c;
+    c.scheme = BlockScheme::Nvfp4;
+    c.grid = {rows, cols, k.br, k.bc};
+    c.rht = k.rht;
+    c.stochastic_rounding = k.sr;
+    c.sr_key = 0x2545f491u;
+    std::vector<uint8_t> codes(n), scales(block_scale_bytes(c));
+    std::vector<bf16_t> operand(n);
+    std::vector<float> work(n);
+    float tsi = 0, amax = 0;
+    block_cast(c, {codes.data(), scales.data(), operand.data(), &tsi, &amax}, x.data(),
+               work.data());
+    DeviceBuffer<uint8_t> dcodes(n), dscales(scales.size());
+    DeviceBuffer<bf16_t> doperand(n);
+    DeviceBuffer<float> dtsi(1), damax(1), dwork(cuda::block_cast_work_floats(c));
+    cuda::block_cast(c, {dcodes.data(), dscales.data(), doperand.data(), dtsi.data(), damax.data()},
+                     dx.data(), dwork.data(), nullptr);
+    EXPECT_EQ(to_host(damax.data(), 1)[0], amax);
+    EXPECT_EQ(to_host(dtsi.data(), 1)[0], tsi);
+    EXPECT_EQ(to_host(dscales.data(), scales.size()), scales);
+    EXPECT_EQ(to_host(dcodes.data(), n), codes);
+    EXPECT_EQ(to_host(doperand.data(), n), operand);
   }
 }
 

@@ -111,12 +111,13 @@ TEST(CudaTraining, FirstStepMatchesTheCpu) {
 
 // Issue 14: the block-scaled recipes run on the GPU with the same casts as the CPU (its block
 // casts are bit for bit the CPU's: test_cuda_block_cast), so the first step agrees as the
-// per-tensor recipes' does, and a run is deterministic. Their GEMMs are BF16 GEMMs of the
-// decoded operands: any GPU with BF16 (cc 8.0) runs them.
+// per-tensor recipes' does, and a run is deterministic (NVFP4's stochastic rounding included:
+// its draws follow the element's place). Their GEMMs are BF16 GEMMs of the decoded operands,
+// NVFP4's tensor scales applied to the product: any GPU with BF16 (cc 8.0) runs them.
 TEST(CudaTraining, BlockScaledRecipesMatchTheCpuAndAreDeterministic) {
   FP8LM_REQUIRE_CUDA();
   if (test::cuda_cc() < 80) GTEST_SKIP() << "BF16 GEMMs need compute capability 8.0";
-  for (const ScalingKind kind : {ScalingKind::Mxfp8, ScalingKind::Block}) {
+  for (const ScalingKind kind : {ScalingKind::Mxfp8, ScalingKind::Block, ScalingKind::Nvfp4}) {
     SCOPED_TRACE(std::string(scaling_kind_name(kind)));
     TrainConfig c = demo(Precision::Fp8, DeviceSpec::Cpu);
     c.recipe.kind = kind;

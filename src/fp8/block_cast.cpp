@@ -123,7 +123,22 @@ float parallel_absmax(const float* x, int64_t n) {
 
 }  // namespace
 
+void check_block_cast(const BlockCast& c) {
+  if (c.scheme == BlockScheme::Fp8Block && !c.params.power_2_scale) {
+    throw Error(
+        "Float8BlockScaling without power-of-two scales is not emulated: its FP32 scale_inv "
+        "times a decoded value is not exact in BF16");
+  }
+  if (c.scheme == BlockScheme::Nvfp4 && c.rht && c.grid.rows % kRhtSize != 0) {
+    throw Error(
+        fmt::format("NVFP4's Hadamard transform needs a multiple of 16 rows (tokens), not {}; "
+                    "use disable_rht or a batch of batch_size x seq_len that is",
+                    c.grid.rows));
+  }
+}
+
 void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work) {
+  check_block_cast(c);
   const BlockGrid& g = c.grid;
   const int64_t n = g.rows * g.cols;
   const CodeFormat code_format = c.format == Fp8Format::E4M3 ? CodeFormat::E4M3 : CodeFormat::E5M2;
@@ -149,11 +164,6 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
       break;
     }
     case BlockScheme::Fp8Block: {
-      if (!c.params.power_2_scale) {
-        throw Error(
-            "Float8BlockScaling without power-of-two scales is not emulated: its FP32 scale_inv "
-            "times a decoded value is not exact in BF16");
-      }
       auto* scale_inv = static_cast<float*>(out.scales);
       if (out.amax) *out.amax = parallel_absmax(x, n);
       for_each_stripe(g, [&](int64_t r0, int64_t nr) {
@@ -165,12 +175,6 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
       break;
     }
     case BlockScheme::Nvfp4: {
-      if (c.rht && g.rows % kRhtSize != 0) {
-        throw Error(
-            fmt::format("NVFP4's Hadamard transform needs a multiple of 16 rows (tokens), not {}; "
-                        "use disable_rht or a batch of batch_size x seq_len that is",
-                        g.rows));
-      }
       // The tensor amax the global scale needs: of the transformed tensor where there is one,
       // taken from each stripe while it is in cache.
       float amax = 0.0f;

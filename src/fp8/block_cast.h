@@ -60,9 +60,13 @@ BlockCast recipe_block_cast(const Fp8Recipe& r, BlockRole role, bool columnwise,
 std::vector<float> block_decode(const BlockCast& c, const uint8_t* codes, const void* scales,
                                 float tensor_scale_inv);
 
-// Casts x (host memory) into out. `work` holds rows * cols floats when c.rht (else unused).
 // Throws Error for an RHT whose rows are not a multiple of 16, or Float8BlockScaling without
-// power-of-two scales (its decoded values times an FP32 scale_inv are not exact in BF16).
+// power-of-two scales (its decoded values times an FP32 scale_inv are not exact in BF16): the
+// casts no backend makes.
+void check_block_cast(const BlockCast& c);
+
+// Casts x (host memory) into out, after check_block_cast. `work` holds rows * cols floats when
+// c.rht (else unused).
 void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work);
 
 }  // namespace fp8lm

@@ -34,8 +34,9 @@ void rht16_rows(float* y, const float* x, int64_t rows, int64_t cols) {
     for (int64_t h = 1; h < kRhtSize; h *= 2)
       for (int64_t i = 0; i < kRhtSize; i += 2 * h)
         for (int64_t j = i; j < i + h; ++j) {
-          float* a = out + j * cols;
-          float* b = out + (j + h) * cols;
+          // Rows j and j + h never overlap: the compiler may vectorize without a runtime check.
+          float* __restrict a = out + j * cols;
+          float* __restrict b = out + (j + h) * cols;
           for (int64_t c = 0; c < cols; ++c) {
             const float u = a[c], w = b[c];
             a[c] = u + w;

@@ -225,10 +225,6 @@ void Trainer::use_device(const DeviceSpec& requested) {
     throw Error("--fp8-weights needs --precision fp8");
   }
   if (device.cuda && !cfg_.fusion) throw Error(kNoFusionOnGpu);
-  if (device.cuda && precision.precision == Precision::Fp8 &&
-      cfg_.recipe.kind == ScalingKind::Nvfp4) {
-    throw Error("--recipe nvfp4 runs on the CPU for now (no CUDA FP4 casts yet); add --device cpu");
-  }
   Backend& backend = backend_for(device);
   if (comm_.size() > 1 && device.cuda && nccl_built() && device_comm_gpu_ != device.index) {
     buckets_.reset();

@@ -1,13 +1,20 @@
 #pragma once
-// Block-scaled casts on the device: fp8/block_cast.h's contract with the CPU's bits, for MXFP8
-// and Float8BlockScaling (NVFP4 is not on the device yet: the backend refuses it by name).
+// Block-scaled casts on the device: fp8/block_cast.h's contract with the CPU's bits, for MXFP8,
+// Float8BlockScaling and NVFP4 (its RHT, global scale and stochastic rounding included).
 // Pointers are device memory.
 #include <cuda_runtime_api.h>
+
+#include <cstddef>
 
 #include "fp8/block_cast.h"
 
 namespace fp8lm::cuda {
 
-void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, cudaStream_t stream);
+// The floats of device work memory a cast needs (NVFP4: the transformed tensor and its amax).
+size_t block_cast_work_floats(const BlockCast& c);
+// The RHT on c.grid.rows not a multiple of 16 is the caller's to refuse (fp8::block_cast's
+// message); `work` holds block_cast_work_floats(c).
+void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work,
+                cudaStream_t stream);
 
 }  // namespace fp8lm::cuda

@@ -52,15 +52,16 @@ __host__ __device__ inline float block_scale(float amax, float fp8_max, bool pow
   return scale;
 }
 
-// The decoded value of an FP8 code as the CPU's table holds it, as BF16 bits after a multiply
-// by a power of two (exact): NaN codes give the table's NaN (quiet, with the code's sign)
-// without going through a multiply, whose NaN a GPU would make canonical.
 template <Fp8Format F>
-__host__ __device__ inline uint16_t fp8_times_pow2_bf16(uint8_t code, float pow2) {
+__host__ __device__ inline bool fp8_is_nan(uint8_t code) {
+  return F == Fp8Format::E4M3 ? (code & 0x7fu) == 0x7fu : (code & 0x7fu) > 0x7cu;
+}
+
+// The decoded value of a finite or infinite FP8 code, exactly (fp8_decode_table's).
+template <Fp8Format F>
+__host__ __device__ inline float fp8_value(uint8_t code) {
   constexpr int man = F == Fp8Format::E4M3 ? 3 : 2, bias = F == Fp8Format::E4M3 ? 7 : 15;
   const uint32_t sign = code >> 7, e = (code & 0x7fu) >> man, m = code & ((1u << man) - 1);
-  const bool nan = F == Fp8Format::E4M3 ? (e == 15 && m == 7) : (e == 31 && m != 0);
-  if (nan) return static_cast<uint16_t>(sign << 15 | 0x7fc0u);
   float v;
   if (F == Fp8Format::E5M2 && e == 31) {
     v = bits_float(0x7f800000u);
@@ -69,8 +70,57 @@ __host__ __device__ inline uint16_t fp8_times_pow2_bf16(uint8_t code, float pow2
   } else {
     v = bits_float((e - bias + 127) << 23 | m << (23 - man));
   }
-  if (sign) v = -v;
-  return bf16_round(v * pow2);
+  return sign ? -v : v;
+}
+
+// The decoded value of an FP8 code as the CPU's table holds it, as BF16 bits after a multiply
+// by a power of two (exact): NaN codes give the table's NaN (quiet, with the code's sign)
+// without going through a multiply, whose NaN a GPU would make canonical.
+template <Fp8Format F>
+__host__ __device__ inline uint16_t fp8_times_pow2_bf16(uint8_t code, float pow2) {
+  if (fp8_is_nan<F>(code)) return static_cast<uint16_t>((code >> 7) << 15 | 0x7fc0u);
+  return bf16_round(fp8_value<F>(code) * pow2);
+}
+
+// NVFP4 (fp8/nvfp4_quantize.cpp, core/e2m1.h). The E2M1 codes' values.
+__host__ __device__ inline float e2m1_value(uint8_t code) {
+  constexpr float kValues[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float v = kValues[code & 7u];
+  return code & 8u ? -v : v;
+}
+
+// e2m1_encode: the number of rounding boundaries at or below the magnitude, NaN to 7.
+__host__ __device__ inline uint8_t e2m1_nearest(float x) {
+  const uint32_t u = float_bits(x);
+  const float a = bits_float(u & 0x7fffffffu);
+  int m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) +
+          (a > 5.0f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) m = 7;
+  return static_cast<uint8_t>((u >> 31 ? 8u : 0u) | static_cast<uint32_t>(m));
+}
+
+// e2m1_encode_stochastic: up from the truncated code t with probability (a - lo) / step, from
+// the top 24 of 32 random bits. A subtract then a multiply: nothing the compiler could fuse.
+__host__ __device__ inline uint8_t e2m1_stochastic(float x, uint32_t bits) {
+  constexpr float kLow[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  constexpr float kInverseStep[8] = {2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 0.5f, 1.0f};
+  const uint32_t u = float_bits(x);
+  const float a = bits_float(u & 0x7fffffffu);
+  const int t = (a >= 0.5f) + (a >= 1.0f) + (a >= 1.5f) + (a >= 2.0f) + (a >= 3.0f) +
+                (a >= 4.0f) + (a >= 6.0f);
+  const float p = (a - kLow[t]) * kInverseStep[t];
+  const float draw = static_cast<float>(bits >> 8) * 0x1p-24f;
+  int m = t + (draw < p);
+  if (m > 7 || (u & 0x7fffffffu) > 0x7f800000u) m = 7;
+  return static_cast<uint8_t>((u >> 31 ? 8u : 0u) | static_cast<uint32_t>(m));
+}
+
+// nvfp4_global_encode_scale: E4M3 max x E2M1 max over the tensor's amax, at most FLT_MAX, and
+// 1 for a zero amax or a zero scale.
+__host__ __device__ inline float nvfp4_global_encode(float amax) {
+  float s = 2688.0f / amax;  // 448 * 6
+  if (!(s < 0x1.fffffep127f)) s = 0x1.fffffep127f;
+  return amax == 0.0f || s == 0.0f ? 1.0f : s;
 }
 
 }  // namespace fp8lm::cuda

@@ -7,9 +7,12 @@
 #include <mutex>
 #include <vector>
 
+#include "fp8/block_cast.h"
+#include "fp8/block_stats.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/block_cast.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_query.h"
@@ -18,8 +21,6 @@
 #include "kernels/cuda/norms.h"
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/quantize.h"
-#include "kernels/cuda/block_cast.h"
-#include "fp8/block_stats.h"
 #include "kernels/cuda/scaling.h"
 #include "kernels/loss.h"
 
@@ -69,6 +70,15 @@ class CudaBackend final : public Backend {
   // which a module can still do by passing "TN" operands.
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
             const GemmOperand& B, float beta, float* C) override {
+    if (A.type == DType::BF16 && (A.scale_inv || B.scale_inv)) {
+      // A block-scaled recipe's operands (fp8/block_cast.h) with their tensor scales, which
+      // cuBLASLt applies to FP8 operands only: the product first, then scaled into C.
+      c_.resize(size_t(M * N));
+      cuda::gemm(ta, tb, M, N, K, alpha, {A.data, A.type}, {B.data, B.type}, 0.0f, c_.data(),
+                 stream_);
+      return cuda::product_scaled_into(C, c_.data(), M * N, A.scale_inv, B.scale_inv, beta,
+                                       stream_);
+    }
     if (!is_fp8(A.type) || !is_fp8(B.type)) {
       return cuda::gemm(ta, tb, M, N, K, alpha, A, B, beta, C, stream_);
     }
@@ -137,15 +147,17 @@ class CudaBackend final : public Backend {
     cuda::absmax(amax, x, n, stream_);
   }
   void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x) override {
-    if (c.scheme == BlockScheme::Nvfp4) refuse("NVFP4 block casts (nvfp4 runs on the CPU for now)");
-    cuda::block_cast(c, out, x, stream_);
+    check_block_cast(c);
+    const size_t work = cuda::block_cast_work_floats(c);
+    if (block_work_.size() < work) block_work_.resize(work);
+    cuda::block_cast(c, out, x, block_work_.data(), stream_);
     if (!out.stats) return;
     // The statistics are the CPU's (fp8/block_stats.h), on host copies: the snapshot steps only.
     const auto n = static_cast<size_t>(c.grid.rows * c.grid.cols);
     std::vector<float> hx(n);
     std::vector<uint8_t> codes(n), scales(block_scale_bytes(c));
     float tsi = 1.0f;
-    download(hx.data(), x, n * sizeof(float));
+    download(hx.data(), c.rht ? block_work_.data() : x, n * sizeof(float));  // after the RHT
     download(codes.data(), out.codes, n);
     download(scales.data(), out.scales, scales.size());
     download(&tsi, out.tensor_scale_inv, sizeof(float));
@@ -242,6 +254,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   DeviceBuffer<float> losses_;
   DeviceBuffer<uint8_t> a_, b_, t_;  // FP8 operands transposed or padded for cuBLASLt
+  DeviceBuffer<float> block_work_;   // NVFP4 block casts: the RHT'd tensor and its amax
   DeviceBuffer<float> c_;            // a padded product
 };
 

@@ -89,6 +89,15 @@ __global__ void scale_kernel(float* C, int64_t n, float beta) {
     C[i] = beta == 0.0f ? 0.0f : __fmul_rn(beta, C[i]);
 }
 
+__global__ void product_scaled_kernel(float* C, const float* P, int64_t n, const float* sa,
+                                      const float* sb, float beta) {
+  const float s = __fmul_rn(sa ? *sa : 1.0f, sb ? *sb : 1.0f);
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const float v = __fmul_rn(s, P[i]);
+    C[i] = beta == 0.0f ? v : __fadd_rn(v, __fmul_rn(beta, C[i]));
+  }
+}
+
 // The cuBLASLt problem of the row-major C[M, N] = alpha op(A) op(B) + beta C: the operands
 // trade places, and with them their transposes and M and N (see the top of this file).
 LtProblem swapped_problem(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -111,6 +120,14 @@ void scale(float* C, int64_t n, float beta, cudaStream_t stream) {
 }
 
 }  // namespace
+
+void product_scaled_into(float* C, const float* P, int64_t n, const float* sa, const float* sb,
+                         float beta, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  product_scaled_kernel<<<grid_stride_blocks(n, kThreads, 4096), kThreads, 0, stream>>>(
+      C, P, n, sa, sb, beta);
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
 
 size_t gemm_workspace_bytes() {
   return lt_workspace_bytes(current_device_cc());

@@ -16,9 +16,16 @@
 
 namespace fp8lm::cuda {
 
-// FP8 uses cuBLASLt's split (precise) accumulation, TE's choice for dgrad and wgrad.
+// FP8 uses cuBLASLt's split (precise) accumulation, TE's choice for dgrad and wgrad. BF16
+// operands may carry a scale_inv too (a block-scaled recipe's tensor scale, fp8/block_cast.h):
+// cuBLASLt's scale pointers are FP8's, so the CUDA backend runs the product into scratch and
+// scales it into C (product_scaled_into); this function ignores a BF16 operand's scale_inv.
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A,
           GemmOperand B, float beta, float* C, cudaStream_t stream);
+
+// C = sa * sb * P + beta * C (sa, sb device pointers, nullptr for 1), C not read when beta = 0.
+void product_scaled_into(float* C, const float* P, int64_t n, const float* sa, const float* sb,
+                         float beta, cudaStream_t stream);
 
 // Batched FP32-output BF16 GEMM over equally strided matrices (attention's Q·Kᵀ and P·V):
 // C_i = alpha * op(A_i) · op(B_i) + beta * C_i for i < batch; element strides between
