@@ -3,9 +3,11 @@
 // 0 to 1025 (all tail shapes of 8- and 16-wide loops) and unaligned starts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "block_inputs.h"
 #include "core/e2m1.h"
 #include "fp8/quantize.h"
 #include "test_util.h"
@@ -157,6 +159,62 @@ TEST(ExpandToBf16, EverySimdIsaMatchesTheScalarTwinBitForBit) {
         for (int64_t i = 0; i <= n; ++i)
           ASSERT_PRED2(same_bf16, got[i], want[i])
               << isa_name(isa) << " n=" << n << " format " << static_cast<int>(f) << " i=" << i;
+      }
+    }
+  }
+}
+
+// The fused cast: each SIMD variant against the scalar twin, which is quantize at scale 1 then
+// expand_to_bf16, on values with every special and scales spanning BF16's range; and the
+// operand alone (fp8_round_to_bf16) equal to it.
+TEST(Fp8CastToBf16, EverySimdIsaMatchesTheScalarTwinBitForBit) {
+  // Random values with the specials, then each format's rounding ties between neighbouring
+  // values (and one float either side), the saturation edges and a sweep of float bit patterns.
+  auto x = test::random_with_specials(1100, 5);
+  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (int code = 0; code < 0x7e; ++code) {
+      const float lo = fp8_decode(static_cast<uint8_t>(code), f);
+      const float hi = fp8_decode(static_cast<uint8_t>(code + 1), f);
+      const float mid = lo + (hi - lo) / 2;
+      for (const float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)})
+        x.insert(x.end(), {v, -v});
+    }
+  }
+  for (const float v : {464.0f, 463.99f, 448.0f, 57344.0f, 61440.0f, 61439.0f, 1e30f})
+    x.insert(x.end(), {v, -v});
+  for (const float v : float_sweep()) x.push_back(v);
+  std::vector<float> scale(x.size());
+  const float scales[] = {1.0f, 0x1p-127f, 0x1p120f, 0x1p-140f, 0x1p-3f, 0x1p7f};
+  for (size_t i = 0; i < scale.size(); ++i) scale[i] = scales[(i / 5) % 6];
+  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    std::vector<int64_t> lengths;  // every tail shape, then longer ones, then all of x
+    for (int64_t n = 0; n < 40; ++n) lengths.push_back(n);
+    for (int64_t n = 43; n < static_cast<int64_t>(x.size()) - 1; n = 2 * n + 3)
+      lengths.push_back(n);
+    lengths.push_back(static_cast<int64_t>(x.size()) - 1);
+    for (const int64_t n : lengths) {
+      std::vector<uint8_t> want_codes(n + 1, 0xaa), codes(n);
+      std::vector<bf16_t> want(n + 1, 0x1234);
+      fp8_cast_to_bf16(Isa::Scalar, want_codes.data(), want.data(), x.data() + 1, scale.data() + 1,
+                       n, f);
+      quantize(Isa::Scalar, codes.data(), x.data() + 1, n, 1.0f, f);
+      ASSERT_TRUE(std::equal(codes.begin(), codes.end(), want_codes.begin())) << n;
+      for (const Isa isa : simd_isas()) {
+        std::vector<uint8_t> got_codes(n + 1, 0xaa);
+        std::vector<bf16_t> got(n + 1, 0x1234);
+        fp8_cast_to_bf16(isa, got_codes.data(), got.data(), x.data() + 1, scale.data() + 1, n, f);
+        ASSERT_EQ(got_codes, want_codes) << isa_name(isa) << " n=" << n;
+        for (int64_t i = 0; i <= n; ++i)
+          ASSERT_PRED2(same_bf16, got[i], want[i]) << isa_name(isa) << " n=" << n << " i=" << i;
+      }
+      // Without the codes: the same operand from the float-domain rounding, every ISA.
+      for (const Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (!isa_supported(isa)) continue;
+        std::vector<bf16_t> got(n + 1, 0x1234);
+        fp8_round_to_bf16(isa, got.data(), x.data() + 1, scale.data() + 1, n, f);
+        for (int64_t i = 0; i <= n; ++i)
+          ASSERT_PRED2(same_bf16, got[i], want[i])
+              << "round " << isa_name(isa) << " n=" << n << " i=" << i << " x=" << x[i + 1];
       }
     }
   }

@@ -100,13 +100,7 @@ void expand_rows(bf16_t* operand, const uint8_t* codes, const BlockGrid& g, int6
   col_scale.resize(static_cast<size_t>(g.cols));
   float* s = col_scale.data();
   for (int64_t r = r0; r < r0 + nr; ++r) {
-    if (r == r0 || r % g.block_rows == 0) {
-      const int64_t br = r / g.block_rows;
-      for (int64_t bc = 0; bc < g.grid_cols(); ++bc) {
-        const float v = scale_of(br * g.grid_cols() + bc);
-        std::fill(s + bc * g.block_cols, s + std::min(g.cols, (bc + 1) * g.block_cols), v);
-      }
-    }
+    if (r == r0 || r % g.block_rows == 0) spread_block_scales(s, g, r / g.block_rows, scale_of);
     expand_to_bf16(best_isa(), operand + r * g.cols, codes + r * g.cols, s, g.cols, format);
   }
 }
@@ -141,25 +135,18 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
   check_block_cast(c);
   const BlockGrid& g = c.grid;
   const int64_t n = g.rows * g.cols;
-  const CodeFormat code_format = c.format == Fp8Format::E4M3 ? CodeFormat::E4M3 : CodeFormat::E5M2;
   *out.tensor_scale_inv = 1.0f;
   // A stripe [r0, r0 + nr) as a tensor of its own: where its codes and scales start.
   const auto sub = [&](int64_t nr) { return BlockGrid{nr, g.cols, g.block_rows, g.block_cols}; };
   const auto scale_at = [&](int64_t r0) { return (r0 / g.block_rows) * g.grid_cols(); };
+  const auto codes_at = [&](int64_t r0) { return out.codes ? out.codes + r0 * g.cols : nullptr; };
   switch (c.scheme) {
     case BlockScheme::Mxfp8: {
       auto* scales = static_cast<uint8_t*>(out.scales);
       if (out.amax) *out.amax = parallel_absmax(x, n);
       for_each_stripe(g, [&](int64_t r0, int64_t nr) {
-        uint8_t* codes = out.codes + r0 * g.cols;
-        if (g.block_cols == 1)
-          mxfp8_quantize_columnwise(codes, scales + scale_at(r0), x + r0 * g.cols, nr, g.cols,
-                                    c.format);
-        else
-          mxfp8_quantize_rowwise(codes, scales + scale_at(r0), x + r0 * g.cols, nr, g.cols,
-                                 c.format);
-        expand_rows(out.operand, out.codes, g, r0, nr, code_format,
-                    [&](int64_t b) { return e8m0_decode(scales[b]); });
+        mxfp8_quantize_to_bf16(codes_at(r0), scales + scale_at(r0), out.operand + r0 * g.cols,
+                               x + r0 * g.cols, sub(nr), c.format);
       });
       break;
     }
@@ -167,10 +154,9 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
       auto* scale_inv = static_cast<float*>(out.scales);
       if (out.amax) *out.amax = parallel_absmax(x, n);
       for_each_stripe(g, [&](int64_t r0, int64_t nr) {
-        fp8_block_quantize(out.codes + r0 * g.cols, scale_inv + scale_at(r0), x + r0 * g.cols,
-                           sub(nr), c.format, c.params);
-        expand_rows(out.operand, out.codes, g, r0, nr, code_format,
-                    [&](int64_t b) { return scale_inv[b]; });
+        fp8_block_quantize_to_bf16(codes_at(r0), scale_inv + scale_at(r0),
+                                   out.operand + r0 * g.cols, x + r0 * g.cols, sub(nr), c.format,
+                                   c.params);
       });
       break;
     }

@@ -35,7 +35,7 @@ struct BlockCast {
 };
 
 struct BlockCastOut {
-  uint8_t* codes = nullptr;           // [rows, cols]
+  uint8_t* codes = nullptr;           // [rows, cols]; null: not kept (FP8 schemes, no stats)
   void* scales = nullptr;             // block_scale_bytes(): E8M0, FP32 scale_inv, or E4M3 codes
   bf16_t* operand = nullptr;          // [rows, cols]
   float* tensor_scale_inv = nullptr;  // 1/S for Nvfp4, else 1

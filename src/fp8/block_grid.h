@@ -45,6 +45,16 @@ void for_each_block(const BlockGrid& g, F&& f) {
   }
 }
 
+// Each column's scale in block row br: scale_of(block index) over the block's columns (what a
+// row's values are decoded with).
+template <class ScaleOf>
+void spread_block_scales(float* col_scale, const BlockGrid& g, int64_t br, ScaleOf scale_of) {
+  for (int64_t bc = 0; bc < g.grid_cols(); ++bc) {
+    std::fill(col_scale + bc * g.block_cols, col_scale + std::min(g.cols, (bc + 1) * g.block_cols),
+              scale_of(br * g.grid_cols() + bc));
+  }
+}
+
 // The scalar twin. cast_one(value * multiplier, element index) -> code.
 template <class Rule, class Scale, class CastOne>
 void quantize_blocks_reference(uint8_t* codes, Scale* scales, const float* x, const BlockGrid& g,
@@ -113,9 +123,35 @@ void quantize_blocks(Isa isa, uint8_t* codes, Scale* scales, const float* x, con
           for (int64_t c = bc * bw; c < std::min(g.cols, (bc + 1) * bw); ++c) run[c] = row[c] * m;
         }
       }
-      cast_run(codes + r * g.cols, run.data(), g.cols, 1.0f, r * g.cols);
+      cast_run(codes ? codes + r * g.cols : nullptr, run.data(), g.cols, 1.0f, r * g.cols);
     }
   }
+}
+
+// quantize_blocks for the FP8 element formats, also writing each row's GEMM operand as its codes
+// are made (fp8_cast_to_bf16): decode(code) x decode_scale(the block's stored scale) in BF16.
+// Null codes: the operand alone (fp8_round_to_bf16).
+template <class Rule, class Scale, class DecodeScale>
+void quantize_blocks_to_bf16(Isa isa, uint8_t* codes, Scale* scales, bf16_t* operand,
+                             const float* x, const BlockGrid& g, const Rule& rule, Fp8Format format,
+                             DecodeScale decode_scale) {
+  thread_local std::vector<float> col_scale;
+  col_scale.resize(static_cast<size_t>(g.cols));
+  int64_t spread = -1;  // the block row col_scale holds
+  quantize_blocks(isa, codes, scales, x, g, rule,
+                  [&](uint8_t* c, const float* v, int64_t n, float, int64_t first) {
+                    const int64_t br = first / g.cols / g.block_rows;
+                    if (br != spread) {
+                      spread_block_scales(col_scale.data(), g, br,
+                                          [&](int64_t b) { return decode_scale(scales[b]); });
+                      spread = br;
+                    }
+                    if (c) {
+                      fp8_cast_to_bf16(isa, c, operand + first, v, col_scale.data(), n, format);
+                    } else {
+                      fp8_round_to_bf16(isa, operand + first, v, col_scale.data(), n, format);
+                    }
+                  });
 }
 
 }  // namespace fp8lm

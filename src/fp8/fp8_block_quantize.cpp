@@ -59,6 +59,15 @@ void fp8_block_quantize_reference(uint8_t* codes, float* scale_inv, const float*
   scales_to_inverses(scale_inv, g.blocks());
 }
 
+void fp8_block_quantize_to_bf16(uint8_t* codes, float* scale_inv, bf16_t* operand, const float* x,
+                                const BlockGrid& g, Fp8Format format,
+                                const BlockScalingParams& params) {
+  // The grid holds scales until the end: a block's scale_inv is scales_to_inverses' 1 / scale.
+  quantize_blocks_to_bf16(best_isa(), codes, scale_inv, operand, x, g, BlockRule{format, params},
+                          format, [](float s) { return 1.0f / s; });
+  scales_to_inverses(scale_inv, g.blocks());
+}
+
 void fp8_block_dequantize(float* y, const uint8_t* codes, const float* scale_inv,
                           const BlockGrid& g, Fp8Format format) {
   for (int64_t r = 0; r < g.rows; ++r)

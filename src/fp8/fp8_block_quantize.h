@@ -48,6 +48,12 @@ void fp8_block_quantize_reference(uint8_t* codes, float* scale_inv, const float*
                                   const BlockScalingParams& params);
 
 // y = decode(code) * scale_inv of its block.
+// fp8_block_quantize, also writing the GEMM operand (fp8/block_cast.h): decode(code) x the
+// block's scale_inv in BF16, from each row's codes as they are made (fp8_cast_to_bf16).
+void fp8_block_quantize_to_bf16(uint8_t* codes, float* scale_inv, bf16_t* operand, const float* x,
+                                const BlockGrid& g, Fp8Format format,
+                                const BlockScalingParams& params);
+
 void fp8_block_dequantize(float* y, const uint8_t* codes, const float* scale_inv,
                           const BlockGrid& g, Fp8Format format);
 

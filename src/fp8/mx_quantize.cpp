@@ -41,6 +41,12 @@ void quantize_mx_reference(uint8_t* codes, uint8_t* scales, const float* x, cons
 
 }  // namespace
 
+void mxfp8_quantize_to_bf16(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                            const BlockGrid& g, Fp8Format format) {
+  quantize_blocks_to_bf16(best_isa(), codes, scales, operand, x, g, MxRule{format}, format,
+                          [](uint8_t s) { return e8m0_decode(s); });
+}
+
 uint8_t mxfp8_quantize_block(uint8_t* codes, const float* x, int64_t n, Fp8Format format) {
   uint8_t scale = 0;
   quantize_mx_reference(codes, &scale, x, {1, n, 1, n}, format);

@@ -15,7 +15,9 @@
 // block of the values it has.
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "core/fp8_dtype.h"
+#include "fp8/block_grid.h"
 #include "fp8/quantize.h"
 
 namespace fp8lm {
@@ -42,6 +44,12 @@ void mxfp8_quantize_rowwise_reference(uint8_t* codes, uint8_t* scales, const flo
                                       int64_t cols, Fp8Format format);
 void mxfp8_quantize_columnwise_reference(uint8_t* codes, uint8_t* scales, const float* x,
                                          int64_t rows, int64_t cols, Fp8Format format);
+
+// As the quantizers above on a grid of 1x32 or 32x1 blocks, also writing the GEMM operand
+// (fp8/block_cast.h): decode(code) x 2^(scale - 127) in BF16, from each row's codes as they are
+// made (fp8_cast_to_bf16). The best ISA this CPU runs.
+void mxfp8_quantize_to_bf16(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                            const BlockGrid& g, Fp8Format format);
 
 // One block of n contiguous values (any n), the scalar twin: writes the codes, returns the
 // E8M0 scale (what `fp8lm fp8 encode --block` shows).

@@ -115,6 +115,32 @@ void row_block_absmax(Isa isa, float* amax, const float* x, int64_t n, int64_t b
   isa::row_block_absmax_scalar(amax, x, n, block);
 }
 
+void fp8_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                      int64_t n, Fp8Format format) {
+  switch (isa) {
+    case Isa::Avx512:
+      return isa::fp8_cast_to_bf16_avx512(codes, out, x, scale, n, format);
+    case Isa::Avx2:
+      return isa::fp8_cast_to_bf16_avx2(codes, out, x, scale, n, format);
+    case Isa::Scalar:
+      break;
+  }
+  isa::fp8_cast_to_bf16_scalar(codes, out, x, scale, n, format);
+}
+
+void fp8_round_to_bf16(Isa isa, bf16_t* out, const float* x, const float* scale, int64_t n,
+                       Fp8Format format) {
+  switch (isa) {
+    case Isa::Avx512:
+      return isa::fp8_round_to_bf16_avx512(out, x, scale, n, format);
+    case Isa::Avx2:
+      return isa::fp8_round_to_bf16_avx2(out, x, scale, n, format);
+    case Isa::Scalar:
+      break;
+  }
+  isa::fp8_round_to_bf16_scalar(out, x, scale, n, format);
+}
+
 void expand_to_bf16(Isa isa, bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
                     CodeFormat format) {
   switch (isa) {

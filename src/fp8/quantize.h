@@ -49,6 +49,18 @@ void e2m1_quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float mul
 // first sweep (fp8/block_grid.h), a row at a time.
 void row_block_absmax(Isa isa, float* amax, const float* x, int64_t n, int64_t block);
 
+// codes[i] = the saturating FP8 code of x[i] (quantize at scale 1), and out[i] = the BF16 of
+// decode(codes[i]) * scale[i] (expand_to_bf16): a block-scaled operand's codes and BF16 values
+// in one pass, the codes never read back. The same bits as those two calls.
+void fp8_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                      int64_t n, Fp8Format format);
+
+// out[i] as fp8_cast_to_bf16 makes it, without the codes: x[i] rounded to the format's values
+// in the float domain (the encoder's rounding, keeping the bits a code would drop as zeros).
+// For the GEMM operands whose codes nothing reads.
+void fp8_round_to_bf16(Isa isa, bf16_t* out, const float* x, const float* scale, int64_t n,
+                       Fp8Format format);
+
 // The element formats of the block-scaled recipes' codes.
 enum class CodeFormat : uint8_t { E4M3, E5M2, E2M1 };
 
