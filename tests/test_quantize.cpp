@@ -220,6 +220,35 @@ TEST(Fp8CastToBf16, EverySimdIsaMatchesTheScalarTwinBitForBit) {
   }
 }
 
+// NVFP4's fused cast, nearest and stochastic: every SIMD variant against the scalar twin
+// (e2m1_quantize at multiplier 1, then expand_to_bf16), codes and operand.
+TEST(E2m1CastToBf16, EverySimdIsaMatchesTheScalarTwinBitForBit) {
+  auto x = test::random_with_specials(1100, 7);
+  for (const float v : float_sweep()) x.push_back(v);
+  std::vector<float> scale(x.size());
+  const float scales[] = {1.0f, 448.0f, 0x1p-9f, 0.75f, 0x1p-140f};
+  for (size_t i = 0; i < scale.size(); ++i) scale[i] = scales[(i / 3) % 5];
+  const uint32_t key = 0x9e3779b9u;
+  for (const uint32_t* sr : {static_cast<const uint32_t*>(nullptr), &key}) {
+    for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{17}, int64_t{1023},
+                            static_cast<int64_t>(x.size()) - 1}) {
+      std::vector<uint8_t> want_codes(n + 1, 0xaa);
+      std::vector<bf16_t> want(n + 1, 0x1234);
+      e2m1_cast_to_bf16(Isa::Scalar, want_codes.data(), want.data(), x.data() + 1, scale.data() + 1,
+                        n, sr, 5);
+      for (const Isa isa : simd_isas()) {
+        std::vector<uint8_t> got_codes(n + 1, 0xaa);
+        std::vector<bf16_t> got(n + 1, 0x1234);
+        e2m1_cast_to_bf16(isa, got_codes.data(), got.data(), x.data() + 1, scale.data() + 1, n, sr,
+                          5);
+        ASSERT_EQ(got_codes, want_codes) << isa_name(isa) << " n=" << n;
+        for (int64_t i = 0; i <= n; ++i)
+          ASSERT_PRED2(same_bf16, got[i], want[i]) << isa_name(isa) << " n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
 // The block amaxes of a row, for the recipes' block lengths and odd ones, at row lengths that
 // end blocks early: every SIMD variant against the scalar twin, and the twin against fmax over
 // each block (NaN left out, Inf kept), starting from amaxes already there.

@@ -90,21 +90,6 @@ void for_each_stripe(const BlockGrid& g, F f) {
   }
 }
 
-// operand = table[code] * block scale, rounded to BF16 (exact: block_cast.h), for rows
-// [r0, r0 + nr): each row's scales spread over its columns once per block row, so each row is
-// one expand_to_bf16 call (fp8/quantize.h).
-template <class ScaleOf>
-void expand_rows(bf16_t* operand, const uint8_t* codes, const BlockGrid& g, int64_t r0, int64_t nr,
-                 CodeFormat format, ScaleOf scale_of) {
-  thread_local std::vector<float> col_scale;
-  col_scale.resize(static_cast<size_t>(g.cols));
-  float* s = col_scale.data();
-  for (int64_t r = r0; r < r0 + nr; ++r) {
-    if (r == r0 || r % g.block_rows == 0) spread_block_scales(s, g, r / g.block_rows, scale_of);
-    expand_to_bf16(best_isa(), operand + r * g.cols, codes + r * g.cols, s, g.cols, format);
-  }
-}
-
 // absmax over the OpenMP threads (a maximum is the same in any order).
 float parallel_absmax(const float* x, int64_t n) {
   constexpr int64_t kChunk = 1 << 16;
@@ -178,12 +163,10 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
       auto* scales = static_cast<uint8_t*>(out.scales);
       if (out.amax) *out.amax = amax;
       const uint32_t* key = c.stochastic_rounding ? &c.sr_key : nullptr;
-      const float* e4m3 = fp8_decode_table(Fp8Format::E4M3).data();
       for_each_stripe(g, [&](int64_t r0, int64_t nr) {
-        nvfp4_quantize(out.codes + r0 * g.cols, scales + scale_at(r0), x + r0 * g.cols, sub(nr),
-                       amax, key, r0 * g.cols);
-        expand_rows(out.operand, out.codes, g, r0, nr, CodeFormat::E2M1,
-                    [&](int64_t b) { return e4m3[scales[b]]; });
+        nvfp4_quantize_to_bf16(out.codes + r0 * g.cols, scales + scale_at(r0),
+                               out.operand + r0 * g.cols, x + r0 * g.cols, sub(nr), amax, key,
+                               r0 * g.cols);
       });
       *out.tensor_scale_inv = 1.0f / nvfp4_global_encode_scale(amax);
       break;

@@ -128,13 +128,13 @@ void quantize_blocks(Isa isa, uint8_t* codes, Scale* scales, const float* x, con
   }
 }
 
-// quantize_blocks for the FP8 element formats, also writing each row's GEMM operand as its codes
-// are made (fp8_cast_to_bf16): decode(code) x decode_scale(the block's stored scale) in BF16.
-// Null codes: the operand alone (fp8_round_to_bf16).
-template <class Rule, class Scale, class DecodeScale>
+// quantize_blocks, also writing each row's GEMM operand as its codes are made: cast_row(codes,
+// operand, values, scales, n, index of values[0]) casts a row whose values' decode scales
+// (decode_scale of their blocks' stored scales) are `scales`.
+template <class Rule, class Scale, class DecodeScale, class CastRow>
 void quantize_blocks_to_bf16(Isa isa, uint8_t* codes, Scale* scales, bf16_t* operand,
-                             const float* x, const BlockGrid& g, const Rule& rule, Fp8Format format,
-                             DecodeScale decode_scale) {
+                             const float* x, const BlockGrid& g, const Rule& rule,
+                             DecodeScale decode_scale, CastRow cast_row) {
   thread_local std::vector<float> col_scale;
   col_scale.resize(static_cast<size_t>(g.cols));
   int64_t spread = -1;  // the block row col_scale holds
@@ -146,12 +146,21 @@ void quantize_blocks_to_bf16(Isa isa, uint8_t* codes, Scale* scales, bf16_t* ope
                                           [&](int64_t b) { return decode_scale(scales[b]); });
                       spread = br;
                     }
-                    if (c) {
-                      fp8_cast_to_bf16(isa, c, operand + first, v, col_scale.data(), n, format);
-                    } else {
-                      fp8_round_to_bf16(isa, operand + first, v, col_scale.data(), n, format);
-                    }
+                    cast_row(c, operand + first, v, col_scale.data(), n, first);
                   });
+}
+
+// cast_row for the FP8 element formats: the codes and the operand (fp8_cast_to_bf16), or with
+// null codes the operand alone (fp8_round_to_bf16).
+inline auto fp8_cast_row(Isa isa, Fp8Format format) {
+  return
+      [isa, format](uint8_t* c, bf16_t* out, const float* v, const float* s, int64_t n, int64_t) {
+        if (c) {
+          fp8_cast_to_bf16(isa, c, out, v, s, n, format);
+        } else {
+          fp8_round_to_bf16(isa, out, v, s, n, format);
+        }
+      };
 }
 
 }  // namespace fp8lm

@@ -63,8 +63,10 @@ void fp8_block_quantize_to_bf16(uint8_t* codes, float* scale_inv, bf16_t* operan
                                 const BlockGrid& g, Fp8Format format,
                                 const BlockScalingParams& params) {
   // The grid holds scales until the end: a block's scale_inv is scales_to_inverses' 1 / scale.
-  quantize_blocks_to_bf16(best_isa(), codes, scale_inv, operand, x, g, BlockRule{format, params},
-                          format, [](float s) { return 1.0f / s; });
+  const Isa isa = best_isa();
+  quantize_blocks_to_bf16(
+      isa, codes, scale_inv, operand, x, g, BlockRule{format, params},
+      [](float s) { return 1.0f / s; }, fp8_cast_row(isa, format));
   scales_to_inverses(scale_inv, g.blocks());
 }
 

@@ -43,8 +43,10 @@ void quantize_mx_reference(uint8_t* codes, uint8_t* scales, const float* x, cons
 
 void mxfp8_quantize_to_bf16(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                             const BlockGrid& g, Fp8Format format) {
-  quantize_blocks_to_bf16(best_isa(), codes, scales, operand, x, g, MxRule{format}, format,
-                          [](uint8_t s) { return e8m0_decode(s); });
+  const Isa isa = best_isa();
+  quantize_blocks_to_bf16(
+      isa, codes, scales, operand, x, g, MxRule{format}, [](uint8_t s) { return e8m0_decode(s); },
+      fp8_cast_row(isa, format));
 }
 
 uint8_t mxfp8_quantize_block(uint8_t* codes, const float* x, int64_t n, Fp8Format format) {

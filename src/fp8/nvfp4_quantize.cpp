@@ -65,6 +65,19 @@ Nvfp4BlockScales nvfp4_quantize_block(uint8_t* codes, const float* x, int64_t n,
   return s;
 }
 
+void nvfp4_quantize_to_bf16(uint8_t* codes, uint8_t* block_scales, bf16_t* operand, const float* x,
+                            const BlockGrid& g, float global_amax, const uint32_t* sr_key,
+                            int64_t first_index) {
+  const Isa isa = best_isa();
+  const float* e4m3 = fp8_decode_table(Fp8Format::E4M3).data();
+  quantize_blocks_to_bf16(
+      isa, codes, block_scales, operand, x, g, Nvfp4Rule{nvfp4_global_encode_scale(global_amax)},
+      [e4m3](uint8_t s) { return e4m3[s]; },
+      [&](uint8_t* c, bf16_t* out, const float* v, const float* s, int64_t n, int64_t first) {
+        e2m1_cast_to_bf16(isa, c, out, v, s, n, sr_key, first_index + first);
+      });
+}
+
 void nvfp4_quantize(uint8_t* codes, uint8_t* block_scales, const float* x, const BlockGrid& g,
                     float global_amax, const uint32_t* sr_key, int64_t first_index) {
   nvfp4_quantize(best_isa(), codes, block_scales, x, g, global_amax, sr_key, first_index);

@@ -53,6 +53,11 @@ Nvfp4BlockScales nvfp4_quantize_block(uint8_t* codes, const float* x, int64_t n,
 // follow the place).
 void nvfp4_quantize(uint8_t* codes, uint8_t* block_scales, const float* x, const BlockGrid& g,
                     float global_amax, const uint32_t* sr_key = nullptr, int64_t first_index = 0);
+// nvfp4_quantize, also writing the GEMM operand (fp8/block_cast.h): E2M1 value x E4M3 block
+// scale in BF16, from each row's codes as they are made (e2m1_cast_to_bf16).
+void nvfp4_quantize_to_bf16(uint8_t* codes, uint8_t* block_scales, bf16_t* operand, const float* x,
+                            const BlockGrid& g, float global_amax, const uint32_t* sr_key,
+                            int64_t first_index);
 void nvfp4_quantize(Isa isa, uint8_t* codes, uint8_t* block_scales, const float* x,
                     const BlockGrid& g, float global_amax, const uint32_t* sr_key = nullptr,
                     int64_t first_index = 0);

@@ -141,6 +141,20 @@ void fp8_round_to_bf16(Isa isa, bf16_t* out, const float* x, const float* scale,
   isa::fp8_round_to_bf16_scalar(out, x, scale, n, format);
 }
 
+void e2m1_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                       int64_t n, const uint32_t* sr_key, int64_t first_index) {
+  const auto first = static_cast<uint32_t>(first_index);  // mod 2^32, as e2m1_quantize
+  switch (isa) {
+    case Isa::Avx512:
+      return isa::e2m1_cast_to_bf16_avx512(codes, out, x, scale, n, sr_key, first);
+    case Isa::Avx2:
+      return isa::e2m1_cast_to_bf16_avx2(codes, out, x, scale, n, sr_key, first);
+    case Isa::Scalar:
+      break;
+  }
+  isa::e2m1_cast_to_bf16_scalar(codes, out, x, scale, n, sr_key, first);
+}
+
 void expand_to_bf16(Isa isa, bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
                     CodeFormat format) {
   switch (isa) {

@@ -61,6 +61,11 @@ void fp8_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, cons
 void fp8_round_to_bf16(Isa isa, bf16_t* out, const float* x, const float* scale, int64_t n,
                        Fp8Format format);
 
+// codes = e2m1_quantize(x) at multiplier 1 (nearest, or stochastically with sr_key), and out[i]
+// = the BF16 of their values times scale[i]: NVFP4's fp8_cast_to_bf16.
+void e2m1_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                       int64_t n, const uint32_t* sr_key = nullptr, int64_t first_index = 0);
+
 // The element formats of the block-scaled recipes' codes.
 enum class CodeFormat : uint8_t { E4M3, E5M2, E2M1 };
 

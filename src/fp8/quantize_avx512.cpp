@@ -186,8 +186,12 @@ float absmax_avx512(const float* x, int64_t n) {
 }
 
 // The scalar E2M1 encoders' boundary counts (core/e2m1.h), sixteen lanes at a time.
-void e2m1_quantize_avx512(uint8_t* codes, const float* x, int64_t n, float multiplier,
-                          const uint32_t* sr_key, uint32_t first_index) {
+namespace {
+
+// The E2M1 codes of x * multiplier, sixteen lanes at a time: emit(i, live, codes) for each.
+template <class Emit>
+void e2m1_lanes(const float* x, int64_t n, float multiplier, const uint32_t* sr_key,
+                uint32_t first_index, Emit emit) {
   const __m512 vm = _mm512_set1_ps(multiplier);
   const __m512i one = _mm512_set1_epi32(1), seven = _mm512_set1_epi32(7);
   const __m512 lo_table = _mm512_loadu_ps(kE2M1Values.data());  // codes 0-7 are the magnitudes
@@ -236,9 +240,30 @@ void e2m1_quantize_avx512(uint8_t* codes, const float* x, int64_t n, float multi
   };
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = live_lanes(n - i);
-    _mm512_mask_cvtepi32_storeu_epi8(codes + i, live,
-                                     encode(_mm512_maskz_loadu_ps(live, x + i), i));
+    emit(i, live, encode(_mm512_maskz_loadu_ps(live, x + i), i));
   }
+}
+
+}  // namespace
+
+void e2m1_quantize_avx512(uint8_t* codes, const float* x, int64_t n, float multiplier,
+                          const uint32_t* sr_key, uint32_t first_index) {
+  e2m1_lanes(x, n, multiplier, sr_key, first_index, [&](int64_t i, __mmask16 live, __m512i code) {
+    _mm512_mask_cvtepi32_storeu_epi8(codes + i, live, code);
+  });
+}
+
+// The codes and, from them still in registers, the operand: one permute of E2M1's values.
+void e2m1_cast_to_bf16_avx512(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                              int64_t n, const uint32_t* sr_key, uint32_t first_index) {
+  const __m512 values = _mm512_loadu_ps(kE2M1Values.data());
+  e2m1_lanes(x, n, 1.0f, sr_key, first_index, [&](int64_t i, __mmask16 live, __m512i code) {
+    _mm512_mask_cvtepi32_storeu_epi8(codes + i, live, code);
+    store_bf16(
+        out + i,
+        _mm512_mul_ps(_mm512_permutexvar_ps(code, values), _mm512_maskz_loadu_ps(live, scale + i)),
+        live);
+  });
 }
 
 // The decode without a gather (slow on some cores): E2M1 is one permute of its sixteen values,

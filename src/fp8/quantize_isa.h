@@ -5,21 +5,23 @@
 
 namespace fp8lm::isa {
 
-#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                                        \
-  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,             \
-                              Fp8Format format, bool saturate);                                   \
-  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv,            \
-                           Fp8Format format);                                                     \
-  float absmax_##suffix(const float* x, int64_t n);                                               \
-  void e2m1_quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float multiplier,        \
-                              const uint32_t* sr_key, uint32_t first_index);                      \
-  void expand_to_bf16_##suffix(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,  \
-                               CodeFormat format);                                                \
-  void row_block_absmax_##suffix(float* amax, const float* x, int64_t n, int64_t block);          \
-  void fp8_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale, \
-                                 int64_t n, Fp8Format format);                                    \
-  void fp8_round_to_bf16_##suffix(bf16_t* out, const float* x, const float* scale, int64_t n,     \
-                                  Fp8Format format);
+#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                                         \
+  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,              \
+                              Fp8Format format, bool saturate);                                    \
+  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv,             \
+                           Fp8Format format);                                                      \
+  float absmax_##suffix(const float* x, int64_t n);                                                \
+  void e2m1_quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float multiplier,         \
+                              const uint32_t* sr_key, uint32_t first_index);                       \
+  void expand_to_bf16_##suffix(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,   \
+                               CodeFormat format);                                                 \
+  void row_block_absmax_##suffix(float* amax, const float* x, int64_t n, int64_t block);           \
+  void fp8_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale,  \
+                                 int64_t n, Fp8Format format);                                     \
+  void fp8_round_to_bf16_##suffix(bf16_t* out, const float* x, const float* scale, int64_t n,      \
+                                  Fp8Format format);                                               \
+  void e2m1_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale, \
+                                  int64_t n, const uint32_t* sr_key, uint32_t first_index);
 
 FP8LM_DECLARE_QUANTIZE_ISA(scalar)
 FP8LM_DECLARE_QUANTIZE_ISA(avx2)

@@ -86,4 +86,10 @@ void fp8_round_to_bf16_scalar(bf16_t* out, const float* x, const float* scale, i
     out[i] = bf16_from_float(table[fp8_encode(x[i], format)] * scale[i]);
 }
 
+void e2m1_cast_to_bf16_scalar(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                              int64_t n, const uint32_t* sr_key, uint32_t first_index) {
+  e2m1_quantize_scalar(codes, x, n, 1.0f, sr_key, first_index);
+  expand_to_bf16_scalar(out, codes, scale, n, CodeFormat::E2M1);
+}
+
 }  // namespace fp8lm::isa
