@@ -4,9 +4,9 @@
 // amax, which its global scale needs.
 // Simple rather than fast: the emulated recipes' GEMMs dominate; a tiled kernel can replace it
 // against the same parity tests.
-#include "kernels/cuda/block_cast.h"
 #include "core/counter_rng.h"
 #include "fp8/hadamard.h"
+#include "kernels/cuda/block_cast.h"
 #include "kernels/cuda/block_rules.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/grid.cuh"
@@ -21,6 +21,22 @@ struct Blocks {
   int64_t rows, cols, block_rows, block_cols, grid_cols, count;
 };
 
+// Block b's rows [r0, r1) and columns [c0, c1), and the largest magnitude in it (NaN left out).
+struct BlockSpan {
+  int64_t r0, r1, c0, c1;
+};
+__device__ inline BlockSpan block_span(const Blocks& g, int64_t b) {
+  const int64_t r0 = b / g.grid_cols * g.block_rows, c0 = b % g.grid_cols * g.block_cols;
+  return {r0, r0 + g.block_rows < g.rows ? r0 + g.block_rows : g.rows, c0,
+          c0 + g.block_cols < g.cols ? c0 + g.block_cols : g.cols};
+}
+__device__ inline float block_amax(const float* x, const Blocks& g, const BlockSpan& s) {
+  float amax = 0.0f;
+  for (int64_t r = s.r0; r < s.r1; ++r)
+    for (int64_t c = s.c0; c < s.c1; ++c) amax = fmaxf(amax, fabsf(x[r * g.cols + c]));
+  return amax;
+}
+
 template <Fp8Format F, bool kMx>
 __global__ void block_cast_kernel(uint8_t* codes, void* scales, uint16_t* operand,
                                   float* tensor_scale_inv, const float* x, Blocks g,
@@ -28,12 +44,8 @@ __global__ void block_cast_kernel(uint8_t* codes, void* scales, uint16_t* operan
   constexpr float fp8_max = F == Fp8Format::E4M3 ? 448.0f : 57344.0f;
   if (global_thread() == 0) *tensor_scale_inv = 1.0f;
   for (int64_t b = global_thread(); b < g.count; b += grid_threads()) {
-    const int64_t r0 = b / g.grid_cols * g.block_rows, c0 = b % g.grid_cols * g.block_cols;
-    const int64_t r1 = r0 + g.block_rows < g.rows ? r0 + g.block_rows : g.rows;
-    const int64_t c1 = c0 + g.block_cols < g.cols ? c0 + g.block_cols : g.cols;
-    float amax = 0.0f;
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = c0; c < c1; ++c) amax = fmaxf(amax, fabsf(x[r * g.cols + c]));
+    const BlockSpan span = block_span(g, b);
+    const float amax = block_amax(x, g, span);
     float multiplier, decode;
     if constexpr (kMx) {
       // max_norm_rcp: 1 / max rounded to FP32 once (a constant), then a product.
@@ -47,8 +59,8 @@ __global__ void block_cast_kernel(uint8_t* codes, void* scales, uint16_t* operan
       decode = 1.0f / multiplier;
       static_cast<float*>(scales)[b] = decode;
     }
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t r = span.r0; r < span.r1; ++r)
+      for (int64_t c = span.c0; c < span.c1; ++c) {
         const int64_t i = r * g.cols + c;
         const uint8_t code = fp8_encode_sat<F>(x[i] * multiplier).code;
         codes[i] = code;
@@ -73,8 +85,7 @@ struct RhtSigns {
 
 // rht16_rows, element for element: the same products, sums and differences in the same order,
 // each rounded on its own (no fused multiply-add).
-__global__ void rht16_kernel(float* y, const float* x, int64_t rows, int64_t cols,
-                             RhtSigns signs) {
+__global__ void rht16_kernel(float* y, const float* x, int64_t rows, int64_t cols, RhtSigns signs) {
   const int64_t columns = rows / kRhtSize * cols;
   for (int64_t t = global_thread(); t < columns; t += grid_threads()) {
     const int64_t g = t / cols * kRhtSize, c = t % cols;
@@ -103,19 +114,15 @@ __global__ void nvfp4_kernel(uint8_t* codes, uint8_t* scales, uint16_t* operand,
   if (global_thread() == 0) *tensor_scale_inv = inv_global;
   const float k = __fmul_rn(global, 1.0f / 6.0f);
   for (int64_t b = global_thread(); b < g.count; b += grid_threads()) {
-    const int64_t r0 = b / g.grid_cols * g.block_rows, c0 = b % g.grid_cols * g.block_cols;
-    const int64_t r1 = r0 + g.block_rows < g.rows ? r0 + g.block_rows : g.rows;
-    const int64_t c1 = c0 + g.block_cols < g.cols ? c0 + g.block_cols : g.cols;
-    float amax = 0.0f;
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = c0; c < c1; ++c) amax = fmaxf(amax, fabsf(x[r * g.cols + c]));
+    const BlockSpan span = block_span(g, b);
+    const float amax = block_amax(x, g, span);
     const uint8_t s = fp8_encode_sat<Fp8Format::E4M3>(__fmul_rn(amax, k)).code;
     scales[b] = s;
     const float scale = fp8_value<Fp8Format::E4M3>(s);  // never a NaN code: amax is not NaN
     float multiplier = __fdiv_rn(1.0f, __fmul_rn(scale, inv_global));
     if (!(multiplier < 0x1.fffffep127f)) multiplier = 0x1.fffffep127f;
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t r = span.r0; r < span.r1; ++r)
+      for (int64_t c = span.c0; c < span.c1; ++c) {
         const int64_t i = r * g.cols + c;
         const float v = __fmul_rn(x[i], multiplier);
         const uint8_t code =
@@ -152,8 +159,9 @@ void launch_nvfp4(const BlockCast& c, const BlockCastOut& out, const float* x, f
     nvfp4_kernel<false><<<blocks, kThreads, 0, stream>>>(
         out.codes, scales, out.operand, out.tensor_scale_inv, x, amax, g, c.sr_key);
   FP8LM_CUDA_CHECK_LAUNCH();
-  if (out.amax) FP8LM_CUDA_CHECK(cudaMemcpyAsync(out.amax, amax, sizeof(float),
-                                                 cudaMemcpyDeviceToDevice, stream));
+  if (out.amax)
+    FP8LM_CUDA_CHECK(
+        cudaMemcpyAsync(out.amax, amax, sizeof(float), cudaMemcpyDeviceToDevice, stream));
 }
 
 }  // namespace
