@@ -7,6 +7,7 @@
 // the blocks, with zeros, an all-equal block, NaN, Inf, subnormals and outliers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -78,11 +79,42 @@ TEST(CudaBlockRules, EqualTheCpuRulesOnTheHost) {
   }
 }
 
+// Casts x on the CPU and its copy dx on the device through c, expecting the same codes, block
+// scales, operand and tensor scale_inv (and NVFP4's tensor amax); returns the device's
+// tensor scale_inv.
+float expect_device_cast_matches_cpu(const BlockCast& c, const std::vector<float>& x,
+                                     const DeviceBuffer<float>& dx) {
+  const size_t n = x.size();
+  const bool fp4 = c.scheme == BlockScheme::Nvfp4;  // the FP8 kernels take no amax
+  std::vector<uint8_t> codes(n), scales(block_scale_bytes(c));
+  std::vector<bf16_t> operand(n);
+  std::vector<float> work(n);
+  float tsi = 0, amax = 0;
+  block_cast(c, {codes.data(), scales.data(), operand.data(), &tsi, fp4 ? &amax : nullptr},
+             x.data(), work.data());
+  DeviceBuffer<uint8_t> dcodes(n), dscales(scales.size());
+  DeviceBuffer<bf16_t> doperand(n);
+  DeviceBuffer<float> dtsi(1), damax(1),
+      dwork(std::max<size_t>(1, cuda::block_cast_work_floats(c)));
+  cuda::block_cast(
+      c,
+      {dcodes.data(), dscales.data(), doperand.data(), dtsi.data(), fp4 ? damax.data() : nullptr},
+      dx.data(), dwork.data(), nullptr);
+  if (fp4) {
+    EXPECT_EQ(to_host(damax.data(), 1)[0], amax);
+  }
+  const float device_tsi = to_host(dtsi.data(), 1)[0];
+  EXPECT_EQ(device_tsi, tsi);
+  EXPECT_EQ(to_host(dscales.data(), scales.size()), scales);
+  EXPECT_EQ(to_host(dcodes.data(), n), codes);
+  EXPECT_EQ(to_host(doperand.data(), n), operand);
+  return device_tsi;
+}
+
 TEST(CudaBlockCast, CodesScalesAndOperandMatchTheCpuBitForBit) {
   FP8LM_REQUIRE_CUDA();
   const int64_t rows = 150, cols = 300;
   const std::vector<float> x = tensor_with_specials(rows, cols, 41, 128);
-  const auto n = static_cast<size_t>(rows * cols);
   const DeviceBuffer<float> dx = to_device(x);
   struct Case {
     BlockScheme scheme;
@@ -99,19 +131,7 @@ TEST(CudaBlockCast, CodesScalesAndOperandMatchTheCpuBitForBit) {
     c.scheme = k.scheme;
     c.grid = {rows, cols, k.br, k.bc};
     c.format = k.f;
-    std::vector<uint8_t> codes(n), scales(block_scale_bytes(c));
-    std::vector<bf16_t> operand(n);
-    float tsi = 0;
-    block_cast(c, {codes.data(), scales.data(), operand.data(), &tsi}, x.data(), nullptr);
-    DeviceBuffer<uint8_t> dcodes(n), dscales(scales.size());
-    DeviceBuffer<bf16_t> doperand(n);
-    DeviceBuffer<float> dtsi(1);
-    cuda::block_cast(c, {dcodes.data(), dscales.data(), doperand.data(), dtsi.data()}, dx.data(),
-                     nullptr, nullptr);
-    EXPECT_EQ(to_host(dscales.data(), scales.size()), scales);
-    EXPECT_EQ(to_host(dcodes.data(), n), codes);
-    EXPECT_EQ(to_host(doperand.data(), n), operand);
-    EXPECT_EQ(to_host(dtsi.data(), 1)[0], 1.0f);
+    EXPECT_EQ(expect_device_cast_matches_cpu(c, x, dx), 1.0f);
   }
 }
 
@@ -121,7 +141,6 @@ TEST(CudaBlockCast, Nvfp4MatchesTheCpuBitForBit) {
   FP8LM_REQUIRE_CUDA();
   const int64_t rows = 160, cols = 300;
   const std::vector<float> x = tensor_with_specials(rows, cols, 43, 16);
-  const auto n = static_cast<size_t>(rows * cols);
   const DeviceBuffer<float> dx = to_device(x);
   struct Case {
     int64_t br, bc;
@@ -138,22 +157,7 @@ TEST(CudaBlockCast, Nvfp4MatchesTheCpuBitForBit) {
     c.rht = k.rht;
     c.stochastic_rounding = k.sr;
     c.sr_key = 0x2545f491u;
-    std::vector<uint8_t> codes(n), scales(block_scale_bytes(c));
-    std::vector<bf16_t> operand(n);
-    std::vector<float> work(n);
-    float tsi = 0, amax = 0;
-    block_cast(c, {codes.data(), scales.data(), operand.data(), &tsi, &amax}, x.data(),
-               work.data());
-    DeviceBuffer<uint8_t> dcodes(n), dscales(scales.size());
-    DeviceBuffer<bf16_t> doperand(n);
-    DeviceBuffer<float> dtsi(1), damax(1), dwork(cuda::block_cast_work_floats(c));
-    cuda::block_cast(c, {dcodes.data(), dscales.data(), doperand.data(), dtsi.data(), damax.data()},
-                     dx.data(), dwork.data(), nullptr);
-    EXPECT_EQ(to_host(damax.data(), 1)[0], amax);
-    EXPECT_EQ(to_host(dtsi.data(), 1)[0], tsi);
-    EXPECT_EQ(to_host(dscales.data(), scales.size()), scales);
-    EXPECT_EQ(to_host(dcodes.data(), n), codes);
-    EXPECT_EQ(to_host(doperand.data(), n), operand);
+    expect_device_cast_matches_cpu(c, x, dx);
   }
 }
 

@@ -68,6 +68,9 @@ void e2m1_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, con
 
 // The element formats of the block-scaled recipes' codes.
 enum class CodeFormat : uint8_t { E4M3, E5M2, E2M1 };
+inline CodeFormat code_format(Fp8Format f) {
+  return f == Fp8Format::E4M3 ? CodeFormat::E4M3 : CodeFormat::E5M2;
+}
 
 // out[i] = the BF16 of decode(codes[i]) * scale[i], rounded to nearest even: a block-scaled
 // GEMM's operand from its codes and each value's block scale (fp8/block_cast.h). E2M1 codes

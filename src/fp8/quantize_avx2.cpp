@@ -234,23 +234,4 @@ void row_block_absmax_avx2(float* amax, const float* x, int64_t n, int64_t block
   }
 }
 
-// The two passes: AVX2 machines are not where the emulated recipes' speed is measured.
-void fp8_cast_to_bf16_avx2(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
-                           int64_t n, Fp8Format format) {
-  quantize_avx2(codes, x, n, 1.0f, format, true);
-  expand_to_bf16_avx2(out, codes, scale, n,
-                      format == Fp8Format::E4M3 ? CodeFormat::E4M3 : CodeFormat::E5M2);
-}
-
-void fp8_round_to_bf16_avx2(bf16_t* out, const float* x, const float* scale, int64_t n,
-                            Fp8Format format) {
-  fp8_round_to_bf16_scalar(out, x, scale, n, format);  // AVX2 machines: the plain loop
-}
-
-void e2m1_cast_to_bf16_avx2(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
-                            int64_t n, const uint32_t* sr_key, uint32_t first_index) {
-  e2m1_quantize_avx2(codes, x, n, 1.0f, sr_key, first_index);
-  expand_to_bf16_avx2(out, codes, scale, n, CodeFormat::E2M1);
-}
-
 }  // namespace fp8lm::isa

@@ -5,28 +5,34 @@
 
 namespace fp8lm::isa {
 
-#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                                         \
-  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,              \
-                              Fp8Format format, bool saturate);                                    \
-  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv,             \
-                           Fp8Format format);                                                      \
-  float absmax_##suffix(const float* x, int64_t n);                                                \
-  void e2m1_quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float multiplier,         \
-                              const uint32_t* sr_key, uint32_t first_index);                       \
-  void expand_to_bf16_##suffix(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,   \
-                               CodeFormat format);                                                 \
-  void row_block_absmax_##suffix(float* amax, const float* x, int64_t n, int64_t block);           \
-  void fp8_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale,  \
-                                 int64_t n, Fp8Format format);                                     \
-  void fp8_round_to_bf16_##suffix(bf16_t* out, const float* x, const float* scale, int64_t n,      \
-                                  Fp8Format format);                                               \
-  void e2m1_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale, \
-                                  int64_t n, const uint32_t* sr_key, uint32_t first_index);
+#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                                       \
+  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,            \
+                              Fp8Format format, bool saturate);                                  \
+  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv,           \
+                           Fp8Format format);                                                    \
+  float absmax_##suffix(const float* x, int64_t n);                                              \
+  void e2m1_quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float multiplier,       \
+                              const uint32_t* sr_key, uint32_t first_index);                     \
+  void expand_to_bf16_##suffix(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n, \
+                               CodeFormat format);                                               \
+  void row_block_absmax_##suffix(float* amax, const float* x, int64_t n, int64_t block);
 
 FP8LM_DECLARE_QUANTIZE_ISA(scalar)
 FP8LM_DECLARE_QUANTIZE_ISA(avx2)
 FP8LM_DECLARE_QUANTIZE_ISA(avx512)
 #undef FP8LM_DECLARE_QUANTIZE_ISA
+
+// The fused block-operand casts exist for AVX-512 only, where the emulated recipes' speed is
+// measured; elsewhere (quantize.cpp) they are the passes they fuse, which are their twins.
+void fp8_cast_to_bf16_avx512(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                             int64_t n, Fp8Format format);
+void e2m1_cast_to_bf16_avx512(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                              int64_t n, const uint32_t* sr_key, uint32_t first_index);
+void fp8_round_to_bf16_avx512(bf16_t* out, const float* x, const float* scale, int64_t n,
+                              Fp8Format format);
+// fp8_round_to_bf16's definition: the decoded saturating code times the scale.
+void fp8_round_to_bf16_scalar(bf16_t* out, const float* x, const float* scale, int64_t n,
+                              Fp8Format format);
 
 // Each code's value: the expand kernels' lookup.
 inline const float* decode_table(CodeFormat f) {

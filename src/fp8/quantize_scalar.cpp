@@ -71,25 +71,11 @@ void row_block_absmax_scalar(float* amax, const float* x, int64_t n, int64_t blo
   }
 }
 
-void fp8_cast_to_bf16_scalar(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
-                             int64_t n, Fp8Format format) {
-  quantize_scalar(codes, x, n, 1.0f, format, true);
-  expand_to_bf16_scalar(out, codes, scale, n,
-                        format == Fp8Format::E4M3 ? CodeFormat::E4M3 : CodeFormat::E5M2);
-}
-
-// The definition: the decoded saturating code.
 void fp8_round_to_bf16_scalar(bf16_t* out, const float* x, const float* scale, int64_t n,
                               Fp8Format format) {
   const float* table = fp8_decode_table(format).data();
   for (int64_t i = 0; i < n; ++i)
     out[i] = bf16_from_float(table[fp8_encode(x[i], format)] * scale[i]);
-}
-
-void e2m1_cast_to_bf16_scalar(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
-                              int64_t n, const uint32_t* sr_key, uint32_t first_index) {
-  e2m1_quantize_scalar(codes, x, n, 1.0f, sr_key, first_index);
-  expand_to_bf16_scalar(out, codes, scale, n, CodeFormat::E2M1);
 }
 
 }  // namespace fp8lm::isa

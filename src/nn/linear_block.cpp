@@ -2,8 +2,6 @@
 // GEMM that reads it (fp8/block_cast.h: codes and block scales, and the exact BF16 operand the
 // GEMM multiplies, its tensor scale carried as the operand's scale_inv).
 #include "core/counter_rng.h"
-#include "fp8/mx_quantize.h"
-#include "fp8/nvfp4_quantize.h"
 #include "nn/linear.h"
 #include "nn/saved_activation.h"
 #include "nn/scratch.h"
