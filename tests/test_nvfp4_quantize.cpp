@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "block_inputs.h"
+#include "core/bf16.h"
 #include "core/counter_rng.h"
 #include "core/e2m1.h"
 #include "core/fp8_dtype.h"
@@ -165,6 +166,94 @@ TEST(Nvfp4Quantize, EveryIsaGivesTheTwinsBits) {
           }
         }
       }
+    }
+  }
+}
+
+// The GEMM operand cast (nvfp4_quantize_to_bf16: one pass over registers on AVX-512, with or
+// without the codes, the transform applied on the fly) against the twins: the reference
+// quantizer of the (reference-)transformed tensor, each value decoded times its block scale.
+// Stripes start mid-tensor (first_index) so the draws' addresses are checked too.
+void expect_operand_cast_matches_twins(const std::vector<float>& x, const BlockGrid& g, float amax,
+                                       const uint32_t* sr, bool rht, int64_t first_index) {
+  const auto n = static_cast<size_t>(g.rows * g.cols);
+  std::vector<float> src = x;
+  if (rht) rht16_rows_reference(src.data(), x.data(), g.rows, g.cols);
+  std::vector<uint8_t> want(n), want_s(static_cast<size_t>(g.blocks()));
+  nvfp4_quantize_reference(want.data(), want_s.data(), src.data(), g, amax, sr, first_index);
+  for (const bool keep_codes : {true, false}) {
+    SCOPED_TRACE(keep_codes ? "with codes" : "operand only");
+    std::vector<uint8_t> codes(n, 0xff), scales(want_s.size());
+    std::vector<bf16_t> operand(n);
+    nvfp4_quantize_to_bf16(keep_codes ? codes.data() : nullptr, scales.data(), operand.data(),
+                           x.data(), g, amax, sr, first_index, rht);
+    ASSERT_EQ(scales, want_s);
+    if (keep_codes) {
+      ASSERT_EQ(codes, want);
+    }
+    for (int64_t r = 0; r < g.rows; ++r)
+      for (int64_t c = 0; c < g.cols; ++c) {
+        const auto i = static_cast<size_t>(r * g.cols + c);
+        const float b = fp8_decode(want_s[static_cast<size_t>(g.block_of(r, c))], Fp8Format::E4M3);
+        ASSERT_EQ(bf16_to_float(operand[i]), e2m1_decode(want[i]) * b) << r << "," << c;
+      }
+  }
+}
+
+TEST(Nvfp4Quantize, OperandCastGivesTheTwinsBitsWithOrWithoutCodes) {
+  const uint32_t key = counter_key(41);
+  // Shapes with short last blocks, a row longer than 16 blocks, and stripes of 16 rows.
+  for (const auto& [rows, cols] :
+       {std::pair<int64_t, int64_t>{37, 70}, {48, 37}, {16, 300}, {32, 256}}) {
+    const std::vector<float> specials = tensor_with_specials(rows, cols, 5, kNvfp4Block);
+    // The Hadamard transform's NaN payloads depend on the compiler's operand order, so its
+    // inputs keep Inf (whose differences make NaNs) but no NaN.
+    std::vector<float> finite = specials;
+    for (float& v : finite) {
+      if (std::isnan(v)) v = 1.0f;
+    }
+    for (const uint32_t* sr : {static_cast<const uint32_t*>(nullptr), &key}) {
+      for (const BlockGrid& g :
+           {nvfp4_rowwise(rows, cols), nvfp4_columnwise(rows, cols), nvfp4_2d(rows, cols)}) {
+        for (const bool rht : {false, true}) {
+          if (rht && (g.block_cols != 1 || rows % 16 != 0)) continue;
+          const std::vector<float>& x = rht ? finite : specials;
+          SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + (sr ? " sr " : " rn ") +
+                       std::to_string(g.block_rows) + "x" + std::to_string(g.block_cols) +
+                       (rht ? " rht" : ""));
+          expect_operand_cast_matches_twins(x, g, tensor_amax(x), sr, rht, 1000);
+          expect_operand_cast_matches_twins(x, g, 2.5f, sr, rht, 0);
+        }
+      }
+    }
+  }
+}
+
+// Every rounding boundary of E2M1, both ways: with the tensor amax 2688 (S = 1) and a 6 in every
+// block (block scale 1, multiplier 1), the values reach the encoder unscaled.
+TEST(Nvfp4Quantize, OperandCastRoundsEveryBoundaryAsTheTwin) {
+  std::vector<float> edges;
+  for (const float b : {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f,
+                        5.0f, 6.0f, 6.5f, 7.0f, 8.0f}) {
+    for (const float v : {std::nextafter(b, 0.0f), b, std::nextafter(b, 10.0f)}) {
+      edges.push_back(v);
+      edges.push_back(-v);
+    }
+  }
+  for (const float v : {0.0f, -0.0f, FLT_TRUE_MIN, -1e-39f, 1e-30f, FLT_MAX, -FLT_MAX, NAN, -NAN})
+    edges.push_back(v);
+  const int64_t rows = 32, cols = 48;
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = edges[i % edges.size()];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      if (r % 16 == 0 || c % 16 == 0) x[static_cast<size_t>(r * cols + c)] = 6.0f;
+  const uint32_t key = counter_key(3);
+  for (const uint32_t* sr : {static_cast<const uint32_t*>(nullptr), &key}) {
+    for (const BlockGrid& g : {nvfp4_rowwise(rows, cols), nvfp4_columnwise(rows, cols)}) {
+      SCOPED_TRACE(std::string(sr ? "sr " : "rn ") + std::to_string(g.block_rows) + "x" +
+                   std::to_string(g.block_cols));
+      expect_operand_cast_matches_twins(x, g, 2688.0f, sr, false, 7);
     }
   }
 }

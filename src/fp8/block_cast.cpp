@@ -146,17 +146,23 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
       break;
     }
     case BlockScheme::Nvfp4: {
-      // The tensor amax the global scale needs: of the transformed tensor where there is one,
-      // taken from each stripe while it is in cache.
+      // The tensor amax the global scale needs: of the transformed tensor where there is one.
+      // The transform is written out (to work) only for the statistics, which read it.
+      const bool rht_in_cast = c.rht && !out.stats;
       float amax = 0.0f;
       if (c.rht) {
         for_each_stripe({g.rows, g.cols, kRhtSize, 1}, [&](int64_t r0, int64_t nr) {
-          rht16_rows(work + r0 * g.cols, x + r0 * g.cols, nr, g.cols);
-          const float a = absmax(work + r0 * g.cols, nr * g.cols);
+          float a = 0.0f;
+          if (rht_in_cast) {
+            a = rht16_absmax(x + r0 * g.cols, nr, g.cols);
+          } else {
+            rht16_rows(work + r0 * g.cols, x + r0 * g.cols, nr, g.cols);
+            a = absmax(work + r0 * g.cols, nr * g.cols);
+          }
 #pragma omp critical(fp8lm_rht_amax)
           amax = std::max(amax, a);
         });
-        x = work;
+        if (!rht_in_cast) x = work;
       } else {
         amax = parallel_absmax(x, n);
       }
@@ -164,9 +170,8 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
       if (out.amax) *out.amax = amax;
       const uint32_t* key = c.stochastic_rounding ? &c.sr_key : nullptr;
       for_each_stripe(g, [&](int64_t r0, int64_t nr) {
-        nvfp4_quantize_to_bf16(out.codes + r0 * g.cols, scales + scale_at(r0),
-                               out.operand + r0 * g.cols, x + r0 * g.cols, sub(nr), amax, key,
-                               r0 * g.cols);
+        nvfp4_quantize_to_bf16(codes_at(r0), scales + scale_at(r0), out.operand + r0 * g.cols,
+                               x + r0 * g.cols, sub(nr), amax, key, r0 * g.cols, rht_in_cast);
       });
       *out.tensor_scale_inv = 1.0f / nvfp4_global_encode_scale(amax);
       break;

@@ -1,6 +1,10 @@
 #include "fp8/hadamard.h"
 
 #include <algorithm>
+#include <vector>
+
+#include "fp8/quantize.h"
+#include "fp8/quantize_isa.h"
 
 namespace fp8lm {
 
@@ -45,6 +49,14 @@ void rht16_rows(float* y, const float* x, int64_t rows, int64_t cols) {
         }
     std::for_each(out, out + kRhtSize * cols, [](float& v) { v *= 0.25f; });
   }
+}
+
+float rht16_absmax(const float* x, int64_t rows, int64_t cols) {
+  if (best_isa() == Isa::Avx512) return isa::rht16_absmax_avx512(x, rows, cols);
+  thread_local std::vector<float> y;
+  y.resize(static_cast<size_t>(rows * cols));
+  rht16_rows(y.data(), x, rows, cols);
+  return absmax(y.data(), rows * cols);
 }
 
 }  // namespace fp8lm

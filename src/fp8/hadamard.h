@@ -25,4 +25,8 @@ inline constexpr std::array<float, kRhtSize> kRhtSigns = {1,  1,  1,  -1, 1,  -1
 void rht16_rows(float* y, const float* x, int64_t rows, int64_t cols);
 void rht16_rows_reference(float* y, const float* x, int64_t rows, int64_t cols);
 
+// max |y| of rht16_rows(y, x, rows, cols), NaN left out, without writing y where the CPU can
+// keep the transform in registers.
+float rht16_absmax(const float* x, int64_t rows, int64_t cols);
+
 }  // namespace fp8lm

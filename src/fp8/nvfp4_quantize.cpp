@@ -1,5 +1,6 @@
 #include "fp8/nvfp4_quantize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -7,6 +8,8 @@
 #include "core/counter_rng.h"
 #include "core/e2m1.h"
 #include "core/fp8_dtype.h"
+#include "fp8/hadamard.h"
+#include "fp8/quantize_isa.h"
 
 namespace fp8lm {
 
@@ -67,14 +70,42 @@ Nvfp4BlockScales nvfp4_quantize_block(uint8_t* codes, const float* x, int64_t n,
 
 void nvfp4_quantize_to_bf16(uint8_t* codes, uint8_t* block_scales, bf16_t* operand, const float* x,
                             const BlockGrid& g, float global_amax, const uint32_t* sr_key,
-                            int64_t first_index) {
+                            int64_t first_index, bool rht) {
   const Isa isa = best_isa();
+  const float global_encode = nvfp4_global_encode_scale(global_amax);
+  if (isa == Isa::Avx512 && g.block_rows == 1 && g.block_cols == kNvfp4Block && !rht) {
+    isa::nvfp4_rows_avx512(codes, block_scales, operand, x, g.rows, g.cols, global_encode, sr_key,
+                           first_index);
+    return;
+  }
+  if (isa == Isa::Avx512 && g.block_rows == kNvfp4Block && g.block_cols == 1) {
+    for (int64_t r0 = 0; r0 < g.rows; r0 += kNvfp4Block) {
+      isa::nvfp4_columns_avx512(codes ? codes + r0 * g.cols : nullptr,
+                                block_scales + r0 / kNvfp4Block * g.cols, operand + r0 * g.cols,
+                                x + r0 * g.cols, std::min(kNvfp4Block, g.rows - r0), g.cols,
+                                global_encode, rht, sr_key, first_index + r0 * g.cols);
+    }
+    return;
+  }
+  // Elsewhere the transform into a buffer, then quantize_blocks' passes over it.
+  const auto n = static_cast<size_t>(g.rows * g.cols);
+  thread_local std::vector<float> rotated;
+  thread_local std::vector<uint8_t> kept;
+  if (rht) {
+    rotated.resize(n);
+    rht16_rows(rotated.data(), x, g.rows, g.cols);
+    x = rotated.data();
+  }
+  if (!codes) {
+    kept.resize(n);
+    codes = kept.data();
+  }
   const float* e4m3 = fp8_decode_table(Fp8Format::E4M3).data();
   quantize_blocks_to_bf16(
-      isa, codes, block_scales, operand, x, g, Nvfp4Rule{nvfp4_global_encode_scale(global_amax)},
+      isa, codes, block_scales, operand, x, g, Nvfp4Rule{global_encode},
       [e4m3](uint8_t s) { return e4m3[s]; },
-      [&](uint8_t* c, bf16_t* out, const float* v, const float* s, int64_t n, int64_t first) {
-        e2m1_cast_to_bf16(isa, c, out, v, s, n, sr_key, first_index + first);
+      [&](uint8_t* c, bf16_t* out, const float* v, const float* s, int64_t n_row, int64_t first) {
+        e2m1_cast_to_bf16(isa, c, out, v, s, n_row, sr_key, first_index + first);
       });
 }
 

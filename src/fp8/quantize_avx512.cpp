@@ -9,61 +9,11 @@
 
 #include "core/counter_rng.h"
 #include "core/e2m1.h"
+#include "fp8/lanes_avx512.h"
 #include "fp8/quantize_isa.h"
 
 namespace fp8lm::isa {
 namespace {
-
-// Lanes holding data when `left` elements remain: all sixteen, or the tail.
-inline __mmask16 live_lanes(int64_t left) {
-  return left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
-}
-
-// The scalar codec's steps on sixteen lanes of scaled values' bits u: the code (sign
-// included), the lanes that rounded past max (over) and the non-zero ones that flushed to zero
-// (flush), live lanes only.
-template <Fp8Format F>
-struct Fp8Lanes {
-  static constexpr Fp8Consts c = fp8_consts(F);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-  const __m512i inf_bits = _mm512_set1_epi32(0x7f800000);
-  const __m512i min_normal = _mm512_set1_epi32(static_cast<int>(c.min_normal_bits));
-  const __m512 magic = _mm512_set1_ps(c.subnormal_magic);
-  const __m512i magic_bits = _mm512_set1_epi32(static_cast<int>(c.magic_bits));
-  // a - rebias + (half - 1) folded into one constant (mod 2^32, as the scalar codec wraps).
-  const __m512i round_bias =
-      _mm512_set1_epi32(static_cast<int>((1u << (c.man_shift - 1)) - 1u - c.rebias));
-  // A non-zero magnitude flushes to zero exactly when it is at most half the smallest
-  // subnormal (the tie goes to the even zero): (a - 1) < half_bits, unsigned, in one compare.
-  const __m512i half_min_subnormal =
-      _mm512_set1_epi32(static_cast<int>(std::bit_cast<uint32_t>(fp8_min_subnormal(F) / 2)));
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i max_code = _mm512_set1_epi32(static_cast<int>(c.max_code));
-  const __m512i overflow_code;
-  const __m512i nan_code = _mm512_set1_epi32(static_cast<int>(c.nan_code));
-
-  explicit Fp8Lanes(bool saturate)
-      : overflow_code(
-            _mm512_set1_epi32(static_cast<int>(saturate ? c.max_code : c.overflow_code))) {}
-
-  __m512i encode(__m512i u, __mmask16 live, __mmask16* over, __mmask16* flush) const {
-    const __m512i a = _mm512_and_si512(u, abs_mask);
-    const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(a, inf_bits);
-    const __mmask16 is_sub = _mm512_cmplt_epu32_mask(a, min_normal);
-    const __m512i sub_code = _mm512_sub_epi32(
-        _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)), magic_bits);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, c.man_shift), one);
-    const __m512i norm_code =
-        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(a, round_bias), odd), c.man_shift);
-    __m512i code = _mm512_mask_blend_epi32(is_sub, norm_code, sub_code);
-    *over = _mm512_cmpgt_epu32_mask(code, max_code) & ~is_nan & live;
-    *flush = _mm512_mask_cmplt_epu32_mask(live, _mm512_sub_epi32(a, one), half_min_subnormal);
-    code = _mm512_mask_blend_epi32(*over, code, overflow_code);
-    code = _mm512_mask_blend_epi32(is_nan, code, nan_code);
-    // code | ((u >> 24) & 0x80): the sign joins in one ternary-logic op.
-    return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80), 0xf8);
-  }
-};
 
 template <Fp8Format F>
 CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float scale,
@@ -96,45 +46,6 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
   }
   return {_mm512_reduce_max_ps(amax), _mm512_reduce_add_epi32(saturated),
           _mm512_reduce_add_epi32(flushed)};
-}
-
-// The decoded values of sixteen FP8 codes, exactly: both formats widen through FP16, which
-// holds each of their values: an E5M2 code is the top byte of the FP16 with its value; an
-// E4M3 code's exponent and mantissa, moved to FP16's positions, read 2^8 too small (bias 15
-// instead of 7), for normals and subnormals alike, and its NaN codes (S.1111.111) read as
-// ±480. NaN codes of both become the table's NaN (the default NaN with the code's sign; FP16
-// would keep E5M2's payload).
-__m512 decode_fp8_lanes(__m128i c8, bool e4m3) {
-  const __m256i c16 = _mm256_cvtepu8_epi16(c8);
-  const __m256i mag = _mm256_and_si256(c16, _mm256_set1_epi16(0x7f));
-  __m512 v;
-  __mmask16 nan_code;
-  if (!e4m3) {
-    v = _mm512_cvtph_ps(_mm256_slli_epi16(c16, 8));
-    nan_code = _mm256_cmpgt_epi16_mask(mag, _mm256_set1_epi16(0x7c));
-  } else {
-    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(c16, _mm256_set1_epi16(0x80)), 8);
-    v = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_or_si256(sign, _mm256_slli_epi16(mag, 7))),
-                      _mm512_set1_ps(256.0f));
-    nan_code = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7f));
-  }
-  return _mm512_mask_or_ps(v, nan_code, _mm512_and_ps(v, _mm512_set1_ps(-0.0f)),
-                           _mm512_set1_ps(std::nanf("")));
-}
-
-// bf16_from_float's integer rounding on sixteen lanes (vcvtneps2bf16 would need AVX512-BF16
-// and flushes subnormals), stored to the live lanes of out.
-void store_bf16(bf16_t* out, __m512 v, __mmask16 live) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i top = _mm512_srli_epi32(u, 16);
-  __m512i r = _mm512_srli_epi32(
-      _mm512_add_epi32(u, _mm512_add_epi32(_mm512_and_si512(top, _mm512_set1_epi32(1)),
-                                           _mm512_set1_epi32(0x7fff))),
-      16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(top, _mm512_set1_epi32(0x40)));
-  _mm256_mask_storeu_epi16(out + 0, live, _mm512_cvtepi32_epi16(r));
 }
 
 template <Fp8Format F>
@@ -185,7 +96,6 @@ float absmax_avx512(const float* x, int64_t n) {
   return _mm512_reduce_max_ps(amax);
 }
 
-// The scalar E2M1 encoders' boundary counts (core/e2m1.h), sixteen lanes at a time.
 namespace {
 
 // The E2M1 codes of x * multiplier, sixteen lanes at a time: emit(i, live, codes) for each.
@@ -193,54 +103,11 @@ template <class Emit>
 void e2m1_lanes(const float* x, int64_t n, float multiplier, const uint32_t* sr_key,
                 uint32_t first_index, Emit emit) {
   const __m512 vm = _mm512_set1_ps(multiplier);
-  const __m512i one = _mm512_set1_epi32(1), seven = _mm512_set1_epi32(7);
-  const __m512 lo_table = _mm512_loadu_ps(kE2M1Values.data());  // codes 0-7 are the magnitudes
-  const __m512 inv_step = _mm512_castps256_ps512(_mm256_loadu_ps(kE2M1InverseStep.data()));
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const auto encode = [&](const __m512 xv, int64_t i) {
-    const __m512 v = _mm512_mul_ps(xv, vm);
-    const __m512 a = _mm512_abs_ps(v);
-    __m512i m = _mm512_setzero_si512();
-    const auto count = [&](float bound, auto predicate) {
-      m = _mm512_mask_add_epi32(
-          m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(bound), decltype(predicate)::value), m, one);
-    };
-    if (!sr_key) {
-      count(0.25f, std::integral_constant<int, _CMP_GT_OQ>{});
-      count(0.75f, std::integral_constant<int, _CMP_GE_OQ>{});
-      count(1.25f, std::integral_constant<int, _CMP_GT_OQ>{});
-      count(1.75f, std::integral_constant<int, _CMP_GE_OQ>{});
-      count(2.5f, std::integral_constant<int, _CMP_GT_OQ>{});
-      count(3.5f, std::integral_constant<int, _CMP_GE_OQ>{});
-      count(5.0f, std::integral_constant<int, _CMP_GT_OQ>{});
-    } else {
-      for (const float bound : {0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f})
-        count(bound, std::integral_constant<int, _CMP_GE_OQ>{});
-      const __m512 p = _mm512_mul_ps(_mm512_sub_ps(a, _mm512_permutexvar_ps(m, lo_table)),
-                                     _mm512_permutexvar_ps(m, inv_step));
-      const __m512i index = _mm512_add_epi32(
-          _mm512_set1_epi32(static_cast<int>(first_index + static_cast<uint32_t>(i))), iota);
-      __m512i h = _mm512_add_epi32(
-          _mm512_mullo_epi32(index, _mm512_set1_epi32(static_cast<int>(kCounterStep))),
-          _mm512_set1_epi32(static_cast<int>(*sr_key)));
-      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
-      h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(kFmixMul1)));
-      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
-      h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(kFmixMul2)));
-      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
-      const __m512 u =
-          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), _mm512_set1_ps(0x1p-24f));
-      m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(u, p, _CMP_LT_OQ), m, one);
-      m = _mm512_min_epi32(m, seven);
-    }
-    m = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), m, seven);
-    const __m512i sign =
-        _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 28), _mm512_set1_epi32(8));
-    return _mm512_or_si512(m, sign);
-  };
+  const E2m1Lanes e2m1(sr_key);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = live_lanes(n - i);
-    emit(i, live, encode(_mm512_maskz_loadu_ps(live, x + i), i));
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), vm);
+    emit(i, live, e2m1.encode(v, first_index + static_cast<uint32_t>(i)));
   }
 }
 

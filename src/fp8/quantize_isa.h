@@ -30,6 +30,19 @@ void e2m1_cast_to_bf16_avx512(uint8_t* codes, bf16_t* out, const float* x, const
                               int64_t n, const uint32_t* sr_key, uint32_t first_index);
 void fp8_round_to_bf16_avx512(bf16_t* out, const float* x, const float* scale, int64_t n,
                               Fp8Format format);
+// NVFP4's 1D casts under the global encode scale S (fp8/nvfp4_quantize.h), each block in
+// registers: rows [rows, cols] in 1x16 blocks (scales: ceil(cols / 16) per row), or one stripe
+// of at most 16 rows in 16x1 blocks (scales: one per column), taken through the 16-point
+// Hadamard transform first where rht (16 rows). codes may be null; element i (from x) draws
+// its stochastic rounding at first_index + i.
+void nvfp4_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                       int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,
+                       int64_t first_index);
+void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                          int64_t rows, int64_t cols, float global_encode, bool rht,
+                          const uint32_t* sr_key, int64_t first_index);
+// max |rht16_rows(x)|, the transform never written.
+float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols);
 // fp8_round_to_bf16's definition: the decoded saturating code times the scale.
 void fp8_round_to_bf16_scalar(bf16_t* out, const float* x, const float* scale, int64_t n,
                               Fp8Format format);

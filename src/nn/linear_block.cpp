@@ -32,9 +32,9 @@ GemmOperand Linear::block_operand(BlockRole role, bool columnwise, const float* 
     c.sr_key = counter_key(sr_seed_ + 0x9e3779b97f4a7c15ull *
                                           static_cast<uint64_t>(2 * gemm_ + (columnwise ? 2 : 1)));
   }
-  // The codes only where something reads them: statistics, NVFP4's expansion, a device's cast;
-  // else the FP8 schemes write the operand alone.
-  if (!codes && (collect_block_stats_ || c.scheme == BlockScheme::Nvfp4 || !be_.host_memory()))
+  // The codes only where something reads them: statistics, a device's cast; else the casts
+  // write the operand alone.
+  if (!codes && (collect_block_stats_ || !be_.host_memory()))
     codes = scratch<uint8_t>(be_, Scratch::BlockCodes, rows * cols);
   BlockCastOut out{codes,
                    scales ? scales : scratch_bytes(be_, Scratch::BlockScales, block_scale_bytes(c)),

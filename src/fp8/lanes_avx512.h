@@ -1,0 +1,207 @@
+#pragma once
+// Sixteen-lane steps the AVX-512 casts share (fp8/quantize_avx512.cpp, fp8/nvfp4_avx512.cpp):
+// the scalar codecs' bit arithmetic on whole registers. Include only from files compiled for
+// AVX-512 (src/CMakeLists.txt).
+#include <immintrin.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/bf16.h"
+#include "core/counter_rng.h"
+#include "core/e2m1.h"
+#include "core/fp8_dtype.h"
+
+namespace fp8lm::isa {
+
+// Lanes holding data when `left` elements remain: all sixteen, or the tail.
+inline __mmask16 live_lanes(int64_t left) {
+  return left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+// The scalar codec's steps on sixteen lanes of scaled values' bits u: the code (sign
+// included), the lanes that rounded past max (over) and the non-zero ones that flushed to zero
+// (flush), live lanes only.
+template <Fp8Format F>
+struct Fp8Lanes {
+  static constexpr Fp8Consts c = fp8_consts(F);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf_bits = _mm512_set1_epi32(0x7f800000);
+  const __m512i min_normal = _mm512_set1_epi32(static_cast<int>(c.min_normal_bits));
+  const __m512 magic = _mm512_set1_ps(c.subnormal_magic);
+  const __m512i magic_bits = _mm512_set1_epi32(static_cast<int>(c.magic_bits));
+  // a - rebias + (half - 1) folded into one constant (mod 2^32, as the scalar codec wraps).
+  const __m512i round_bias =
+      _mm512_set1_epi32(static_cast<int>((1u << (c.man_shift - 1)) - 1u - c.rebias));
+  // A non-zero magnitude flushes to zero exactly when it is at most half the smallest
+  // subnormal (the tie goes to the even zero): (a - 1) < half_bits, unsigned, in one compare.
+  const __m512i half_min_subnormal =
+      _mm512_set1_epi32(static_cast<int>(std::bit_cast<uint32_t>(fp8_min_subnormal(F) / 2)));
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i max_code = _mm512_set1_epi32(static_cast<int>(c.max_code));
+  const __m512i overflow_code;
+  const __m512i nan_code = _mm512_set1_epi32(static_cast<int>(c.nan_code));
+
+  explicit Fp8Lanes(bool saturate)
+      : overflow_code(
+            _mm512_set1_epi32(static_cast<int>(saturate ? c.max_code : c.overflow_code))) {}
+
+  __m512i encode(__m512i u, __mmask16 live, __mmask16* over, __mmask16* flush) const {
+    const __m512i a = _mm512_and_si512(u, abs_mask);
+    const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(a, inf_bits);
+    const __mmask16 is_sub = _mm512_cmplt_epu32_mask(a, min_normal);
+    const __m512i sub_code = _mm512_sub_epi32(
+        _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)), magic_bits);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, c.man_shift), one);
+    const __m512i norm_code =
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(a, round_bias), odd), c.man_shift);
+    __m512i code = _mm512_mask_blend_epi32(is_sub, norm_code, sub_code);
+    *over = _mm512_cmpgt_epu32_mask(code, max_code) & ~is_nan & live;
+    *flush = _mm512_mask_cmplt_epu32_mask(live, _mm512_sub_epi32(a, one), half_min_subnormal);
+    code = _mm512_mask_blend_epi32(*over, code, overflow_code);
+    code = _mm512_mask_blend_epi32(is_nan, code, nan_code);
+    // code | ((u >> 24) & 0x80): the sign joins in one ternary-logic op.
+    return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80), 0xf8);
+  }
+};
+
+// The decoded values of sixteen FP8 codes, exactly: both formats widen through FP16, which
+// holds each of their values: an E5M2 code is the top byte of the FP16 with its value; an
+// E4M3 code's exponent and mantissa, moved to FP16's positions, read 2^8 too small (bias 15
+// instead of 7), for normals and subnormals alike, and its NaN codes (S.1111.111) read as
+// ±480. NaN codes of both become the table's NaN (the default NaN with the code's sign; FP16
+// would keep E5M2's payload).
+inline __m512 decode_fp8_lanes(__m128i c8, bool e4m3) {
+  const __m256i c16 = _mm256_cvtepu8_epi16(c8);
+  const __m256i mag = _mm256_and_si256(c16, _mm256_set1_epi16(0x7f));
+  __m512 v;
+  __mmask16 nan_code;
+  if (!e4m3) {
+    v = _mm512_cvtph_ps(_mm256_slli_epi16(c16, 8));
+    nan_code = _mm256_cmpgt_epi16_mask(mag, _mm256_set1_epi16(0x7c));
+  } else {
+    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(c16, _mm256_set1_epi16(0x80)), 8);
+    v = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_or_si256(sign, _mm256_slli_epi16(mag, 7))),
+                      _mm512_set1_ps(256.0f));
+    nan_code = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7f));
+  }
+  return _mm512_mask_or_ps(v, nan_code, _mm512_and_ps(v, _mm512_set1_ps(-0.0f)),
+                           _mm512_set1_ps(std::nanf("")));
+}
+
+// bf16_from_float's integer rounding on sixteen lanes (vcvtneps2bf16 would need AVX512-BF16
+// and flushes subnormals), stored to the live lanes of out.
+inline void store_bf16(bf16_t* out, __m512 v, __mmask16 live) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i top = _mm512_srli_epi32(u, 16);
+  __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(u, _mm512_add_epi32(_mm512_and_si512(top, _mm512_set1_epi32(1)),
+                                           _mm512_set1_epi32(0x7fff))),
+      16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(top, _mm512_set1_epi32(0x40)));
+  _mm256_mask_storeu_epi16(out + 0, live, _mm512_cvtepi32_epi16(r));
+}
+
+// The scalar E2M1 encoders' boundary counts (core/e2m1.h) on sixteen lanes of v: nearest even,
+// or with an sr key stochastically, lane j drawing counter_bits(*sr_key, index + j).
+struct E2m1Lanes {
+  const uint32_t* sr_key;
+  const __m512i one = _mm512_set1_epi32(1), seven = _mm512_set1_epi32(7);
+  const __m512 lo_table = _mm512_loadu_ps(kE2M1Values.data());  // codes 0-7 are the magnitudes
+  const __m512 inv_step = _mm512_castps256_ps512(_mm256_loadu_ps(kE2M1InverseStep.data()));
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+
+  explicit E2m1Lanes(const uint32_t* key) : sr_key(key) {}
+
+  __m512i encode(__m512 v, uint32_t index) const {
+    const __m512 a = _mm512_abs_ps(v);
+    __m512i m = _mm512_setzero_si512();
+    const auto count = [&](float bound, auto predicate) {
+      m = _mm512_mask_add_epi32(
+          m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(bound), decltype(predicate)::value), m, one);
+    };
+    if (!sr_key) {
+      count(0.25f, std::integral_constant<int, _CMP_GT_OQ>{});
+      count(0.75f, std::integral_constant<int, _CMP_GE_OQ>{});
+      count(1.25f, std::integral_constant<int, _CMP_GT_OQ>{});
+      count(1.75f, std::integral_constant<int, _CMP_GE_OQ>{});
+      count(2.5f, std::integral_constant<int, _CMP_GT_OQ>{});
+      count(3.5f, std::integral_constant<int, _CMP_GE_OQ>{});
+      count(5.0f, std::integral_constant<int, _CMP_GT_OQ>{});
+    } else {
+      for (const float bound : {0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f})
+        count(bound, std::integral_constant<int, _CMP_GE_OQ>{});
+      const __m512 p = _mm512_mul_ps(_mm512_sub_ps(a, _mm512_permutexvar_ps(m, lo_table)),
+                                     _mm512_permutexvar_ps(m, inv_step));
+      m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(draw(index), p, _CMP_LT_OQ), m, one);
+      m = _mm512_min_epi32(m, seven);
+    }
+    m = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), m, seven);
+    const __m512i sign =
+        _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 28), _mm512_set1_epi32(8));
+    return _mm512_or_si512(m, sign);
+  }
+
+  // kE2M1Values[encode(v, index)], found in the float domain without the code: a magnitude of
+  // at least 1 keeps one mantissa bit (rounded to nearest even, or truncated and then stepped
+  // up by the draw), one below 1 is rounded to a multiple of 1/2 (by the magic number 2^22, or
+  // floored), past 6 clamps to 6 (bits above 6's, Inf and NaN included), and the sign goes
+  // back on. The draw compares the same u with the same p = (a - lo) / step as encode.
+  __m512 value(__m512 v, uint32_t index) const {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i a = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
+    const __m512i six = _mm512_set1_epi32(0x40c00000), keep = _mm512_set1_epi32(-0x400000);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x3f800000));
+    const __m512 af = _mm512_castsi512_ps(a);
+    __m512i r;
+    if (!sr_key) {
+      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 22), one);
+      r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x1fffff)), odd),
+                           keep);
+      const __m512 magic = _mm512_set1_ps(0x1p22f);
+      r = _mm512_mask_blend_epi32(
+          small, r, _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(af, magic), magic)));
+    } else {
+      // lo: the grid value at or below a; the step above it is 2^(e - 1) for lo = 2^e·m (1/2
+      // below 2), its inverse's exponent 254 - e's.
+      const __m512i lo =
+          _mm512_mask_blend_epi32(small, _mm512_min_epu32(_mm512_and_si512(a, keep), six),
+                                  _mm512_castps_si512(_mm512_roundscale_ps(
+                                      af, (1 << 4) | _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)));
+      const __m512i inv_bits = _mm512_min_epi32(
+          _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(255), _mm512_srli_epi32(lo, 23)),
+                            23),
+          _mm512_set1_epi32(0x40000000));
+      const __m512 p =
+          _mm512_mul_ps(_mm512_sub_ps(af, _mm512_castsi512_ps(lo)), _mm512_castsi512_ps(inv_bits));
+      const __m512i step = _mm512_sub_epi32(_mm512_set1_epi32(254 << 23), inv_bits);
+      r = _mm512_castps_si512(_mm512_mask_add_ps(
+          _mm512_castsi512_ps(lo), _mm512_cmp_ps_mask(draw(index), p, _CMP_LT_OQ),
+          _mm512_castsi512_ps(lo), _mm512_castsi512_ps(step)));
+    }
+    r = _mm512_min_epu32(r, six);
+    // r | (bits & sign): one ternary-logic op.
+    return _mm512_castsi512_ps(
+        _mm512_ternarylogic_epi32(r, bits, _mm512_set1_epi32(static_cast<int>(0x80000000u)), 0xf8));
+  }
+
+  // u in [0, 1) of each lane's 32 random bits: the top 24 of counter_bits(*sr_key, index + j).
+  __m512 draw(uint32_t index) const {
+    const __m512i lane = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(index)), iota);
+    __m512i h = _mm512_add_epi32(
+        _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kCounterStep))),
+        _mm512_set1_epi32(static_cast<int>(*sr_key)));
+    h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+    h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(kFmixMul1)));
+    h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
+    h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(kFmixMul2)));
+    h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), _mm512_set1_ps(0x1p-24f));
+  }
+};
+
+}  // namespace fp8lm::isa

@@ -1,0 +1,208 @@
+// NVFP4's one-dimensional casts in one pass over registers (AVX-512): a block of 16 is one
+// register, so a block's amax, its E4M3 scale, the multiplier and the E2M1 codes never leave
+// registers, and the column-wise copy's Hadamard transform runs on the sixteen rows of a stripe
+// as they are loaded, never written. Every step is the scalar twin's float operation in the
+// same order (nvfp4_quantize.cpp's rule, hadamard.cpp's butterflies), so the bits are the same.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cfloat>
+
+#include "fp8/hadamard.h"
+#include "fp8/lanes_avx512.h"
+#include "fp8/quantize_isa.h"
+
+namespace fp8lm::isa {
+namespace {
+
+// Nvfp4Rule on sixteen block amaxes: the E4M3 block scale codes, their values b, and the
+// multipliers min(1 / (b * (1/S)), FLT_MAX) (minps gives FLT_MAX for an Inf or NaN quotient,
+// as the twin's comparison does).
+struct Nvfp4ScaleLanes {
+  const Fp8Lanes<Fp8Format::E4M3> e4m3{true};
+  const __m512 k, inv_global;
+  explicit Nvfp4ScaleLanes(float global_encode)
+      : k(_mm512_set1_ps(global_encode * (1.0f / kE2M1Max))),
+        inv_global(_mm512_set1_ps(1.0f / global_encode)) {}
+
+  void apply(__m512 amax, __m512i* code, __m512* b, __m512* mult) const {
+    __mmask16 over, flush;
+    *code = e4m3.encode(_mm512_castps_si512(_mm512_mul_ps(amax, k)), 0xffff, &over, &flush);
+    *b = decode_fp8_lanes(_mm512_cvtepi32_epi8(*code), true);
+    *mult = _mm512_min_ps(_mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(*b, inv_global)),
+                          _mm512_set1_ps(FLT_MAX));
+  }
+};
+
+// Lane j of the result: the maximum of v[j]'s lanes. A butterfly of pairwise maxima over
+// halves, quarters, then lanes within quarters; v must hold no NaN (a maximum is exact in any
+// order only then), which |x| maxed with zero ensures. The last permute undoes the 4x4
+// transposition the in-quarter steps leave (lane 4i + j holds v[4j + i]).
+[[gnu::always_inline]] inline __m512 max_of_each(__m512 (&v)[16]) {
+  __m512 h[8], q[4], p[2];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i)
+    h[i] = _mm512_max_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+    q[i] = _mm512_max_ps(_mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0xdd));
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i)
+    p[i] = _mm512_max_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xee));
+  const __m512 m =
+      _mm512_max_ps(_mm512_shuffle_ps(p[0], p[1], 0x88), _mm512_shuffle_ps(p[0], p[1], 0xdd));
+  return _mm512_permutexvar_ps(
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), m);
+}
+
+// One butterfly stage of the fast Walsh-Hadamard transform: rows j and j + h for each j
+// whose bit h is clear.
+template <int H>
+[[gnu::always_inline]] inline void butterfly_stage(__m512 (&v)[16]) {
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) {
+    if (j & H) continue;
+    const __m512 a = v[j], b = v[j + H];
+    v[j] = _mm512_add_ps(a, b);
+    v[j + H] = _mm512_sub_ps(a, b);
+  }
+}
+
+// rht16_rows on sixteen rows of sixteen columns: the signs, the four butterfly stages (each
+// pair's sum and difference as hadamard.cpp forms them), the 1/4. Unrolled and inlined so that
+// the rows stay in registers.
+[[gnu::always_inline]] inline void rht16_lanes(__m512 (&v)[16]) {
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) v[i] = _mm512_mul_ps(v[i], _mm512_set1_ps(kRhtSigns[i]));
+  butterfly_stage<1>(v);
+  butterfly_stage<2>(v);
+  butterfly_stage<4>(v);
+  butterfly_stage<8>(v);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) v[i] = _mm512_mul_ps(v[i], _mm512_set1_ps(0.25f));
+}
+
+// Sixteen values' E2M1 codes (kept where codes is not null) and their BF16 operand values:
+// the E2M1 value times the block scale b. That product is exact in BF16 (2 and 4 significant
+// bits, between 2^-10 and 2688, or zero), so its top half is its BF16 and the rounding
+// store_bf16 makes is left out; the narrowing stays in registers (the memory forms of the
+// narrowing moves are slow on some cores).
+struct Nvfp4Store {
+  const E2m1Lanes e2m1;
+  const __m512 values = _mm512_loadu_ps(kE2M1Values.data());
+  explicit Nvfp4Store(const uint32_t* sr_key) : e2m1(sr_key) {}
+
+  void operator()(uint8_t* codes, bf16_t* out, __m512 v, __m512 b, __mmask16 live,
+                  int64_t index) const {
+    const auto i = static_cast<uint32_t>(index);
+    __m512 value;
+    __m512i code;
+    if (codes) {
+      code = e2m1.encode(v, i);
+      value = _mm512_permutexvar_ps(code, values);
+    } else {
+      value = e2m1.value(v, i);
+    }
+    const __m256i top =
+        _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(_mm512_mul_ps(value, b)), 16));
+    if (live == 0xffff) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), top);
+      if (codes) _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtepi32_epi8(code));
+    } else {
+      _mm256_mask_storeu_epi16(out, live, top);
+      if (codes) _mm_mask_storeu_epi8(codes, live, _mm512_cvtepi32_epi8(code));
+    }
+  }
+};
+
+}  // namespace
+
+void nvfp4_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                       int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,
+                       int64_t first_index) {
+  const Nvfp4ScaleLanes rule(global_encode);
+  const Nvfp4Store store(sr_key);
+  const int64_t gc = (cols + 15) / 16;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * cols;
+    // Sixteen blocks at a time: their amaxes fill one register for the scale rule.
+    for (int64_t b0 = 0; b0 < gc; b0 += 16) {
+      const int64_t nb = std::min<int64_t>(16, gc - b0);
+      __m512 a[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const int64_t c0 = (b0 + j) * 16;
+        a[j] = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(
+                                 j < nb ? live_lanes(cols - c0) : __mmask16(0), row + c0)),
+                             _mm512_setzero_ps());
+      }
+      __m512i code;
+      __m512 b, mult;
+      rule.apply(max_of_each(a), &code, &b, &mult);
+      _mm512_mask_cvtepi32_storeu_epi8(scales + r * gc + b0, live_lanes(nb), code);
+      alignas(64) float bs[16], ms[16];
+      _mm512_store_ps(bs, b);
+      _mm512_store_ps(ms, mult);
+      for (int64_t j = 0; j < nb; ++j) {
+        const int64_t c0 = (b0 + j) * 16, i = r * cols + c0;
+        const __mmask16 live = live_lanes(cols - c0);
+        const __m512 v =
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), _mm512_set1_ps(ms[j]));
+        store(codes ? codes + i : nullptr, operand + i, v, _mm512_set1_ps(bs[j]), live,
+              first_index + i);
+      }
+    }
+  }
+}
+
+void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                          int64_t rows, int64_t cols, float global_encode, bool rht,
+                          const uint32_t* sr_key, int64_t first_index) {
+  const Nvfp4ScaleLanes rule(global_encode);
+  const Nvfp4Store store(sr_key);
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __mmask16 live = live_lanes(cols - c0);
+    // Rows past the stripe's end (its last, short stripe) load as zeros: they leave the amax
+    // alone and are not stored.
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r)
+      v[r] = _mm512_maskz_loadu_ps(r < rows ? live : __mmask16(0), x + r * cols + c0);
+    if (rht) rht16_lanes(v);
+    __m512 amax = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) amax = _mm512_max_ps(_mm512_abs_ps(v[r]), amax);
+    __m512i code;
+    __m512 b, mult;
+    rule.apply(amax, &code, &b, &mult);
+    _mm512_mask_cvtepi32_storeu_epi8(scales + c0, live, code);
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) {
+      if (r >= rows) break;
+      const int64_t i = r * cols + c0;
+      store(codes ? codes + i : nullptr, operand + i, _mm512_mul_ps(v[r], mult), b, live,
+            first_index + i);
+    }
+  }
+}
+
+float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols) {
+  __m512 amax = _mm512_setzero_ps();
+  for (int64_t g = 0; g < rows; g += 16) {
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      const __mmask16 live = live_lanes(cols - c0);
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int r = 0; r < 16; ++r) v[r] = _mm512_maskz_loadu_ps(live, x + (g + r) * cols + c0);
+      rht16_lanes(v);
+#pragma GCC unroll 16
+      for (int r = 0; r < 16; ++r) amax = _mm512_max_ps(_mm512_abs_ps(v[r]), amax);
+    }
+  }
+  return _mm512_reduce_max_ps(amax);
+}
+
+}  // namespace fp8lm::isa
