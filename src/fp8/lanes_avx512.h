@@ -113,7 +113,9 @@ struct E2m1Lanes {
   const __m512i one = _mm512_set1_epi32(1), seven = _mm512_set1_epi32(7);
   const __m512 lo_table = _mm512_loadu_ps(kE2M1Values.data());  // codes 0-7 are the magnitudes
   const __m512 inv_step = _mm512_castps256_ps512(_mm256_loadu_ps(kE2M1InverseStep.data()));
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i iota_step = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int>(kCounterStep)));
 
   explicit E2m1Lanes(const uint32_t* key) : sr_key(key) {}
 
@@ -191,10 +193,10 @@ struct E2m1Lanes {
 
   // u in [0, 1) of each lane's 32 random bits: the top 24 of counter_bits(*sr_key, index + j).
   __m512 draw(uint32_t index) const {
-    const __m512i lane = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(index)), iota);
-    __m512i h = _mm512_add_epi32(
-        _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kCounterStep))),
-        _mm512_set1_epi32(static_cast<int>(*sr_key)));
+    // (index + j) * step + key, the product distributed (mod 2^32) so that only j * step is a
+    // vector multiply, made once.
+    __m512i h = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(index * kCounterStep + *sr_key)),
+                                 iota_step);
     h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
     h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(kFmixMul1)));
     h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
