@@ -21,6 +21,19 @@ inline __mmask16 live_lanes(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
 }
 
+// A constant the compiler cannot see through. GCC rebuilds an integer broadcast it can see
+// inside each loop iteration (an immediate move and a broadcast) rather than keep it in one
+// of the 32 registers; an opaque one stays in a register, or is read from the stack as an
+// operand.
+template <class V>
+V opaque(V v) {
+  asm("" : "+v"(v));
+  return v;
+}
+inline __m512i opaque_set1(uint32_t bits) {
+  return opaque(_mm512_set1_epi32(static_cast<int>(bits)));
+}
+
 // The scalar codec's steps on sixteen lanes of scaled values' bits u: the code (sign
 // included), the lanes that rounded past max (over) and the non-zero ones that flushed to zero
 // (flush), live lanes only.
@@ -110,12 +123,22 @@ inline void store_bf16(bf16_t* out, __m512 v, __mmask16 live) {
 // or with an sr key stochastically, lane j drawing counter_bits(*sr_key, index + j).
 struct E2m1Lanes {
   const uint32_t* sr_key;
-  const __m512i one = _mm512_set1_epi32(1), seven = _mm512_set1_epi32(7);
+  const __m512i one = opaque_set1(1), seven = opaque_set1(7);
   const __m512 lo_table = _mm512_loadu_ps(kE2M1Values.data());  // codes 0-7 are the magnitudes
   const __m512 inv_step = _mm512_castps256_ps512(_mm256_loadu_ps(kE2M1InverseStep.data()));
-  const __m512i iota_step = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int>(kCounterStep)));
+  const __m512i iota_step = opaque(
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(kCounterStep))));
+  // value()'s and draw()'s bit patterns: |x|, 6, 1, the kept mantissa bit, the rounding bias
+  // below it, 2^22, the exponent arithmetic's 255, 2 and 254 << 23, the sign, fmix32's
+  // multipliers, 2^-24.
+  const __m512i abs_mask = opaque_set1(0x7fffffff), six = opaque_set1(0x40c00000),
+                one_bits = opaque_set1(0x3f800000), keep = opaque_set1(0xffc00000),
+                half_minus_one = opaque_set1(0x1fffff), magic = opaque_set1(0x4a800000),
+                all_exponent = opaque_set1(255), two = opaque_set1(0x40000000),
+                exponent_sum = opaque_set1(254u << 23), sign = opaque_set1(0x80000000u),
+                fmix1 = opaque_set1(kFmixMul1), fmix2 = opaque_set1(kFmixMul2),
+                u_scale = opaque_set1(0x33800000);
 
   explicit E2m1Lanes(const uint32_t* key) : sr_key(key) {}
 
@@ -143,9 +166,9 @@ struct E2m1Lanes {
       m = _mm512_min_epi32(m, seven);
     }
     m = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), m, seven);
-    const __m512i sign =
+    const __m512i sign_code =
         _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 28), _mm512_set1_epi32(8));
-    return _mm512_or_si512(m, sign);
+    return _mm512_or_si512(m, sign_code);
   }
 
   // kE2M1Values[encode(v, index)], found in the float domain without the code: a magnitude of
@@ -155,18 +178,16 @@ struct E2m1Lanes {
   // back on. The draw compares the same u with the same p = (a - lo) / step as encode.
   __m512 value(__m512 v, uint32_t index) const {
     const __m512i bits = _mm512_castps_si512(v);
-    const __m512i a = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
-    const __m512i six = _mm512_set1_epi32(0x40c00000), keep = _mm512_set1_epi32(-0x400000);
-    const __mmask16 small = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x3f800000));
+    const __m512i a = _mm512_and_si512(bits, abs_mask);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(a, one_bits);
     const __m512 af = _mm512_castsi512_ps(a);
     __m512i r;
     if (!sr_key) {
       const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 22), one);
-      r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x1fffff)), odd),
-                           keep);
-      const __m512 magic = _mm512_set1_ps(0x1p22f);
-      r = _mm512_mask_blend_epi32(
-          small, r, _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(af, magic), magic)));
+      r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, half_minus_one), odd), keep);
+      const __m512 m = _mm512_castsi512_ps(magic);
+      r = _mm512_mask_blend_epi32(small, r,
+                                  _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(af, m), m)));
     } else {
       // lo: the grid value at or below a; the step above it is 2^(e - 1) for lo = 2^e·m (1/2
       // below 2), its inverse's exponent 254 - e's.
@@ -175,34 +196,31 @@ struct E2m1Lanes {
                                   _mm512_castps_si512(_mm512_roundscale_ps(
                                       af, (1 << 4) | _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)));
       const __m512i inv_bits = _mm512_min_epi32(
-          _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(255), _mm512_srli_epi32(lo, 23)),
-                            23),
-          _mm512_set1_epi32(0x40000000));
+          _mm512_slli_epi32(_mm512_sub_epi32(all_exponent, _mm512_srli_epi32(lo, 23)), 23), two);
       const __m512 p =
           _mm512_mul_ps(_mm512_sub_ps(af, _mm512_castsi512_ps(lo)), _mm512_castsi512_ps(inv_bits));
-      const __m512i step = _mm512_sub_epi32(_mm512_set1_epi32(254 << 23), inv_bits);
+      const __m512i step = _mm512_sub_epi32(exponent_sum, inv_bits);
       r = _mm512_castps_si512(_mm512_mask_add_ps(
           _mm512_castsi512_ps(lo), _mm512_cmp_ps_mask(draw(index), p, _CMP_LT_OQ),
           _mm512_castsi512_ps(lo), _mm512_castsi512_ps(step)));
     }
     r = _mm512_min_epu32(r, six);
     // r | (bits & sign): one ternary-logic op.
-    return _mm512_castsi512_ps(
-        _mm512_ternarylogic_epi32(r, bits, _mm512_set1_epi32(static_cast<int>(0x80000000u)), 0xf8));
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(r, bits, sign, 0xf8));
   }
 
   // u in [0, 1) of each lane's 32 random bits: the top 24 of counter_bits(*sr_key, index + j).
   __m512 draw(uint32_t index) const {
     // (index + j) * step + key, the product distributed (mod 2^32) so that only j * step is a
     // vector multiply, made once.
-    __m512i h = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(index * kCounterStep + *sr_key)),
-                                 iota_step);
+    __m512i h = _mm512_add_epi32(
+        _mm512_set1_epi32(static_cast<int>(index * kCounterStep + *sr_key)), iota_step);
     h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
-    h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(kFmixMul1)));
+    h = _mm512_mullo_epi32(h, fmix1);
     h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
-    h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(kFmixMul2)));
+    h = _mm512_mullo_epi32(h, fmix2);
     h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), _mm512_set1_ps(0x1p-24f));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), _mm512_castsi512_ps(u_scale));
   }
 };
 
