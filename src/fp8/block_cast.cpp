@@ -116,68 +116,117 @@ void check_block_cast(const BlockCast& c) {
   }
 }
 
+namespace {
+
+// Rows [r0, r0 + nr) of x (whole block rows of c's grid) cast as a tensor of their own, into
+// their place in out. amax: the tensor's (NVFP4's global scale; the transform's where
+// rht_in_cast applies the RHT as it casts).
+void cast_stripe(const BlockCast& c, const BlockCastOut& out, const float* x, int64_t r0,
+                 int64_t nr, float amax, bool rht_in_cast) {
+  const BlockGrid& g = c.grid;
+  const BlockGrid sub{nr, g.cols, g.block_rows, g.block_cols};
+  const int64_t scale_at = (r0 / g.block_rows) * g.grid_cols(), at = r0 * g.cols;
+  uint8_t* codes = out.codes ? out.codes + at : nullptr;
+  switch (c.scheme) {
+    case BlockScheme::Mxfp8:
+      mxfp8_quantize_to_bf16(codes, static_cast<uint8_t*>(out.scales) + scale_at, out.operand + at,
+                             x + at, sub, c.format);
+      break;
+    case BlockScheme::Fp8Block:
+      fp8_block_quantize_to_bf16(codes, static_cast<float*>(out.scales) + scale_at,
+                                 out.operand + at, x + at, sub, c.format, c.params);
+      break;
+    case BlockScheme::Nvfp4:
+      nvfp4_quantize_to_bf16(codes, static_cast<uint8_t*>(out.scales) + scale_at, out.operand + at,
+                             x + at, sub, amax, c.stochastic_rounding ? &c.sr_key : nullptr, at,
+                             rht_in_cast);
+      break;
+  }
+}
+
+// The amaxes a cast needs: x's, and for an NVFP4 cast with the RHT the transform's, taken
+// over stripes of 16 rows in one read (the second from cache). Where `work` is given the
+// transform is written there instead of kept in registers (the statistics read it).
+struct Amaxes {
+  float plain = 0.0f, rht = 0.0f;
+};
+Amaxes tensor_amaxes(const float* x, int64_t rows, int64_t cols, bool plain, bool rht,
+                     float* work) {
+  Amaxes a;
+  if (!rht) {
+    if (plain) a.plain = parallel_absmax(x, rows * cols);
+    return a;
+  }
+  for_each_stripe({rows, cols, kRhtSize, 1}, [&](int64_t r0, int64_t nr) {
+    const float* s = x + r0 * cols;
+    Amaxes t;
+    if (work) {
+      rht16_rows(work + r0 * cols, s, nr, cols);
+      t.rht = absmax(work + r0 * cols, nr * cols);
+    } else {
+      t.rht = rht16_absmax(s, nr, cols);
+    }
+    if (plain) t.plain = absmax(s, nr * cols);
+#pragma omp critical(fp8lm_rht_amax)
+    {
+      a.plain = std::max(a.plain, t.plain);
+      a.rht = std::max(a.rht, t.rht);
+    }
+  });
+  return a;
+}
+
+// What a cast's out reports once its stripes are done.
+void finish_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float amax) {
+  *out.tensor_scale_inv =
+      c.scheme == BlockScheme::Nvfp4 ? 1.0f / nvfp4_global_encode_scale(amax) : 1.0f;
+  if (out.amax) *out.amax = amax;
+  if (out.stats) *out.stats = block_scale_stats(c, x, out.codes, out.scales, *out.tensor_scale_inv);
+}
+
+}  // namespace
+
 void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work) {
   check_block_cast(c);
   const BlockGrid& g = c.grid;
-  const int64_t n = g.rows * g.cols;
-  *out.tensor_scale_inv = 1.0f;
-  // A stripe [r0, r0 + nr) as a tensor of its own: where its codes and scales start.
-  const auto sub = [&](int64_t nr) { return BlockGrid{nr, g.cols, g.block_rows, g.block_cols}; };
-  const auto scale_at = [&](int64_t r0) { return (r0 / g.block_rows) * g.grid_cols(); };
-  const auto codes_at = [&](int64_t r0) { return out.codes ? out.codes + r0 * g.cols : nullptr; };
-  switch (c.scheme) {
-    case BlockScheme::Mxfp8: {
-      auto* scales = static_cast<uint8_t*>(out.scales);
-      if (out.amax) *out.amax = parallel_absmax(x, n);
-      for_each_stripe(g, [&](int64_t r0, int64_t nr) {
-        mxfp8_quantize_to_bf16(codes_at(r0), scales + scale_at(r0), out.operand + r0 * g.cols,
-                               x + r0 * g.cols, sub(nr), c.format);
-      });
-      break;
-    }
-    case BlockScheme::Fp8Block: {
-      auto* scale_inv = static_cast<float*>(out.scales);
-      if (out.amax) *out.amax = parallel_absmax(x, n);
-      for_each_stripe(g, [&](int64_t r0, int64_t nr) {
-        fp8_block_quantize_to_bf16(codes_at(r0), scale_inv + scale_at(r0),
-                                   out.operand + r0 * g.cols, x + r0 * g.cols, sub(nr), c.format,
-                                   c.params);
-      });
-      break;
-    }
-    case BlockScheme::Nvfp4: {
-      // The tensor amax the global scale needs: of the transformed tensor where there is one.
-      // The transform is written out (to work) only for the statistics, which read it.
-      const bool rht_in_cast = c.rht && !out.stats;
-      float amax = 0.0f;
-      if (c.rht) {
-        for_each_stripe({g.rows, g.cols, kRhtSize, 1}, [&](int64_t r0, int64_t nr) {
-          float a = 0.0f;
-          if (rht_in_cast) {
-            a = rht16_absmax(x + r0 * g.cols, nr, g.cols);
-          } else {
-            rht16_rows(work + r0 * g.cols, x + r0 * g.cols, nr, g.cols);
-            a = absmax(work + r0 * g.cols, nr * g.cols);
-          }
-#pragma omp critical(fp8lm_rht_amax)
-          amax = std::max(amax, a);
-        });
-        if (!rht_in_cast) x = work;
-      } else {
-        amax = parallel_absmax(x, n);
-      }
-      auto* scales = static_cast<uint8_t*>(out.scales);
-      if (out.amax) *out.amax = amax;
-      const uint32_t* key = c.stochastic_rounding ? &c.sr_key : nullptr;
-      for_each_stripe(g, [&](int64_t r0, int64_t nr) {
-        nvfp4_quantize_to_bf16(codes_at(r0), scales + scale_at(r0), out.operand + r0 * g.cols,
-                               x + r0 * g.cols, sub(nr), amax, key, r0 * g.cols, rht_in_cast);
-      });
-      *out.tensor_scale_inv = 1.0f / nvfp4_global_encode_scale(amax);
-      break;
-    }
+  const bool nvfp4 = c.scheme == BlockScheme::Nvfp4;
+  // The transform is written out (to work) only for the statistics, which read it.
+  const bool rht_in_cast = c.rht && !out.stats;
+  const Amaxes a = tensor_amaxes(x, g.rows, g.cols, !c.rht && (nvfp4 || out.amax), c.rht,
+                                 rht_in_cast ? nullptr : work);
+  if (c.rht && !rht_in_cast) x = work;
+  const float amax = c.rht ? a.rht : a.plain;
+  for_each_stripe(
+      g, [&](int64_t r0, int64_t nr) { cast_stripe(c, out, x, r0, nr, amax, rht_in_cast); });
+  finish_cast(c, out, x, amax);
+}
+
+void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
+                     const BlockCastOut& col_out, const float* x, float* work) {
+  const BlockGrid& g = col.grid;
+  // The statistics read each cast on its own (and the transform written out).
+  if (row_out.stats || col_out.stats || row.grid.block_rows != 1 || g.block_cols != 1 ||
+      row.grid.rows != g.rows || row.grid.cols != g.cols) {
+    block_cast(row, row_out, x, work);
+    block_cast(col, col_out, x, work);
+    return;
   }
-  if (out.stats) *out.stats = block_scale_stats(c, x, out.codes, out.scales, *out.tensor_scale_inv);
+  check_block_cast(row);
+  check_block_cast(col);
+  const auto needs_plain = [](const BlockCast& c, const BlockCastOut& o) {
+    return !c.rht && (c.scheme == BlockScheme::Nvfp4 || o.amax);
+  };
+  const Amaxes a =
+      tensor_amaxes(x, g.rows, g.cols, needs_plain(row, row_out) || needs_plain(col, col_out),
+                    row.rht || col.rht, nullptr);
+  const float row_amax = row.rht ? a.rht : a.plain, col_amax = col.rht ? a.rht : a.plain;
+  // Stripes of the column-wise grid's block rows are whole block rows of both grids.
+  for_each_stripe(g, [&](int64_t r0, int64_t nr) {
+    cast_stripe(row, row_out, x, r0, nr, row_amax, row.rht);
+    cast_stripe(col, col_out, x, r0, nr, col_amax, col.rht);
+  });
+  finish_cast(row, row_out, x, row_amax);
+  finish_cast(col, col_out, x, col_amax);
 }
 
 }  // namespace fp8lm

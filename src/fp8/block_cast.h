@@ -69,4 +69,11 @@ void check_block_cast(const BlockCast& c);
 // c.rht (else unused).
 void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work);
 
+// A tensor's row-wise and column-wise casts (row blocked along cols, col down rows: the two
+// copies recipe_block_cast makes for one role), the same bits as two block_cast calls in one
+// sweep: the amaxes taken in one read, each stripe cast both ways while it is in cache. Casts
+// that collect statistics (or whose grids do not pair so) are made one after the other.
+void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
+                     const BlockCastOut& col_out, const float* x, float* work);
+
 }  // namespace fp8lm

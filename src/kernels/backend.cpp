@@ -28,6 +28,11 @@ void Backend::accumulate_into_bf16(bf16_t*, const float*, int64_t) {
 void Backend::block_cast(const BlockCast&, const BlockCastOut&, const float*) {
   refuse("block-scaled casts (the block, mxfp8 and nvfp4 recipes; the CPU has them)");
 }
+void Backend::block_cast_pair(const BlockCast& row, const BlockCastOut& row_out,
+                              const BlockCast& col, const BlockCastOut& col_out, const float* x) {
+  block_cast(row, row_out, x);
+  block_cast(col, col_out, x);
+}
 void Backend::grad_norm(float*, float*, float, const AdamWTensor*, int, int64_t) {
   refuse("the multi-tensor gradient norm (the CPU's optimizer runs in train/adamw.cpp)");
 }

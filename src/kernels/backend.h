@@ -130,6 +130,10 @@ class Backend {
   // A block-scaled recipe's cast of x (fp8/block_cast.h): codes, block scales and the GEMM's
   // exact BF16 operand, whose scale_inv is *out.tensor_scale_inv.
   virtual void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x);
+  // A tensor's row-wise and column-wise casts (fp8/block_cast.h, block_cast_pair): by default
+  // the two casts one after the other.
+  virtual void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out,
+                               const BlockCast& col, const BlockCastOut& col_out, const float* x);
 
  protected:
   [[noreturn]] void refuse(const char* op) const;

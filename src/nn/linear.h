@@ -138,12 +138,20 @@ class Linear {
   // forward and column-wise for dgrad, or once in 2D blocks that serve both.
   void forward_block(const float* x, float* y, int64_t rows, bool add_bias);
   void backward_block(const float* dy, float* dx, float* dw, int64_t rows, float beta, float wbeta);
-  // Casts src [rows, cols] for `role`, blocked along rows (column-wise) or along cols, into
-  // operand; its tensor scale goes to *scale_inv, its codes and block scales to `codes` and
-  // `scales` (shared scratch where null).
-  GemmOperand block_operand(BlockRole role, bool columnwise, const float* src, int64_t rows,
-                            int64_t cols, bf16_t* operand, float* scale_inv,
-                            uint8_t* codes = nullptr, void* scales = nullptr);
+  // The cast of a [rows, cols] tensor for `role`, blocked along rows (column-wise) or along
+  // cols, into operand; its tensor scale goes to *scale_inv, its codes and block scales to
+  // `codes` and `scales` (shared scratch where null: the column-wise cast's own slots).
+  struct BlockCastJob {
+    BlockCast cast;
+    BlockCastOut out;
+    GemmOperand operand() const { return {out.operand, DType::BF16, out.tensor_scale_inv}; }
+  };
+  BlockCastJob block_cast_job(BlockRole role, bool columnwise, int64_t rows, int64_t cols,
+                              bf16_t* operand, float* scale_inv, uint8_t* codes = nullptr,
+                              void* scales = nullptr);
+  // One cast run now, or a tensor's row-wise and column-wise casts in one sweep.
+  GemmOperand block_operand(const BlockCastJob& job, const float* src);
+  void block_operands(const BlockCastJob& row, const BlockCastJob& col, const float* src);
 
   Backend& be_;
   std::string name_;
@@ -178,11 +186,10 @@ class Linear {
   uint64_t cast_generation_ = 0;  // the store's generation the kept cast was made with
   float cast_scale_ = 0.0f;       // the kept cast's scale, on the host
   bool fp8_weights_ = false;
-  // Block-scaled recipes: x's column-wise operand saved for wgrad, the three tensor scales
-  // (x row-wise, x column-wise, and the one of the cast in progress), and the seed forward saw
-  // for stochastic rounding.
+  // Block-scaled recipes: x's column-wise operand saved for wgrad, the four tensor scales
+  // (x and dy, each row-wise and column-wise), and the seed forward saw for stochastic rounding.
   BackendBuffer<bf16_t> x_col_{be_};
-  BackendBuffer<float> block_scale_inv_{be_, 3};
+  BackendBuffer<float> block_scale_inv_{be_, 4};
   // The weight's operands, kept while the weight and the recipe's cast of it stay the same (a
   // training step's forward, backward and later micro-batches; every call of generation), as
   // TE keeps a weight's quantized copies across micro-batches: row-wise or 2D for forward, and

@@ -11,7 +11,7 @@ namespace fp8lm {
 namespace {
 
 // Slots of block_scale_inv_: the tensor scales of the activation operands in use.
-enum ScaleInv { kInputRow, kInputCol, kGrad };
+enum ScaleInv { kInputRow, kInputCol, kGradRow, kGradCol };
 
 // Whether a weight cast kept under recipe `a` is the one `b` makes.
 bool same_weight_cast(const Fp8Recipe& a, const Fp8Recipe& b) {
@@ -22,9 +22,9 @@ bool same_weight_cast(const Fp8Recipe& a, const Fp8Recipe& b) {
 
 }  // namespace
 
-GemmOperand Linear::block_operand(BlockRole role, bool columnwise, const float* src, int64_t rows,
-                                  int64_t cols, bf16_t* operand, float* scale_inv, uint8_t* codes,
-                                  void* scales) {
+Linear::BlockCastJob Linear::block_cast_job(BlockRole role, bool columnwise, int64_t rows,
+                                            int64_t cols, bf16_t* operand, float* scale_inv,
+                                            uint8_t* codes, void* scales) {
   BlockCast c = recipe_block_cast(recipe_, role, columnwise, rows, cols);
   const bool two_d = c.grid.block_rows > 1 && c.grid.block_cols > 1;
   // Each GEMM and copy its own stream of draws.
@@ -33,19 +33,30 @@ GemmOperand Linear::block_operand(BlockRole role, bool columnwise, const float* 
                                           static_cast<uint64_t>(2 * gemm_ + (columnwise ? 2 : 1)));
   }
   // The codes only where something reads them: statistics, a device's cast; else the casts
-  // write the operand alone.
+  // write the operand alone. A column-wise cast has scratch of its own, as it may run beside
+  // the row-wise one (block_operands).
+  const bool col = columnwise && !two_d;
   if (!codes && (collect_block_stats_ || !be_.host_memory()))
-    codes = scratch<uint8_t>(be_, Scratch::BlockCodes, rows * cols);
-  BlockCastOut out{codes,
-                   scales ? scales : scratch_bytes(be_, Scratch::BlockScales, block_scale_bytes(c)),
-                   operand, scale_inv, nullptr};
+    codes = scratch<uint8_t>(be_, col ? Scratch::BlockCodesCol : Scratch::BlockCodes, rows * cols);
+  if (!scales)
+    scales = scratch_bytes(be_, col ? Scratch::BlockScalesCol : Scratch::BlockScales,
+                           block_scale_bytes(c));
+  BlockCastOut out{codes, scales, operand, scale_inv, nullptr};
   if (collect_block_stats_) {
     static constexpr const char* kRoles[] = {"input", "weight", "grad_output"};
     const std::string role_name = kRoles[static_cast<int>(role)];
-    out.stats = &block_stats_[columnwise && !two_d ? role_name + "_columnwise" : role_name];
+    out.stats = &block_stats_[col ? role_name + "_columnwise" : role_name];
   }
-  be_.block_cast(c, out, src);
-  return {operand, DType::BF16, scale_inv};
+  return {c, out};
+}
+
+GemmOperand Linear::block_operand(const BlockCastJob& job, const float* src) {
+  be_.block_cast(job.cast, job.out, src);
+  return job.operand();
+}
+
+void Linear::block_operands(const BlockCastJob& row, const BlockCastJob& col, const float* src) {
+  be_.block_cast_pair(row.cast, row.out, col.cast, col.out, src);
 }
 
 bool Linear::weight_blocks_2d() const {
@@ -62,8 +73,9 @@ void Linear::requantize_block_weight() {
   qw_.resize(static_cast<size_t>(out_ * in_));
   qw_block_scales_.resize(block_scale_bytes(c));
   w_row_.operand.resize(static_cast<size_t>(out_ * in_));
-  block_operand(BlockRole::Weight, false, weight_.data(), out_, in_, w_row_.operand.data(),
-                w_row_.scale_inv.data(), qw_.data(), qw_block_scales_.data());
+  block_operand(block_cast_job(BlockRole::Weight, false, out_, in_, w_row_.operand.data(),
+                               w_row_.scale_inv.data(), qw_.data(), qw_block_scales_.data()),
+                weight_.data());
   w_row_.version = weight_.version;
   w_row_.recipe = recipe_;
 }
@@ -76,8 +88,9 @@ GemmOperand Linear::block_weight(bool columnwise) {
     requantize_block_weight();  // the module's FP8 weight is this cast
   } else if (stale || collect_block_stats_) {
     w.operand.resize(static_cast<size_t>(out_ * in_));
-    block_operand(BlockRole::Weight, columnwise, weight_.data(), out_, in_, w.operand.data(),
-                  w.scale_inv.data());
+    block_operand(block_cast_job(BlockRole::Weight, columnwise, out_, in_, w.operand.data(),
+                                 w.scale_inv.data()),
+                  weight_.data());
     w.version = weight_.version;
     w.recipe = recipe_;
   }
@@ -87,33 +100,39 @@ GemmOperand Linear::block_weight(bool columnwise) {
 void Linear::forward_block(const float* x, float* y, int64_t rows, bool add_bias) {
   sr_seed_ = autocast_state().step_seed;
   float* s = block_scale_inv_.data();
-  const GemmOperand a =
-      block_operand(BlockRole::Input, false, x, rows, in_,
-                    scratch<bf16_t>(be_, Scratch::BlockInput, rows * in_), s + kInputRow);
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, a, block_weight(false), 0.0f, y);
-  record_if_non_finite(y, rows * out_);
-  if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
-  // The weight gradient's input: x blocked down its columns (along the tokens dW sums over).
+  const BlockCastJob a =
+      block_cast_job(BlockRole::Input, false, rows, in_,
+                     scratch<bf16_t>(be_, Scratch::BlockInput, rows * in_), s + kInputRow);
+  // Training: also x blocked down its columns (along the tokens dW sums over), saved for the
+  // weight gradient, cast in the same sweep.
   if (training_forward()) {
     x_col_.resize(static_cast<size_t>(rows * in_));
-    block_operand(BlockRole::Input, true, x, rows, in_, x_col_.data(), s + kInputCol);
+    block_operands(
+        a, block_cast_job(BlockRole::Input, true, rows, in_, x_col_.data(), s + kInputCol), x);
+  } else {
+    block_operand(a, x);
   }
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, a.operand(), block_weight(false), 0.0f, y);
+  record_if_non_finite(y, rows * out_);
+  if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
 }
 
 void Linear::backward_block(const float* dy, float* dx, float* dw, int64_t rows, float beta,
                             float wbeta) {
   float* s = block_scale_inv_.data();
+  const BlockCastJob g_col =
+      block_cast_job(BlockRole::GradOutput, true, rows, out_,
+                     scratch<bf16_t>(be_, Scratch::BlockDyCol, rows * out_), s + kGradCol);
   if (dx) {
-    const GemmOperand g =
-        block_operand(BlockRole::GradOutput, false, dy, rows, out_,
-                      scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_), s + kGrad);
-    be_.gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g, block_weight(true), beta, dx);
+    const BlockCastJob g =
+        block_cast_job(BlockRole::GradOutput, false, rows, out_,
+                       scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_), s + kGradRow);
+    block_operands(g, g_col, dy);
+    be_.gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g.operand(), block_weight(true), beta, dx);
+  } else {
+    block_operand(g_col, dy);
   }
-  // Stream order puts this cast's scale after the dgrad GEMM that read the slot.
-  const GemmOperand g_col =
-      block_operand(BlockRole::GradOutput, true, dy, rows, out_,
-                    scratch<bf16_t>(be_, Scratch::BlockDyCol, rows * out_), s + kGrad);
-  be_.gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, g_col,
+  be_.gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, g_col.operand(),
            {x_col_.data(), DType::BF16, s + kInputCol}, wbeta, dw);
 }
 

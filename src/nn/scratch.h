@@ -13,26 +13,28 @@
 namespace fp8lm {
 
 enum class Scratch : uint8_t {
-  LayerAttnOut,  // TransformerLayer forward: attention's output before the residual add
-  LayerMlpOut,   // TransformerLayer forward: the MLP's output before the residual add
-  LayerDResid,   // TransformerLayer backward: gradient of the mid-layer residual
-  AttnDOut,      // MultiheadAttention backward: gradient of the attention output
-  AttnDQkv,      // MultiheadAttention backward: gradient of the packed q, k, v
-  MlpDAct,       // LayerNormMLP backward: gradient of the activation output
-  MlpDPre,       // LayerNormMLP backward: gradient of the pre-activation
-  NormDOut,      // LayerNormLinear / LayerNormMLP backward: gradient of the norm output
-  NormOut,       // the norm's FP32 output when the GEMM keeps its own BF16/FP8 copy
-  ActOut,        // the activation's FP32 output when fc2 keeps its own BF16/FP8 copy
-  LinearDy,      // Linear backward: dy cast to BF16 or FP8
-  QkvOut,        // attention's packed q, k, v in FP32 while a BF16 copy is what is saved
-  MlpPre,        // the MLP's pre-activation in FP32 while a BF16 copy is what is saved
-  WeightGrad,    // Linear backward: the FP32 weight gradient before it joins a BF16 gradient
-  WeightBf16,    // Linear under BF16 GEMMs: the weight rounded to BF16 for one GEMM
-  WeightFp8,     // Linear in FP8 training: the weight's codes for one GEMM
-  BlockInput,    // Linear under a block-scaled recipe: the input's BF16 operand for forward
-  BlockDyCol,    // Linear under a block-scaled recipe: dy's column-wise BF16 operand (wgrad)
-  BlockCodes,    // Linear under a block-scaled recipe: one cast's codes
-  BlockScales,   // Linear under a block-scaled recipe: one cast's block scales
+  LayerAttnOut,    // TransformerLayer forward: attention's output before the residual add
+  LayerMlpOut,     // TransformerLayer forward: the MLP's output before the residual add
+  LayerDResid,     // TransformerLayer backward: gradient of the mid-layer residual
+  AttnDOut,        // MultiheadAttention backward: gradient of the attention output
+  AttnDQkv,        // MultiheadAttention backward: gradient of the packed q, k, v
+  MlpDAct,         // LayerNormMLP backward: gradient of the activation output
+  MlpDPre,         // LayerNormMLP backward: gradient of the pre-activation
+  NormDOut,        // LayerNormLinear / LayerNormMLP backward: gradient of the norm output
+  NormOut,         // the norm's FP32 output when the GEMM keeps its own BF16/FP8 copy
+  ActOut,          // the activation's FP32 output when fc2 keeps its own BF16/FP8 copy
+  LinearDy,        // Linear backward: dy cast to BF16 or FP8
+  QkvOut,          // attention's packed q, k, v in FP32 while a BF16 copy is what is saved
+  MlpPre,          // the MLP's pre-activation in FP32 while a BF16 copy is what is saved
+  WeightGrad,      // Linear backward: the FP32 weight gradient before it joins a BF16 gradient
+  WeightBf16,      // Linear under BF16 GEMMs: the weight rounded to BF16 for one GEMM
+  WeightFp8,       // Linear in FP8 training: the weight's codes for one GEMM
+  BlockInput,      // Linear under a block-scaled recipe: the input's BF16 operand for forward
+  BlockDyCol,      // Linear under a block-scaled recipe: dy's column-wise BF16 operand (wgrad)
+  BlockCodes,      // Linear under a block-scaled recipe: one cast's codes
+  BlockScales,     // Linear under a block-scaled recipe: one cast's block scales
+  BlockCodesCol,   // Linear under a block-scaled recipe: the column-wise cast's codes in a pair
+  BlockScalesCol,  // Linear under a block-scaled recipe: the column-wise cast's block scales
   kCount
 };
 

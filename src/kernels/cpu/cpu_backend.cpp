@@ -310,11 +310,21 @@ class CpuBackend final : public Backend {
     cpu::accumulate_into_bf16(acc, x, n);
   }
   void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x) override {
-    const int64_t n = c.grid.rows * c.grid.cols;
-    count_traffic(n * 7);  // x read, codes and the BF16 operand written
+    count_traffic(c.grid.rows * c.grid.cols * 7);  // x read, codes and the BF16 operand written
+    fp8lm::block_cast(c, out, x, rht_work(c));
+  }
+  void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
+                       const BlockCastOut& col_out, const float* x) override {
+    count_traffic(row.grid.rows * row.grid.cols * 14);
+    fp8lm::block_cast_pair(row, row_out, col, col_out, x, rht_work(col));
+  }
+
+ private:
+  // Where a cast with the Hadamard transform may write it (its statistics read it).
+  static float* rht_work(const BlockCast& c) {
     thread_local std::vector<float> work;
-    if (c.rht) work.resize(static_cast<size_t>(n));
-    fp8lm::block_cast(c, out, x, work.data());
+    if (c.rht) work.resize(static_cast<size_t>(c.grid.rows * c.grid.cols));
+    return work.data();
   }
 };
 
