@@ -6,6 +6,7 @@
 // shorter than 32. Then every ISA's quantizer against the twin, bit for bit.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "block_inputs.h"
+#include "core/bf16.h"
 #include "core/e8m0.h"
 #include "core/minifloat.h"
 #include "fp8/mx_quantize.h"
@@ -145,6 +147,75 @@ TEST(Mxfp8, EveryIsaGivesTheTwinsBits) {
         mxfp8_quantize_columnwise(isa, got_c.data(), got_cs.data(), x.data(), rows, cols, f);
         EXPECT_EQ(got_cs, want_cs);
         EXPECT_EQ(got_c, want_c);
+      }
+    }
+  }
+}
+
+// The GEMM operand cast (mxfp8_quantize_to_bf16: one pass over registers on AVX-512, with or
+// without the codes) against the twin: the reference codes and scales, and each operand value
+// the BF16 of decode(code) x 2^(scale - 127) (rounded where it falls below BF16's normals, as
+// the cast rounds it). Specials: zero blocks (scale 0, multiplier 1), subnormal amaxes either
+// side of 2^-127 x max, NaN, ±Inf (scale 0xFE, multiplier 2^-127), an outlier; rows longer
+// than sixteen blocks, and shapes that are not multiples of 32.
+TEST(Mxfp8, OperandCastGivesTheTwinsBitsWithOrWithoutCodes) {
+  for (const auto& [rows, cols] :
+       {std::pair<int64_t, int64_t>{37, 70}, {70, 37}, {33, 600}, {64, 48}}) {
+    std::vector<float> x = tensor_with_specials(rows, cols, 9);
+    // Blocks (of a row, and of a column) whose amax x 1/max lands on E8M0's subnormal edge:
+    // just below, at and just above 2^-127 (to code 0, 0 and 1), then a zero block.
+    const auto rcp = static_cast<float>(1.0 / 448.0);
+    std::vector<float> edge;
+    for (float a = std::bit_cast<float>(0x3ffff0u) / rcp; a < 0x1p-117f && edge.size() < 3;
+         a = std::nextafter(a, 1.0f)) {
+      const uint32_t bits = std::bit_cast<uint32_t>(a * rcp);
+      if (bits == 0x3fffffu + edge.size()) edge.push_back(a);
+    }
+    ASSERT_EQ(edge.size(), 3u);
+    edge.push_back(0.0f);
+    for (size_t k = 0; k < edge.size(); ++k) {
+      for (int64_t j = 0; j < kMxBlock; ++j) {
+        const int64_t c = static_cast<int64_t>(k) * kMxBlock + j,
+                      r = static_cast<int64_t>(k) * kMxBlock + j;
+        if (c < cols) x[static_cast<size_t>(rows / 2 * cols + c)] = j == 0 ? edge[k] : 0.0f;
+        if (r < rows) x[static_cast<size_t>(r * cols + cols / 2)] = j == 0 ? edge[k] : 0.0f;
+      }
+    }
+    for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+      for (const BlockGrid& g :
+           {BlockGrid{rows, cols, 1, kMxBlock}, BlockGrid{rows, cols, kMxBlock, 1}}) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " " +
+                     std::string(fp8_format_name(f)) +
+                     (g.block_rows == 1 ? " rowwise" : " columnwise"));
+        const auto n = static_cast<size_t>(rows * cols);
+        std::vector<uint8_t> want(n), want_s(static_cast<size_t>(g.blocks()));
+        if (g.block_rows == 1) {
+          mxfp8_quantize_rowwise_reference(want.data(), want_s.data(), x.data(), rows, cols, f);
+        } else {
+          mxfp8_quantize_columnwise_reference(want.data(), want_s.data(), x.data(), rows, cols, f);
+        }
+        for (const bool keep_codes : {true, false}) {
+          std::vector<uint8_t> codes(n, 0xaa), scales(want_s.size());
+          std::vector<bf16_t> operand(n);
+          mxfp8_quantize_to_bf16(keep_codes ? codes.data() : nullptr, scales.data(), operand.data(),
+                                 x.data(), g, f);
+          ASSERT_EQ(scales, want_s);
+          if (keep_codes) {
+            ASSERT_EQ(codes, want);
+          }
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) {
+              const auto i = static_cast<size_t>(r * cols + c);
+              const float v = fp8_decode(want[i], f) *
+                              e8m0_decode(want_s[static_cast<size_t>(g.block_of(r, c))]);
+              const bf16_t expect = bf16_from_float(v);
+              if (std::isnan(v)) {
+                ASSERT_TRUE(std::isnan(bf16_to_float(operand[i]))) << r << "," << c;
+              } else {
+                ASSERT_EQ(operand[i], expect) << r << "," << c << (keep_codes ? " codes" : "");
+              }
+            }
+        }
       }
     }
   }

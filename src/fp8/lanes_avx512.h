@@ -119,6 +119,62 @@ inline void store_bf16(bf16_t* out, __m512 v, __mmask16 live) {
   _mm256_mask_storeu_epi16(out + 0, live, _mm512_cvtepi32_epi16(r));
 }
 
+// Lane j of the result: the maximum of v[j]'s lanes. A butterfly of pairwise maxima over
+// halves, quarters, then lanes within quarters; v must hold no NaN (a maximum is exact in any
+// order only then), which |x| maxed with zero ensures. The last permute undoes the 4x4
+// transposition the in-quarter steps leave (lane 4i + j holds v[4j + i]).
+[[gnu::always_inline]] inline __m512 max_of_each(__m512 (&v)[16]) {
+  __m512 h[8], q[4], p[2];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i)
+    h[i] = _mm512_max_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+    q[i] = _mm512_max_ps(_mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0xdd));
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i)
+    p[i] = _mm512_max_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xee));
+  const __m512 m =
+      _mm512_max_ps(_mm512_shuffle_ps(p[0], p[1], 0x88), _mm512_shuffle_ps(p[0], p[1], 0xdd));
+  return _mm512_permutexvar_ps(
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), m);
+}
+
+// The FP8 encoder's rounding kept in the float domain (fp8_round_to_bf16): the value of the
+// saturating code of sixteen lanes of bits u. A normal magnitude's dropped mantissa bits
+// rounded to nearest even and cleared (the code's value, as rebias is a multiple of the kept
+// step), past the largest value clamped to it (saturation, Inf included); a subnormal one
+// rounded to the subnormal spacing by adding and removing the magic number; NaN the table's
+// NaN; the sign put back.
+template <Fp8Format F>
+struct Fp8RoundLanes {
+  static constexpr Fp8Consts c = fp8_consts(F);
+  const __m512i abs_mask = opaque_set1(0x7fffffff), inf_bits = opaque_set1(0x7f800000);
+  const __m512i min_normal = opaque_set1(c.min_normal_bits);
+  const __m512i half_minus_one = opaque_set1((1u << (c.man_shift - 1)) - 1);
+  const __m512i keep = opaque_set1(~((1u << c.man_shift) - 1));
+  const __m512i max_bits = opaque_set1(std::bit_cast<uint32_t>(fp8_max(F)));
+  const __m512i one = opaque_set1(1), quiet_nan = opaque_set1(0x7fc00000);
+  const __m512i sign = opaque_set1(0x80000000u);
+  const __m512 magic = opaque(_mm512_set1_ps(c.subnormal_magic));
+
+  __m512 value(__m512i u) const {
+    const __m512i a = _mm512_and_si512(u, abs_mask);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, c.man_shift), one);
+    __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, half_minus_one), odd), keep);
+    r = _mm512_min_epu32(r, max_bits);
+    const __m512 sub = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), magic), magic);
+    r = _mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(a, min_normal), r,
+                                _mm512_castps_si512(sub));
+    r = _mm512_mask_blend_epi32(_mm512_cmpgt_epu32_mask(a, inf_bits), r, quiet_nan);
+    // r | (u & sign): one ternary-logic op.
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(r, u, sign, 0xf8));
+  }
+};
+
 // The scalar E2M1 encoders' boundary counts (core/e2m1.h) on sixteen lanes of v: nearest even,
 // or with an sr key stochastically, lane j drawing counter_bits(*sr_key, index + j).
 struct E2m1Lanes {

@@ -1,7 +1,10 @@
 #include "fp8/mx_quantize.h"
 
+#include <algorithm>
+
 #include "core/e8m0.h"
 #include "fp8/block_grid.h"
+#include "fp8/quantize_isa.h"
 
 namespace fp8lm {
 
@@ -44,6 +47,18 @@ void quantize_mx_reference(uint8_t* codes, uint8_t* scales, const float* x, cons
 void mxfp8_quantize_to_bf16(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                             const BlockGrid& g, Fp8Format format) {
   const Isa isa = best_isa();
+  if (isa == Isa::Avx512 && g.block_rows == 1 && g.block_cols == kMxBlock) {
+    isa::mxfp8_rows_avx512(codes, scales, operand, x, g.rows, g.cols, format);
+    return;
+  }
+  if (isa == Isa::Avx512 && g.block_rows == kMxBlock && g.block_cols == 1) {
+    for (int64_t r0 = 0; r0 < g.rows; r0 += kMxBlock) {
+      isa::mxfp8_columns_avx512(codes ? codes + r0 * g.cols : nullptr,
+                                scales + r0 / kMxBlock * g.cols, operand + r0 * g.cols,
+                                x + r0 * g.cols, std::min(kMxBlock, g.rows - r0), g.cols, format);
+    }
+    return;
+  }
   quantize_blocks_to_bf16(
       isa, codes, scales, operand, x, g, MxRule{format}, [](uint8_t s) { return e8m0_decode(s); },
       fp8_cast_row(isa, format));

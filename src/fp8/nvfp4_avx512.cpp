@@ -34,30 +34,6 @@ struct Nvfp4ScaleLanes {
   }
 };
 
-// Lane j of the result: the maximum of v[j]'s lanes. A butterfly of pairwise maxima over
-// halves, quarters, then lanes within quarters; v must hold no NaN (a maximum is exact in any
-// order only then), which |x| maxed with zero ensures. The last permute undoes the 4x4
-// transposition the in-quarter steps leave (lane 4i + j holds v[4j + i]).
-[[gnu::always_inline]] inline __m512 max_of_each(__m512 (&v)[16]) {
-  __m512 h[8], q[4], p[2];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i)
-    h[i] = _mm512_max_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
-                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i)
-    q[i] = _mm512_max_ps(_mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0x88),
-                         _mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0xdd));
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; ++i)
-    p[i] = _mm512_max_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x44),
-                         _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xee));
-  const __m512 m =
-      _mm512_max_ps(_mm512_shuffle_ps(p[0], p[1], 0x88), _mm512_shuffle_ps(p[0], p[1], 0xdd));
-  return _mm512_permutexvar_ps(
-      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), m);
-}
-
 // One butterfly stage of the fast Walsh-Hadamard transform: rows j and j + h for each j
 // whose bit h is clear.
 template <int H>

@@ -148,36 +148,13 @@ void expand_to_bf16_avx512(bf16_t* out, const uint8_t* codes, const float* scale
   }
 }
 
-// The encoder's rounding kept in the float domain: a normal magnitude's dropped mantissa bits
-// rounded to nearest even and cleared (the code's value, as rebias is a multiple of the kept
-// step), past the largest value clamped to it (saturation, Inf included); a subnormal one
-// rounded to the subnormal spacing by adding and removing the magic number; NaN the table's
-// NaN; the sign put back.
 template <Fp8Format F>
 void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, int64_t n) {
-  constexpr Fp8Consts c = fp8_consts(F);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf_bits = _mm512_set1_epi32(0x7f800000);
-  const __m512i min_normal = _mm512_set1_epi32(static_cast<int>(c.min_normal_bits));
-  const __m512i half_minus_one = _mm512_set1_epi32(static_cast<int>((1u << (c.man_shift - 1)) - 1));
-  const __m512i keep = _mm512_set1_epi32(static_cast<int>(~((1u << c.man_shift) - 1)));
-  const __m512i max_bits = _mm512_set1_epi32(static_cast<int>(std::bit_cast<uint32_t>(fp8_max(F))));
-  const __m512i one = _mm512_set1_epi32(1), quiet_nan = _mm512_set1_epi32(0x7fc00000);
-  const __m512 magic = _mm512_set1_ps(c.subnormal_magic);
+  const Fp8RoundLanes<F> round;
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = live_lanes(n - i);
-    const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(live, x + i));
-    const __m512i a = _mm512_and_si512(u, abs_mask);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, c.man_shift), one);
-    __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, half_minus_one), odd), keep);
-    r = _mm512_min_epu32(r, max_bits);
-    const __m512 sub = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), magic), magic);
-    r = _mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(a, min_normal), r,
-                                _mm512_castps_si512(sub));
-    r = _mm512_mask_blend_epi32(_mm512_cmpgt_epu32_mask(a, inf_bits), r, quiet_nan);
-    // r | (u & sign): one ternary-logic op.
-    r = _mm512_ternarylogic_epi32(r, u, _mm512_set1_epi32(static_cast<int>(0x80000000u)), 0xf8);
-    store_bf16(out + i,
-               _mm512_mul_ps(_mm512_castsi512_ps(r), _mm512_maskz_loadu_ps(live, scale + i)), live);
+    const __m512 v = round.value(_mm512_castps_si512(_mm512_maskz_loadu_ps(live, x + i)));
+    store_bf16(out + i, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(live, scale + i)), live);
   }
 }
 

@@ -41,6 +41,13 @@ void nvfp4_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const f
 void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                           int64_t rows, int64_t cols, float global_encode, bool rht,
                           const uint32_t* sr_key, int64_t first_index);
+// MXFP8's casts (fp8/mx_quantize.h), each block in registers: rows [rows, cols] in 1x32 blocks
+// (scales: ceil(cols / 32) per row), or one stripe of at most 32 rows in 32x1 blocks (scales:
+// one per column). codes may be null.
+void mxfp8_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                       int64_t rows, int64_t cols, Fp8Format format);
+void mxfp8_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                          int64_t rows, int64_t cols, Fp8Format format);
 // max |rht16_rows(x)|, the transform never written.
 float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols);
 // fp8_round_to_bf16's definition: the decoded saturating code times the scale.

@@ -1,0 +1,153 @@
+// MXFP8's casts in one pass over registers (AVX-512), as nvfp4_avx512.cpp does NVFP4's: the
+// amaxes of sixteen 1x32 blocks (two registers each) in one register, their E8M0 scales and
+// multipliers by integer arithmetic on the lanes, each block scaled, rounded (or encoded) and
+// written as the GEMM operand; for 32x1 blocks, one register of sixteen columns' amaxes taken
+// down a stripe of 32 rows, then the stripe cast with them. Every step is the twin's float
+// operation (mx_quantize.cpp's MxRule, core/e8m0.h, fp8_round_to_bf16), so the bits are the same.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "fp8/lanes_avx512.h"
+#include "fp8/mx_quantize.h"
+#include "fp8/quantize_isa.h"
+
+namespace fp8lm::isa {
+namespace {
+
+// Lanes holding data when `left` elements remain, none when left <= 0.
+__mmask16 lanes_left(int64_t left) {
+  return left <= 0 ? __mmask16(0) : live_lanes(left);
+}
+
+// MxRule on sixteen block amaxes (never NaN, never negative): x = amax * (1/max) rounded up to
+// a power of two as e8m0_encode_round_up does (up a code when the mantissa is non-zero; a
+// subnormal x only from above 2^-127; +Inf and the top binade to 0xFE), each scale's decoded
+// value b (e8m0_decode: code 0 is the subnormal 2^-127) and multiplier (e8m0_reciprocal:
+// 2^(127 - code), 1 for code 0, the subnormal 2^-127 for code 254).
+struct MxScaleLanes {
+  const __m512 max_rcp;
+  const __m512i one = opaque_set1(1), mantissa = opaque_set1(0x7fffff),
+                half = opaque_set1(0x400000), top = opaque_set1(0xfe),
+                exponent_sum = opaque_set1(254), one_float = opaque_set1(0x3f800000);
+  explicit MxScaleLanes(Fp8Format f)
+      : max_rcp(_mm512_set1_ps(static_cast<float>(1.0 / static_cast<double>(fp8_max(f))))) {}
+
+  void apply(__m512 amax, __m512i* code, __m512* b, __m512* mult) const {
+    const __m512i u = _mm512_castps_si512(_mm512_mul_ps(amax, max_rcp));
+    const __m512i e = _mm512_srli_epi32(u, 23), m = _mm512_and_si512(u, mantissa);
+    const __mmask16 normal = _mm512_test_epi32_mask(e, e);
+    const __mmask16 up = _mm512_mask_test_epi32_mask(normal, m, m) |
+                         _mm512_mask_cmpgt_epu32_mask(static_cast<__mmask16>(~normal), m, half);
+    const __m512i s = _mm512_min_epu32(_mm512_mask_add_epi32(e, up, e, one), top);
+    *code = s;
+    const __mmask16 zero = _mm512_testn_epi32_mask(s, s);
+    *b = _mm512_castsi512_ps(_mm512_mask_blend_epi32(zero, _mm512_slli_epi32(s, 23), half));
+    const __m512i rcp =
+        _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(s, exponent_sum),
+                                _mm512_slli_epi32(_mm512_sub_epi32(exponent_sum, s), 23), half);
+    *mult = _mm512_castsi512_ps(_mm512_mask_blend_epi32(zero, rcp, one_float));
+  }
+};
+
+// Sixteen scaled values' BF16 operand values (the rounded value times the block's b), and
+// their codes where kept.
+template <Fp8Format F>
+struct MxStore {
+  const Fp8Lanes<F> encoder{true};
+  const Fp8RoundLanes<F> round;
+
+  void operator()(uint8_t* codes, bf16_t* out, __m512 v, __m512 b, __mmask16 live) const {
+    const __m512i u = _mm512_castps_si512(v);
+    __m512 value;
+    if (codes) {
+      __mmask16 over, flush;
+      const __m128i c8 = _mm512_cvtepi32_epi8(encoder.encode(u, live, &over, &flush));
+      _mm_mask_storeu_epi8(codes, live, c8);
+      value = decode_fp8_lanes(c8, F == Fp8Format::E4M3);
+    } else {
+      value = round.value(u);
+    }
+    store_bf16(out, _mm512_mul_ps(value, b), live);
+  }
+};
+
+template <Fp8Format F>
+void mx_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
+             int64_t cols) {
+  const MxScaleLanes rule(F);
+  const MxStore<F> store;
+  const int64_t gc = (cols + kMxBlock - 1) / kMxBlock;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * cols;
+    for (int64_t b0 = 0; b0 < gc; b0 += 16) {
+      const int64_t nb = std::min<int64_t>(16, gc - b0);
+      // Each block's |x| maxima over its two registers: max(|x|, acc) keeps acc where x is NaN.
+      __m512 a[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const int64_t c0 = (b0 + j) * kMxBlock;
+        const __m512 lo = _mm512_maskz_loadu_ps(j < nb ? lanes_left(cols - c0) : 0, row + c0);
+        const __m512 hi =
+            _mm512_maskz_loadu_ps(j < nb ? lanes_left(cols - c0 - 16) : 0, row + c0 + 16);
+        a[j] =
+            _mm512_max_ps(_mm512_abs_ps(hi), _mm512_max_ps(_mm512_abs_ps(lo), _mm512_setzero_ps()));
+      }
+      __m512i code;
+      __m512 b, mult;
+      rule.apply(max_of_each(a), &code, &b, &mult);
+      _mm512_mask_cvtepi32_storeu_epi8(scales + r * gc + b0, live_lanes(nb), code);
+      alignas(64) float bs[16], ms[16];
+      _mm512_store_ps(bs, b);
+      _mm512_store_ps(ms, mult);
+      for (int64_t j = 0; j < nb; ++j) {
+        const __m512 m = _mm512_set1_ps(ms[j]), bj = _mm512_set1_ps(bs[j]);
+        for (int64_t h = 0; h < kMxBlock; h += 16) {
+          const int64_t c0 = (b0 + j) * kMxBlock + h, i = r * cols + c0;
+          const __mmask16 live = lanes_left(cols - c0);
+          if (!live) break;
+          store(codes ? codes + i : nullptr, operand + i,
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), m), bj, live);
+        }
+      }
+    }
+  }
+}
+
+template <Fp8Format F>
+void mx_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
+                int64_t cols) {
+  const MxScaleLanes rule(F);
+  const MxStore<F> store;
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __mmask16 live = live_lanes(cols - c0);
+    __m512 amax = _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r)
+      amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + r * cols + c0)), amax);
+    __m512i code;
+    __m512 b, mult;
+    rule.apply(amax, &code, &b, &mult);
+    _mm512_mask_cvtepi32_storeu_epi8(scales + c0, live, code);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = r * cols + c0;
+      store(codes ? codes + i : nullptr, operand + i,
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), mult), b, live);
+    }
+  }
+}
+
+}  // namespace
+
+void mxfp8_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                       int64_t rows, int64_t cols, Fp8Format format) {
+  format == Fp8Format::E4M3 ? mx_rows<Fp8Format::E4M3>(codes, scales, operand, x, rows, cols)
+                            : mx_rows<Fp8Format::E5M2>(codes, scales, operand, x, rows, cols);
+}
+
+void mxfp8_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                          int64_t rows, int64_t cols, Fp8Format format) {
+  format == Fp8Format::E4M3 ? mx_columns<Fp8Format::E4M3>(codes, scales, operand, x, rows, cols)
+                            : mx_columns<Fp8Format::E5M2>(codes, scales, operand, x, rows, cols);
+}
+
+}  // namespace fp8lm::isa
