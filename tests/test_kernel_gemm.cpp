@@ -250,6 +250,23 @@ TEST(Upcast, Fp8CodesDecodeExactly) {
   }
 }
 
+// An FP8 value is exact in BF16, so the vector decode to BF16 equals the BF16 of the reference
+// decode bit for bit, NaN codes included (their sign kept), at lengths that leave tails.
+TEST(Upcast, Fp8CodesToBf16EqualTheReferenceBits) {
+  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{256}, int64_t{40000}}) {
+      std::vector<uint8_t> codes(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>((i * 37 + 11) & 0xff);
+      if (n == 256)
+        for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>(i);
+      std::vector<bf16_t> got(codes.size());
+      fp8_to_bf16(got.data(), codes.data(), n, f);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], bf16_from_float(fp8_decode(codes[i], f))) << "code " << int{codes[i]};
+    }
+  }
+}
+
 TEST(Upcast, Bf16WidensExactly) {
   const int64_t n = 65536 + 13;
   std::vector<bf16_t> x(static_cast<size_t>(n));

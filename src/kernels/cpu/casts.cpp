@@ -59,6 +59,7 @@ void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f) {
   static const std::array<bf16_t, 256> e5m2 = fp8_bf16_table(Fp8Format::E5M2);
   const bf16_t* table = (f == Fp8Format::E4M3 ? e4m3 : e5m2).data();
   for_shares(n, [&](int64_t lo, int64_t hi) {
+    if (use_avx512()) return avx512::fp8_to_bf16(y + lo, codes + lo, hi - lo, f);
     for (int64_t i = lo; i < hi; ++i) y[i] = table[codes[i]];
   });
 }

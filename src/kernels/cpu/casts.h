@@ -27,6 +27,7 @@ namespace avx512 {
 // Bodies for one thread's share (casts_avx512.cpp); callers check the CPU first.
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
 void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f);
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f);
 // y[i] = bf16_from_float(x[i]), bit for bit.
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
 }  // namespace avx512
