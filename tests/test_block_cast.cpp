@@ -18,6 +18,7 @@
 #include "fp8/hadamard.h"
 #include "fp8/mx_quantize.h"
 #include "fp8/nvfp4_quantize.h"
+#include "fp8/recipe.h"
 
 namespace fp8lm {
 namespace {
@@ -99,6 +100,59 @@ TEST(BlockCast, StripesOverThreadsGiveTheTwinsBitsAndAnExactOperand) {
   }
 }
 
+// A tensor's row-wise and column-wise casts made together (block_cast_pair: one read for the
+// amaxes, each stripe cast both ways) give the bits of the two casts made one after the other,
+// for every recipe and both activation roles (NVFP4's gradients with stochastic rounding and
+// the Hadamard transform), with and without codes kept, amaxes asked for.
+TEST(BlockCast, PairedCastsGiveTheBitsOfSeparateOnes) {
+  const int64_t rows = 288, cols = 200;  // several stripes of every grid; rows % 16 == 0
+  const std::vector<float> x = random_tensor(rows * cols, 23, 2.0f);
+  const auto n = static_cast<size_t>(rows * cols);
+  omp_set_num_threads(2);
+  struct Cast {
+    std::vector<uint8_t> codes, scales;
+    std::vector<bf16_t> operand;
+    float tensor_scale_inv = 0, amax = 0;
+    BlockCastOut out(bool keep_codes) {
+      return {keep_codes ? codes.data() : nullptr, scales.data(), operand.data(), &tensor_scale_inv,
+              &amax};
+    }
+  };
+  std::vector<float> work(n);
+  for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
+    Fp8Recipe recipe;
+    recipe.kind = kind;
+    for (const BlockRole role : {BlockRole::Input, BlockRole::GradOutput}) {
+      for (const bool keep_codes : {false, true}) {
+        SCOPED_TRACE(std::string(scaling_kind_name(kind)) +
+                     (role == BlockRole::Input ? " input" : " grad_output") +
+                     (keep_codes ? " codes" : ""));
+        BlockCast row = recipe_block_cast(recipe, role, false, rows, cols);
+        BlockCast col = recipe_block_cast(recipe, role, true, rows, cols);
+        row.sr_key = counter_key(1);
+        col.sr_key = counter_key(2);
+        Cast want[2], got[2];
+        for (Cast* c : {&want[0], &want[1], &got[0], &got[1]}) {
+          c->codes.assign(n, 0);
+          c->scales.assign(n * sizeof(float), 0);
+          c->operand.assign(n, 0);
+        }
+        block_cast(row, want[0].out(keep_codes), x.data(), work.data());
+        block_cast(col, want[1].out(keep_codes), x.data(), work.data());
+        block_cast_pair(row, got[0].out(keep_codes), col, got[1].out(keep_codes), x.data(),
+                        work.data());
+        for (int k = 0; k < 2; ++k) {
+          EXPECT_EQ(got[k].codes, want[k].codes) << k;
+          EXPECT_EQ(got[k].scales, want[k].scales) << k;
+          EXPECT_EQ(got[k].operand, want[k].operand) << k;
+          EXPECT_EQ(got[k].tensor_scale_inv, want[k].tensor_scale_inv) << k;
+          EXPECT_EQ(got[k].amax, want[k].amax) << k;
+        }
+      }
+    }
+  }
+}
+
 // What a cast did, per block: the multiplier's power of two, all-zero blocks, a block with an
 // Inf (clipped: saturated) and an NVFP4 block far below the tensor's amax (its E4M3 scale
 // underflows to 0, so every code is 0: flushed).
@@ -122,7 +176,7 @@ TEST(BlockCast, StatsCountExponentsZeroSaturatedAndFlushedBlocks) {
   EXPECT_EQ(st.flushed_blocks, 0);
   EXPECT_EQ(st.exponents.at(-7), 1);
   EXPECT_EQ(st.exponents.count(-18), 1u);  // 1e-3 / 448 = 2^-18.8, up to the power of two above
-  EXPECT_EQ(st.exponents.size(), 3u);  // and 2^127 for the Inf's block
+  EXPECT_EQ(st.exponents.size(), 3u);      // and 2^127 for the Inf's block
 
   std::vector<float> y(32, 0.0f);
   y[0] = 1e6f;    // the tensor's amax: S = 2688 / 1e6

@@ -176,6 +176,11 @@ Amaxes tensor_amaxes(const float* x, int64_t rows, int64_t cols, bool plain, boo
   return a;
 }
 
+// Whether a cast needs x's own amax: NVFP4's global scale (without the transform), or asked for.
+bool needs_plain_amax(const BlockCast& c, const BlockCastOut& out) {
+  return !c.rht && (c.scheme == BlockScheme::Nvfp4 || out.amax);
+}
+
 // What a cast's out reports once its stripes are done.
 void finish_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float amax) {
   *out.tensor_scale_inv =
@@ -189,10 +194,9 @@ void finish_cast(const BlockCast& c, const BlockCastOut& out, const float* x, fl
 void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work) {
   check_block_cast(c);
   const BlockGrid& g = c.grid;
-  const bool nvfp4 = c.scheme == BlockScheme::Nvfp4;
   // The transform is written out (to work) only for the statistics, which read it.
   const bool rht_in_cast = c.rht && !out.stats;
-  const Amaxes a = tensor_amaxes(x, g.rows, g.cols, !c.rht && (nvfp4 || out.amax), c.rht,
+  const Amaxes a = tensor_amaxes(x, g.rows, g.cols, needs_plain_amax(c, out), c.rht,
                                  rht_in_cast ? nullptr : work);
   if (c.rht && !rht_in_cast) x = work;
   const float amax = c.rht ? a.rht : a.plain;
@@ -213,12 +217,9 @@ void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const Bl
   }
   check_block_cast(row);
   check_block_cast(col);
-  const auto needs_plain = [](const BlockCast& c, const BlockCastOut& o) {
-    return !c.rht && (c.scheme == BlockScheme::Nvfp4 || o.amax);
-  };
-  const Amaxes a =
-      tensor_amaxes(x, g.rows, g.cols, needs_plain(row, row_out) || needs_plain(col, col_out),
-                    row.rht || col.rht, nullptr);
+  const Amaxes a = tensor_amaxes(x, g.rows, g.cols,
+                                 needs_plain_amax(row, row_out) || needs_plain_amax(col, col_out),
+                                 row.rht || col.rht, nullptr);
   const float row_amax = row.rht ? a.rht : a.plain, col_amax = col.rht ? a.rht : a.plain;
   // Stripes of the column-wise grid's block rows are whole block rows of both grids.
   for_each_stripe(g, [&](int64_t r0, int64_t nr) {
