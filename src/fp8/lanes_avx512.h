@@ -4,6 +4,7 @@
 // AVX-512 (src/CMakeLists.txt).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -141,6 +142,52 @@ inline void store_bf16(bf16_t* out, __m512 v, __mmask16 live) {
       _mm512_max_ps(_mm512_shuffle_ps(p[0], p[1], 0x88), _mm512_shuffle_ps(p[0], p[1], 0xdd));
   return _mm512_permutexvar_ps(
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), m);
+}
+
+// Lanes holding data when `left` elements remain, none when left <= 0.
+inline __mmask16 lanes_left(int64_t left) {
+  return left <= 0 ? __mmask16(0) : live_lanes(left);
+}
+
+// A row of 1 x (16 Regs) blocks, sixteen blocks at a time: their amaxes (|x| maxed over each
+// block's registers, max(|x|, acc) keeping acc where x is NaN) in one register for
+// rule.apply(amax, &codes, &b, &multipliers), the scale codes stored to scales[block], then
+// cast(first column, live lanes, multiplier, b) for each run of sixteen values of each block.
+template <int Regs, class Rule, class Cast>
+void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule& rule, Cast cast) {
+  constexpr int64_t kBlock = 16 * Regs;
+  const int64_t blocks = (cols + kBlock - 1) / kBlock;
+  for (int64_t b0 = 0; b0 < blocks; b0 += 16) {
+    const int64_t nb = std::min<int64_t>(16, blocks - b0);
+    __m512 a[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      a[j] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+      for (int h = 0; h < Regs; ++h) {
+        const int64_t c0 = (b0 + j) * kBlock + 16 * h;
+        a[j] = _mm512_max_ps(
+            _mm512_abs_ps(_mm512_maskz_loadu_ps(j < nb ? lanes_left(cols - c0) : 0, row + c0)),
+            a[j]);
+      }
+    }
+    __m512i code;
+    __m512 b, mult;
+    rule.apply(max_of_each(a), &code, &b, &mult);
+    _mm512_mask_cvtepi32_storeu_epi8(scales + b0, live_lanes(nb), code);
+    alignas(64) float bs[16], ms[16];
+    _mm512_store_ps(bs, b);
+    _mm512_store_ps(ms, mult);
+    for (int64_t j = 0; j < nb; ++j) {
+      const __m512 m = _mm512_set1_ps(ms[j]), bj = _mm512_set1_ps(bs[j]);
+      for (int64_t h = 0; h < Regs; ++h) {
+        const int64_t c0 = (b0 + j) * kBlock + 16 * h;
+        const __mmask16 live = lanes_left(cols - c0);
+        if (!live) break;
+        cast(c0, live, m, bj);
+      }
+    }
+  }
 }
 
 // The FP8 encoder's rounding kept in the float domain (fp8_round_to_bf16): the value of the

@@ -15,11 +15,6 @@
 namespace fp8lm::isa {
 namespace {
 
-// Lanes holding data when `left` elements remain, none when left <= 0.
-__mmask16 lanes_left(int64_t left) {
-  return left <= 0 ? __mmask16(0) : live_lanes(left);
-}
-
 // MxRule on sixteen block amaxes (never NaN, never negative): x = amax * (1/max) rounded up to
 // a power of two as e8m0_encode_round_up does (up a code when the mantissa is non-zero; a
 // subnormal x only from above 2^-127; +Inf and the top binade to 0xFE), each scale's decoded
@@ -80,37 +75,12 @@ void mx_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, i
   const int64_t gc = (cols + kMxBlock - 1) / kMxBlock;
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * cols;
-    for (int64_t b0 = 0; b0 < gc; b0 += 16) {
-      const int64_t nb = std::min<int64_t>(16, gc - b0);
-      // Each block's |x| maxima over its two registers: max(|x|, acc) keeps acc where x is NaN.
-      __m512 a[16];
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) {
-        const int64_t c0 = (b0 + j) * kMxBlock;
-        const __m512 lo = _mm512_maskz_loadu_ps(j < nb ? lanes_left(cols - c0) : 0, row + c0);
-        const __m512 hi =
-            _mm512_maskz_loadu_ps(j < nb ? lanes_left(cols - c0 - 16) : 0, row + c0 + 16);
-        a[j] =
-            _mm512_max_ps(_mm512_abs_ps(hi), _mm512_max_ps(_mm512_abs_ps(lo), _mm512_setzero_ps()));
-      }
-      __m512i code;
-      __m512 b, mult;
-      rule.apply(max_of_each(a), &code, &b, &mult);
-      _mm512_mask_cvtepi32_storeu_epi8(scales + r * gc + b0, live_lanes(nb), code);
-      alignas(64) float bs[16], ms[16];
-      _mm512_store_ps(bs, b);
-      _mm512_store_ps(ms, mult);
-      for (int64_t j = 0; j < nb; ++j) {
-        const __m512 m = _mm512_set1_ps(ms[j]), bj = _mm512_set1_ps(bs[j]);
-        for (int64_t h = 0; h < kMxBlock; h += 16) {
-          const int64_t c0 = (b0 + j) * kMxBlock + h, i = r * cols + c0;
-          const __mmask16 live = lanes_left(cols - c0);
-          if (!live) break;
+    cast_row_blocks<kMxBlock / 16>(
+        row, cols, scales + r * gc, rule, [&](int64_t c0, __mmask16 live, __m512 m, __m512 b) {
+          const int64_t i = r * cols + c0;
           store(codes ? codes + i : nullptr, operand + i,
-                _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), m), bj, live);
-        }
-      }
-    }
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), m), b, live);
+        });
   }
 }
 

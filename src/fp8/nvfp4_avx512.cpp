@@ -104,33 +104,12 @@ void nvfp4_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const f
   const int64_t gc = (cols + 15) / 16;
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * cols;
-    // Sixteen blocks at a time: their amaxes fill one register for the scale rule.
-    for (int64_t b0 = 0; b0 < gc; b0 += 16) {
-      const int64_t nb = std::min<int64_t>(16, gc - b0);
-      __m512 a[16];
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) {
-        const int64_t c0 = (b0 + j) * 16;
-        a[j] = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(
-                                 j < nb ? live_lanes(cols - c0) : __mmask16(0), row + c0)),
-                             _mm512_setzero_ps());
-      }
-      __m512i code;
-      __m512 b, mult;
-      rule.apply(max_of_each(a), &code, &b, &mult);
-      _mm512_mask_cvtepi32_storeu_epi8(scales + r * gc + b0, live_lanes(nb), code);
-      alignas(64) float bs[16], ms[16];
-      _mm512_store_ps(bs, b);
-      _mm512_store_ps(ms, mult);
-      for (int64_t j = 0; j < nb; ++j) {
-        const int64_t c0 = (b0 + j) * 16, i = r * cols + c0;
-        const __mmask16 live = live_lanes(cols - c0);
-        const __m512 v =
-            _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), _mm512_set1_ps(ms[j]));
-        store(codes ? codes + i : nullptr, operand + i, v, _mm512_set1_ps(bs[j]), live,
-              first_index + i);
-      }
-    }
+    cast_row_blocks<1>(
+        row, cols, scales + r * gc, rule, [&](int64_t c0, __mmask16 live, __m512 m, __m512 b) {
+          const int64_t i = r * cols + c0;
+          store(codes ? codes + i : nullptr, operand + i,
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), m), b, live, first_index + i);
+        });
   }
 }
 
