@@ -142,6 +142,14 @@ TEST(CudaBlockCast, Nvfp4MatchesTheCpuBitForBit) {
   const int64_t rows = 160, cols = 300;
   const std::vector<float> x = tensor_with_specials(rows, cols, 43, 16);
   const DeviceBuffer<float> dx = to_device(x);
+  // The transform's inputs keep zeros, subnormals and outliers but no NaN or Inf: a NaN it
+  // makes or passes on has the sign of whichever operand the hardware (or compiler) returns,
+  // and a GPU returns its canonical NaN, so the codes of such values are no contract.
+  std::vector<float> finite = x;
+  for (float& v : finite) {
+    if (!std::isfinite(v)) v = 1.0f;
+  }
+  const DeviceBuffer<float> dfinite = to_device(finite);
   struct Case {
     int64_t br, bc;
     bool rht, sr;
@@ -157,7 +165,11 @@ TEST(CudaBlockCast, Nvfp4MatchesTheCpuBitForBit) {
     c.rht = k.rht;
     c.stochastic_rounding = k.sr;
     c.sr_key = 0x2545f491u;
-    expect_device_cast_matches_cpu(c, x, dx);
+    if (k.rht) {
+      expect_device_cast_matches_cpu(c, finite, dfinite);
+    } else {
+      expect_device_cast_matches_cpu(c, x, dx);
+    }
   }
 }
 
