@@ -49,7 +49,22 @@ typedef enum {
   CUBLASLT_MATMUL_DESC_AMAX_D_POINTER = 21,
   CUBLASLT_MATMUL_DESC_FAST_ACCUM = 25,
   CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,
+  CUBLASLT_MATMUL_DESC_A_SCALE_MODE = 31,
+  CUBLASLT_MATMUL_DESC_B_SCALE_MODE = 32,
 } cublasLtMatmulDescAttributes_t;
+
+// How the A and B scale pointers are read (an int32_t attribute). The emulator runs the scalar
+// mode and Hopper's two FP8 block modes (docs/cublaslt-block-scaling.md): one FP32 scale per
+// 128 values along K (VEC128_32F) or per 128x128 block (BLK128x128_32F); the MX and NVFP4
+// modes are Blackwell's and are refused.
+typedef enum {
+  CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F = 0,
+  CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3 = 1,
+  CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 = 2,
+  CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F = 3,
+  CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F = 4,
+  CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F = 5,
+} cublasLtMatmulMatrixScale_t;
 
 typedef enum {
   CUBLASLT_MATRIX_LAYOUT_TYPE = 0,

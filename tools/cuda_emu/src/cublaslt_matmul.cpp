@@ -149,9 +149,18 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                              static_cast<std::size_t>(element_bytes(bias_type)),
                          "the bias"))
     return CUBLAS_STATUS_INVALID_VALUE;
-  if ((desc->a_scale && !device_ok(call, desc->a_scale, 4, "the A scale")) ||
-      (desc->b_scale && !device_ok(call, desc->b_scale, 4, "the B scale")))
+  // A scalar scale is one float; block scales cover their layout, 16-byte aligned.
+  const bool blocks = v.shape.block_scaled;
+  const auto scale_bytes = [&](int32_t mode, int64_t outer) {
+    return blocks ? static_cast<std::size_t>(block_scale_count(mode, outer, v.shape.k)) * 4 : 4;
+  };
+  if ((desc->a_scale && !device_ok(call, desc->a_scale, scale_bytes(desc->a_scale_mode, v.shape.m),
+                                   "the A scale")) ||
+      (desc->b_scale &&
+       !device_ok(call, desc->b_scale, scale_bytes(desc->b_scale_mode, v.shape.n), "the B scale")))
     return CUBLAS_STATUS_INVALID_VALUE;
+  if (blocks && (alignment_of(desc->a_scale) < 16 || alignment_of(desc->b_scale) < 16))
+    return refuse(call, CUBLAS_STATUS_INVALID_VALUE, "block scales must be 16-byte aligned");
   if (const cudaError_t e = take_launch_failure(); e != cudaSuccess)
     return CUBLAS_STATUS_EXECUTION_FAILED;
 
@@ -166,7 +175,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   g.b = {B, b->type, b->ld, b->stride};
   g.c = {C, c->type, c->ld, c->stride};
   g.d = D;
-  g.alpha = static_cast<double>(alpha_v) * read_scale(desc->a_scale) * read_scale(desc->b_scale);
+  if (blocks) {
+    g.alpha = alpha_v;
+    g.a_blocks = {desc->a_scale_mode, static_cast<const float*>(desc->a_scale)};
+    g.b_blocks = {desc->b_scale_mode, static_cast<const float*>(desc->b_scale)};
+  } else {
+    g.alpha = static_cast<double>(alpha_v) * read_scale(desc->a_scale) * read_scale(desc->b_scale);
+  }
   g.beta = beta_v;
   g.bias = bias ? desc->bias : nullptr;
   g.bias_type = bias_type;

@@ -173,6 +173,10 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
       return assign(desc->amax_d, buf, size, call, a);
     case CUBLASLT_MATMUL_DESC_FAST_ACCUM:
       return assign(desc->fast_accum, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_A_SCALE_MODE:
+      return assign(desc->a_scale_mode, buf, size, call, a);
+    case CUBLASLT_MATMUL_DESC_B_SCALE_MODE:
+      return assign(desc->b_scale_mode, buf, size, call, a);
   }
   emu::detail::report("%s: attribute %d is not emulated", call, a);
   return CUBLAS_STATUS_INVALID_VALUE;

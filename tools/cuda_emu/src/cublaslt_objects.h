@@ -23,6 +23,8 @@ struct cublasLtMatmulDescOpaque_t {
   const void* d_scale = nullptr;
   void* amax_d = nullptr;
   int8_t fast_accum = 0;
+  int32_t a_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  int32_t b_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
 };
 
 struct cublasLtMatrixLayoutOpaque_t {

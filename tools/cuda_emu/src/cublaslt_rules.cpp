@@ -98,6 +98,32 @@ LtVerdict check_problem(const cublasLtMatmulDescOpaque_t& desc,
   } else {
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "this combination of A and B types");
   }
+  // Hopper's FP8 block scaling (cc 9.0, CUDA >= 12.9; the emulated device is an sm_90): 1D x
+  // 1D, 1D x 2D or 2D x 1D, the scales FP32 dequantization factors, split accumulation only.
+  const auto scalar = [](int32_t m) { return m == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F; };
+  const auto block = [](int32_t m) {
+    return m == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F ||
+           m == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  };
+  if (!scalar(desc.a_scale_mode) || !scalar(desc.b_scale_mode)) {
+    if (!block(desc.a_scale_mode) || !block(desc.b_scale_mode))
+      return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                    "scale modes other than scalar, VEC128_32F and BLK128x128_32F (on both A and "
+                    "B) are not supported on sm_90");
+    if (desc.a_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F &&
+        desc.b_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F)
+      return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "BLK128x128_32F on both A and B");
+    if (!s.fp8) return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "block scale modes need FP8 A and B");
+    if (desc.fast_accum)
+      return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "fast accumulation with block scale modes");
+    if (s.m % 4 != 0 || s.n % 4 != 0)
+      return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "block scale modes need M and N multiples of 4");
+    if (a.batch != 1)
+      return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "batched block-scaled GEMMs are not emulated");
+    if (!desc.a_scale || !desc.b_scale)
+      return refuse(CUBLAS_STATUS_INVALID_VALUE, "block scale modes need A and B scale pointers");
+    s.block_scaled = true;
+  }
   if (!s.fp8 && (desc.a_scale || desc.b_scale || desc.c_scale || desc.d_scale || desc.amax_d))
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "scale pointers are for FP8 problems");
   if (desc.d_scale || desc.c_scale || desc.amax_d)
@@ -115,6 +141,18 @@ LtVerdict check_problem(const cublasLtMatmulDescOpaque_t& desc,
   LtVerdict v;
   v.shape = s;
   return v;
+}
+
+int64_t block_scale_count(int32_t mode, int64_t outer, int64_t k) {
+  const int64_t kb = (k + 127) / 128;
+  if (mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) return outer * kb;
+  return (outer + 127) / 128 * ((kb + 3) / 4 * 4);
+}
+
+int64_t block_scale_index(int32_t mode, int64_t i, int64_t kk, int64_t outer, int64_t k) {
+  if (mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) return i + kk / 128 * outer;
+  const int64_t l4 = ((k + 127) / 128 + 3) / 4 * 4;
+  return kk / 128 + i / 128 * l4;
 }
 
 }  // namespace emu::detail

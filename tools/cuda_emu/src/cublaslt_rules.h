@@ -14,7 +14,17 @@ namespace emu::detail {
 struct LtShape {
   int64_t m = 0, n = 0, k = 0;
   bool fp8 = false;
+  bool block_scaled = false;  // A and B scaled per 128 values of K (VEC128) or 128x128 block
 };
+
+// The FP32 scales an FP8 block scale mode reads for an operand with `outer` rows (M for A, N
+// for B) and K: VEC128_32F one per row and 128 values of K, stored outer x ceil(K/128) with the
+// outer index contiguous; BLK128x128_32F one per 128x128 block, stored ceil(outer/128) x L4
+// with the K-block index contiguous, L4 = ceil(K/128) rounded up to a multiple of 4 (cuBLAS
+// documentation, "Scaling factors layouts"; docs/cublaslt-block-scaling.md).
+int64_t block_scale_count(int32_t mode, int64_t outer, int64_t k);
+// The scale of element (row `i` of the operand, `kk` along K) in that layout.
+int64_t block_scale_index(int32_t mode, int64_t i, int64_t kk, int64_t outer, int64_t k);
 
 struct LtVerdict {
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;

@@ -1,10 +1,12 @@
 #include "reference_gemm.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "cublaslt_rules.h"
 #include "cuda_bf16.h"
 
 namespace emu::detail {
@@ -74,7 +76,20 @@ void reference_gemm(const GemmCall& g) {
         const float* ar = &a[static_cast<size_t>(row * g.k)];
         const float* bc = &b[static_cast<size_t>(col * g.k)];
         double sum = 0.0;
-        for (int64_t kk = 0; kk < g.k; ++kk) sum += static_cast<double>(ar[kk]) * bc[kk];
+        if (g.a_blocks.mode != 0) {
+          for (int64_t k0 = 0; k0 < g.k; k0 += 128) {
+            double part = 0.0;
+            for (int64_t kk = k0; kk < std::min(g.k, k0 + 128); ++kk)
+              part += static_cast<double>(ar[kk]) * bc[kk];
+            const float sa =
+                g.a_blocks.scales[block_scale_index(g.a_blocks.mode, row, k0, g.m, g.k)];
+            const float sb =
+                g.b_blocks.scales[block_scale_index(g.b_blocks.mode, col, k0, g.n, g.k)];
+            sum += part * sa * sb;
+          }
+        } else {
+          for (int64_t kk = 0; kk < g.k; ++kk) sum += static_cast<double>(ar[kk]) * bc[kk];
+        }
         double v = g.alpha == 0.0 ? 0.0 : g.alpha * sum;  // alpha = 0: A, B not read
         const int64_t at = base + row + col * g.c.ld;
         if (g.beta != 0.0) v += g.beta * load(g.c.data, g.c.type, at);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
@@ -247,8 +248,17 @@ TEST(CudaEmu, CubSortPairsIsStableAndOrdersSignedKeys) {
 }
 
 // The heuristic's verdict on an m = n = k = 64 problem.
+// Block scale modes of A and B (0: scalar), with scale pointers and fast accumulation as given.
+struct ScaleModes {
+  int32_t a = 0, b = 0;
+  const void* a_scale = nullptr;
+  const void* b_scale = nullptr;
+  int8_t fast_accum = 0;
+};
+
 cublasStatus_t heuristic(cudaDataType_t ta, cudaDataType_t tb, cublasOperation_t opa,
-                         cublasOperation_t opb, int64_t lda, int32_t bias_type = -2) {
+                         cublasOperation_t opb, int64_t lda, int32_t bias_type = -2,
+                         ScaleModes modes = {}) {
   cublasLtHandle_t h;
   cublasLtCreate(&h);
   cublasLtMatmulDesc_t desc;
@@ -256,6 +266,14 @@ cublasStatus_t heuristic(cudaDataType_t ta, cudaDataType_t tb, cublasOperation_t
   const int32_t a_op = opa, b_op = opb;
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &a_op, sizeof a_op);
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &b_op, sizeof b_op);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &modes.a, sizeof modes.a);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &modes.b, sizeof modes.b);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &modes.a_scale,
+                                 sizeof modes.a_scale);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &modes.b_scale,
+                                 sizeof modes.b_scale);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &modes.fast_accum,
+                                 sizeof modes.fast_accum);
   if (bias_type != -2) {
     const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
@@ -304,6 +322,111 @@ TEST(CudaEmu, CublasLtRefusesWhatItsDocumentationRulesOut) {
   EXPECT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide),
             CUBLAS_STATUS_INVALID_VALUE);
   cublasLtMatmulDescDestroy(desc);
+}
+
+// Hopper's FP8 block scaling as the cuBLAS documentation lays it out: D(i, j) is the sum over
+// each 128 values of K of the codes' products times A's scale for (row i, that K block) and
+// B's for (column j, that K block). A in VEC128_32F (M x ceil(K/128), M contiguous), B in
+// BLK128x128_32F (ceil(N/128) x L4, the K-block index contiguous, L4 padded to 4), K with a
+// short last block; then what the modes rule out.
+TEST(CudaEmu, CublasLtBlockScaledFp8FollowsTheDocumentedLayouts) {
+  const int64_t M = 128, N = 64, K = 272, kb = 3, l4 = 4;
+  // E4M3 codes of 1, 2, 0.5, -1 and 1.5.
+  const uint8_t codes[] = {0x38, 0x40, 0x30, 0xb8, 0x3c};
+  const float values[] = {1.0f, 2.0f, 0.5f, -1.0f, 1.5f};
+  std::vector<uint8_t> a(static_cast<size_t>(K * M)), b(static_cast<size_t>(K * N));
+  std::vector<float> av(a.size()), bv(b.size());
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) {  // A stored K x M (transa = T): element (k, i) at k + i K
+      const int c = static_cast<int>((k * 7 + i * 3) % 5);
+      a[static_cast<size_t>(k + i * K)] = codes[c];
+      av[static_cast<size_t>(k + i * K)] = values[c];
+    }
+  for (int64_t j = 0; j < N; ++j)
+    for (int64_t k = 0; k < K; ++k) {  // B stored K x N: element (k, j) at k + j K
+      const int c = static_cast<int>((k * 5 + j) % 5);
+      b[static_cast<size_t>(k + j * K)] = codes[c];
+      bv[static_cast<size_t>(k + j * K)] = values[c];
+    }
+  std::vector<float> sa(static_cast<size_t>(M * kb)), sb(static_cast<size_t>(l4), -99.0f);
+  for (size_t i = 0; i < sa.size(); ++i) sa[i] = 0.25f * static_cast<float>(1 + i % 7);
+  for (int64_t q = 0; q < kb; ++q) sb[static_cast<size_t>(q)] = 1.5f + static_cast<float>(q);
+  uint8_t* da = device_copy(a);
+  uint8_t* db = device_copy(b);
+  float* dsa = device_copy(sa);
+  float* dsb = device_copy(sb);
+  float* dd = device_copy(std::vector<float>(static_cast<size_t>(M * N), 0.0f));
+
+  const ScaleModes modes{CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                         CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, dsa, dsb};
+  cublasLtHandle_t h;
+  cublasLtCreate(&h);
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const int32_t T = CUBLAS_OP_T, Nop = CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &T, sizeof T);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &Nop, sizeof Nop);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &modes.a, sizeof modes.a);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &modes.b, sizeof modes.b);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dsa, sizeof dsa);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dsb, sizeof dsb);
+  cublasLtMatrixLayout_t la, lb, ld;
+  cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, K, M, K);
+  cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, K, N, K);
+  cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, M, N, M);
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulPreferenceCreate(&pref);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  ASSERT_EQ(cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, ld, ld, pref, 1, &result, &found),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(found, 1);
+  const float alpha = 2.0f, beta = 0.0f;
+  ASSERT_EQ(cublasLtMatmul(h, desc, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, &result.algo,
+                           nullptr, 0, nullptr),
+            CUBLAS_STATUS_SUCCESS);
+  const std::vector<float> d = host_copy(dd, static_cast<size_t>(M * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double want = 0;
+      for (int64_t q = 0; q < kb; ++q) {
+        double part = 0;
+        for (int64_t k = 128 * q; k < std::min(K, 128 * q + 128); ++k)
+          part += static_cast<double>(av[static_cast<size_t>(k + i * K)]) *
+                  bv[static_cast<size_t>(k + j * K)];
+        want +=
+            part * sa[static_cast<size_t>(i + q * M)] * sb[static_cast<size_t>(q + j / 128 * l4)];
+      }
+      ASSERT_EQ(d[static_cast<size_t>(i + j * M)], static_cast<float>(2.0 * want)) << i << "," << j;
+    }
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(h);
+
+  const auto E4M3 = CUDA_R_8F_E4M3;
+  const auto Top = CUBLAS_OP_T, Nt = CUBLAS_OP_N;
+  const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  const int32_t blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  EXPECT_EQ(heuristic(E4M3, E4M3, Top, Nt, 64, -2, {vec, vec, dsa, dsb}), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(heuristic(E4M3, E4M3, Top, Nt, 64, -2, {blk, blk, dsa, dsb}),
+            CUBLAS_STATUS_NOT_SUPPORTED);  // 2D x 2D
+  EXPECT_EQ(heuristic(E4M3, E4M3, Top, Nt, 64, -2,
+                      {CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0, vec, dsa, dsb}),
+            CUBLAS_STATUS_NOT_SUPPORTED);  // MX is Blackwell's
+  EXPECT_EQ(heuristic(E4M3, E4M3, Top, Nt, 64, -2, {vec, 0, dsa, dsb}),
+            CUBLAS_STATUS_NOT_SUPPORTED);  // one operand scalar
+  EXPECT_EQ(heuristic(E4M3, E4M3, Top, Nt, 64, -2, {vec, blk, dsa, dsb, 1}),
+            CUBLAS_STATUS_NOT_SUPPORTED);  // fast accumulation
+  EXPECT_EQ(heuristic(CUDA_R_16BF, CUDA_R_16BF, Top, Nt, 64, -2, {vec, blk, dsa, dsb}),
+            CUBLAS_STATUS_NOT_SUPPORTED);  // not FP8
+  EXPECT_EQ(heuristic(E4M3, E4M3, Top, Nt, 64, -2, {vec, blk, nullptr, dsb}),
+            CUBLAS_STATUS_INVALID_VALUE);  // no A scales
+  for (void* p : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dsa),
+                  static_cast<void*>(dsb), static_cast<void*>(dd)})
+    cudaFree(p);
 }
 
 }  // namespace
