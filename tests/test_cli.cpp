@@ -994,6 +994,29 @@ TEST(Cli, DoctorReportsCpuCudaAndPrecision) {
       << r.out;
 }
 
+// FP8LM_MAX_ISA caps the kernels' instruction set: doctor shows AVX-512 as absent and the
+// quantize kernels one step down, training runs on those paths, and a value it does not know
+// is one line naming it.
+TEST(Cli, MaxIsaCapsTheKernelsAndABadValueIsNamed) {
+  const CliResult full = fp8lm("doctor");
+  ASSERT_EQ(full.status, 0) << full.err;
+  const CliResult d = fp8lm("doctor", "", "export FP8LM_MAX_ISA=avx2;");
+  ASSERT_EQ(d.status, 0) << d.err;
+  EXPECT_NE(d.out.find("avx512 no · avx512_bf16 no · amx_bf16 no"), std::string::npos) << d.out;
+  if (full.out.find("avx512 yes") != std::string::npos) {
+    EXPECT_NE(d.out.find("capped by FP8LM_MAX_ISA=avx2"), std::string::npos) << d.out;
+    EXPECT_NE(d.out.find("fp8 quantize kernels: avx2"), std::string::npos) << d.out;
+  }
+  const std::string dir = testing::TempDir() + "fp8lm_cli_max_isa";
+  std::filesystem::remove_all(dir);
+  const CliResult t = fp8lm("train --precision fp8 --recipe nvfp4 --steps 2 --out " + dir, "",
+                            "export FP8LM_MAX_ISA=scalar;");
+  EXPECT_EQ(t.status, 0) << t.err;
+  const CliResult bad = fp8lm("doctor", "", "export FP8LM_MAX_ISA=avx1024;");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.err, "error: FP8LM_MAX_ISA: 'avx1024' is not avx512, avx2 or scalar\n");
+}
+
 // Issue 13 (1): doctor says whether this build has MPI. A build without it refuses a launch as
 // one of several ranks (mpirun's environment, set here by hand) with one line naming the
 // launcher, and makes no run directory; with MPI, ctest's DataParallel.* runs the real thing.

@@ -21,6 +21,9 @@ void run_doctor() {
   fmt::print("cpu: {}\n", cpu.model);
   fmt::print("  avx2 {} · avx512 {} · avx512_bf16 {} · amx_bf16 {}\n", yes_no(cpu.avx2),
              yes_no(cpu.avx512), yes_no(cpu.avx512_bf16), yes_no(cpu.amx_bf16));
+  if (!cpu.capped.empty())
+    fmt::print("  (capped by FP8LM_MAX_ISA={}: the wider instructions read as absent)\n",
+               cpu.capped);
   const CpuKernelInfo k = cpu_kernel_info();
   fmt::print("  fp8 quantize kernels: {}\n", k.quantize_isa);
   if (k.fma_gflops > 0) {

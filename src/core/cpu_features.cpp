@@ -4,7 +4,11 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "fp8lm/error.h"
 
 namespace fp8lm {
 namespace {
@@ -59,10 +63,25 @@ CpuFeatures detect() {
   return f;
 }
 
+// FP8LM_MAX_ISA applied to what the CPU has.
+CpuFeatures capped(CpuFeatures f) {
+  const char* env = std::getenv("FP8LM_MAX_ISA");
+  if (!env || !*env) return f;
+  const std::string cap = env;
+  if (cap != "avx512" && cap != "avx2" && cap != "scalar")
+    throw Error("FP8LM_MAX_ISA: '" + cap + "' is not avx512, avx2 or scalar");
+  if (cap == "avx512") return f;
+  const bool wider = f.avx512 || f.avx512_bf16 || f.amx_bf16 || (cap == "scalar" && f.avx2);
+  f.avx512 = f.avx512_bf16 = f.amx_bf16 = false;
+  if (cap == "scalar") f.avx2 = false;
+  if (wider) f.capped = cap;
+  return f;
+}
+
 }  // namespace
 
 const CpuFeatures& cpu_features() {
-  static const CpuFeatures features = detect();
+  static const CpuFeatures features = capped(detect());
   return features;
 }
 

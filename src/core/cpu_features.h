@@ -10,9 +10,14 @@ struct CpuFeatures {
   bool avx512 = false;  // F + BW + VL + DQ, and the OS saving ZMM state
   bool avx512_bf16 = false;
   bool amx_bf16 = false;  // AMX-TILE + AMX-BF16, and the OS offering tile state
+  std::string capped;     // FP8LM_MAX_ISA's value where it removed something, else empty
 };
 
-// Read once (cpuid + xgetbv) and cached.
+// Read once (cpuid + xgetbv) and cached. FP8LM_MAX_ISA=avx2|scalar caps what kernels may use
+// (avx512: no cap): the AVX-512 (and BF16, AMX) flags read as absent, so every dispatch takes
+// the path a CPU without them takes; for testing and measuring those paths on a wider CPU
+// (oneDNN's own dispatch is capped by its DNNL_MAX_CPU_ISA). `capped` names the cap in force.
+// Throws Error for another value.
 const CpuFeatures& cpu_features();
 
 // BF16 GEMMs run natively (AVX512-BF16 dot products or AMX tiles) rather than emulated.
