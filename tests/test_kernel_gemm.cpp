@@ -225,16 +225,21 @@ TEST(GemmStats, CountTheFlopsOfEveryProduct) {
   for (float c : C) EXPECT_EQ(c, 8.0f);
 }
 
+// n FP8 codes for the decode tests: every code once at n = 256, else a stride through them.
+std::vector<uint8_t> code_pattern(int64_t n) {
+  std::vector<uint8_t> codes(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    codes[i] = static_cast<uint8_t>(n == 256 ? i : (i * 37 + 11) & 0xff);
+  return codes;
+}
+
 // Widening is exact, so the fast converters equal the reference decode bit for bit: every
 // FP8 code (NaN codes stay NaN), and BF16 patterns from every exponent, at lengths that leave
 // vector tails.
 TEST(Upcast, Fp8CodesDecodeExactly) {
   for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
     for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{256}, int64_t{40000}}) {
-      std::vector<uint8_t> codes(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>((i * 37 + 11) & 0xff);
-      if (n == 256)
-        for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>(i);
+      const std::vector<uint8_t> codes = code_pattern(n);
       std::vector<float> got(codes.size()), want(codes.size());
       fp8_to_f32(got.data(), codes.data(), n, f);
       ref::fp8_to_f32(want.data(), codes.data(), n, f);
@@ -255,10 +260,7 @@ TEST(Upcast, Fp8CodesDecodeExactly) {
 TEST(Upcast, Fp8CodesToBf16EqualTheReferenceBits) {
   for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
     for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{256}, int64_t{40000}}) {
-      std::vector<uint8_t> codes(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>((i * 37 + 11) & 0xff);
-      if (n == 256)
-        for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>(i);
+      const std::vector<uint8_t> codes = code_pattern(n);
       std::vector<bf16_t> got(codes.size());
       fp8_to_bf16(got.data(), codes.data(), n, f);
       for (int64_t i = 0; i < n; ++i)

@@ -17,9 +17,11 @@
 
 namespace fp8lm::isa {
 
-// Lanes holding data when `left` elements remain: all sixteen, or the tail.
+// Lanes holding data when `left` elements remain: all sixteen, the tail, or none (left <= 0).
 inline __mmask16 live_lanes(int64_t left) {
-  return left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+  return left >= 16  ? __mmask16(0xffff)
+         : left <= 0 ? __mmask16(0)
+                     : static_cast<__mmask16>((1u << left) - 1u);
 }
 
 // A constant the compiler cannot see through. GCC rebuilds an integer broadcast it can see
@@ -144,11 +146,6 @@ inline void store_bf16(bf16_t* out, __m512 v, __mmask16 live) {
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), m);
 }
 
-// Lanes holding data when `left` elements remain, none when left <= 0.
-inline __mmask16 lanes_left(int64_t left) {
-  return left <= 0 ? __mmask16(0) : live_lanes(left);
-}
-
 // A row of 1 x (16 Regs) blocks, sixteen blocks at a time: their amaxes (|x| maxed over each
 // block's registers, max(|x|, acc) keeping acc where x is NaN) in one register for
 // rule.apply(amax, &codes, &b, &multipliers), the scale codes stored to scales[block], then
@@ -161,14 +158,13 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
     const int64_t nb = std::min<int64_t>(16, blocks - b0);
     __m512 a[16];
 #pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < 16; ++j) {  // blocks past the row's end load no lanes
       a[j] = _mm512_setzero_ps();
 #pragma GCC unroll 2
       for (int h = 0; h < Regs; ++h) {
         const int64_t c0 = (b0 + j) * kBlock + 16 * h;
-        a[j] = _mm512_max_ps(
-            _mm512_abs_ps(_mm512_maskz_loadu_ps(j < nb ? lanes_left(cols - c0) : 0, row + c0)),
-            a[j]);
+        a[j] = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live_lanes(cols - c0), row + c0)),
+                             a[j]);
       }
     }
     __m512i code;
@@ -182,7 +178,7 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
       const __m512 m = _mm512_set1_ps(ms[j]), bj = _mm512_set1_ps(bs[j]);
       for (int64_t h = 0; h < Regs; ++h) {
         const int64_t c0 = (b0 + j) * kBlock + 16 * h;
-        const __mmask16 live = lanes_left(cols - c0);
+        const __mmask16 live = live_lanes(cols - c0);
         if (!live) break;
         cast(c0, live, m, bj);
       }

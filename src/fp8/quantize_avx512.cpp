@@ -3,11 +3,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <type_traits>
 
-#include "core/counter_rng.h"
 #include "core/e2m1.h"
 #include "fp8/lanes_avx512.h"
 #include "fp8/quantize_isa.h"
