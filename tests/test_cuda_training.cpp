@@ -12,6 +12,7 @@
 #include "fp8/recipe.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
+#include "kernels/cuda/block_gemm.h"
 #include "run_util.h"
 #include "skip_check.h"
 #include "train/trainer.h"
@@ -113,7 +114,9 @@ TEST(CudaTraining, FirstStepMatchesTheCpu) {
 // casts are bit for bit the CPU's: test_cuda_block_cast), so the first step agrees as the
 // per-tensor recipes' does, and a run is deterministic (NVFP4's stochastic rounding included:
 // its draws follow the element's place). Their GEMMs are BF16 GEMMs of the decoded operands,
-// NVFP4's tensor scales applied to the product: any GPU with BF16 (cc 8.0) runs them.
+// NVFP4's tensor scales applied to the product: any GPU with BF16 (cc 8.0) runs them; on Hopper
+// (and the emulator's device) Float8BlockScaling's every GEMM is cuBLASLt's block-scaled one
+// instead, and the recipe's line says so.
 TEST(CudaTraining, BlockScaledRecipesMatchTheCpuAndAreDeterministic) {
   FP8LM_REQUIRE_CUDA();
   if (test::cuda_cc() < 80) GTEST_SKIP() << "BF16 GEMMs need compute capability 8.0";
@@ -126,7 +129,13 @@ TEST(CudaTraining, BlockScaledRecipesMatchTheCpuAndAreDeterministic) {
     TrainConfig g = c;
     g.device = {DeviceSpec::Cuda, 0};
     Trainer cpu(c), gpu(g);
+    const int64_t native_before = cuda::block_scaled_gemms_run();
     const StepStats a = cpu.train_step(), b = gpu.train_step();
+    const bool native = kind == ScalingKind::Block && cuda::block_scaled_gemm_available();
+    // Each Linear's three GEMMs: fprop, dgrad and wgrad.
+    const auto gemms = static_cast<int64_t>(3 * gpu.model().linears().size());
+    EXPECT_EQ(cuda::block_scaled_gemms_run() - native_before, native ? gemms : 0);
+    EXPECT_EQ(gpu.recipe_line().find("native") != std::string::npos, native) << gpu.recipe_line();
     // As FirstStepMatchesTheCpu: attention's BF16 on the GPU moves a value across a rounding
     // boundary now and then.
     EXPECT_NEAR(a.loss, b.loss, 2e-3f * std::fabs(a.loss));

@@ -442,7 +442,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
       c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model, c.model.n_layers,
       c.model.n_heads, c.model.ffn);
   if (choice.precision == Precision::Fp8) {
-    fmt::print("recipe: {}\n", recipe_description(c.recipe));
+    fmt::print("recipe: {}\n", trainer->recipe_line());
     if (!trainer->kept_in_bf16().empty()) {
       fmt::print("precision map {}: {} of {} GEMMs in BF16 ({})\n", c.precision_map,
                  trainer->kept_in_bf16().size(), trainer->model().linears().size(),

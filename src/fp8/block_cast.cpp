@@ -20,12 +20,16 @@ size_t block_scale_bytes(const BlockCast& c) {
   return c.scheme == BlockScheme::Fp8Block ? n * sizeof(float) : n;
 }
 
+BlockScheme block_scheme(ScalingKind k) {
+  return k == ScalingKind::Block   ? BlockScheme::Fp8Block
+         : k == ScalingKind::Mxfp8 ? BlockScheme::Mxfp8
+                                   : BlockScheme::Nvfp4;
+}
+
 BlockCast recipe_block_cast(const Fp8Recipe& r, BlockRole role, bool columnwise, int64_t rows,
                             int64_t cols) {
   BlockCast c;
-  c.scheme = r.kind == ScalingKind::Block   ? BlockScheme::Fp8Block
-             : r.kind == ScalingKind::Mxfp8 ? BlockScheme::Mxfp8
-                                            : BlockScheme::Nvfp4;
+  c.scheme = block_scheme(r.kind);
   c.params = r.block;
   const int64_t b = c.scheme == BlockScheme::Fp8Block ? kFp8Block
                     : c.scheme == BlockScheme::Mxfp8  ? kMxBlock

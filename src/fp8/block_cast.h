@@ -24,6 +24,9 @@ struct BlockScaleStats;
 
 enum class BlockScheme : uint8_t { Fp8Block, Mxfp8, Nvfp4 };
 
+// The scheme of a block-scaled recipe's kind (block, mxfp8, nvfp4).
+BlockScheme block_scheme(ScalingKind k);
+
 struct BlockCast {
   BlockScheme scheme = BlockScheme::Mxfp8;
   BlockGrid grid;                      // the tensor [rows, cols] and its blocks
@@ -44,6 +47,15 @@ struct BlockCastOut {
 };
 
 size_t block_scale_bytes(const BlockCast& c);
+
+// The codes and block scales (block_scale_bytes' layout) a block-scaled GEMM operand decodes
+// from: what a backend with block-scaled GEMMs multiplies instead of the BF16 operand
+// (Backend::block_scaled_gemms, GemmOperand::block).
+struct BlockCodes {
+  BlockCast cast;
+  const uint8_t* codes = nullptr;
+  const void* scales = nullptr;
+};
 
 // The tensors a block-scaled GEMM reads, in TE's roles.
 enum class BlockRole : uint8_t { Input, Weight, GradOutput };

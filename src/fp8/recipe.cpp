@@ -37,7 +37,7 @@ ScalingKind parse_scaling_kind(std::string_view name) {
       fmt::format("unknown recipe '{}' (expected delayed, current, block, mxfp8 or nvfp4)", name));
 }
 
-std::string recipe_description(const Fp8Recipe& r) {
+std::string recipe_description(const Fp8Recipe& r, bool native_gemms) {
   const auto on = [](bool v) { return v ? "on" : "off"; };
   switch (r.kind) {
     case ScalingKind::Delayed:
@@ -50,8 +50,9 @@ std::string recipe_description(const Fp8Recipe& r) {
     case ScalingKind::Block:
       return fmt::format(
           "block e4m3 1x128 tiles, 128x128 weight blocks, fp32 scales power_2_scale={} "
-          "amax_epsilon={} (emulated)",
-          r.block.power_2_scale, r.block.amax_epsilon);
+          "amax_epsilon={} ({})",
+          r.block.power_2_scale, r.block.amax_epsilon,
+          native_gemms ? "native: cuBLASLt block-scaled GEMMs" : "emulated");
     case ScalingKind::Mxfp8:
       return "mxfp8 e4m3 1x32 blocks, e8m0 scales (emulated)";
     case ScalingKind::Nvfp4:

@@ -19,8 +19,9 @@ constexpr Fp8Format tensor_format(Format recipe_format, Direction dir) {
 std::string_view format_name(Format f);
 std::string_view scaling_kind_name(ScalingKind k);  // "delayed" | "current" | "block" | ...
 // One line naming the recipe and its settings (summary.json, the training banner); the
-// block-scaled recipes say "emulated": their GEMMs are BF16 GEMMs of exactly decoded operands.
-std::string recipe_description(const Fp8Recipe& r);
+// block-scaled recipes say "emulated": their GEMMs are BF16 GEMMs of exactly decoded operands,
+// unless native_gemms (the backend multiplies the codes: Backend::block_scaled_gemms).
+std::string recipe_description(const Fp8Recipe& r, bool native_gemms = false);
 // Throws Error naming the recipes.
 ScalingKind parse_scaling_kind(std::string_view name);       // "e4m3" | "hybrid"
 std::string_view amax_compute_algo_name(AmaxComputeAlgo a);  // "max" | "most_recent"

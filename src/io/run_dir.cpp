@@ -182,7 +182,7 @@ void write_summary(const std::string& dir, const Trainer& trainer, const TrainRe
   Json j = {{"precision", r.precision.label()},
             {"precision_reason", r.precision.reason},
             {"recipe", r.precision.precision == Precision::Fp8
-                           ? recipe_description(c.recipe) + (c.fp8_weights ? " fp8_weights" : "")
+                           ? trainer.recipe_line() + (c.fp8_weights ? " fp8_weights" : "")
                            : "none"},
             {"steps", r.steps},
             {"seconds", r.seconds},

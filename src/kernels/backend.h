@@ -134,6 +134,10 @@ class Backend {
   // the two casts one after the other.
   virtual void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out,
                                const BlockCast& col, const BlockCastOut& col_out, const float* x);
+  // Whether gemm multiplies this scheme's codes and block scales itself when an operand carries
+  // them (GemmOperand::block): Float8BlockScaling on Hopper (kernels/cuda/block_gemm.h). Else
+  // block-scaled GEMMs are BF16 GEMMs of the exactly decoded operands ("emulated").
+  virtual bool block_scaled_gemms(BlockScheme) const { return false; }
 
  protected:
   [[noreturn]] void refuse(const char* op) const;

@@ -11,12 +11,18 @@
 
 namespace fp8lm {
 
+struct BlockCodes;  // fp8/block_cast.h
+
 struct GemmOperand {
   const void* data = nullptr;
   DType type = DType::F32;  // F32, BF16, E4M3 or E5M2
   // FP8: the value is code * *scale_inv. BF16: when set, the output is multiplied by it (a
   // block-scaled operand's tensor scale, fp8/block_cast.h).
   const float* scale_inv = nullptr;
+  // A block-scaled BF16 operand's codes and block scales, set where the backend multiplies
+  // them itself (Backend::block_scaled_gemms); data stays the exact decoded operand, which the
+  // backend uses where its block-scaled GEMM cannot take a call.
+  const BlockCodes* block = nullptr;
 };
 
 struct Fp8Out {

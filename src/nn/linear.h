@@ -50,9 +50,11 @@ class Linear {
   int64_t in_features() const { return in_; }
   Backend& backend() const { return be_; }
   MemoryUse memory_use() const {
-    return {bytes_of(x16_) + bytes_of(qx_) + bytes_of(x_col_),
+    return {bytes_of(x16_) + bytes_of(qx_) + bytes_of(x_col_) + bytes_of(x_col_codes_) +
+                bytes_of(x_col_scales_),
             bytes_of(qw_) + bytes_of(qw_block_scales_) + bytes_of(w_row_.operand) +
-                bytes_of(w_col_.operand)};
+                bytes_of(w_col_.operand) + bytes_of(w_row_.codes) + bytes_of(w_row_.scales) +
+                bytes_of(w_col_.codes) + bytes_of(w_col_.scales)};
   }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
@@ -141,10 +143,19 @@ class Linear {
   // The cast of a [rows, cols] tensor for `role`, blocked along rows (column-wise) or along
   // cols, into operand; its tensor scale goes to *scale_inv, its codes and block scales to
   // `codes` and `scales` (shared scratch where null: the column-wise cast's own slots).
+  // Where the backend multiplies the codes itself (Backend::block_scaled_gemms), the operand
+  // carries them; codes a later GEMM reads are moved out of scratch into buffers of their own.
   struct BlockCastJob {
     BlockCast cast;
     BlockCastOut out;
-    GemmOperand operand() const { return {out.operand, DType::BF16, out.tensor_scale_inv}; }
+    BlockCodes codes;
+    bool native = false;
+    GemmOperand operand() const {
+      return {out.operand, DType::BF16, out.tensor_scale_inv, native ? &codes : nullptr};
+    }
+    // Native: the codes and scales go to these buffers (sized here), not scratch; returns what
+    // an operand of them carries (nothing when not native).
+    BlockCodes keep_codes_in(BackendBuffer<uint8_t>& codes_buf, BackendBuffer<uint8_t>& scales_buf);
   };
   BlockCastJob block_cast_job(BlockRole role, bool columnwise, int64_t rows, int64_t cols,
                               bf16_t* operand, float* scale_inv, uint8_t* codes = nullptr,
@@ -189,15 +200,20 @@ class Linear {
   // Block-scaled recipes: x's column-wise operand saved for wgrad, the four tensor scales
   // (x and dy, each row-wise and column-wise), and the seed forward saw for stochastic rounding.
   BackendBuffer<bf16_t> x_col_{be_};
+  // Its codes and block scales where the backend's GEMMs take them (BlockCastJob).
+  BackendBuffer<uint8_t> x_col_codes_{be_}, x_col_scales_{be_};
+  BlockCodes x_col_block_;
   BackendBuffer<float> block_scale_inv_{be_, 4};
   // The weight's operands, kept while the weight and the recipe's cast of it stay the same (a
   // training step's forward, backward and later micro-batches; every call of generation), as
   // TE keeps a weight's quantized copies across micro-batches: row-wise or 2D for forward, and
   // column-wise for dgrad where 2D blocks do not serve both. 2 bytes per parameter each.
   struct BlockWeightCast {
-    explicit BlockWeightCast(Backend& be) : operand(be), scale_inv(be, 1) {}
+    explicit BlockWeightCast(Backend& be) : operand(be), scale_inv(be, 1), codes(be), scales(be) {}
     BackendBuffer<bf16_t> operand;
     BackendBuffer<float> scale_inv;
+    BackendBuffer<uint8_t> codes, scales;  // where the backend's GEMMs take them (BlockCastJob)
+    BlockCodes block;                      // what the operand carries: codes null where not
     uint64_t version = ~uint64_t{0};
     Fp8Recipe recipe;
   };

@@ -36,7 +36,8 @@ Linear::BlockCastJob Linear::block_cast_job(BlockRole role, bool columnwise, int
   // write the operand alone. A column-wise cast has scratch of its own, as it may run beside
   // the row-wise one (block_operands).
   const bool col = columnwise && !two_d;
-  if (!codes && (collect_block_stats_ || !be_.host_memory()))
+  const bool native = be_.block_scaled_gemms(c.scheme);
+  if (!codes && (collect_block_stats_ || !be_.host_memory() || native))
     codes = scratch<uint8_t>(be_, col ? Scratch::BlockCodesCol : Scratch::BlockCodes, rows * cols);
   if (!scales)
     scales = scratch_bytes(be_, col ? Scratch::BlockScalesCol : Scratch::BlockScales,
@@ -47,7 +48,17 @@ Linear::BlockCastJob Linear::block_cast_job(BlockRole role, bool columnwise, int
     const std::string role_name = kRoles[static_cast<int>(role)];
     out.stats = &block_stats_[col ? role_name + "_columnwise" : role_name];
   }
-  return {c, out};
+  return {c, out, {c, codes, scales}, native};
+}
+
+BlockCodes Linear::BlockCastJob::keep_codes_in(BackendBuffer<uint8_t>& codes_buf,
+                                               BackendBuffer<uint8_t>& scales_buf) {
+  if (!native) return {};
+  codes_buf.resize(static_cast<size_t>(cast.grid.rows * cast.grid.cols));
+  scales_buf.resize(block_scale_bytes(cast));
+  codes.codes = out.codes = codes_buf.data();
+  codes.scales = out.scales = scales_buf.data();
+  return codes;
 }
 
 GemmOperand Linear::block_operand(const BlockCastJob& job, const float* src) {
@@ -73,9 +84,11 @@ void Linear::requantize_block_weight() {
   qw_.resize(static_cast<size_t>(out_ * in_));
   qw_block_scales_.resize(block_scale_bytes(c));
   w_row_.operand.resize(static_cast<size_t>(out_ * in_));
-  block_operand(block_cast_job(BlockRole::Weight, false, out_, in_, w_row_.operand.data(),
-                               w_row_.scale_inv.data(), qw_.data(), qw_block_scales_.data()),
-                weight_.data());
+  const BlockCastJob job =
+      block_cast_job(BlockRole::Weight, false, out_, in_, w_row_.operand.data(),
+                     w_row_.scale_inv.data(), qw_.data(), qw_block_scales_.data());
+  block_operand(job, weight_.data());
+  w_row_.block = job.native ? job.codes : BlockCodes{};
   w_row_.version = weight_.version;
   w_row_.recipe = recipe_;
 }
@@ -88,13 +101,14 @@ GemmOperand Linear::block_weight(bool columnwise) {
     requantize_block_weight();  // the module's FP8 weight is this cast
   } else if (stale || collect_block_stats_) {
     w.operand.resize(static_cast<size_t>(out_ * in_));
-    block_operand(block_cast_job(BlockRole::Weight, columnwise, out_, in_, w.operand.data(),
-                                 w.scale_inv.data()),
-                  weight_.data());
+    BlockCastJob job = block_cast_job(BlockRole::Weight, columnwise, out_, in_, w.operand.data(),
+                                      w.scale_inv.data());
+    w.block = job.keep_codes_in(w.codes, w.scales);
+    block_operand(job, weight_.data());
     w.version = weight_.version;
     w.recipe = recipe_;
   }
-  return {w.operand.data(), DType::BF16, w.scale_inv.data()};
+  return {w.operand.data(), DType::BF16, w.scale_inv.data(), w.block.codes ? &w.block : nullptr};
 }
 
 void Linear::forward_block(const float* x, float* y, int64_t rows, bool add_bias) {
@@ -107,8 +121,10 @@ void Linear::forward_block(const float* x, float* y, int64_t rows, bool add_bias
   // weight gradient, cast in the same sweep.
   if (training_forward()) {
     x_col_.resize(static_cast<size_t>(rows * in_));
-    block_operands(
-        a, block_cast_job(BlockRole::Input, true, rows, in_, x_col_.data(), s + kInputCol), x);
+    BlockCastJob col =
+        block_cast_job(BlockRole::Input, true, rows, in_, x_col_.data(), s + kInputCol);
+    x_col_block_ = col.keep_codes_in(x_col_codes_, x_col_scales_);
+    block_operands(a, col, x);
   } else {
     block_operand(a, x);
   }
@@ -132,8 +148,10 @@ void Linear::backward_block(const float* dy, float* dx, float* dw, int64_t rows,
   } else {
     block_operand(g_col, dy);
   }
-  be_.gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, g_col.operand(),
-           {x_col_.data(), DType::BF16, s + kInputCol}, wbeta, dw);
+  be_.gemm(
+      Trans::T, Trans::N, out_, in_, rows, 1.0f, g_col.operand(),
+      {x_col_.data(), DType::BF16, s + kInputCol, x_col_block_.codes ? &x_col_block_ : nullptr},
+      wbeta, dw);
 }
 
 }  // namespace fp8lm

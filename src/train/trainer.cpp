@@ -208,6 +208,12 @@ constexpr const char* kNoFusionOnGpu =
     "--no-fusion: the unfused twins are CPU kernels; add --device cpu";
 }  // namespace
 
+std::string Trainer::recipe_line() const {
+  const bool native = cfg_.recipe.block_scaled() &&
+                      model_->backend().block_scaled_gemms(block_scheme(cfg_.recipe.kind));
+  return recipe_description(cfg_.recipe, native);
+}
+
 void Trainer::set_fusion(bool on) {
   if (device_.cuda && !on) throw Error(kNoFusionOnGpu);
   cfg_.fusion = on;

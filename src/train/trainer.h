@@ -64,6 +64,9 @@ class Trainer {
   // false: the unfused twins, CPU kernels only (an Error on a GPU).
   void set_fusion(bool on);
   const PrecisionChoice& precision() const { return precision_; }
+  // The recipe's line (recipe_description), native where the backend multiplies the block
+  // codes itself.
+  std::string recipe_line() const;
   // Moves training to a device: the model (weights, FP8 state) and the optimizer's moments are
   // copied onto its backend. Called by the constructor with cfg.device, and again to resume a
   // run on another device.

@@ -13,6 +13,7 @@
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/block_cast.h"
+#include "kernels/cuda/block_gemm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_query.h"
@@ -70,6 +71,9 @@ class CudaBackend final : public Backend {
   // which a module can still do by passing "TN" operands.
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
             const GemmOperand& B, float beta, float* C) override {
+    if (A.block && B.block &&
+        gemm_block_scaled(ta, tb, M, N, K, alpha, *A.block, *B.block, beta, C))
+      return;
     if (A.type == DType::BF16 && (A.scale_inv || B.scale_inv)) {
       // A block-scaled recipe's operands (fp8/block_cast.h) with their tensor scales, which
       // cuBLASLt applies to FP8 operands only: the product first, then scaled into C.
@@ -82,20 +86,18 @@ class CudaBackend final : public Backend {
     if (!is_fp8(A.type) || !is_fp8(B.type)) {
       return cuda::gemm(ta, tb, M, N, K, alpha, A, B, beta, C, stream_);
     }
-    const auto up16 = [](int64_t n) { return (n + 15) / 16 * 16; };
-    const int64_t M16 = up16(M), N16 = up16(N), K16 = up16(K);
-    const uint8_t* a = fp8_rows(A.data, ta == Trans::T, M, K, M16, K16, a_);
-    const uint8_t* b = fp8_rows(B.data, tb == Trans::N, N, K, N16, K16, b_);
-    float* c = C;
-    const size_t row = size_t(N) * sizeof(float), row16 = size_t(N16) * sizeof(float);
-    if (M16 != M || N16 != N) {
-      c_.resize(size_t(M16 * N16));
-      c = c_.data();
-      if (beta != 0.0f) copy_rows(c, row16, C, row, row, size_t(M));
-    }
-    cuda::gemm(Trans::N, Trans::T, M16, N16, K16, alpha, {a, A.type, A.scale_inv},
-               {b, B.type, B.scale_inv}, beta, c, stream_);
-    if (c != C) copy_rows(C, row, c, row16, row, size_t(M));
+    fp8_tn_product(
+        ta, tb, M, N, K, A.data, B.data, beta, C,
+        [&](const uint8_t* a, const uint8_t* b, int64_t M16, int64_t N16, int64_t K16, float* c) {
+          cuda::gemm(Trans::N, Trans::T, M16, N16, K16, alpha, {a, A.type, A.scale_inv},
+                     {b, B.type, B.scale_inv}, beta, c, stream_);
+          return true;
+        });
+  }
+
+  bool block_scaled_gemms(BlockScheme scheme) const override {
+    select();
+    return scheme == BlockScheme::Fp8Block && cuda::block_scaled_gemm_available();
   }
 
   void norm_forward(Normalization kind, ProducerOut out, float* s, float* mean, float* rstd,
@@ -227,6 +229,73 @@ class CudaBackend final : public Backend {
  private:
   void select() const { FP8LM_CUDA_CHECK(cudaSetDevice(device_)); }
 
+  // C = alpha op(A) op(B) + beta C through an FP8 product in cuBLASLt's TN form: each operand's
+  // codes as [outer, K] padded to multiples of 16 (fp8_rows), the product into C, or into c_
+  // where padded. run(a, b, M16, N16, K16, c) forms c = alpha a bᵀ + beta c, or returns false
+  // having done nothing (C is then unchanged and so is the result).
+  template <class Run>
+  bool fp8_tn_product(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const void* A,
+                      const void* B, float beta, float* C, Run run) {
+    const auto up16 = [](int64_t n) { return (n + 15) / 16 * 16; };
+    const int64_t M16 = up16(M), N16 = up16(N), K16 = up16(K);
+    const uint8_t* a = fp8_rows(A, ta == Trans::T, M, K, M16, K16, a_);
+    const uint8_t* b = fp8_rows(B, tb == Trans::N, N, K, N16, K16, b_);
+    float* c = C;
+    const size_t row = size_t(N) * sizeof(float), row16 = size_t(N16) * sizeof(float);
+    if (M16 != M || N16 != N) {
+      c_.resize(size_t(M16 * N16));
+      c = c_.data();
+      if (beta != 0.0f) copy_rows(c, row16, C, row, row, size_t(M));
+    }
+    if (!run(a, b, M16, N16, K16, c)) return false;
+    if (c != C) copy_rows(C, row, c, row16, row, size_t(M));
+    return true;
+  }
+
+  // Float8BlockScaling's GEMM on cuBLASLt's block-scale modes (kernels/cuda/block_gemm.h): the
+  // codes in TN form, their grids laid out as cuBLASLt reads them. False, having done nothing,
+  // where the blocks do not run along K in 128s, both are 2D, or cuBLASLt offers no algorithm.
+  // The operands' tensor scales are 1 under this scheme (fp8/block_cast.h), so none is applied.
+  bool gemm_block_scaled(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                         const BlockCodes& A, const BlockCodes& B, float beta, float* C) {
+    cuda::BlockScaleGrid ga, gb;
+    if (M == 0 || N == 0 || K == 0 || !block_scaled_gemms(A.cast.scheme) ||
+        !scale_grid(A, ta == Trans::T, &ga) || !scale_grid(B, tb == Trans::N, &gb) ||
+        (ga.two_d && gb.two_d) ||
+        (A.cast.format == Fp8Format::E5M2 && B.cast.format == Fp8Format::E5M2))
+      return false;
+    const auto dtype = [](Fp8Format f) { return f == Fp8Format::E5M2 ? DType::E5M2 : DType::E4M3; };
+    return fp8_tn_product(
+        ta, tb, M, N, K, A.codes, B.codes, beta, C,
+        [&](const uint8_t* a, const uint8_t* b, int64_t M16, int64_t N16, int64_t K16, float* c) {
+          sa_.resize(size_t(cuda::block_scale_floats(ga, M16)));
+          sb_.resize(size_t(cuda::block_scale_floats(gb, N16)));
+          cuda::lay_out_block_scales(sa_.data(), ga, M16, stream_);
+          cuda::lay_out_block_scales(sb_.data(), gb, N16, stream_);
+          return cuda::gemm_block_scaled(
+              M16, N16, K16, alpha, {a, dtype(A.cast.format), sa_.data(), ga.two_d},
+              {b, dtype(B.cast.format), sb_.data(), gb.two_d}, beta, c, stream_);
+        });
+  }
+
+  // x's block scales read along the GEMM's K, which runs down x's rows (k_down_rows) or along
+  // them: 1x128 blocks along K, or 128x128.
+  static bool scale_grid(const BlockCodes& x, bool k_down_rows, cuda::BlockScaleGrid* out) {
+    const BlockGrid& g = x.cast.grid;
+    const int64_t k_block = k_down_rows ? g.block_rows : g.block_cols;
+    const int64_t outer_block = k_down_rows ? g.block_cols : g.block_rows;
+    if (x.cast.scheme != BlockScheme::Fp8Block || k_block != kFp8Block ||
+        (outer_block != 1 && outer_block != kFp8Block))
+      return false;
+    out->scales = static_cast<const float*>(x.scales);
+    out->two_d = outer_block == kFp8Block;
+    out->k_blocks = k_down_rows ? g.grid_rows() : g.grid_cols();
+    out->outer_blocks = k_down_rows ? g.grid_cols() : g.grid_rows();
+    out->outer_stride = k_down_rows ? 1 : g.grid_cols();
+    out->k_stride = k_down_rows ? g.grid_cols() : 1;
+    return true;
+  }
+
   // An FP8 operand's codes as [rows_p, cols_p] row-major (zero-padded), from data stored as
   // [rows, cols], or as [cols, rows] when transposed; data itself when that is already so.
   const uint8_t* fp8_rows(const void* data, bool transposed, int64_t rows, int64_t cols,
@@ -256,6 +325,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<uint8_t> a_, b_, t_;  // FP8 operands transposed or padded for cuBLASLt
   DeviceBuffer<float> block_work_;   // NVFP4 block casts: the RHT'd tensor and its amax
   DeviceBuffer<float> c_;            // a padded product
+  DeviceBuffer<float> sa_, sb_;      // block scales laid out for cuBLASLt
 };
 
 }  // namespace

@@ -93,13 +93,33 @@ Alignments alignments(const LtProblem& p, const LtOperands& ops) {
           alignment(ops.c, batched ? p.stride_c * element_bytes(p.ctype) : 0)};
 }
 
-using Key = std::array<int64_t, 22>;
+using Key = std::array<int64_t, 24>;
 
 Key make_key(int device, const LtProblem& p, const Alignments& al) {
-  return {device,         p.transa,   p.transb,   p.m,        p.n,   p.k,
-          p.atype,        p.btype,    p.ctype,    p.lda,      p.ldb, p.ldc,
-          p.batch,        p.stride_a, p.stride_b, p.stride_c, p.fp8, p.alpha_nonzero,
-          p.beta_nonzero, al.a,       al.b,       al.c};
+  return {device,
+          p.transa,
+          p.transb,
+          p.m,
+          p.n,
+          p.k,
+          p.atype,
+          p.btype,
+          p.ctype,
+          p.lda,
+          p.ldb,
+          p.ldc,
+          p.batch,
+          p.stride_a,
+          p.stride_b,
+          p.stride_c,
+          p.fp8,
+          p.alpha_nonzero,
+          p.beta_nonzero,
+          al.a,
+          al.b,
+          al.c,
+          p.scale_mode_a,
+          p.scale_mode_b};
 }
 
 struct KeyHash {
@@ -114,9 +134,12 @@ struct KeyHash {
 };
 
 std::string describe(const LtProblem& p) {
-  return fmt::format("m={} n={} k={} (column-major) A {}{} B {}{} C {} batch {}", p.m, p.n, p.k,
+  return fmt::format("m={} n={} k={} (column-major) A {}{} B {}{} C {} batch {}{}", p.m, p.n, p.k,
                      type_name(p.atype), p.transa == CUBLAS_OP_T ? "ᵀ" : "", type_name(p.btype),
-                     p.transb == CUBLAS_OP_T ? "ᵀ" : "", type_name(p.ctype), p.batch);
+                     p.transb == CUBLAS_OP_T ? "ᵀ" : "", type_name(p.ctype), p.batch,
+                     p.scale_mode_a || p.scale_mode_b
+                         ? fmt::format(" scale modes {}/{}", p.scale_mode_a, p.scale_mode_b)
+                         : std::string());
 }
 
 template <typename T>
@@ -200,6 +223,14 @@ std::unique_ptr<LtPlan> build(const LtProblem& p, const LtOperands& ops, const D
   set_attr(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(p.transa));
   set_attr(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(p.transb));
   set_pointers(*plan, ops);
+  if (p.scale_mode_a || p.scale_mode_b) {
+#if CUBLAS_VERSION >= 120900
+    set_attr(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, p.scale_mode_a);
+    set_attr(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, p.scale_mode_b);
+#else
+    return nullptr;  // headers older than the block modes: no plan, the caller's other way
+#endif
+  }
 
   const bool a_n = p.transa == CUBLAS_OP_N, b_n = p.transb == CUBLAS_OP_N;
   make_layout(p.atype, a_n ? p.m : p.k, a_n ? p.k : p.m, p.lda, p.batch, p.stride_a, &plan->a);
@@ -233,22 +264,24 @@ std::unique_ptr<LtPlan> build(const LtProblem& p, const LtOperands& ops, const D
 
 }  // namespace
 
-LtPlan& lt_plan(const LtProblem& p, const LtOperands& ops) {
+LtPlan* lt_plan_if_any(const LtProblem& p, const LtOperands& ops) {
   // Per thread: a plan's descriptor is written (pointers) on every call.
   thread_local std::unordered_map<Key, std::unique_ptr<LtPlan>, KeyHash> cache;
   const int device = current_device();
   const Alignments al = alignments(p, ops);
   const Key key = make_key(device, p, al);
-  if (auto it = cache.find(key); it != cache.end()) return *it->second;
+  if (auto it = cache.find(key); it != cache.end()) return it->second.get();
+  return cache.emplace(key, build(p, ops, device_info(device), al)).first->second.get();
+}
 
-  const DeviceInfo& dev = device_info(device);
-  std::unique_ptr<LtPlan> plan = build(p, ops, dev, al);
-  if (!plan)
-    throw Error(
-        fmt::format("cuBLASLt has no algorithm for {} on a device of compute capability "
-                    "{}.{} (alignments A {} B {} C {} bytes)",
-                    describe(p), dev.cc / 10, dev.cc % 10, al.a, al.b, al.c));
-  return *cache.emplace(key, std::move(plan)).first->second;
+LtPlan& lt_plan(const LtProblem& p, const LtOperands& ops) {
+  if (LtPlan* plan = lt_plan_if_any(p, ops)) return *plan;
+  const DeviceInfo& dev = device_info(current_device());
+  const Alignments al = alignments(p, ops);
+  throw Error(
+      fmt::format("cuBLASLt has no algorithm for {} on a device of compute capability "
+                  "{}.{} (alignments A {} B {} C {} bytes)",
+                  describe(p), dev.cc / 10, dev.cc % 10, al.a, al.b, al.c));
 }
 
 void lt_run(LtPlan& plan, const LtOperands& ops, float alpha, float beta, cudaStream_t stream) {

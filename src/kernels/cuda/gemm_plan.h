@@ -34,6 +34,9 @@ struct LtProblem {
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;  // elements
   bool fp8 = false;  // A and B are FP8: their scale pointers are set
+  // FP8: how cuBLASLt reads each scale pointer (cublasLtMatmulMatrixScale_t): 0 one FP32 scale
+  // for the matrix; Hopper's block modes, VEC128_32F and BLK128x128_32F, in block_gemm.h.
+  int32_t scale_mode_a = 0, scale_mode_b = 0;
   bool alpha_nonzero = true, beta_nonzero = false;
 };
 
@@ -52,6 +55,9 @@ struct LtPlan;
 // The cached plan for this problem and these operands' alignments on the current device.
 // Throws an Error naming the problem when cuBLASLt offers no algorithm.
 LtPlan& lt_plan(const LtProblem& p, const LtOperands& ops);
+// The same, or nullptr when cuBLASLt offers no algorithm (the answer is cached too): for a
+// caller with another way to form the product.
+LtPlan* lt_plan_if_any(const LtProblem& p, const LtOperands& ops);
 
 // Runs the plan on the operands (with the stream's own workspace).
 void lt_run(LtPlan& plan, const LtOperands& ops, float alpha, float beta, cudaStream_t stream);

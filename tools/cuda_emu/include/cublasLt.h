@@ -10,6 +10,13 @@
 #include "cuda_runtime_api.h"
 #include "library_types.h"
 
+// The cuBLAS release whose behaviour is emulated (cublas_api.h's encoding: 13.1.0, the
+// toolkit's), so code that checks for a feature's version (block scaling: 12.9) takes its path.
+#define CUBLAS_VER_MAJOR 13
+#define CUBLAS_VER_MINOR 1
+#define CUBLAS_VER_PATCH 0
+#define CUBLAS_VERSION (CUBLAS_VER_MAJOR * 10000 + CUBLAS_VER_MINOR * 100 + CUBLAS_VER_PATCH)
+
 typedef enum {
   CUBLAS_STATUS_SUCCESS = 0,
   CUBLAS_STATUS_NOT_INITIALIZED = 1,
@@ -111,6 +118,7 @@ typedef struct {
 } cublasLtMatmulHeuristicResult_t;
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle);
+size_t cublasLtGetVersion(void);  // CUBLAS_VERSION
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle);
 const char* cublasLtGetStatusString(cublasStatus_t status);
 const char* cublasLtGetStatusName(cublasStatus_t status);

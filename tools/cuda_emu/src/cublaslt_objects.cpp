@@ -79,6 +79,10 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   return emu::detail::create(handle);
 }
 
+size_t cublasLtGetVersion(void) {
+  return CUBLAS_VERSION;
+}
+
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
   return emu::detail::destroy(handle);
 }

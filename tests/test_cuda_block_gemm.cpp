@@ -1,0 +1,183 @@
+// Float8BlockScaling's GEMMs on the device (issue 14): operands carrying their codes and block
+// scales (GemmOperand::block) in each of TE's roles (fprop: x 1x128 by W 128x128; dgrad: dy
+// 1x128 by Wᵀ; wgrad: xᵀ and dyᵀ from 128x1 casts) give the product of the decoded operands,
+// through cuBLASLt's block-scale modes where the device has them (cc 9.0, cuBLAS >= 12.9: the
+// emulator's device), and through the BF16 GEMM of the decoded operands where not (2D by 2D,
+// other schemes, other devices); sizes not multiples of 16 or of the blocks. Skipped without a
+// GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "block_inputs.h"
+#include "cuda_test_util.h"
+#include "fp8/block_cast.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/block_gemm.h"
+
+namespace fp8lm {
+namespace {
+
+using cuda::DeviceBuffer;
+using cuda::to_device;
+using cuda::to_host;
+
+// A [rows, cols] tensor cast on the CPU (the device's casts are the same bits:
+// test_cuda_block_cast), on the device: codes, scales, the BF16 operand, its tensor scale.
+struct DeviceOperand {
+  BlockCodes block;
+  std::vector<float> decoded;  // [rows, cols], host
+  DeviceBuffer<uint8_t> codes, scales;
+  DeviceBuffer<bf16_t> operand;
+  DeviceBuffer<float> tensor_scale_inv;
+
+  GemmOperand gemm_operand() const {
+    return {operand.data(), DType::BF16, tensor_scale_inv.data(), &block};
+  }
+};
+
+DeviceOperand cast_to_device(BlockScheme scheme, int64_t rows, int64_t cols, int64_t br, int64_t bc,
+                             uint64_t seed) {
+  BlockCast c;
+  c.scheme = scheme;
+  c.grid = {rows, cols, br, bc};
+  std::vector<float> x = random_tensor(rows * cols, seed, 1.5f);
+  for (int64_t j = 0; j < cols; ++j) x[static_cast<size_t>(j)] = 0.0f;  // a row of zeros
+  const auto n = static_cast<size_t>(rows * cols);
+  std::vector<uint8_t> codes(n), scales(block_scale_bytes(c));
+  std::vector<bf16_t> operand(n);
+  float tsi = 0.0f;
+  block_cast(c, {codes.data(), scales.data(), operand.data(), &tsi, nullptr}, x.data(), nullptr);
+  DeviceOperand d{{c, nullptr, nullptr}, block_decode(c, codes.data(), scales.data(), tsi),
+                  to_device(codes),      to_device(scales),
+                  to_device(operand),    to_device(std::vector<float>{tsi})};
+  d.block.codes = d.codes.data();
+  d.block.scales = d.scales.data();
+  return d;
+}
+
+// C = alpha op(A) op(B) + beta C0 on the device, against the product of the decoded operands
+// in double. Tolerance: FP32 accumulation over K terms, each rounding at most 2^-24 of the
+// running sum, which is bounded by sum |a_k b_k|: (K + 2) 2^-24 (sum |a b| + |beta C0|) covers
+// any order of summation (cuBLASLt's per-128 partial sums scaled, or one BF16 GEMM's).
+void expect_product(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const DeviceOperand& A,
+                    const DeviceOperand& B, bool expect_native) {
+  Backend& be = cuda::backend(0);
+  const float alpha = 0.75f, beta = 0.5f;
+  const std::vector<float> c0 = random_tensor(M * N, 99, 1.0f);
+  DeviceBuffer<float> dc = to_device(c0);
+  const int64_t before = cuda::block_scaled_gemms_run();
+  be.gemm(ta, tb, M, N, K, alpha, A.gemm_operand(), B.gemm_operand(), beta, dc.data());
+  EXPECT_EQ(cuda::block_scaled_gemms_run() - before, expect_native ? 1 : 0);
+  const std::vector<float> c = to_host(dc.data(), c0.size());
+  // op(X)[i, k] of X stored [i, k], or [k, i] when transposed.
+  const auto at = [](const DeviceOperand& x, bool t, int64_t i, int64_t k) {
+    const int64_t cols = x.block.cast.grid.cols;
+    return static_cast<double>(x.decoded[static_cast<size_t>(t ? k * cols + i : i * cols + k)]);
+  };
+  int checked = 0;
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      double sum = 0.0, abs_sum = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = at(A, ta == Trans::T, i, k) * at(B, tb == Trans::N, j, k);
+        sum += p;
+        abs_sum += std::fabs(p);
+      }
+      const double c_prev = beta * static_cast<double>(c0[static_cast<size_t>(i * N + j)]);
+      const double ref = alpha * sum + c_prev;
+      const double tol =
+          (static_cast<double>(K) + 2.0) * 0x1p-24 * (alpha * abs_sum + std::fabs(c_prev));
+      ASSERT_NEAR(c[static_cast<size_t>(i * N + j)], ref, tol) << i << "," << j;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, M * N);
+}
+
+TEST(CudaBlockGemm, EachRoleEqualsTheProductOfTheDecodedOperands) {
+  FP8LM_REQUIRE_CUDA();
+  if (test::cuda_cc() < 80) GTEST_SKIP() << "the BF16 fallback needs compute capability 8.0";
+  const bool native = cuda::block_scaled_gemm_available();
+  const BlockScheme fb = BlockScheme::Fp8Block;
+  // M, N, K = tokens, outputs, inputs: not multiples of 16 (padding) nor of 128 (short blocks).
+  const int64_t T = 150, out = 200, in = 300;
+  {
+    SCOPED_TRACE("fprop: y = x Wᵀ");
+    const DeviceOperand x = cast_to_device(fb, T, in, 1, 128, 1);
+    const DeviceOperand w = cast_to_device(fb, out, in, 128, 128, 2);
+    expect_product(Trans::N, Trans::T, T, out, in, x, w, native);
+  }
+  {
+    SCOPED_TRACE("dgrad: dx = dy W");
+    const DeviceOperand dy = cast_to_device(fb, T, out, 1, 128, 3);
+    const DeviceOperand w = cast_to_device(fb, out, in, 128, 128, 4);
+    expect_product(Trans::N, Trans::N, T, in, out, dy, w, native);
+  }
+  {
+    SCOPED_TRACE("wgrad: dW = dyᵀ x");
+    const DeviceOperand dy = cast_to_device(fb, T, out, 128, 1, 5);
+    const DeviceOperand x = cast_to_device(fb, T, in, 128, 1, 6);
+    expect_product(Trans::T, Trans::N, out, in, T, dy, x, native);
+  }
+}
+
+// Where cuBLASLt's modes do not apply, the BF16 GEMM of the decoded operands forms the same
+// product: 2D by 2D (cuBLASLt refuses it), blocks across K instead of along it, MXFP8.
+TEST(CudaBlockGemm, OtherOperandsTakeTheDecodedPath) {
+  FP8LM_REQUIRE_CUDA();
+  if (test::cuda_cc() < 80) GTEST_SKIP() << "the BF16 fallback needs compute capability 8.0";
+  const BlockScheme fb = BlockScheme::Fp8Block;
+  const int64_t M = 64, N = 96, K = 160;
+  {
+    SCOPED_TRACE("2D by 2D");
+    expect_product(Trans::N, Trans::T, M, N, K, cast_to_device(fb, M, K, 128, 128, 7),
+                   cast_to_device(fb, N, K, 128, 128, 8), false);
+  }
+  {
+    SCOPED_TRACE("1x128 blocks across K");
+    expect_product(Trans::T, Trans::T, M, N, K, cast_to_device(fb, K, M, 1, 128, 9),
+                   cast_to_device(fb, N, K, 1, 128, 10), false);
+  }
+  {
+    SCOPED_TRACE("mxfp8");
+    expect_product(Trans::N, Trans::T, M, N, K, cast_to_device(BlockScheme::Mxfp8, M, K, 1, 32, 11),
+                   cast_to_device(BlockScheme::Mxfp8, N, K, 1, 32, 12), false);
+  }
+}
+
+// The layouts cuBLASLt reads (docs/cublaslt-block-scaling.md): 1D [ceil(K/128), outer] outer
+// contiguous, rows past the grid 0; 2D [outer blocks, ceil(K/128) rounded up to 4], padding 0.
+TEST(CudaBlockGemm, ScalesAreLaidOutAsCublasLtReadsThem) {
+  FP8LM_REQUIRE_CUDA();
+  std::vector<float> grid(5 * 3);  // a row-major grid of 5 x 3 scales
+  for (size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<float>(i + 1);
+  const DeviceBuffer<float> dgrid = to_device(grid);
+  // 1D, K along the grid's columns (a row-wise cast of 5 rows): outer 5 padded to 8.
+  const cuda::BlockScaleGrid row{dgrid.data(), 5, 3, 3, 1, false};
+  ASSERT_EQ(cuda::block_scale_floats(row, 8), 24);
+  DeviceBuffer<float> out(24);
+  cuda::lay_out_block_scales(out.data(), row, 8, nullptr);
+  std::vector<float> got = to_host(out.data(), 24);
+  for (int64_t l = 0; l < 3; ++l)
+    for (int64_t o = 0; o < 8; ++o)
+      EXPECT_EQ(got[static_cast<size_t>(l * 8 + o)],
+                o < 5 ? grid[static_cast<size_t>(o * 3 + l)] : 0.0f)
+          << l << "," << o;
+  // 2D, K down the grid's rows (a weight read transposed): 3 outer blocks, 5 K blocks -> 8.
+  const cuda::BlockScaleGrid col{dgrid.data(), 3, 5, 1, 3, true};
+  ASSERT_EQ(cuda::block_scale_floats(col, 300), 24);
+  cuda::lay_out_block_scales(out.data(), col, 300, nullptr);
+  got = to_host(out.data(), 24);
+  for (int64_t o = 0; o < 3; ++o)
+    for (int64_t l = 0; l < 8; ++l)
+      EXPECT_EQ(got[static_cast<size_t>(o * 8 + l)],
+                l < 5 ? grid[static_cast<size_t>(l * 3 + o)] : 0.0f)
+          << o << "," << l;
+}
+
+}  // namespace
+}  // namespace fp8lm
