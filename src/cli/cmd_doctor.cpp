@@ -6,6 +6,7 @@
 #include "core/precision.h"
 #include "dist/communicator.h"
 #include "dist/device_collectives.h"
+#include "kernels/backend.h"
 #include "kernels/device.h"
 
 namespace fp8lm::cli {
@@ -42,6 +43,12 @@ void run_doctor() {
     for (const auto& d : q.devices) {
       fmt::print("  cuda:{} {} · compute capability {}.{} · {:.1f} GiB\n", d.index, d.name,
                  d.cc_major, d.cc_minor, static_cast<double>(d.memory_bytes) / (1 << 30));
+      // Issue 14: where --recipe block's GEMMs run on the block-scaled tensor cores.
+      fmt::print("    recipe block GEMMs: {}\n",
+                 cuda::backend(d.index).block_scaled_gemms(BlockScheme::Fp8Block)
+                     ? "native (cuBLASLt VEC128/BLK128x128 block scaling)"
+                     : "emulated (BF16 GEMMs of the decoded operands; native needs cc 9.0 and "
+                       "cuBLAS 12.9)");
     }
   }
 
