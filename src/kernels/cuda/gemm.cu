@@ -7,11 +7,13 @@
 //
 // Arguments are checked before any CUDA call, so misuse is reported the same with or without a
 // GPU.
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <sstream>
 #include <string>
 
+#include "kernels/cuda/block_gemm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_plan.h"
@@ -113,6 +115,12 @@ LtProblem swapped_problem(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, f
   return p;
 }
 
+// cublasLtMatmulMatrixScale_t's block modes (cublasLt.h of CUDA >= 12.9), named here so that
+// this file builds with older headers too, where block_scaled_gemm_available() is false.
+constexpr int32_t kVec128 = 4, kBlk128x128 = 5;
+
+std::atomic<int64_t> g_block_scaled_runs{0};
+
 void scale(float* C, int64_t n, float beta, cudaStream_t stream) {
   constexpr int kThreads = 256;
   scale_kernel<<<grid_stride_blocks(n, kThreads, 4096), kThreads, 0, stream>>>(C, n, beta);
@@ -124,8 +132,8 @@ void scale(float* C, int64_t n, float beta, cudaStream_t stream) {
 void product_scaled_into(float* C, const float* P, int64_t n, const float* sa, const float* sb,
                          float beta, cudaStream_t stream) {
   constexpr int kThreads = 256;
-  product_scaled_kernel<<<grid_stride_blocks(n, kThreads, 4096), kThreads, 0, stream>>>(
-      C, P, n, sa, sb, beta);
+  product_scaled_kernel<<<grid_stride_blocks(n, kThreads, 4096), kThreads, 0, stream>>>(C, P, n, sa,
+                                                                                        sb, beta);
   FP8LM_CUDA_CHECK_LAUNCH();
 }
 
@@ -195,6 +203,36 @@ void gemm_batched_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, floa
   ops.b = A;
   ops.c = C;
   lt_run(lt_plan(p, ops), ops, alpha, beta, stream);
+}
+
+bool gemm_block_scaled(int64_t M, int64_t N, int64_t K, float alpha, const BlockScaledOperand& A,
+                       const BlockScaledOperand& B, float beta, float* C, cudaStream_t stream) {
+  LtProblem p = swapped_problem(Trans::N, Trans::T, M, N, K, alpha, beta);
+  p.atype = lt_type(B.type);
+  p.btype = lt_type(A.type);
+  p.ctype = CUDA_R_32F;
+  p.lda = K;
+  p.ldb = K;
+  p.ldc = N;
+  p.fp8 = true;
+  p.scale_mode_a = B.two_d ? kBlk128x128 : kVec128;
+  p.scale_mode_b = A.two_d ? kBlk128x128 : kVec128;
+
+  LtOperands ops;
+  ops.a = B.codes;
+  ops.b = A.codes;
+  ops.c = C;
+  ops.scale_a = B.scales;
+  ops.scale_b = A.scales;
+  LtPlan* plan = lt_plan_if_any(p, ops);
+  if (!plan) return false;
+  lt_run(*plan, ops, alpha, beta, stream);
+  g_block_scaled_runs.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+int64_t block_scaled_gemms_run() {
+  return g_block_scaled_runs.load(std::memory_order_relaxed);
 }
 
 }  // namespace fp8lm::cuda
