@@ -156,6 +156,28 @@ TEST(GemmOperands, DispatchesToTheTypedKernelBitForBit) {
                Error);  // FP8 without its scale_invs
 }
 
+// The conversions as callers get them (dispatched to the best ISA, threads sharing the work),
+// and each SIMD body this CPU runs, called directly: every one is checked.
+struct CastSet {
+  const char* name;
+  void (*bf16_to_f32)(float*, const bf16_t*, int64_t);
+  void (*fp8_to_f32)(float*, const uint8_t*, int64_t, Fp8Format);
+  void (*fp8_to_bf16)(bf16_t*, const uint8_t*, int64_t, Fp8Format);
+  void (*fp32_to_bf16)(bf16_t*, const float*, int64_t);
+};
+
+std::vector<CastSet> cast_sets() {
+  std::vector<CastSet> sets = {
+      {"dispatched", cpu::bf16_to_f32, cpu::fp8_to_f32, cpu::fp8_to_bf16, cpu::fp32_to_bf16}};
+  if (cpu_features().avx2)
+    sets.push_back(
+        {"avx2", avx2::bf16_to_f32, avx2::fp8_to_f32, avx2::fp8_to_bf16, avx2::fp32_to_bf16});
+  if (cpu_features().avx512)
+    sets.push_back({"avx512", avx512::bf16_to_f32, avx512::fp8_to_f32, avx512::fp8_to_bf16,
+                    avx512::fp32_to_bf16});
+  return sets;
+}
+
 // Converts x[offset, offset + n) with cast and checks each code against bf16_from_float, and
 // that the codes either side were left alone.
 void expect_cast_matches(void (*cast)(bf16_t*, const float*, int64_t), const std::vector<float>& x,
@@ -181,8 +203,10 @@ TEST(Fp32ToBf16, EqualsBf16FromFloatBitForBit) {
   for (int64_t offset : {0, 1}) {
     for (int64_t n : lengths) {
       SCOPED_TRACE(testing::Message() << "offset=" << offset << " n=" << n);
-      expect_cast_matches(fp32_to_bf16, x, offset, n);
-      if (cpu_features().avx512) expect_cast_matches(avx512::fp32_to_bf16, x, offset, n);
+      for (const CastSet& c : cast_sets()) {
+        SCOPED_TRACE(c.name);
+        expect_cast_matches(c.fp32_to_bf16, x, offset, n);
+      }
     }
   }
 }
@@ -234,21 +258,25 @@ std::vector<uint8_t> code_pattern(int64_t n) {
 }
 
 // Widening is exact, so the fast converters equal the reference decode bit for bit: every
-// FP8 code (NaN codes stay NaN), and BF16 patterns from every exponent, at lengths that leave
-// vector tails.
+// FP8 code (NaN codes stay NaN, their sign kept), and BF16 patterns from every exponent, at lengths
+// that leave vector tails.
 TEST(Upcast, Fp8CodesDecodeExactly) {
   for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
     for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{256}, int64_t{40000}}) {
       const std::vector<uint8_t> codes = code_pattern(n);
-      std::vector<float> got(codes.size()), want(codes.size());
-      fp8_to_f32(got.data(), codes.data(), n, f);
+      std::vector<float> want(codes.size());
       ref::fp8_to_f32(want.data(), codes.data(), n, f);
-      for (int64_t i = 0; i < n; ++i) {
-        if (std::isnan(want[i])) {
-          EXPECT_TRUE(std::isnan(got[i])) << "code " << int{codes[i]};
-        } else {
-          EXPECT_TRUE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]))
-              << "code " << int{codes[i]} << " got " << got[i];
+      for (const CastSet& c : cast_sets()) {
+        std::vector<float> got(codes.size());
+        c.fp8_to_f32(got.data(), codes.data(), n, f);
+        for (int64_t i = 0; i < n; ++i) {
+          if (std::isnan(want[i])) {
+            ASSERT_TRUE(std::isnan(got[i])) << c.name << " code " << int{codes[i]};
+            ASSERT_EQ(std::signbit(got[i]), std::signbit(want[i])) << c.name;
+          } else {
+            ASSERT_TRUE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]))
+                << c.name << " code " << int{codes[i]} << " got " << got[i];
+          }
         }
       }
     }
@@ -261,10 +289,13 @@ TEST(Upcast, Fp8CodesToBf16EqualTheReferenceBits) {
   for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
     for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{256}, int64_t{40000}}) {
       const std::vector<uint8_t> codes = code_pattern(n);
-      std::vector<bf16_t> got(codes.size());
-      fp8_to_bf16(got.data(), codes.data(), n, f);
-      for (int64_t i = 0; i < n; ++i)
-        ASSERT_EQ(got[i], bf16_from_float(fp8_decode(codes[i], f))) << "code " << int{codes[i]};
+      for (const CastSet& c : cast_sets()) {
+        std::vector<bf16_t> got(codes.size());
+        c.fp8_to_bf16(got.data(), codes.data(), n, f);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(got[i], bf16_from_float(fp8_decode(codes[i], f)))
+              << c.name << " code " << int{codes[i]};
+      }
     }
   }
 }
@@ -273,12 +304,15 @@ TEST(Upcast, Bf16WidensExactly) {
   const int64_t n = 65536 + 13;
   std::vector<bf16_t> x(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<bf16_t>(i * 7919);
-  std::vector<float> got(x.size()), want(x.size());
-  bf16_to_f32(got.data(), x.data(), n);
+  std::vector<float> want(x.size());
   ref::bf16_to_f32(want.data(), x.data(), n);
-  for (int64_t i = 0; i < n; ++i)
-    ASSERT_TRUE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]))
-        << "bits " << x[i];
+  for (const CastSet& c : cast_sets()) {
+    std::vector<float> got(x.size());
+    c.bf16_to_f32(got.data(), x.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_TRUE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]))
+          << c.name << " bits " << x[i];
+  }
 }
 
 }  // namespace

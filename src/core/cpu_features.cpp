@@ -56,7 +56,8 @@ CpuFeatures detect() {
   const bool os_tiles = (xcr0 & 0x60000) == 0x60000;  // XTILECFG + XTILEDATA
   const Regs l7 = cpuid(7, 0);
   const Regs l7s1 = cpuid(7, 1);
-  f.avx2 = os_ymm && bit(l7.b, 5) && bit(l1.c, 12);
+  // AVX2 with FMA and F16C (every AVX2 CPU has both; the AVX2 kernels decode FP8 through FP16).
+  f.avx2 = os_ymm && bit(l7.b, 5) && bit(l1.c, 12) && bit(l1.c, 29);
   f.avx512 = os_zmm && bit(l7.b, 16) && bit(l7.b, 17) && bit(l7.b, 30) && bit(l7.b, 31);
   f.avx512_bf16 = f.avx512 && bit(l7s1.a, 5);
   f.amx_bf16 = os_tiles && bit(l7.d, 24) && bit(l7.d, 22);

@@ -6,7 +6,7 @@ namespace fp8lm {
 
 struct CpuFeatures {
   std::string model;    // brand string, e.g. "Intel(R) Xeon(R) Platinum 8480+"
-  bool avx2 = false;    // with FMA, and the OS saving YMM state
+  bool avx2 = false;    // with FMA and F16C, and the OS saving YMM state
   bool avx512 = false;  // F + BW + VL + DQ, and the OS saving ZMM state
   bool avx512_bf16 = false;
   bool amx_bf16 = false;  // AMX-TILE + AMX-BF16, and the OS offering tile state

@@ -118,6 +118,7 @@ void row_block_absmax(Isa isa, float* amax, const float* x, int64_t n, int64_t b
 void fp8_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, const float* scale,
                       int64_t n, Fp8Format format) {
   if (isa == Isa::Avx512) return isa::fp8_cast_to_bf16_avx512(codes, out, x, scale, n, format);
+  if (isa == Isa::Avx2) return isa::fp8_cast_to_bf16_avx2(codes, out, x, scale, n, format);
   quantize(isa, codes, x, n, 1.0f, format);
   expand_to_bf16(isa, out, codes, scale, n, code_format(format));
 }
@@ -125,16 +126,17 @@ void fp8_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, cons
 void fp8_round_to_bf16(Isa isa, bf16_t* out, const float* x, const float* scale, int64_t n,
                        Fp8Format format) {
   if (isa == Isa::Avx512) return isa::fp8_round_to_bf16_avx512(out, x, scale, n, format);
+  if (isa == Isa::Avx2) return isa::fp8_round_to_bf16_avx2(out, x, scale, n, format);
   isa::fp8_round_to_bf16_scalar(out, x, scale, n, format);
 }
 
 void e2m1_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, const float* scale,
                        int64_t n, const uint32_t* sr_key, int64_t first_index) {
-  if (isa == Isa::Avx512) {
-    // Indices mod 2^32, as e2m1_quantize takes them.
-    return isa::e2m1_cast_to_bf16_avx512(codes, out, x, scale, n, sr_key,
-                                         static_cast<uint32_t>(first_index));
-  }
+  // Indices mod 2^32, as e2m1_quantize takes them.
+  const auto first = static_cast<uint32_t>(first_index);
+  if (isa == Isa::Avx512)
+    return isa::e2m1_cast_to_bf16_avx512(codes, out, x, scale, n, sr_key, first);
+  if (isa == Isa::Avx2) return isa::e2m1_cast_to_bf16_avx2(codes, out, x, scale, n, sr_key, first);
   e2m1_quantize(isa, codes, x, n, 1.0f, sr_key, first_index);
   expand_to_bf16(isa, out, codes, scale, n, CodeFormat::E2M1);
 }

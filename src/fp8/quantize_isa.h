@@ -22,14 +22,19 @@ FP8LM_DECLARE_QUANTIZE_ISA(avx2)
 FP8LM_DECLARE_QUANTIZE_ISA(avx512)
 #undef FP8LM_DECLARE_QUANTIZE_ISA
 
-// The fused block-operand casts exist for AVX-512 only, where the emulated recipes' speed is
-// measured; elsewhere (quantize.cpp) they are the passes they fuse, which are their twins.
-void fp8_cast_to_bf16_avx512(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
-                             int64_t n, Fp8Format format);
-void e2m1_cast_to_bf16_avx512(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
-                              int64_t n, const uint32_t* sr_key, uint32_t first_index);
-void fp8_round_to_bf16_avx512(bf16_t* out, const float* x, const float* scale, int64_t n,
-                              Fp8Format format);
+// The fused block-operand casts (AVX-512 and AVX2); without SIMD (quantize.cpp) they are the
+// passes they fuse, which are their twins.
+#define FP8LM_DECLARE_CAST_TO_BF16_ISA(suffix)                                                     \
+  void fp8_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale,  \
+                                 int64_t n, Fp8Format format);                                     \
+  void e2m1_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale, \
+                                  int64_t n, const uint32_t* sr_key, uint32_t first_index);        \
+  void fp8_round_to_bf16_##suffix(bf16_t* out, const float* x, const float* scale, int64_t n,      \
+                                  Fp8Format format);
+
+FP8LM_DECLARE_CAST_TO_BF16_ISA(avx2)
+FP8LM_DECLARE_CAST_TO_BF16_ISA(avx512)
+#undef FP8LM_DECLARE_CAST_TO_BF16_ISA
 // NVFP4's 1D casts under the global encode scale S (fp8/nvfp4_quantize.h), each block in
 // registers: rows [rows, cols] in 1x16 blocks (scales: ceil(cols / 16) per row), or one stripe
 // of at most 16 rows in 16x1 blocks (scales: one per column), taken through the 16-point

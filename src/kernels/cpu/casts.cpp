@@ -31,6 +31,10 @@ bool use_avx512() {
   static const bool on = cpu_features().avx512;
   return on;
 }
+bool use_avx2() {
+  static const bool on = cpu_features().avx2;
+  return on;
+}
 
 std::array<bf16_t, 256> fp8_bf16_table(Fp8Format f) {
   std::array<bf16_t, 256> t{};
@@ -43,6 +47,7 @@ std::array<bf16_t, 256> fp8_bf16_table(Fp8Format f) {
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n) {
   for_shares(n, [&](int64_t lo, int64_t hi) {
     if (use_avx512()) return avx512::bf16_to_f32(y + lo, x + lo, hi - lo);
+    if (use_avx2()) return avx2::bf16_to_f32(y + lo, x + lo, hi - lo);
     ref::bf16_to_f32(y + lo, x + lo, hi - lo);
   });
 }
@@ -50,6 +55,7 @@ void bf16_to_f32(float* y, const bf16_t* x, int64_t n) {
 void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f) {
   for_shares(n, [&](int64_t lo, int64_t hi) {
     if (use_avx512()) return avx512::fp8_to_f32(y + lo, codes + lo, hi - lo, f);
+    if (use_avx2()) return avx2::fp8_to_f32(y + lo, codes + lo, hi - lo, f);
     ref::fp8_to_f32(y + lo, codes + lo, hi - lo, f);
   });
 }
@@ -60,6 +66,7 @@ void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f) {
   const bf16_t* table = (f == Fp8Format::E4M3 ? e4m3 : e5m2).data();
   for_shares(n, [&](int64_t lo, int64_t hi) {
     if (use_avx512()) return avx512::fp8_to_bf16(y + lo, codes + lo, hi - lo, f);
+    if (use_avx2()) return avx2::fp8_to_bf16(y + lo, codes + lo, hi - lo, f);
     for (int64_t i = lo; i < hi; ++i) y[i] = table[codes[i]];
   });
 }
@@ -67,6 +74,7 @@ void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f) {
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) {
   for_shares(n, [&](int64_t lo, int64_t hi) {
     if (use_avx512()) return avx512::fp32_to_bf16(y + lo, x + lo, hi - lo);
+    if (use_avx2()) return avx2::fp32_to_bf16(y + lo, x + lo, hi - lo);
     for (int64_t i = lo; i < hi; ++i) y[i] = bf16_from_float(x[i]);
   });
 }

@@ -32,4 +32,12 @@ void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f);
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
 }  // namespace avx512
 
+namespace avx2 {
+// The same bodies on eight lanes (casts_avx2.cpp), for CPUs with AVX2 and F16C.
+void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
+void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f);
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f);
+void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
+}  // namespace avx2
+
 }  // namespace fp8lm::cpu
