@@ -26,6 +26,8 @@ void rht16_rows_reference(float* y, const float* x, int64_t rows, int64_t cols) 
 }
 
 void rht16_rows(float* y, const float* x, int64_t rows, int64_t cols) {
+  // Where the CPU has the registers, each group's rows stay in them (no pass per stage).
+  if (best_isa() != Isa::Scalar) return isa::rht16_rows_avx2(y, x, rows, cols);
   // The same operations, each applied to a whole row of the group at once, in y.
   for (int64_t g = 0; g < rows; g += kRhtSize) {
     float* out = y + g * cols;
@@ -53,6 +55,7 @@ void rht16_rows(float* y, const float* x, int64_t rows, int64_t cols) {
 
 float rht16_absmax(const float* x, int64_t rows, int64_t cols) {
   if (best_isa() == Isa::Avx512) return isa::rht16_absmax_avx512(x, rows, cols);
+  if (best_isa() == Isa::Avx2) return isa::rht16_absmax_avx2(x, rows, cols);
   thread_local std::vector<float> y;
   y.resize(static_cast<size_t>(rows * cols));
   rht16_rows(y.data(), x, rows, cols);
