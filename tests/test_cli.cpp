@@ -590,7 +590,12 @@ TEST(Cli, AKillWhileWritingMetricsLeavesWholeLinesAndResumes) {
               " train --precision fp32 --steps 3000 --checkpoint-every 7 --vocab 16 --seq-len 12 "
               "--d-model 16 --n-layers 1 --n-heads 1 --ffn 16 --batch-size 1 --threads 1 "
               "--device cpu --out " +
-              dir + " >/dev/null 2>&1 & p=$!; sleep " + delay + "; kill -9 $p; wait $p");
+              dir + " >/dev/null 2>&1 & p=$!; " +
+              // The delay counts from the first checkpoint (step 7's, before step 8's line), so
+              // that a loaded machine's slow start still leaves a run to resume.
+              "while kill -0 $p 2>/dev/null && [ \"$(cat " + dir +
+              "/metrics.jsonl 2>/dev/null | wc -l)\" -lt 8 ]; do sleep 0.02; done; sleep " + delay +
+              "; kill -9 $p; wait $p");
     EXPECT_EQ(killed.status, 137) << "killed mid-run";
     expect_whole_metrics(dir, -1);
     const CliResult resumed = fp8lm("train --resume " + dir);
