@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -961,6 +963,66 @@ TEST(Cli, GenerateEvalInspectOnATrainedRun) {
   }
   EXPECT_NE(fp8lm("generate --checkpoint " + model + " --prompt '1 2' --max-new-tokens 50").status,
             0);
+}
+
+// Issue 15 (5): sampling is reproducible for a seed and changes with it; --top-k 1 is greedy;
+// --stop-token and --stop end the output after the first stop, which is a prefix of the
+// unstopped output; bad sampling flags are one-line errors.
+TEST(Cli, GenerateSamplesForASeedAndStops) {
+  const std::string data = testing::TempDir() + "fp8lm_cli_sample.txt";
+  {
+    std::ofstream f(data);
+    for (int i = 0; i < 500; ++i) f << "abc de\n";
+  }
+  const std::string dir = testing::TempDir() + "fp8lm_cli_sample";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(fp8lm("train --data " + data +
+                  " --steps 30 --seq-len 16 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 "
+                  "--batch-size 4 --threads 2 --device cpu --out " +
+                  dir)
+                .status,
+            0);
+  const std::string gen = "generate --checkpoint " + dir + "/model.safetensors --prompt ab --json ";
+  const auto bytes = [&](const std::string& flags) {
+    const CliResult r = fp8lm(gen + flags);
+    EXPECT_EQ(r.status, 0) << flags << ": " << r.err;
+    return nlohmann::json::parse(r.out)["generated_bytes"].get<std::vector<int>>();
+  };
+  const auto greedy = bytes("--max-new-tokens 14");
+  ASSERT_EQ(greedy.size(), 14u);
+  const auto hot = bytes("--max-new-tokens 14 --temperature 3 --seed 5");
+  EXPECT_EQ(bytes("--max-new-tokens 14 --temperature 3 --seed 5"), hot);
+  EXPECT_NE(bytes("--max-new-tokens 14 --temperature 3 --seed 6"), hot);
+  EXPECT_EQ(bytes("--max-new-tokens 14 --temperature 3 --top-k 1 --seed 5"), greedy);
+  // Stops: each output is the unstopped one up to and including the first stop.
+  const auto until = [](const std::vector<int>& v, const std::vector<int>& stop) {
+    auto end = std::search(v.begin(), v.end(), stop.begin(), stop.end());
+    return std::vector<int>(v.begin(), end == v.end() ? end : end + static_cast<long>(stop.size()));
+  };
+  EXPECT_EQ(bytes("--max-new-tokens 14 --stop-token " + std::to_string(greedy[2])),
+            until(greedy, {greedy[2]}));
+  EXPECT_EQ(bytes("--max-new-tokens 14 --stop '\\n'"), until(greedy, {'\n'}));
+  const std::string pair{static_cast<char>(greedy[3]), static_cast<char>(greedy[4])};
+  if (std::isalpha(greedy[3]) && std::isalpha(greedy[4])) {
+    EXPECT_EQ(bytes("--max-new-tokens 14 --stop " + pair), until(greedy, {greedy[3], greedy[4]}));
+  }
+  const auto hot_stopped =
+      bytes("--max-new-tokens 14 --temperature 3 --seed 5 --stop-token " + std::to_string(hot[4]));
+  EXPECT_EQ(hot_stopped, until(hot, {hot[4]}));
+  // Streamed (no --json): the bytes as they came, then a newline.
+  const CliResult plain =
+      fp8lm("generate --checkpoint " + dir + "/model.safetensors --prompt ab --max-new-tokens 14");
+  EXPECT_EQ(plain.out, std::string(greedy.begin(), greedy.end()) + "\n");
+
+  for (const std::string flags :
+       {"--temperature -1", "--temperature 1 --top-p 0", "--temperature 1 --top-p 1.5", "--top-k 5",
+        "--top-p 0.5", "--temperature 1 --top-k -2", "--stop-token 300", "--stop 'a\\q'",
+        "--stop ''"}) {
+    const CliResult b = fp8lm(gen + flags);
+    EXPECT_NE(b.status, 0) << flags;
+    EXPECT_EQ(b.err.rfind("error: ", 0), 0u) << flags << ": " << b.err;
+    EXPECT_EQ(lines(b.err).size(), 1u) << flags << ": " << b.err;
+  }
 }
 
 TEST(Cli, InspectSaysAnFp32RunHasNoFp8State) {

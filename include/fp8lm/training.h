@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fp8lm/generation.h"
 #include "fp8lm/train_config.h"
 
 namespace fp8lm {
@@ -67,6 +68,10 @@ class Model {
   // Greedy generation in the precision the model was trained in: prompts [B, P] (row-major,
   // B = prompts.size() / P) -> the n_new tokens after each prompt.
   std::vector<int32_t> generate(const std::vector<int32_t>& prompts, int64_t P, int64_t n_new);
+  // The same as `options` says (sampling, stop tokens, streaming): each prompt's new tokens, at
+  // most n_new, fewer where it stopped.
+  std::vector<std::vector<int32_t>> generate(const std::vector<int32_t>& prompts, int64_t P,
+                                             int64_t n_new, const GenerateOptions& options);
   std::vector<Fp8SlotState> fp8_state();
 
  private:

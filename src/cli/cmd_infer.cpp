@@ -1,4 +1,4 @@
-// fp8lm generate and eval: a trained model file, greedy generation and held-out loss.
+// fp8lm generate and eval: a trained model file, generation and held-out loss.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -45,7 +45,51 @@ struct GenerateFlags {
   int64_t max_new_tokens = 16;
   bool json = false;
   std::string device = "auto";
+  Sampling sampling;
+  std::vector<int64_t> stop_tokens;
+  std::vector<std::string> stop_texts;
 };
+
+// A --stop text with its escapes (\n, \t, \\) read, as a shell cannot easily pass a newline.
+std::string unescape_stop(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\') {
+      out += s[i];
+      continue;
+    }
+    if (++i == s.size()) throw Error(fmt::format("--stop '{}' ends in a lone backslash", s));
+    switch (s[i]) {
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      default:
+        throw Error(fmt::format("--stop '{}': \\{} is not an escape (\\n, \\t, \\\\)", s, s[i]));
+    }
+  }
+  if (out.empty()) throw Error("--stop is empty");
+  return out;
+}
+
+GenerateOptions generate_options(const GenerateFlags& f, const TrainConfig& c) {
+  GenerateOptions o;
+  o.sampling = f.sampling;
+  o.sampling.validate();
+  for (const int64_t t : f.stop_tokens) {
+    if (t < 0 || t >= c.model.vocab)
+      throw Error(fmt::format("--stop-token {} is not a token id (0 to {})", t, c.model.vocab - 1));
+    o.stop_tokens.push_back(static_cast<int32_t>(t));
+  }
+  if (!f.stop_texts.empty() && !is_text_model(c))
+    throw Error("--stop: this model was trained on the stride task, not text (use --stop-token)");
+  return o;
+}
 
 void run_generate(const GenerateFlags& f) {
   const DeviceSpec device = parse_device(f.device);
@@ -54,31 +98,49 @@ void run_generate(const GenerateFlags& f) {
   const std::vector<int32_t> prompt = parse_prompt(f.prompt, c);
   if (f.max_new_tokens < 0)
     throw Error(fmt::format("--max-new-tokens {} is negative", f.max_new_tokens));
+  GenerateOptions o = generate_options(f, c);
+  std::vector<std::string> stops;
+  for (const std::string& s : f.stop_texts) stops.push_back(unescape_stop(s));
   InferenceModel model(*m.model, c, device);
   const auto P = static_cast<int64_t>(prompt.size());
-  const std::vector<int32_t> out = model.generate(prompt.data(), 1, P, f.max_new_tokens);
-  if (is_text_model(c)) {
-    std::string text(out.begin(), out.end());
-    if (f.json) {
-      // Bytes are not always UTF-8 (a byte model can generate any byte): in the text, an
-      // invalid sequence shows as U+FFFD; "generated_bytes" holds the exact bytes.
-      const nlohmann::json j = {
-          {"prompt", f.prompt}, {"generated", text}, {"generated_bytes", out}};
-      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    } else {
-      fmt::print("{}\n", text);
+  const bool text_model = is_text_model(c);
+  // Tokens print as they come (bytes for a text model, ids for the stride task) unless the
+  // whole answer is JSON; a text stop ends generation once the text ends with it.
+  std::string text;
+  int64_t printed = 0;
+  o.on_token = [&](int64_t, int32_t token) {
+    if (text_model) {
+      text += static_cast<char>(token);
+      if (!f.json) {
+        std::fputc(token, stdout);
+        std::fflush(stdout);
+      }
+      return std::none_of(stops.begin(), stops.end(),
+                          [&](const std::string& s) { return text.ends_with(s); });
     }
+    if (!f.json) {
+      fmt::print("{}{}", printed++ == 0 ? "" : " ", token);
+      std::fflush(stdout);
+    }
+    return true;
+  };
+  const std::vector<int32_t> out =
+      model.generate_sequences(prompt.data(), 1, P, f.max_new_tokens, o)[0];
+  if (!f.json) {
+    fmt::print("\n");
+    return;
+  }
+  if (text_model) {
+    // Bytes are not always UTF-8 (a byte model can generate any byte): in the text, an
+    // invalid sequence shows as U+FFFD; "generated_bytes" holds the exact bytes.
+    const nlohmann::json j = {{"prompt", f.prompt}, {"generated", text}, {"generated_bytes", out}};
+    fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
   const auto ok = StrideTask::continues_stride(prompt, out, c.model.vocab);
   const bool kept = P >= 2 && std::all_of(ok.begin(), ok.end(), [](bool b) { return b; });
-  if (f.json) {
-    fmt::print(
-        "{}\n",
-        nlohmann::json{{"prompt", prompt}, {"generated", out}, {"stride_kept", kept}}.dump());
-  } else {
-    fmt::print("{}\n", fmt::join(out, " "));
-  }
+  fmt::print("{}\n",
+             nlohmann::json{{"prompt", prompt}, {"generated", out}, {"stride_kept", kept}}.dump());
 }
 
 struct EvalFlags {
@@ -124,13 +186,23 @@ void run_eval(const EvalFlags& f) {
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("generate", "Greedy generation from a model file");
+  auto* cmd = app.add_subcommand(
+      "generate", "Generation from a model file: greedy, or sampled with --temperature");
   auto f = std::make_shared<GenerateFlags>();
   cmd->add_option("--checkpoint", f->checkpoint, "model.safetensors written by fp8lm train")
       ->required();
   cmd->add_option("--prompt", f->prompt, "token ids (\"3 10 17\"), or text for byte-level models")
       ->required();
   cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens to generate (default 16)");
+  cmd->add_option("--temperature", f->sampling.temperature,
+                  "sample at this temperature (default 0: greedy)");
+  cmd->add_option("--top-k", f->sampling.top_k, "sample from the k most likely tokens (0: all)");
+  cmd->add_option("--top-p", f->sampling.top_p,
+                  "sample from the most likely tokens up to this probability (default 1: all)");
+  cmd->add_option("--seed", f->sampling.seed, "the sampling seed (default 0)");
+  cmd->add_option("--stop-token", f->stop_tokens, "end after this token id (repeatable)");
+  cmd->add_option("--stop", f->stop_texts,
+                  "text models: end once the text ends with this (\\n, \\t; repeatable)");
   cmd->add_flag("--json", f->json, "print {prompt, generated, stride_kept}");
   cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");
   cmd->callback([f] {

@@ -8,6 +8,7 @@
 
 #include "fp8lm/error.h"
 #include "nn/fusion.h"
+#include "nn/sampling.h"
 #include "nn/saved_activation.h"
 #include "nn/scratch.h"
 
@@ -284,26 +285,60 @@ void GPT::backward(const GradientsReady& ready) {
 }
 
 std::vector<int32_t> GPT::generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new) {
+  std::vector<int32_t> out;
+  for (const auto& sequence : generate_sequences(prompts, B, P, n_new, {}))
+    out.insert(out.end(), sequence.begin(), sequence.end());
+  return out;
+}
+
+std::vector<std::vector<int32_t>> GPT::generate_sequences(const int32_t* prompts, int64_t B,
+                                                          int64_t P, int64_t n_new,
+                                                          const GenerateOptions& o) {
+  o.sampling.validate();
   if (P < 1) throw Error("generation needs a prompt of at least one token");
   if (n_new < 0 || n_new > cfg_.seq_len || P > cfg_.seq_len || P + n_new > cfg_.seq_len) {
     throw Error(fmt::format("prompt ({}) + new tokens ({}) exceed the position table ({})", P,
                             n_new, cfg_.seq_len));
   }
   const int64_t d = cfg_.d_model, V = cfg_.vocab;
-  std::vector<int32_t> out(static_cast<size_t>(B * n_new));
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(B));
   if (n_new == 0) return out;
+  std::vector<bool> ended(static_cast<size_t>(B), false);
+  int64_t running = B;
   BackendBuffer<int32_t> best(be_, static_cast<size_t>(B));
-  // The greedy token of each sequence, from the logits row of its position `row` (rows of
-  // `rows_per_sequence`), into out at `step`.
-  const auto pick = [&](int64_t rows_per_sequence, int64_t row, int64_t step) {
-    if (rows_per_sequence == 1) {  // decode: one row per sequence, contiguous
-      be_.argmax_rows(best.data(), logits_.data(), B, V);
+  std::vector<float> row(static_cast<size_t>(V));
+  // Each running sequence's next token, from the logits row of its position `row` (rows of
+  // `rows_per_sequence`): greedy on the backend, or drawn on the host from the row.
+  const auto pick = [&](int64_t rows_per_sequence, int64_t at, int64_t step) {
+    const auto logits_row = [&](int64_t b) {
+      return logits_.data() + (b * rows_per_sequence + at) * V;
+    };
+    std::vector<int32_t> t(static_cast<size_t>(B));
+    if (o.sampling.greedy()) {
+      if (rows_per_sequence == 1) {  // decode: one row per sequence, contiguous
+        be_.argmax_rows(best.data(), logits_.data(), B, V);
+      } else {
+        for (int64_t b = 0; b < B; ++b) be_.argmax_rows(best.data() + b, logits_row(b), 1, V);
+      }
+      t = best.to_host();
     } else {
-      for (int64_t b = 0; b < B; ++b)
-        be_.argmax_rows(best.data() + b, logits_.data() + (b * rows_per_sequence + row) * V, 1, V);
+      for (int64_t b = 0; b < B; ++b) {
+        if (ended[b]) continue;
+        be_.download(row.data(), logits_row(b), row.size() * sizeof(float));
+        t[b] = sample_token(row.data(), V, o.sampling, static_cast<uint64_t>(b),
+                            static_cast<uint64_t>(step));
+      }
     }
-    const std::vector<int32_t> t = best.to_host();
-    for (int64_t b = 0; b < B; ++b) out[static_cast<size_t>(b * n_new + step)] = t[b];
+    for (int64_t b = 0; b < B; ++b) {
+      if (ended[b]) continue;
+      out[b].push_back(t[b]);
+      const bool stop =
+          std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t[b]) != o.stop_tokens.end();
+      if ((o.on_token && !o.on_token(b, t[b])) || stop) {
+        ended[b] = true;
+        --running;
+      }
+    }
   };
   // Prefill: the prompt in one forward; its keys and values seed each layer's cache.
   forward(prompts, nullptr, B, P);
@@ -313,12 +348,13 @@ std::vector<int32_t> GPT::generate(const int32_t* prompts, int64_t B, int64_t P,
     caches.emplace_back(be_, B, cfg_.seq_len, d);
     layers_[l]->attention().fill_cache(caches[l]);
   }
-  // Decode: each new token attends to the cache; only its own row is computed.
+  // Decode: each new token attends to the cache; only its own row is computed. A sequence
+  // that ended runs on with its last token until all have (its rows are not read).
   BackendBuffer<float> x(be_, static_cast<size_t>(B * d)), y(be_, x.size());
   std::vector<int32_t> tok(static_cast<size_t>(B));
-  for (int64_t step = 1; step < n_new; ++step) {
+  for (int64_t step = 1; step < n_new && running > 0; ++step) {
     const int64_t pos = P + step - 1;
-    for (int64_t b = 0; b < B; ++b) tok[b] = out[static_cast<size_t>(b * n_new + step - 1)];
+    for (int64_t b = 0; b < B; ++b) tok[b] = out[b].back();
     // Embedding of one token per sequence at position pos: wte[tok] + wpe[pos].
     tokens_.resize(static_cast<size_t>(B));
     tokens_.upload(tok, "generated tokens");

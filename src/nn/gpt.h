@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fp8lm/generation.h"
 #include "fp8lm/model_config.h"
 
 #include "nn/attention.h"
@@ -68,6 +69,10 @@ class GPT {
 
   // Greedy generation with a KV cache: prompts [B, P] -> the n_new tokens after each prompt.
   std::vector<int32_t> generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new);
+  // Generation as `o` says (greedy or sampled, stop tokens, each token as it comes): each
+  // prompt's new tokens, at most n_new, fewer where the sequence stopped.
+  std::vector<std::vector<int32_t>> generate_sequences(const int32_t* prompts, int64_t B, int64_t P,
+                                                       int64_t n_new, const GenerateOptions& o);
 
   const GPTConfig& config() const { return cfg_; }
   Backend& backend() const { return be_; }

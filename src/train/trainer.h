@@ -191,6 +191,10 @@ class InferenceModel {
   std::vector<int32_t> generate(const int32_t* prompts, int64_t B, int64_t P, int64_t n_new) {
     return model_.generate(prompts, B, P, n_new);
   }
+  std::vector<std::vector<int32_t>> generate_sequences(const int32_t* prompts, int64_t B, int64_t P,
+                                                       int64_t n_new, const GenerateOptions& o) {
+    return model_.generate_sequences(prompts, B, P, n_new, o);
+  }
   GPT& model() { return model_; }
   const DeviceChoice& device() const { return device_; }
   const PrecisionChoice& precision() const { return precision_; }
