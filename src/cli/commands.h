@@ -10,6 +10,7 @@ void add_train_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_tokenizer_command(CLI::App& app);
 
 // The whole command line: parses, dispatches, and turns every failure into one line on stderr
 // and an exit status (main is only this).

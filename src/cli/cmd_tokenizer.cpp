@@ -1,0 +1,119 @@
+// fp8lm tokenizer encode|decode: a byte-level BPE tokenizer (Hugging Face's tokenizer.json, or
+// GPT-2's vocab.json + merges.txt) on text or ids.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/parse.h"
+#include "fp8lm/error.h"
+#include "text/bpe_tokenizer.h"
+
+namespace fp8lm::cli {
+namespace {
+
+struct TokenizerFlags {
+  std::string tokenizer, text, file;
+  std::vector<std::string> ids;
+  bool json = false, skip_special = false, jsonl = false;
+};
+
+std::string read_input(const TokenizerFlags& f) {
+  if (!f.file.empty() && !f.text.empty()) throw Error("give the text or --file, not both");
+  if (f.file.empty()) return f.text;
+  std::ifstream in(f.file, std::ios::binary);
+  if (!in) throw Error(fmt::format("--file {}: cannot be read", f.file));
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// --jsonl: a document per line ({"text": ...}), its ids printed as a JSON list per line, in
+// order; the documents are encoded on every thread.
+void encode_jsonl(const text::BpeTokenizer& tok, const TokenizerFlags& f) {
+  if (f.file.empty()) throw Error("--jsonl reads --file");
+  std::ifstream in(f.file, std::ios::binary);
+  if (!in) throw Error(fmt::format("--file {}: cannot be read", f.file));
+  std::vector<std::string> docs;
+  int64_t line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+      throw Error(
+          fmt::format("{} line {}: not a JSON object with a \"text\" string", f.file, line_no));
+    docs.push_back(j["text"].get<std::string>());
+  }
+  std::vector<std::vector<int32_t>> ids(docs.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t i = 0; i < docs.size(); ++i) ids[i] = tok.encode(docs[i]);
+  for (const auto& d : ids) fmt::print("{}\n", nlohmann::json(d).dump());
+}
+
+void run_encode(const TokenizerFlags& f) {
+  const text::BpeTokenizer tok = text::BpeTokenizer::load(f.tokenizer);
+  if (f.jsonl) return encode_jsonl(tok, f);
+  const std::vector<int32_t> ids = tok.encode(read_input(f));
+  if (f.json) {
+    fmt::print("{}\n", nlohmann::json(ids).dump());
+  } else {
+    fmt::print("{}\n", fmt::join(ids, " "));
+  }
+}
+
+void run_decode(const TokenizerFlags& f) {
+  const text::BpeTokenizer tok = text::BpeTokenizer::load(f.tokenizer);
+  std::vector<int32_t> ids;
+  for (const std::string& arg : f.ids) {
+    std::istringstream in(arg);  // "3 10 17" as one argument or several
+    for (std::string t; in >> t;) {
+      const std::optional<int64_t> v = parse_int(t);
+      if (!v || *v < 0 || *v >= tok.vocab_size())
+        throw Error(fmt::format("'{}' is not a token id (0 to {})", t, tok.vocab_size() - 1));
+      ids.push_back(static_cast<int32_t>(*v));
+    }
+  }
+  const std::string text = tok.decode(ids, f.skip_special);
+  if (f.json) {
+    fmt::print("{}\n",
+               nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+}
+
+}  // namespace
+
+void add_tokenizer_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("tokenizer", "Byte-level BPE tokenizers: encode, decode");
+  cmd->require_subcommand(1);
+  auto f = std::make_shared<TokenizerFlags>();
+  const auto common = [&](CLI::App* sub) {
+    sub->add_option("--tokenizer", f->tokenizer,
+                    "tokenizer.json, or a directory with it or with vocab.json + merges.txt")
+        ->required();
+    sub->add_flag("--json", f->json, "print JSON");
+  };
+  auto* enc = cmd->add_subcommand("encode", "Text to token ids");
+  common(enc);
+  enc->add_option("text", f->text, "the text (or --file)");
+  enc->add_option("--file", f->file, "read the text from this file");
+  enc->add_flag("--jsonl", f->jsonl,
+                "--file is JSONL, a {\"text\": ...} document per line: print each one's ids");
+  enc->callback([f] {
+    if (!parse_only()) run_encode(*f);
+  });
+  auto* dec = cmd->add_subcommand("decode", "Token ids to text (the exact bytes)");
+  common(dec);
+  dec->add_option("ids", f->ids, "token ids")->required();
+  dec->add_flag("--skip-special", f->skip_special, "leave out special tokens");
+  dec->callback([f] {
+    if (!parse_only()) run_decode(*f);
+  });
+}
+
+}  // namespace fp8lm::cli

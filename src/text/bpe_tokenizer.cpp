@@ -1,0 +1,376 @@
+#include "text/bpe_tokenizer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <sstream>
+
+#include "fp8lm/error.h"
+#include "text/byte_level.h"
+#include "text/pretokenize.h"
+#include "text/utf8.h"
+
+namespace fp8lm::text {
+
+struct BpeTokenizer::Impl {
+  std::unordered_map<std::string, int32_t> vocab;
+  std::vector<std::string> tokens;        // by id
+  std::array<int32_t, 256> byte_token{};  // each byte's one-symbol token, -1 where absent
+  struct Merge {
+    int32_t rank, merged;
+  };
+  std::unordered_map<uint64_t, Merge> merges;  // (left id, right id) -> rank, result
+  std::vector<AddedToken> added;
+  std::vector<int8_t> is_added;  // by id: 0, 1 added, 2 added and special
+  bool add_prefix_space = false, ignore_merges = false;
+
+  static uint64_t pair_key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+
+  // The byte-level spelling of a piece: each byte's code point, in UTF-8.
+  static std::string spell(std::string_view piece) {
+    std::string s;
+    for (const char ch : piece) append_utf8(s, byte_to_code_point()[static_cast<uint8_t>(ch)]);
+    return s;
+  }
+
+  // BPE on one piece: its bytes' tokens, then the lowest-ranked adjacent pair merged, leftmost
+  // first among equal ranks, until no pair has a merge (a heap of candidate pairs, each
+  // checked against the symbols when it comes up, so a piece costs n log n, not n^2).
+  void encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
+    if (ignore_merges) {
+      const auto it = vocab.find(spell(piece));
+      if (it != vocab.end()) {
+        out.push_back(it->second);
+        return;
+      }
+    }
+    struct Symbol {
+      int32_t id;
+      int32_t prev, next;  // -1 at the ends
+    };
+    std::vector<Symbol> sym;
+    sym.reserve(piece.size());
+    for (const char ch : piece) {
+      const int32_t id = byte_token[static_cast<uint8_t>(ch)];
+      if (id < 0) continue;  // a byte the vocabulary lacks is dropped, as Hugging Face's BPE does
+      const auto n = static_cast<int32_t>(sym.size());
+      sym.push_back({id, n - 1, -1});
+      if (n > 0) sym[static_cast<size_t>(n - 1)].next = n;
+    }
+    if (sym.size() > 1) {
+      using Candidate = std::pair<int32_t, int32_t>;  // rank, left position
+      std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+      const auto push = [&](int32_t left) {
+        if (left < 0) return;
+        const int32_t right = sym[static_cast<size_t>(left)].next;
+        if (right < 0) return;
+        const auto it = merges.find(
+            pair_key(sym[static_cast<size_t>(left)].id, sym[static_cast<size_t>(right)].id));
+        if (it != merges.end()) heap.push({it->second.rank, left});
+      };
+      for (int32_t i = 0; i + 1 < static_cast<int32_t>(sym.size()); ++i) push(i);
+      while (!heap.empty()) {
+        const auto [rank, left] = heap.top();
+        heap.pop();
+        Symbol& a = sym[static_cast<size_t>(left)];
+        if (a.id < 0 || a.next < 0) continue;  // merged away, or at the end now
+        Symbol& b = sym[static_cast<size_t>(a.next)];
+        const auto it = merges.find(pair_key(a.id, b.id));
+        if (it == merges.end() || it->second.rank != rank) continue;  // the pair changed
+        a.id = it->second.merged;
+        b.id = -1;
+        a.next = b.next;
+        if (b.next >= 0) sym[static_cast<size_t>(b.next)].prev = left;
+        push(a.prev);
+        push(left);
+      }
+    }
+    for (const Symbol& s : sym)
+      if (s.id >= 0) out.push_back(s.id);
+  }
+
+  // The text between added tokens: split, each piece merged.
+  void encode_plain(std::string_view part, std::vector<int32_t>& out) const {
+    if (part.empty()) return;
+    std::string prefixed;
+    if (add_prefix_space && part.front() != ' ') {
+      prefixed.assign(1, ' ');
+      prefixed.append(part);
+      part = prefixed;
+    }
+    thread_local std::vector<std::string_view> pieces;
+    pieces.clear();
+    split_gpt2(part, pieces);
+    for (const std::string_view p : pieces) encode_piece(p, out);
+  }
+
+  // The added token that starts at text[i], longest first; null where none does.
+  const AddedToken* added_at(std::string_view text, size_t i) const {
+    const AddedToken* best = nullptr;
+    for (const AddedToken& a : added) {
+      if (text.compare(i, a.content.size(), a.content) == 0 &&
+          (!best || a.content.size() > best->content.size()))
+        best = &a;
+    }
+    return best;
+  }
+};
+
+BpeTokenizer::BpeTokenizer(std::unordered_map<std::string, int32_t> vocab,
+                           const std::vector<std::pair<std::string, std::string>>& merges,
+                           std::vector<AddedToken> added, bool add_prefix_space, bool ignore_merges)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.vocab = std::move(vocab);
+  m.add_prefix_space = add_prefix_space;
+  m.ignore_merges = ignore_merges;
+  int32_t top = -1;
+  for (const auto& [token, id] : m.vocab) {
+    if (id < 0) throw Error(fmt::format("tokenizer: token '{}' has a negative id {}", token, id));
+    top = std::max(top, id);
+  }
+  for (const AddedToken& a : added) {
+    if (a.id < 0)
+      throw Error(fmt::format("tokenizer: added token '{}' has a negative id", a.content));
+    if (a.content.empty()) throw Error(fmt::format("tokenizer: added token {} is empty", a.id));
+    top = std::max(top, a.id);
+  }
+  m.tokens.resize(static_cast<size_t>(top + 1));
+  for (const auto& [token, id] : m.vocab) m.tokens[static_cast<size_t>(id)] = token;
+  m.byte_token.fill(-1);
+  for (int b = 0; b < 256; ++b) {
+    std::string s;
+    append_utf8(s, byte_to_code_point()[static_cast<size_t>(b)]);
+    const auto it = m.vocab.find(s);
+    if (it != m.vocab.end()) m.byte_token[static_cast<size_t>(b)] = it->second;
+  }
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& [left, right] = merges[rank];
+    const auto a = m.vocab.find(left), b = m.vocab.find(right), ab = m.vocab.find(left + right);
+    if (a == m.vocab.end() || b == m.vocab.end() || ab == m.vocab.end()) {
+      throw Error(fmt::format("tokenizer: merge {} ('{}' '{}') is not of tokens in the vocabulary",
+                              rank, left, right));
+    }
+    // A pair listed twice keeps its first (lowest) rank, as Hugging Face's BPE does.
+    m.merges.try_emplace(Impl::pair_key(a->second, b->second),
+                         Impl::Merge{static_cast<int32_t>(rank), ab->second});
+  }
+  m.is_added.assign(m.tokens.size(), 0);
+  for (AddedToken& a : added) {
+    m.tokens[static_cast<size_t>(a.id)] = a.content;
+    m.is_added[static_cast<size_t>(a.id)] = a.special ? 2 : 1;
+  }
+  m.added = std::move(added);
+}
+
+BpeTokenizer::~BpeTokenizer() = default;
+BpeTokenizer::BpeTokenizer(BpeTokenizer&&) noexcept = default;
+BpeTokenizer& BpeTokenizer::operator=(BpeTokenizer&&) noexcept = default;
+
+void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) const {
+  const Impl& m = *impl_;
+  size_t start = 0, i = 0;
+  while (i < text.size()) {
+    const AddedToken* a = m.added.empty() ? nullptr : m.added_at(text, i);
+    if (!a) {
+      ++i;
+      continue;
+    }
+    m.encode_plain(text.substr(start, i - start), out);
+    out.push_back(a->id);
+    i += a->content.size();
+    start = i;
+  }
+  m.encode_plain(text.substr(start), out);
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  encode(text, out);
+  return out;
+}
+
+std::string BpeTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  const Impl& m = *impl_;
+  std::string out;
+  for (const int32_t id : ids) {
+    if (id < 0 || id >= vocab_size())
+      throw Error(fmt::format("decode: {} is not a token id (0 to {})", id, vocab_size() - 1));
+    const std::string& t = m.tokens[static_cast<size_t>(id)];
+    const int8_t added = m.is_added[static_cast<size_t>(id)];
+    if (added) {
+      if (!(skip_special && added == 2)) out += t;
+      continue;
+    }
+    for (size_t i = 0; i < t.size();) {
+      const CodePoint c = next_code_point(t, i);
+      const int b = c.valid ? code_point_to_byte(c.value) : -1;
+      if (b >= 0) {
+        out += static_cast<char>(b);
+      } else {
+        out.append(t, i, c.length);  // not in the byte-level alphabet: kept as written
+      }
+      i += c.length;
+    }
+  }
+  return out;
+}
+
+int64_t BpeTokenizer::vocab_size() const {
+  return static_cast<int64_t>(impl_->tokens.size());
+}
+
+std::optional<int32_t> BpeTokenizer::token_id(std::string_view token) const {
+  for (const AddedToken& a : impl_->added)
+    if (a.content == token) return a.id;
+  const auto it = impl_->vocab.find(std::string(token));
+  if (it == impl_->vocab.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string& BpeTokenizer::token(int32_t id) const {
+  if (id < 0 || id >= vocab_size())
+    throw Error(fmt::format("{} is not a token id (0 to {})", id, vocab_size() - 1));
+  return impl_->tokens[static_cast<size_t>(id)];
+}
+
+const std::vector<AddedToken>& BpeTokenizer::added_tokens() const {
+  return impl_->added;
+}
+
+// ---- Reading the files ----
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot be read", path));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) throw Error(fmt::format("{}: not valid JSON", path));
+  return j;
+}
+
+std::unordered_map<std::string, int32_t> read_vocab(const nlohmann::json& v,
+                                                    const std::string& where) {
+  if (!v.is_object())
+    throw Error(fmt::format("{}: the vocabulary is not an object of token ids", where));
+  std::unordered_map<std::string, int32_t> vocab;
+  for (const auto& [token, id] : v.items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+      throw Error(fmt::format("{}: token '{}' has no valid id", where, token));
+    vocab.emplace(token, id.get<int32_t>());
+  }
+  return vocab;
+}
+
+// "a b" (the space splits, as no byte-level token holds a space).
+std::pair<std::string, std::string> split_merge(const std::string& line, const std::string& where) {
+  const size_t sp = line.find(' ');
+  if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() ||
+      line.find(' ', sp + 1) != std::string::npos)
+    throw Error(fmt::format("{}: merge '{}' is not two tokens", where, line));
+  return {line.substr(0, sp), line.substr(sp + 1)};
+}
+
+// A field that must be absent, null or the given value for this tokenizer to run it as
+// Hugging Face's does.
+void expect_default(const nlohmann::json& obj, const char* field, const nlohmann::json& ok,
+                    const std::string& where) {
+  if (!obj.contains(field) || obj[field].is_null() || obj[field] == ok) return;
+  throw Error(fmt::format("{}: {} = {} is not supported", where, field, obj[field].dump()));
+}
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::from_hf_json(const std::string& path) {
+  const nlohmann::json j = read_json(path);
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
+    throw Error(fmt::format("{}: no \"model\" object (not a Hugging Face tokenizer.json)", path));
+  const nlohmann::json& model = j["model"];
+  const std::string type = model.value("type", "BPE");
+  if (type != "BPE") throw Error(fmt::format("{}: model type '{}' is not BPE", path, type));
+  const std::string where = path + ": model";
+  expect_default(model, "dropout", 0.0, where);
+  expect_default(model, "byte_fallback", false, where);
+  expect_default(model, "continuing_subword_prefix", "", where);
+  expect_default(model, "end_of_word_suffix", "", where);
+  expect_default(model, "unk_token", nullptr, where);
+  if (j.contains("normalizer") && !j["normalizer"].is_null())
+    throw Error(fmt::format("{}: normalizer '{}' is not supported", path,
+                            j["normalizer"].value("type", "?")));
+  const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json());
+  if (!pre.is_object() || pre.value("type", "") != "ByteLevel")
+    throw Error(fmt::format("{}: pre_tokenizer {} is not ByteLevel", path, pre.dump()));
+  expect_default(pre, "use_regex", true, path + ": pre_tokenizer");
+  const nlohmann::json post = j.value("post_processor", nlohmann::json());
+  if (!post.is_null() && post.value("type", "") != "ByteLevel")
+    throw Error(fmt::format("{}: post_processor '{}' is not supported (it would add tokens)", path,
+                            post.value("type", "?")));
+
+  auto vocab = read_vocab(model.value("vocab", nlohmann::json()), where + ".vocab");
+  std::vector<std::pair<std::string, std::string>> merges;
+  const nlohmann::json mj = model.value("merges", nlohmann::json::array());
+  if (!mj.is_array()) throw Error(fmt::format("{}.merges is not a list", where));
+  for (const auto& e : mj) {
+    if (e.is_string()) {
+      merges.push_back(split_merge(e.get<std::string>(), where + ".merges"));
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+      merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+    } else {
+      throw Error(fmt::format("{}.merges: {} is not a pair of tokens", where, e.dump()));
+    }
+  }
+  std::vector<AddedToken> added;
+  for (const auto& a : j.value("added_tokens", nlohmann::json::array())) {
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+        !a.contains("content") || !a["content"].is_string())
+      throw Error(fmt::format("{}: added token {} has no id and content", path, a.dump()));
+    const std::string at =
+        fmt::format("{}: added token '{}'", path, a["content"].get<std::string>());
+    for (const char* f : {"single_word", "lstrip", "rstrip"}) expect_default(a, f, false, at);
+    added.push_back(
+        {a["id"].get<int32_t>(), a["content"].get<std::string>(), a.value("special", false)});
+  }
+  const bool ignore_merges = model.value("ignore_merges", false);
+  return BpeTokenizer(std::move(vocab), merges, std::move(added),
+                      pre.value("add_prefix_space", false), ignore_merges);
+}
+
+BpeTokenizer BpeTokenizer::from_gpt2_files(const std::string& vocab_json,
+                                           const std::string& merges_txt) {
+  auto vocab = read_vocab(read_json(vocab_json), vocab_json);
+  std::ifstream in(merges_txt, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot be read", merges_txt));
+  std::vector<std::pair<std::string, std::string>> merges;
+  int64_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || (n == 1 && line.starts_with("#version"))) continue;
+    merges.push_back(split_merge(line, fmt::format("{} line {}", merges_txt, n)));
+  }
+  // GPT-2's files name no added tokens; <|endoftext|> is in vocab.json and is special.
+  std::vector<AddedToken> added;
+  const auto eot = vocab.find("<|endoftext|>");
+  if (eot != vocab.end()) added.push_back({eot->second, eot->first, true});
+  return BpeTokenizer(std::move(vocab), merges, std::move(added));
+}
+
+BpeTokenizer BpeTokenizer::load(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(path)) return from_hf_json(path);
+  if (fs::exists(fs::path(path) / "tokenizer.json"))
+    return from_hf_json((fs::path(path) / "tokenizer.json").string());
+  if (fs::exists(fs::path(path) / "vocab.json") && fs::exists(fs::path(path) / "merges.txt"))
+    return from_gpt2_files((fs::path(path) / "vocab.json").string(),
+                           (fs::path(path) / "merges.txt").string());
+  throw Error(fmt::format("{}: holds neither tokenizer.json nor vocab.json with merges.txt", path));
+}
+
+}  // namespace fp8lm::text

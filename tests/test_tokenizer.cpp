@@ -1,0 +1,193 @@
+// The byte-level BPE tokenizer: UTF-8 reading, the byte-level alphabet, GPT-2's pre-tokenizer
+// split, and encode/decode against ids made by Hugging Face's `tokenizers` (committed fixtures,
+// tests/data/tokenizer, written by tools/tokenizer_check.py make; `check` there compares a few
+// MB of text when the library is installed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "fp8lm/error.h"
+#include "text/bpe_tokenizer.h"
+#include "text/byte_level.h"
+#include "text/pretokenize.h"
+#include "text/utf8.h"
+
+namespace fp8lm::text {
+namespace {
+
+const std::string kData = FP8LM_TEST_DATA "/tokenizer";
+
+TEST(Utf8, ReadsWellFormedSequencesAndMarksEveryOtherByte) {
+  const std::string s = "a\xc3\xa9\xe6\x97\xa5\xf0\x9f\x98\x80";  // a é 日 😀
+  size_t i = 0;
+  std::vector<char32_t> got;
+  while (i < s.size()) {
+    const CodePoint c = next_code_point(s, i);
+    EXPECT_TRUE(c.valid);
+    got.push_back(c.value);
+    i += c.length;
+  }
+  EXPECT_EQ(got, (std::vector<char32_t>{'a', 0xe9, 0x65e5, 0x1f600}));
+  for (const std::string bad : {"\x80", "\xc3", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80",
+                                "\xf4\x90\x80\x80", "\xff", "\xe6\x97"}) {
+    const CodePoint c = next_code_point(bad, 0);
+    EXPECT_FALSE(c.valid) << testing::PrintToString(bad);
+    EXPECT_EQ(c.length, 1) << testing::PrintToString(bad);
+  }
+  std::string round;
+  for (const char32_t c : got) append_utf8(round, c);
+  EXPECT_EQ(round, s);
+}
+
+TEST(ByteLevel, EveryByteHasItsOwnPrintableCodePoint) {
+  std::set<char32_t> seen;
+  for (int b = 0; b < 256; ++b) {
+    const char32_t c = byte_to_code_point()[static_cast<size_t>(b)];
+    EXPECT_TRUE(seen.insert(c).second) << b;
+    EXPECT_EQ(code_point_to_byte(c), b);
+  }
+  EXPECT_EQ(byte_to_code_point()[' '], 0x120u);   // 'Ġ'
+  EXPECT_EQ(byte_to_code_point()['\n'], 0x10au);  // 'Ċ'
+  EXPECT_EQ(byte_to_code_point()['A'], static_cast<char32_t>('A'));
+  EXPECT_EQ(code_point_to_byte(0x4e00), -1);
+}
+
+std::vector<std::string> split(std::string_view s) {
+  std::vector<std::string_view> v;
+  split_gpt2(s, v);
+  return {v.begin(), v.end()};
+}
+
+// Pieces worked out by hand from GPT-2's pattern, one rule each.
+TEST(Pretokenize, CutsAsGpt2sPattern) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split("Hello world"), (V{"Hello", " world"}));
+  EXPECT_EQ(split("it's we'll they're I've I'm you'd don't"),
+            (V{"it", "'s", " we", "'ll", " they", "'re", " I", "'ve", " I", "'m", " you", "'d",
+               " don", "'t"}));
+  EXPECT_EQ(split("IT'S 'x"), (V{"IT", "'", "S", " '", "x"}));  // upper case: no contraction
+  EXPECT_EQ(split("a  b"), (V{"a", " ", " b"}));                // the last space joins b
+  EXPECT_EQ(split("a\n\nb"), (V{"a", "\n", "\n", "b"}));        // a lone \n is \s+ alone
+  EXPECT_EQ(split("end   "), (V{"end", "   "}));                // white space to the end
+  EXPECT_EQ(split("x 123 4.5"), (V{"x", " 123", " 4", ".", "5"}));
+  EXPECT_EQ(split("hi!!! ?? (a)"), (V{"hi", "!!!", " ??", " (", "a", ")"}));
+  EXPECT_EQ(split("\xc3\xa9t\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac"),
+            (V{"\xc3\xa9t\xc3\xa9", " \xe6\x97\xa5\xe6\x9c\xac"}));
+  EXPECT_EQ(split("a\xc2\xa0"
+                  "b"),
+            (V{"a", "\xc2\xa0", "b"}));  // U+00A0 is white space
+  EXPECT_EQ(split("\xff\xfe"
+                  "ab"),
+            (V{"\xff\xfe", "ab"}));  // bytes that are not UTF-8
+  EXPECT_EQ(split(""), V{});
+}
+
+struct Fixture {
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> ids;
+};
+
+Fixture expected() {
+  std::ifstream in(kData + "/expected.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  Fixture f;
+  for (const auto& d : j["documents"]) {
+    f.texts.push_back(d["text"].get<std::string>());
+    f.ids.push_back(d["ids"].get<std::vector<int32_t>>());
+  }
+  return f;
+}
+
+// Each document's ids as Hugging Face's library made them (several scripts, emoji, white space
+// of every kind, code, a special token), from tokenizer.json and from GPT-2's two files, and
+// decode gives each document back.
+TEST(BpeTokenizer, EncodesAsHuggingFaceAndDecodesBack) {
+  const Fixture f = expected();
+  ASSERT_GT(f.texts.size(), 30u);
+  const BpeTokenizer hf = BpeTokenizer::load(kData + "/tokenizer.json");
+  const BpeTokenizer gpt2 = BpeTokenizer::load(kData + "/gpt2");
+  EXPECT_EQ(hf.vocab_size(), 2000);
+  for (size_t i = 0; i < f.texts.size(); ++i) {
+    EXPECT_EQ(hf.encode(f.texts[i]), f.ids[i]) << i << ": " << f.texts[i];
+    EXPECT_EQ(gpt2.encode(f.texts[i]), f.ids[i]) << i << ": " << f.texts[i];
+    EXPECT_EQ(hf.decode(f.ids[i]), f.texts[i]) << i;
+  }
+  const int32_t eot = *hf.token_id("<|endoftext|>");
+  const std::vector<int32_t> ids = hf.encode("a<|endoftext|>b");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), eot), 1);
+  EXPECT_EQ(hf.decode(ids, true), "ab");
+}
+
+// Any bytes come back exactly, UTF-8 or not; a piece of 100,000 spaces merges in n log n.
+TEST(BpeTokenizer, AnyBytesRoundTrip) {
+  const BpeTokenizer tok = BpeTokenizer::load(kData + "/tokenizer.json");
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string s(static_cast<size_t>(rng() % 300), '\0');
+    for (char& c : s) c = static_cast<char>(rng() % (trial % 2 ? 256 : 128));
+    ASSERT_EQ(tok.decode(tok.encode(s)), s) << trial;
+  }
+  const std::string spaces(100000, ' ');
+  const std::vector<int32_t> ids = tok.encode(spaces + "x");
+  EXPECT_EQ(tok.decode(ids), spaces + "x");
+  EXPECT_LT(ids.size(), spaces.size() / 2) << "runs of spaces merge";
+}
+
+void expect_error(const std::string& json_text, const std::string& needle) {
+  const std::string path = testing::TempDir() + "fp8lm_bad_tokenizer.json";
+  std::ofstream(path) << json_text;
+  try {
+    BpeTokenizer::load(path);
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+}
+
+TEST(BpeTokenizer, MalformedFilesNameTheProblem) {
+  nlohmann::json good;
+  {
+    std::ifstream in(kData + "/tokenizer.json");
+    good = nlohmann::json::parse(in);
+  }
+  const auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    return j.dump();
+  };
+  expect_error("{ not json", "not valid JSON");
+  expect_error("{}", "no \"model\"");
+  expect_error(with([](auto& j) { j["model"]["type"] = "WordPiece"; }), "is not BPE");
+  expect_error(with([](auto& j) { j["model"]["merges"][0] = "Ġ zzzz"; }), "merge 0");
+  expect_error(with([](auto& j) { j["model"]["merges"][1] = "abc"; }), "not two tokens");
+  expect_error(with([](auto& j) { j["model"]["vocab"]["x"] = "seven"; }), "token 'x'");
+  expect_error(with([](auto& j) { j["model"]["byte_fallback"] = true; }), "byte_fallback");
+  expect_error(with([](auto& j) { j["normalizer"] = {{"type", "NFKC"}}; }), "normalizer 'NFKC'");
+  expect_error(with([](auto& j) {
+                 j["pre_tokenizer"] = {{"type", "Whitespace"}};
+               }),
+               "is not ByteLevel");
+  expect_error(with([](auto& j) {
+                 j["post_processor"] = {{"type", "TemplateProcessing"}};
+               }),
+               "TemplateProcessing");
+  expect_error(with([](auto& j) { j["added_tokens"][0]["lstrip"] = true; }), "lstrip");
+  EXPECT_THROW(BpeTokenizer::load(testing::TempDir() + "no-such-tokenizer.json"), Error);
+  EXPECT_THROW(BpeTokenizer::load(testing::TempDir()), Error);  // a directory with neither
+  const std::string merges = testing::TempDir() + "fp8lm_bad_merges.txt";
+  std::ofstream(merges) << "#version: 0.2\na b c\n";
+  try {
+    BpeTokenizer::from_gpt2_files(kData + "/gpt2/vocab.json", merges);
+    ADD_FAILURE() << "no error for a bad merges line";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fp8lm::text
