@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -1023,6 +1024,57 @@ TEST(Cli, GenerateSamplesForASeedAndStops) {
     EXPECT_EQ(b.err.rfind("error: ", 0), 0u) << flags << ": " << b.err;
     EXPECT_EQ(lines(b.err).size(), 1u) << flags << ": " << b.err;
   }
+}
+
+// Issue 15 (1): tokenizer train writes a tokenizer.json (never over an existing file) that
+// encode and decode use; --jsonl encodes a document per line; bad input is one line.
+TEST(Cli, TokenizerTrainEncodeDecode) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_tok";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/empty");
+  {
+    std::ofstream f(dir + "/a.txt");
+    for (int i = 0; i < 200; ++i) f << "the quick brown fox jumps over the lazy dog " << i << "\n";
+    std::ofstream j(dir + "/b.jsonl");
+    j << "{\"text\": \"héllo wörld\"}\n\n{\"text\": \"second document\"}\n";
+  }
+  const std::string tok = dir + "/tokenizer.json";
+  CliResult r = fp8lm("tokenizer train --vocab-size 400 --out " + tok + " " + dir + "/a.txt " +
+                      dir + "/b.jsonl");
+  ASSERT_EQ(r.status, 0) << r.err;
+  // 256 bytes, <|endoftext|> and the merges of pairs seen twice or more (fewer than 143 here).
+  EXPECT_NE(r.out.find("learnt a vocabulary of "), std::string::npos) << r.out;
+  EXPECT_GT(std::stoi(r.out.substr(23)), 280) << r.out;
+  r = fp8lm("tokenizer encode --tokenizer " + tok + " 'the lazy dog'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream in(r.out);
+  std::vector<std::string> ids{std::istream_iterator<std::string>(in), {}};
+  EXPECT_LT(ids.size(), 6u) << r.out;  // merged words, not 12 bytes
+  r = fp8lm("tokenizer decode --tokenizer " + tok + " " + r.out);
+  EXPECT_EQ(r.out, "the lazy dog");
+  r = fp8lm("tokenizer encode --tokenizer " + tok + " --jsonl --file " + dir + "/b.jsonl");
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(lines(r.out).size(), 2u) << r.out;
+  const auto first = nlohmann::json::parse(lines(r.out)[0]).get<std::vector<int>>();
+  std::string decode = "tokenizer decode --tokenizer " + tok;
+  for (const int id : first) decode.append(1, ' ').append(std::to_string(id));
+  EXPECT_EQ(fp8lm(decode).out, "héllo wörld");
+
+  const std::string bad[] = {
+      "tokenizer train --vocab-size 400 --out " + tok + " " + dir + "/a.txt",  // exists
+      "tokenizer train --vocab-size 100 --out " + dir + "/t2.json " + dir + "/a.txt",
+      "tokenizer train --out " + dir + "/t3.json " + dir + "/missing.txt",
+      "tokenizer encode --tokenizer " + dir + "/a.txt hello",  // not JSON
+      "tokenizer encode --tokenizer " + dir + "/empty hello",  // no tokenizer in it
+      "tokenizer decode --tokenizer " + tok + " 5 99999",
+      "tokenizer encode --tokenizer " + tok + " --jsonl --file " + dir + "/a.txt"};
+  for (const std::string& args : bad) {
+    const CliResult b = fp8lm(args);
+    EXPECT_NE(b.status, 0) << args;
+    EXPECT_EQ(b.err.rfind("error: ", 0), 0u) << args << ": " << b.err;
+    EXPECT_EQ(lines(b.err).size(), 1u) << args << ": " << b.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t2.json"));
 }
 
 TEST(Cli, InspectSaysAnFp32RunHasNoFp8State) {

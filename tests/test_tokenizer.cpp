@@ -12,6 +12,7 @@
 
 #include "fp8lm/error.h"
 #include "text/bpe_tokenizer.h"
+#include "text/bpe_trainer.h"
 #include "text/byte_level.h"
 #include "text/pretokenize.h"
 #include "text/utf8.h"
@@ -187,6 +188,58 @@ TEST(BpeTokenizer, MalformedFilesNameTheProblem) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
   }
+}
+
+BpeTokenizer tokenizer_from(const std::string& json) {
+  const std::string path = testing::TempDir() + "fp8lm_trained_tokenizer.json";
+  std::ofstream(path) << json;
+  return BpeTokenizer::from_hf_json(path);
+}
+
+// The counts and their updates as merges rewrite the pieces: "ab" thrice (once bare, twice
+// after a space), "cd" once. a+b is the most frequent pair (3), then Ġ+ab (2); every other pair
+// occurs once, below min_frequency 2.
+TEST(BpeTrainer, MergesTheMostFrequentPairFirst) {
+  BpeTrainerOptions o;
+  o.vocab_size = 1000;
+  BpeTrainer t(o);
+  t.add_text("ab ab ab cd");
+  const nlohmann::json j = nlohmann::json::parse(t.train());
+  EXPECT_EQ(j["model"]["merges"], (std::vector<std::string>{"a b", "\xc4\xa0 ab"}));
+  EXPECT_EQ(j["model"]["vocab"].size(), 1u + 256u + 2u);
+  EXPECT_EQ(j["added_tokens"][0]["content"], "<|endoftext|>");
+  const BpeTokenizer tok = tokenizer_from(t.train());
+  EXPECT_EQ(tok.encode("ab ab").size(), 2u);
+  EXPECT_EQ(tok.encode(" cd").size(), 3u);
+}
+
+// On the varied documents: the vocabulary has its size, every document comes back through the
+// learnt tokenizer and English text takes fewer tokens than bytes; counts gathered by two
+// trainers and joined give the same file as one trainer, and training again gives it too.
+TEST(BpeTrainer, LearnsAVocabularyThatRoundTripsTheText) {
+  const Fixture f = expected();
+  BpeTrainerOptions o;
+  o.vocab_size = 600;
+  o.min_frequency = 1;
+  BpeTrainer all(o), first(o), second(o);
+  for (size_t i = 0; i < f.texts.size(); ++i) {
+    for (int r = 0; r < 3; ++r) all.add_text(f.texts[i]);
+    for (int r = 0; r < 3; ++r) (i % 2 ? first : second).add_text(f.texts[i]);
+  }
+  first.merge_counts(second);
+  const std::string json = all.train();
+  EXPECT_EQ(first.train(), json);
+  EXPECT_EQ(all.train(), json);
+  const BpeTokenizer tok = tokenizer_from(json);
+  EXPECT_EQ(tok.vocab_size(), 600);
+  for (const std::string& text : f.texts) EXPECT_EQ(tok.decode(tok.encode(text)), text);
+  EXPECT_LT(tok.encode(f.texts[0]).size(), f.texts[0].size() * 3 / 4);
+  BpeTrainerOptions small;
+  small.vocab_size = 200;
+  EXPECT_THROW(BpeTrainer{small}, Error);
+  BpeTrainerOptions never;
+  never.min_frequency = 0;
+  EXPECT_THROW(BpeTrainer{never}, Error);
 }
 
 }  // namespace

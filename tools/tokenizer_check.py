@@ -7,8 +7,9 @@
          (expected.json: each document's ids as `tokenizers` encodes it).
   check  encodes a few MB of varied text (the test documents; this repository's sources and
          docs; Debian's license texts and copyright files) with `tokenizers` and with
-         `fp8lm tokenizer encode --jsonl`, for the committed tokenizer.json and for one trained
-         here on that text, and compares every document's ids. Exits 77 (ctest: skipped) when
+         `fp8lm tokenizer encode --jsonl`, for the committed tokenizer.json, one `tokenizers`
+         trains on that text and one `fp8lm tokenizer train` learns from it (which the library
+         must load), and compares every document's ids. Exits 77 (ctest: skipped) when
          `tokenizers` is not installed.
 
 Usage: tools/tokenizer_check.py make
@@ -123,7 +124,16 @@ def check(fp8lm, mb):
     with tempfile.TemporaryDirectory() as tmp:
         trained = os.path.join(tmp, "tokenizer.json")
         train(docs, 8000).save(trained)
-        for name, path in [("committed", os.path.join(DATA, "tokenizer.json")), ("trained", trained)]:
+        # And one that fp8lm learnt, which the library must load and encode with alike.
+        ours_trained = os.path.join(tmp, "fp8lm.json")
+        corpus_file = os.path.join(tmp, "corpus.jsonl")
+        with open(corpus_file, "w", encoding="utf-8") as f:
+            for d in docs:
+                f.write(json.dumps({"text": d}, ensure_ascii=False) + "\n")
+        subprocess.run([fp8lm, "tokenizer", "train", "--vocab-size", "8000", "--out", ours_trained,
+                        corpus_file], check=True, capture_output=True)
+        for name, path in [("committed", os.path.join(DATA, "tokenizer.json")),
+                           ("trained by tokenizers", trained), ("trained by fp8lm", ours_trained)]:
             hf = Tokenizer.from_file(path)
             want = [e.ids for e in hf.encode_batch(docs)]
             got = ours(fp8lm, path, docs)

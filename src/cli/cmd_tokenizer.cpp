@@ -1,7 +1,9 @@
-// fp8lm tokenizer encode|decode: a byte-level BPE tokenizer (Hugging Face's tokenizer.json, or
-// GPT-2's vocab.json + merges.txt) on text or ids.
+// fp8lm tokenizer encode|decode|train: a byte-level BPE tokenizer (Hugging Face's
+// tokenizer.json, or GPT-2's vocab.json + merges.txt) on text or ids, and learning one.
 #include <fmt/format.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -13,6 +15,7 @@
 #include "cli/parse.h"
 #include "fp8lm/error.h"
 #include "text/bpe_tokenizer.h"
+#include "text/bpe_trainer.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -86,10 +89,78 @@ void run_decode(const TokenizerFlags& f) {
   }
 }
 
+struct TrainFlags {
+  std::vector<std::string> files;
+  std::string out;
+  text::BpeTrainerOptions options;
+};
+
+// A file's documents for counting: a JSONL file's "text" fields, or a text file in pieces of
+// about 1 MiB cut after a newline (a piece of the pre-tokenizer never spans one, except a run
+// of white space, whose count the cut may split).
+void read_documents(const std::string& path, std::vector<std::string>& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot be read", path));
+  if (path.ends_with(".jsonl")) {
+    int64_t n = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++n;
+      if (line.empty()) continue;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+        throw Error(fmt::format("{} line {}: not a JSON object with a \"text\" string", path, n));
+      out.push_back(j["text"].get<std::string>());
+    }
+    return;
+  }
+  const std::string all{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  constexpr size_t kPiece = 1 << 20;
+  for (size_t at = 0; at < all.size();) {
+    size_t end = std::min(all.size(), at + kPiece);
+    if (end < all.size()) {
+      const size_t nl = all.rfind('\n', end);
+      if (nl != std::string::npos && nl >= at) end = nl + 1;
+    }
+    out.push_back(all.substr(at, end - at));
+    at = end;
+  }
+}
+
+void run_train(const TrainFlags& f) {
+  namespace fs = std::filesystem;
+  if (fs::exists(f.out)) throw Error(fmt::format("--out {} exists: not overwritten", f.out));
+  text::BpeTrainer all(f.options);  // the options' errors before any reading
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> docs;
+  for (const std::string& file : f.files) read_documents(file, docs);
+  int64_t bytes = 0;
+  for (const std::string& d : docs) bytes += static_cast<int64_t>(d.size());
+#pragma omp parallel
+  {
+    text::BpeTrainer mine(f.options);
+#pragma omp for schedule(dynamic, 1) nowait
+    for (size_t i = 0; i < docs.size(); ++i) mine.add_text(docs[i]);
+#pragma omp critical(fp8lm_bpe_counts)
+    all.merge_counts(mine);
+  }
+  const std::string json = all.train();
+  const std::string tmp = f.out + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << json;
+    if (!out.flush()) throw Error(fmt::format("--out {}: cannot be written", f.out));
+  }
+  fs::rename(tmp, f.out);
+  const text::BpeTokenizer tok = text::BpeTokenizer::from_hf_json(f.out);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("learnt a vocabulary of {} from {:.2f} MB ({} distinct pieces) in {:.1f}s; wrote {}\n",
+             tok.vocab_size(), static_cast<double>(bytes) / 1e6, all.pieces(), s, f.out);
+}
+
 }  // namespace
 
 void add_tokenizer_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("tokenizer", "Byte-level BPE tokenizers: encode, decode");
+  auto* cmd = app.add_subcommand("tokenizer", "Byte-level BPE tokenizers: encode, decode, train");
   cmd->require_subcommand(1);
   auto f = std::make_shared<TokenizerFlags>();
   const auto common = [&](CLI::App* sub) {
@@ -113,6 +184,20 @@ void add_tokenizer_command(CLI::App& app) {
   dec->add_flag("--skip-special", f->skip_special, "leave out special tokens");
   dec->callback([f] {
     if (!parse_only()) run_decode(*f);
+  });
+  auto t = std::make_shared<TrainFlags>();
+  auto* train = cmd->add_subcommand("train", "Learn a byte-level BPE; write its tokenizer.json");
+  train->add_option("files", t->files, "text files, or .jsonl files of {\"text\": ...} lines")
+      ->required();
+  train->add_option("--out", t->out, "the tokenizer.json to write (must not exist)")->required();
+  train->add_option("--vocab-size", t->options.vocab_size,
+                    "special tokens + 256 bytes + merges (default 8192)");
+  train->add_option("--min-frequency", t->options.min_frequency,
+                    "stop before a pair seen fewer times (default 2)");
+  train->add_option("--special", t->options.special_tokens,
+                    "special tokens, first ids (default <|endoftext|>)");
+  train->callback([t] {
+    if (!parse_only()) run_train(*t);
   });
 }
 
