@@ -1077,6 +1077,81 @@ TEST(Cli, TokenizerTrainEncodeDecode) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/t2.json"));
 }
 
+// Issue 15 (2): data prepare writes shards, a validation shard, the tokenizer and a manifest;
+// train --data DIR reads them (its vocabulary the tokenizer's), and a run resumed from a
+// checkpoint in the middle of the shard continues with the exact next batches: every later
+// loss equals the uninterrupted run's. Bad input is one line and writes nothing.
+TEST(Cli, DataPrepareTrainsOnShardsAndResumesExactly) {
+  const std::string dir = testing::TempDir() + "fp8lm_cli_data";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir + "/a.txt");
+    for (int i = 0; i < 600; ++i)
+      f << "line " << i << ": the " << (i % 3 ? "quick" : "slow") << " fox, " << i * 7 << "\n";
+  }
+  ASSERT_EQ(
+      fp8lm("tokenizer train --vocab-size 300 --out " + dir + "/tok.json " + dir + "/a.txt").status,
+      0);
+  const std::string ds = dir + "/ds";
+  CliResult r = fp8lm("data prepare --tokenizer " + dir + "/tok.json --out " + ds +
+                      " --split-lines --val-fraction 0.1 --shard-tokens 4096 " + dir + "/a.txt");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("prepared 600 documents"), std::string::npos) << r.out;
+  const auto manifest = nlohmann::json::parse(std::ifstream(ds + "/manifest.json"));
+  EXPECT_EQ(manifest["vocab_size"], 300);
+  EXPECT_GT(manifest["train"].size(), 1u) << "several shards of 4096 tokens";
+  EXPECT_GT(manifest["validation_documents"].get<int>(), 20);
+  EXPECT_TRUE(std::filesystem::exists(ds + "/tokenizer.json"));
+
+  const std::string model =
+      " --seq-len 32 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 --threads 2 "
+      "--precision fp8 --steps 24 --checkpoint-every 8 --device cpu --out ";
+  r = fp8lm("train --data " + ds + model + dir + "/full");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("vocab 300"), std::string::npos) << r.out;
+  std::filesystem::copy(dir + "/full", dir + "/cut", std::filesystem::copy_options::recursive);
+  std::ofstream(dir + "/cut/checkpoints/latest") << "step-000008\n";
+  r = fp8lm("train --resume " + dir + "/cut");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("at step 8 of 24"), std::string::npos) << r.out;
+  const auto losses = [&](const std::string& run) {
+    std::vector<double> v;
+    std::ifstream in(run + "/metrics.jsonl");
+    for (std::string l; std::getline(in, l);) v.push_back(nlohmann::json::parse(l)["loss"]);
+    return v;
+  };
+  const auto full = losses(dir + "/full"), cut = losses(dir + "/cut");
+  ASSERT_EQ(full.size(), 24u);
+  EXPECT_EQ(cut, full);
+  r = fp8lm("eval --checkpoint " + dir + "/full/model.safetensors --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_GT(nlohmann::json::parse(r.out)["loss"].get<double>(), 0.0);
+
+  const std::string bad[] = {
+      "data prepare --tokenizer " + dir + "/tok.json --out " + ds + " " + dir + "/a.txt",
+      "data prepare --tokenizer " + dir + "/tok.json --out " + dir + "/one " + dir + "/a.txt",
+      "data prepare --tokenizer " + dir + "/tok.json --out " + dir + "/two --eot '<none>' " + dir +
+          "/a.txt",
+      "data prepare --tokenizer " + dir + "/a.txt --out " + dir + "/three " + dir + "/a.txt",
+      "data prepare --tokenizer " + dir + "/tok.json --out " + dir + "/four --val-fraction 2 " +
+          dir + "/a.txt",
+      "train --data " + ds + " --vocab 100 --steps 1",
+  };
+  for (const std::string& args : bad) {
+    const CliResult b = fp8lm(args);
+    EXPECT_NE(b.status, 0) << args;
+    EXPECT_EQ(b.err.rfind("error: ", 0), 0u) << args << ": " << b.err;
+    EXPECT_EQ(lines(b.err).size(), 1u) << args << ": " << b.err;
+  }
+  for (const char* name : {"/one", "/two", "/three", "/four", "/one.preparing"})
+    EXPECT_FALSE(std::filesystem::exists(dir + name)) << name;
+  std::ofstream(ds + "/train-00000.tok", std::ios::app) << "x";  // now one byte too long
+  r = fp8lm("train --data " + ds + model + dir + "/five");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("train-00000.tok"), std::string::npos) << r.err;
+}
+
 TEST(Cli, InspectSaysAnFp32RunHasNoFp8State) {
   const std::string dir = testing::TempDir() + "fp8lm_cli_fp32";
   std::filesystem::remove_all(dir);

@@ -162,8 +162,8 @@ void run_eval(const EvalFlags& f) {
   const int64_t B = c.batch_size, T = c.model.seq_len;
   nlohmann::json j;
   if (is_text_model(c)) {
-    const TextData text(c.data, T, 0.1, c.seed);
-    const double loss = mean_loss(model.model(), text.validation(B, T, f.batches));
+    const auto text = open_text_source(c.data, T, c.seed);
+    const double loss = mean_loss(model.model(), text->validation(B, T, f.batches));
     j = {{"data", c.data}, {"loss", loss}, {"perplexity", std::exp(loss)}};
   } else {
     if (!f.data.empty()) throw Error("--data: this model was trained on the stride task, not text");

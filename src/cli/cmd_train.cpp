@@ -22,6 +22,7 @@
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "io/run_lock.h"
+#include "train/token_shards.h"
 #include "train/trainer.h"
 
 namespace fp8lm::cli {
@@ -413,8 +414,10 @@ int run_train(const TrainFlags& f, CLI::App* app) {
       apply(c, flag, value);
       set.insert(flag);
     }
-    // Byte-level text has 256 token ids: its vocabulary unless one was asked for.
-    if (!c.data.empty() && !set.contains("vocab")) c.model.vocab = 256;
+    // Byte-level text has 256 token ids, a token dataset its tokenizer's: the vocabulary
+    // unless one was asked for.
+    if (!c.data.empty() && !set.contains("vocab"))
+      c.model.vocab = is_token_dataset(c.data) ? read_manifest(c.data).vocab_size : 256;
     if (f.fp8_weights) fp8_weights = true;
     c.fp8_weights = fp8_weights;
     c.device = parse_device(f.device);

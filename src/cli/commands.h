@@ -11,6 +11,7 @@ void add_generate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_tokenizer_command(CLI::App& app);
+void add_data_command(CLI::App& app);
 
 // The whole command line: parses, dispatches, and turns every failure into one line on stderr
 // and an exit status (main is only this).

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "fp8lm/error.h"
+#include "train/token_shards.h"
 
 namespace fp8lm {
 
@@ -23,7 +24,6 @@ std::pair<int64_t, int64_t> StrideTask::draw() {
   return {a, stride(rng_)};
 }
 
-namespace {
 std::string rng_state(const std::mt19937_64& rng) {
   std::ostringstream out;
   out << rng;
@@ -36,7 +36,6 @@ void restore_rng(std::mt19937_64& rng, const std::string& state) {
   if (in.fail()) throw Error("checkpoint: the data stream's state is unreadable");
   rng = restored;
 }
-}  // namespace
 
 std::string StrideTask::state() const {
   return rng_state(rng_);
@@ -138,6 +137,23 @@ std::vector<Batch> TextData::validation(int64_t B, int64_t T, int64_t max_batche
     batches.push_back(std::move(b));
   }
   return batches;
+}
+
+std::vector<int32_t> TextData::validation_prompt(int64_t n) const {
+  const auto end = std::min<int64_t>(static_cast<int64_t>(bytes_.size()), split_ + n);
+  return {bytes_.begin() + split_, bytes_.begin() + end};
+}
+
+std::string TextData::decode(const std::vector<int32_t>& ids) const {
+  std::string s;
+  for (const int32_t c : ids) s.push_back(static_cast<char>(c));
+  return s;
+}
+
+std::unique_ptr<TextSource> open_text_source(const std::string& path, int64_t seq_len,
+                                             uint64_t seed) {
+  if (is_token_dataset(path)) return std::make_unique<TokenDataset>(path, seq_len, seed);
+  return std::make_unique<TextData>(path, seq_len, 0.1, seed);
 }
 
 }  // namespace fp8lm

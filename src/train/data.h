@@ -1,12 +1,18 @@
 #pragma once
 // Training data: the stride task (x_t = (a + k·t) mod V, a random start, k a random stride in
-// [1, K]) and byte-level text from a file with a train/validation split.
+// [1, K]), byte-level text from a file with a train/validation split, and (token_shards.h)
+// token datasets.
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace fp8lm {
+
+// A data stream's position: its generator's state as text, and back (Error for bad text).
+std::string rng_state(const std::mt19937_64& rng);
+void restore_rng(std::mt19937_64& rng, const std::string& state);
 
 struct Batch {
   int64_t B = 0, T = 0;
@@ -37,17 +43,39 @@ class StrideTask {
   std::mt19937_64 rng_;
 };
 
-class TextData {
+// Training text, whatever its form: a byte-level file (TextData) or a token dataset
+// (train/token_shards.h). Batches are windows of T + 1 tokens; the position in the stream is a
+// string a checkpoint keeps.
+class TextSource {
+ public:
+  virtual ~TextSource() = default;
+  virtual Batch next_train(int64_t B, int64_t T) = 0;
+  // Consecutive validation windows (up to max_batches batches of B).
+  virtual std::vector<Batch> validation(int64_t B, int64_t T, int64_t max_batches) const = 0;
+  virtual std::string state() const = 0;
+  virtual void restore(const std::string& state) = 0;
+  // The first n tokens of the validation text (a prompt for the run's sample), and the text
+  // that tokens stand for.
+  virtual std::vector<int32_t> validation_prompt(int64_t n) const = 0;
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+};
+
+// A token dataset directory (manifest.json) or a byte-level text file.
+std::unique_ptr<TextSource> open_text_source(const std::string& path, int64_t seq_len,
+                                             uint64_t seed);
+
+class TextData : public TextSource {
  public:
   // Reads the whole file; the last val_fraction of its bytes is the validation split.
   // Throws Error for a missing, unreadable or too-short file.
   TextData(const std::string& path, int64_t seq_len, double val_fraction, uint64_t seed);
-  Batch next_train(int64_t B, int64_t T);
-  // Consecutive validation windows (up to max_batches batches of B).
-  std::vector<Batch> validation(int64_t B, int64_t T, int64_t max_batches) const;
+  Batch next_train(int64_t B, int64_t T) override;
+  std::vector<Batch> validation(int64_t B, int64_t T, int64_t max_batches) const override;
   const std::vector<uint8_t>& bytes() const { return bytes_; }
-  std::string state() const;
-  void restore(const std::string& state);
+  std::string state() const override;
+  void restore(const std::string& state) override;
+  std::vector<int32_t> validation_prompt(int64_t n) const override;
+  std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t train_size() const { return split_; }
 
  private:

@@ -3,6 +3,7 @@
 #include "nn/fusion.h"
 #include "nn/micro_batch.h"
 #include "nn/precision_map.h"
+#include "train/token_shards.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -76,7 +77,12 @@ void TrainConfig::validate() const {
         "--disable-rht",
         model.seq_len));
   }
-  if (!data.empty() && model.vocab < 256) {
+  if (!data.empty() && is_token_dataset(data)) {
+    const int64_t needed = read_manifest(data).vocab_size;
+    if (model.vocab < needed)
+      throw Error(fmt::format("--vocab {} is below the token dataset's vocabulary {} ({})",
+                              model.vocab, needed, data));
+  } else if (!data.empty() && model.vocab < 256) {
     throw Error(
         fmt::format("--vocab {} is too small for byte-level text (needs 256)", model.vocab));
   }
@@ -188,7 +194,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator& ranks) : cfg_(cfg), comm_
   if (cfg_.data.empty()) {
     stride_ = std::make_unique<StrideTask>(cfg_.model.vocab, cfg_.max_stride, cfg_.seed);
   } else {
-    text_ = std::make_unique<TextData>(cfg_.data, cfg_.model.seq_len, 0.1, cfg_.seed);
+    text_ = open_text_source(cfg_.data, cfg_.model.seq_len, cfg_.seed);
   }
   model_ = std::make_unique<GPT>(cfg_.model, cfg_.seed);
   kept_in_bf16_ = apply_precision_map(*model_, cfg_.precision_map);
@@ -523,12 +529,12 @@ TrainResult Trainer::finish() {
   } else {
     const auto val = text_->validation(B, T, 8);
     result.val_loss = static_cast<float>(mean_loss(*model_, val));
-    const int64_t P = std::min<int64_t>(16, T / 2);
-    std::vector<int32_t> prompt(text_->bytes().begin() + text_->train_size(),
-                                text_->bytes().begin() + text_->train_size() + P);
+    const std::vector<int32_t> prompt = text_->validation_prompt(std::min<int64_t>(16, T / 2));
+    const auto P = static_cast<int64_t>(prompt.size());
+    std::vector<int32_t> all = prompt;
     const auto gen = model_->generate(prompt.data(), 1, P, T - P);
-    for (int32_t c : prompt) result.sample.push_back(static_cast<char>(c));
-    for (int32_t c : gen) result.sample.push_back(static_cast<char>(c));
+    all.insert(all.end(), gen.begin(), gen.end());
+    result.sample = text_->decode(all);
   }
   return result;
 }

@@ -112,7 +112,7 @@ class Trainer {
   Communicator& comm_;
   PrecisionChoice precision_;
   std::unique_ptr<StrideTask> stride_;
-  std::unique_ptr<TextData> text_;
+  std::unique_ptr<TextSource> text_;
   std::unique_ptr<GPT> model_;
   std::unique_ptr<AdamW> opt_;
   DeviceChoice device_;

@@ -1,0 +1,231 @@
+// fp8lm data prepare: text files (a document per file or per line) or JSONL ({"text": ...} per
+// line) tokenized on every thread into token shards, a held-out validation shard and a
+// manifest (train/token_shards.h), for train --data DIR.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/parse.h"
+#include "core/counter_rng.h"
+#include "fp8lm/error.h"
+#include "text/bpe_tokenizer.h"
+#include "train/token_shards.h"
+
+namespace fp8lm::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct PrepareFlags {
+  std::string tokenizer, out, eot = "<|endoftext|>";
+  std::vector<std::string> files;
+  bool split_lines = false;
+  double val_fraction = 0.01;
+  int64_t shard_tokens = 100'000'000;
+  uint64_t seed = 0;
+};
+
+// The documents of the input files, in order, a batch at a time (about 16 MB).
+class DocumentReader {
+ public:
+  DocumentReader(const std::vector<std::string>& files, bool split_lines)
+      : files_(files), split_lines_(split_lines) {
+    for (const std::string& f : files) {
+      std::error_code ec;
+      if (!fs::is_regular_file(f, ec)) throw Error(fmt::format("{}: not a readable file", f));
+      total_bytes_ += static_cast<int64_t>(fs::file_size(f));
+    }
+  }
+  int64_t total_bytes() const { return total_bytes_; }
+  int64_t bytes_read() const { return bytes_read_; }
+
+  // false at the end of the last file.
+  bool next_batch(std::vector<std::string>& docs) {
+    docs.clear();
+    size_t bytes = 0;
+    while (bytes < (16u << 20) && docs.size() < 65536) {
+      if (!in_.is_open() || in_.peek() == EOF) {
+        if (in_.is_open()) in_.close();
+        if (next_file_ == files_.size()) break;
+        path_ = files_[next_file_++];
+        in_.open(path_, std::ios::binary);
+        if (!in_) throw Error(fmt::format("{}: cannot be read", path_));
+        line_ = 0;
+        jsonl_ = path_.ends_with(".jsonl");
+        if (!jsonl_ && !split_lines_) {  // the whole file is one document
+          docs.emplace_back(std::istreambuf_iterator<char>(in_), std::istreambuf_iterator<char>());
+          bytes += docs.back().size();
+          bytes_read_ += static_cast<int64_t>(docs.back().size());
+          in_.close();
+          continue;
+        }
+      }
+      std::string line;
+      std::getline(in_, line);
+      ++line_;
+      bytes_read_ += static_cast<int64_t>(line.size()) + 1;
+      if (line.empty()) continue;
+      if (jsonl_) {
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+          throw Error(
+              fmt::format("{} line {}: not a JSON object with a \"text\" string", path_, line_));
+        docs.push_back(j["text"].get<std::string>());
+      } else {
+        docs.push_back(std::move(line));
+      }
+      bytes += docs.back().size();
+    }
+    return !docs.empty();
+  }
+
+ private:
+  const std::vector<std::string>& files_;
+  bool split_lines_;
+  size_t next_file_ = 0;
+  std::ifstream in_;
+  std::string path_;
+  int64_t line_ = 0, total_bytes_ = 0, bytes_read_ = 0;
+  bool jsonl_ = false;
+};
+
+void run_prepare(const PrepareFlags& f) {
+  if (!(f.val_fraction > 0.0 && f.val_fraction < 1.0))
+    throw Error(fmt::format("--val-fraction {} must be between 0 and 1", f.val_fraction));
+  if (f.shard_tokens < 1024)
+    throw Error(fmt::format("--shard-tokens {} is below 1024", f.shard_tokens));
+  std::error_code ec;
+  if (fs::exists(f.out, ec) && !(fs::is_directory(f.out, ec) && fs::is_empty(f.out, ec)))
+    throw Error(
+        fmt::format("--out {} exists and is not an empty directory: not overwritten", f.out));
+  const text::BpeTokenizer tok = text::BpeTokenizer::load(f.tokenizer);
+  const std::optional<int32_t> eot = tok.token_id(f.eot);
+  if (!eot) throw Error(fmt::format("--eot '{}' is not a token of {}", f.eot, f.tokenizer));
+  DocumentReader reader(f.files, f.split_lines);
+
+  // Everything is written under a temporary name and renamed at the end: a failed or killed
+  // prepare leaves no directory that looks whole.
+  const std::string tmp = f.out + ".preparing";
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp);
+  ShardManifest m;
+  m.vocab_size = tok.vocab_size();
+  m.eot = *eot;
+  m.token_bytes = m.vocab_size <= 65536 ? 2 : 4;
+  const auto shard_name = [](size_t i) { return fmt::format("train-{:05d}.tok", i); };
+  auto train =
+      std::make_unique<ShardWriter>((fs::path(tmp) / shard_name(0)).string(), m.token_bytes);
+  ShardWriter val((fs::path(tmp) / "val.tok").string(), m.token_bytes);
+  // A document is held out when its 32 random bits (by its index and the seed) fall below the
+  // fraction: the same documents on every run, spread over all the inputs.
+  const uint32_t key = counter_key(f.seed);
+  const auto held_out = [&](int64_t doc) {
+    return static_cast<double>(counter_bits(key, static_cast<uint32_t>(doc))) <
+           f.val_fraction * 4294967296.0;
+  };
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> docs;
+  std::vector<std::vector<int32_t>> ids;
+  while (reader.next_batch(docs)) {
+    ids.assign(docs.size(), {});
+#pragma omp parallel for schedule(dynamic, 16)
+    for (size_t i = 0; i < docs.size(); ++i) {
+      tok.encode(docs[i], ids[i]);
+      ids[i].push_back(*eot);
+    }
+    for (auto& d : ids) {
+      if (held_out(m.documents++)) {
+        val.append(d);
+        ++m.validation_documents;
+        continue;
+      }
+      train->append(d);
+      if (train->tokens() >= f.shard_tokens) {
+        m.train.emplace_back(shard_name(m.train.size()), train->tokens());
+        train->finish();
+        train = std::make_unique<ShardWriter>((fs::path(tmp) / shard_name(m.train.size())).string(),
+                                              m.token_bytes);
+      }
+    }
+    if (tty) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double done = static_cast<double>(reader.bytes_read()) /
+                          static_cast<double>(std::max<int64_t>(1, reader.total_bytes()));
+      const int bar = static_cast<int>(std::min(1.0, done) * 30);
+      fmt::print(stderr, "\r[{:=<{}}{:<{}}] {:5.1f}% · {:.1f} MB/s · {} documents", "", bar, "",
+                 30 - bar, 100 * std::min(1.0, done),
+                 static_cast<double>(reader.bytes_read()) / 1e6 / std::max(s, 1e-9), m.documents);
+    }
+  }
+  if (tty) fmt::print(stderr, "\n");
+  if (train->tokens() > 0 || m.train.empty()) {
+    m.train.emplace_back(shard_name(m.train.size()), train->tokens());
+    train->finish();
+  }
+  m.validation = {"val.tok", val.tokens()};
+  val.finish();
+  if (m.validation_documents == 0) {
+    fs::remove_all(tmp, ec);
+    throw Error(
+        fmt::format("no document of {} was held out for validation (--val-fraction {}): give more "
+                    "documents (--split-lines makes each line one) or a larger fraction",
+                    m.documents, f.val_fraction));
+  }
+  // The tokenizer travels with the shards: tokenizer.json, or GPT-2's two files.
+  const fs::path src = f.tokenizer;
+  if (fs::is_directory(src) && !fs::exists(src / "tokenizer.json")) {
+    fs::copy_file(src / "vocab.json", fs::path(tmp) / "vocab.json");
+    fs::copy_file(src / "merges.txt", fs::path(tmp) / "merges.txt");
+    m.tokenizer = ".";
+  } else {
+    fs::copy_file(fs::is_directory(src) ? src / "tokenizer.json" : src,
+                  fs::path(tmp) / "tokenizer.json");
+  }
+  write_manifest(tmp, m);
+  if (fs::exists(f.out, ec)) fs::remove(f.out);  // the empty directory checked above
+  fs::rename(tmp, f.out);
+  int64_t train_tokens = 0;
+  for (const auto& [file, n] : m.train) train_tokens += n;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print(
+      "prepared {} documents ({} held out): {} train tokens in {} shard(s), {} validation tokens, "
+      "from {:.2f} MB in {:.1f}s ({:.1f} MB/s); wrote {}\n",
+      m.documents, m.validation_documents, train_tokens, m.train.size(), m.validation.second,
+      static_cast<double>(reader.total_bytes()) / 1e6, s,
+      static_cast<double>(reader.total_bytes()) / 1e6 / std::max(s, 1e-9), f.out);
+}
+
+}  // namespace
+
+void add_data_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("data", "Token datasets: prepare");
+  cmd->require_subcommand(1);
+  auto f = std::make_shared<PrepareFlags>();
+  auto* prep = cmd->add_subcommand(
+      "prepare", "Tokenize text into token shards, a validation shard and a manifest");
+  prep->add_option("files", f->files,
+                   "text files (a document each, or per line with --split-lines), or .jsonl "
+                   "files of {\"text\": ...} lines")
+      ->required();
+  prep->add_option("--tokenizer", f->tokenizer,
+                   "tokenizer.json, or a directory with it or with vocab.json + merges.txt")
+      ->required();
+  prep->add_option("--out", f->out, "the dataset directory to write (new, or empty)")->required();
+  prep->add_flag("--split-lines", f->split_lines, "each line of a text file is a document");
+  prep->add_option("--val-fraction", f->val_fraction,
+                   "fraction of documents held out for validation (default 0.01)");
+  prep->add_option("--shard-tokens", f->shard_tokens, "tokens per train shard (default 1e8)");
+  prep->add_option("--eot", f->eot, "the token after each document (default <|endoftext|>)");
+  prep->add_option("--seed", f->seed, "which documents are held out (default 0)");
+  prep->callback([f] {
+    if (!parse_only()) run_prepare(*f);
+  });
+}
+
+}  // namespace fp8lm::cli

@@ -1,0 +1,264 @@
+#include "train/token_shards.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "fp8lm/error.h"
+#include "text/bpe_tokenizer.h"
+
+namespace fp8lm {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The header's fields, little-endian (as x86-64 and ARM hosts store them).
+struct ShardHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t token_bytes;
+  uint64_t count;
+  uint64_t reserved;
+};
+static_assert(sizeof(ShardHeader) == kShardHeaderBytes);
+
+}  // namespace
+
+ShardWriter::ShardWriter(std::string path, int token_bytes)
+    : path_(std::move(path)), tmp_(path_ + ".tmp"), token_bytes_(token_bytes) {
+  f_ = std::fopen(tmp_.c_str(), "wb");
+  if (!f_) throw Error(fmt::format("{}: cannot be written", tmp_));
+  const ShardHeader h{};
+  if (std::fwrite(&h, sizeof h, 1, f_) != 1) throw Error(fmt::format("{}: write failed", tmp_));
+}
+
+ShardWriter::~ShardWriter() {
+  if (f_) {  // not finished: an error on the way; the partial file goes
+    std::fclose(f_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+void ShardWriter::append(const std::vector<int32_t>& tokens) {
+  size_t written;
+  if (token_bytes_ == 2) {
+    std::vector<uint16_t> v(tokens.begin(), tokens.end());
+    written = std::fwrite(v.data(), 2, v.size(), f_);
+  } else {
+    written = std::fwrite(tokens.data(), 4, tokens.size(), f_);
+  }
+  if (written != tokens.size()) throw Error(fmt::format("{}: write failed (disk full?)", tmp_));
+  count_ += static_cast<int64_t>(tokens.size());
+}
+
+void ShardWriter::finish() {
+  ShardHeader h{};
+  std::memcpy(h.magic, kShardMagic, sizeof h.magic);
+  h.version = kShardVersion;
+  h.token_bytes = static_cast<uint32_t>(token_bytes_);
+  h.count = static_cast<uint64_t>(count_);
+  const bool ok = std::fseek(f_, 0, SEEK_SET) == 0 && std::fwrite(&h, sizeof h, 1, f_) == 1 &&
+                  std::fflush(f_) == 0 && ::fsync(fileno(f_)) == 0;
+  std::fclose(f_);
+  f_ = nullptr;
+  if (!ok) {
+    std::remove(tmp_.c_str());
+    throw Error(fmt::format("{}: write failed (disk full?)", tmp_));
+  }
+  fs::rename(tmp_, path_);
+}
+
+MappedShard::MappedShard(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(fmt::format("{}: cannot be read", path));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(fmt::format("{}: not a regular file", path));
+  }
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size < static_cast<size_t>(kShardHeaderBytes)) {
+    ::close(fd);
+    throw Error(fmt::format("{}: {} bytes, shorter than a shard's header", path, size));
+  }
+  base_ = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    throw Error(fmt::format("{}: cannot be mapped", path));
+  }
+  mapped_ = size;
+  ShardHeader h;
+  std::memcpy(&h, base_, sizeof h);
+  if (std::memcmp(h.magic, kShardMagic, sizeof h.magic) != 0)
+    throw Error(fmt::format("{}: not a token shard (wrong magic)", path));
+  if (h.version != kShardVersion)
+    throw Error(fmt::format("{}: shard format version {} (this fp8lm reads {})", path, h.version,
+                            kShardVersion));
+  if (h.token_bytes != 2 && h.token_bytes != 4)
+    throw Error(fmt::format("{}: {} bytes per token (2 or 4)", path, h.token_bytes));
+  token_bytes_ = static_cast<int>(h.token_bytes);
+  const uint64_t want = static_cast<uint64_t>(kShardHeaderBytes) + h.count * h.token_bytes;
+  if (h.count > (uint64_t{1} << 40) || want != size)
+    throw Error(fmt::format("{}: {} bytes where the header's {} tokens need {} (truncated?)", path,
+                            size, h.count, want));
+  count_ = static_cast<int64_t>(h.count);
+  data_ = static_cast<const uint8_t*>(base_) + kShardHeaderBytes;
+}
+
+MappedShard::~MappedShard() {
+  if (base_) ::munmap(base_, mapped_);
+}
+
+int32_t MappedShard::operator[](int64_t i) const {
+  const uint8_t* p = data_ + static_cast<size_t>(i) * static_cast<size_t>(token_bytes_);
+  if (token_bytes_ == 2) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+bool is_token_dataset(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "manifest.json", ec);
+}
+
+ShardManifest read_manifest(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "manifest.json").string();
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot be read", path));
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || j.value("format", "") != "fp8lm-token-shards")
+    throw Error(fmt::format("{}: not an fp8lm token dataset manifest", path));
+  ShardManifest m;
+  try {
+    m.vocab_size = j.at("vocab_size").get<int64_t>();
+    m.eot = j.at("eot").get<int32_t>();
+    m.token_bytes = j.at("token_bytes").get<int>();
+    for (const auto& s : j.at("train"))
+      m.train.emplace_back(s.at("file").get<std::string>(), s.at("tokens").get<int64_t>());
+    m.validation = {j.at("validation").at("file").get<std::string>(),
+                    j.at("validation").at("tokens").get<int64_t>()};
+    m.documents = j.value("documents", int64_t{0});
+    m.validation_documents = j.value("validation_documents", int64_t{0});
+    m.tokenizer = j.value("tokenizer", std::string("tokenizer.json"));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+  if (m.vocab_size < 1 || m.eot < 0 || m.eot >= m.vocab_size || m.train.empty())
+    throw Error(fmt::format("{}: vocab_size, eot or the train shards are not valid", path));
+  return m;
+}
+
+void write_manifest(const std::string& dir, const ShardManifest& m) {
+  nlohmann::ordered_json j;
+  j["format"] = "fp8lm-token-shards";
+  j["version"] = kShardVersion;
+  j["vocab_size"] = m.vocab_size;
+  j["eot"] = m.eot;
+  j["token_bytes"] = m.token_bytes;
+  j["tokenizer"] = m.tokenizer;
+  j["documents"] = m.documents;
+  j["validation_documents"] = m.validation_documents;
+  j["train"] = nlohmann::ordered_json::array();
+  for (const auto& [file, n] : m.train) j["train"].push_back({{"file", file}, {"tokens", n}});
+  j["validation"] = {{"file", m.validation.first}, {"tokens", m.validation.second}};
+  const std::string path = (fs::path(dir) / "manifest.json").string();
+  {
+    std::ofstream out(path + ".tmp");
+    out << j.dump(2) << "\n";
+    if (!out.flush()) throw Error(fmt::format("{}: cannot be written", path));
+  }
+  fs::rename(path + ".tmp", path);
+}
+
+TokenDataset::TokenDataset(const std::string& dir, int64_t seq_len, uint64_t seed)
+    : manifest_(read_manifest(dir)), rng_(seed) {
+  int64_t total = 0;
+  for (const auto& [file, n] : manifest_.train) {
+    auto shard = std::make_unique<MappedShard>((fs::path(dir) / file).string());
+    if (shard->size() != n)
+      throw Error(fmt::format("{}: {} tokens where the manifest says {}", file, shard->size(), n));
+    starts_.push_back(total);
+    total += n;
+    train_.push_back(std::move(shard));
+  }
+  starts_.push_back(total);
+  val_ = std::make_unique<MappedShard>((fs::path(dir) / manifest_.validation.first).string());
+  if (total < seq_len + 1 || val_->size() < seq_len + 1)
+    throw Error(fmt::format("{}: {} train and {} validation tokens are too few for --seq-len {}",
+                            dir, total, val_->size(), seq_len));
+  tokenizer_path_ = (fs::path(dir) / manifest_.tokenizer).string();
+}
+
+TokenDataset::~TokenDataset() = default;
+
+int32_t TokenDataset::train_token(int64_t i) const {
+  const auto s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), i) -
+                                     starts_.begin() - 1);
+  return (*train_[s])[i - starts_[s]];
+}
+
+Batch TokenDataset::next_train(int64_t B, int64_t T) {
+  Batch b{B, T, std::vector<int32_t>(static_cast<size_t>(B * T)),
+          std::vector<int32_t>(static_cast<size_t>(B * T))};
+  std::uniform_int_distribution<int64_t> start(0, starts_.back() - T - 1);
+  for (int64_t i = 0; i < B; ++i) {
+    const int64_t s = start(rng_);
+    for (int64_t t = 0; t < T; ++t) {
+      b.tokens[static_cast<size_t>(i * T + t)] = train_token(s + t);
+      b.targets[static_cast<size_t>(i * T + t)] = train_token(s + t + 1);
+    }
+  }
+  return b;
+}
+
+std::vector<Batch> TokenDataset::validation(int64_t B, int64_t T, int64_t max_batches) const {
+  std::vector<Batch> batches;
+  const int64_t n = val_->size();
+  int64_t s = 0;
+  while (static_cast<int64_t>(batches.size()) < max_batches && s + T + 1 <= n) {
+    Batch b{0, T, {}, {}};
+    while (b.B < B && s + T + 1 <= n) {
+      for (int64_t t = 0; t < T; ++t) {
+        b.tokens.push_back((*val_)[s + t]);
+        b.targets.push_back((*val_)[s + t + 1]);
+      }
+      ++b.B;
+      s += T;
+    }
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+std::string TokenDataset::state() const {
+  return rng_state(rng_);
+}
+
+void TokenDataset::restore(const std::string& state) {
+  restore_rng(rng_, state);
+}
+
+std::vector<int32_t> TokenDataset::validation_prompt(int64_t n) const {
+  std::vector<int32_t> p;
+  for (int64_t i = 0; i < std::min(n, val_->size()); ++i) p.push_back((*val_)[i]);
+  return p;
+}
+
+std::string TokenDataset::decode(const std::vector<int32_t>& ids) const {
+  return text::BpeTokenizer::load(tokenizer_path_).decode(ids);
+}
+
+}  // namespace fp8lm

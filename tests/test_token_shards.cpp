@@ -1,0 +1,140 @@
+// Token datasets: shards written and mapped back (both token widths), malformed shards and
+// manifests refused with the file named, and training windows drawn across shard boundaries,
+// repeatable for a seed and resumable from the stream's state.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fp8lm/error.h"
+#include "train/token_shards.h"
+
+namespace fp8lm {
+namespace {
+namespace fs = std::filesystem;
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = testing::TempDir() + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(TokenShards, WrittenTokensMapBackAtEitherWidth) {
+  const std::string dir = fresh_dir("fp8lm_shards_rt");
+  for (const int width : {2, 4}) {
+    const std::string path = dir + "/s" + std::to_string(width) + ".tok";
+    std::vector<int32_t> tokens;
+    for (int32_t i = 0; i < 5000; ++i)
+      tokens.push_back((i * 7919) % (width == 2 ? 65536 : 1 << 20));
+    ShardWriter w(path, width);
+    w.append({tokens.begin(), tokens.begin() + 1234});
+    w.append({tokens.begin() + 1234, tokens.end()});
+    EXPECT_FALSE(fs::exists(path)) << "only the temporary file until finish";
+    w.finish();
+    EXPECT_EQ(static_cast<int64_t>(fs::file_size(path)), kShardHeaderBytes + 5000 * width);
+    const MappedShard m(path);
+    ASSERT_EQ(m.size(), 5000);
+    for (int64_t i = 0; i < 5000; ++i) ASSERT_EQ(m[i], tokens[static_cast<size_t>(i)]) << i;
+  }
+}
+
+void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(TokenShards, MalformedShardsAndManifestsNameTheProblem) {
+  const std::string dir = fresh_dir("fp8lm_shards_bad");
+  const std::string good = dir + "/good.tok";
+  ShardWriter w(good, 2);
+  w.append(std::vector<int32_t>(100, 7));
+  w.finish();
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto variant = [&](const std::string& name, const std::string& content) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+  };
+  std::string magic = bytes, version = bytes, width = bytes;
+  magic[0] = 'X';
+  version[8] = 9;
+  width[12] = 3;
+  expect_error([&] { MappedShard{variant("magic.tok", magic)}; }, "wrong magic");
+  expect_error([&] { MappedShard{variant("version.tok", version)}; }, "version 9");
+  expect_error([&] { MappedShard{variant("width.tok", width)}; }, "3 bytes per token");
+  expect_error([&] { MappedShard{variant("cut.tok", bytes.substr(0, bytes.size() - 1))}; },
+               "truncated");
+  expect_error([&] { MappedShard{variant("tiny.tok", "FP8L")}; }, "shorter than a shard's header");
+  expect_error([&] { MappedShard{dir + "/missing.tok"}; }, "missing.tok");
+  std::ofstream(dir + "/manifest.json") << "{\"format\": \"something else\"}";
+  expect_error([&] { read_manifest(dir); }, "not an fp8lm token dataset");
+  std::ofstream(dir + "/manifest.json")
+      << "{\"format\": \"fp8lm-token-shards\", \"vocab_size\": 10}";
+  expect_error([&] { read_manifest(dir); }, "manifest.json");
+  EXPECT_TRUE(is_token_dataset(dir));
+  EXPECT_FALSE(is_token_dataset(good));
+}
+
+// Two train shards of a counting stream (token i is i % 1000): every window is consecutive
+// stream tokens, those crossing the shard boundary included, with the next token as target.
+TEST(TokenDataset, WindowsSpanShardsRepeatForASeedAndResume) {
+  const std::string dir = fresh_dir("fp8lm_shards_ds");
+  ShardManifest m;
+  m.vocab_size = 1000;
+  m.eot = 0;
+  const auto write = [&](const std::string& name, int64_t first, int64_t n) {
+    ShardWriter w(dir + "/" + name, 2);
+    std::vector<int32_t> t;
+    for (int64_t i = first; i < first + n; ++i) t.push_back(static_cast<int32_t>(i % 1000));
+    w.append(t);
+    w.finish();
+  };
+  write("train-00000.tok", 0, 300);
+  write("train-00001.tok", 300, 200);
+  write("val.tok", 0, 100);
+  m.train = {{"train-00000.tok", 300}, {"train-00001.tok", 200}};
+  m.validation = {"val.tok", 100};
+  write_manifest(dir, m);
+  std::ofstream(dir + "/tokenizer.json") << "{}";
+  TokenDataset a(dir, 32, 5), b(dir, 32, 5);
+  bool crossed = false;
+  for (int step = 0; step < 50; ++step) {
+    const Batch x = a.next_train(4, 32);
+    EXPECT_EQ(x.tokens, b.next_train(4, 32).tokens) << "same seed, same batches";
+    for (int64_t r = 0; r < 4; ++r) {
+      const int32_t first = x.tokens[static_cast<size_t>(r * 32)];
+      crossed |= first < 300 && first + 32 >= 300;
+      for (int64_t t = 0; t < 32; ++t) {
+        ASSERT_EQ(x.tokens[static_cast<size_t>(r * 32 + t)], (first + t) % 1000);
+        ASSERT_EQ(x.targets[static_cast<size_t>(r * 32 + t)], (first + t + 1) % 1000);
+      }
+    }
+  }
+  EXPECT_TRUE(crossed) << "some window should span the two shards";
+  const std::string at = a.state();
+  const Batch next = a.next_train(4, 32);
+  TokenDataset c(dir, 32, 99);
+  c.restore(at);
+  EXPECT_EQ(c.next_train(4, 32).tokens, next.tokens) << "the state is the stream's position";
+  const auto val = a.validation(2, 32, 8);
+  ASSERT_EQ(val.size(), 2u);  // 100 tokens: three windows of 32 + 1, in batches of 2
+  EXPECT_EQ(val[0].B, 2);
+  EXPECT_EQ(val[1].B, 1);
+  EXPECT_EQ(val[1].tokens[0], 64);
+  expect_error([&] { TokenDataset(dir, 128, 1); }, "too few for --seq-len 128");
+  m.train[1].second = 201;
+  write_manifest(dir, m);
+  expect_error([&] { TokenDataset(dir, 32, 1); }, "manifest says 201");
+}
+
+}  // namespace
+}  // namespace fp8lm
