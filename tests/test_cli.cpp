@@ -1127,6 +1127,21 @@ TEST(Cli, DataPrepareTrainsOnShardsAndResumesExactly) {
   r = fp8lm("eval --checkpoint " + dir + "/full/model.safetensors --json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_GT(nlohmann::json::parse(r.out)["loss"].get<double>(), 0.0);
+  // Generation reads and writes text through the dataset's tokenizer and stops at its end of
+  // text (id 0, the tokenizer's first special token).
+  r = fp8lm("generate --checkpoint " + dir +
+            "/full/model.safetensors --prompt 'line 5: the' --max-new-tokens 20 --temperature 1 "
+            "--seed 3 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto g = nlohmann::json::parse(r.out);
+  const auto gen_ids = g["generated_ids"].get<std::vector<int>>();
+  ASSERT_FALSE(gen_ids.empty());
+  for (size_t i = 0; i + 1 < gen_ids.size(); ++i)
+    EXPECT_NE(gen_ids[i], 0) << "stopped at the first";
+  EXPECT_TRUE(gen_ids.size() == 20 || gen_ids.back() == 0);
+  std::string decode = "tokenizer decode --json --tokenizer " + dir + "/tok.json";
+  for (const int id : gen_ids) decode.append(1, ' ').append(std::to_string(id));
+  EXPECT_EQ(nlohmann::json::parse(fp8lm(decode).out), g["generated"]);  // U+FFFD alike
 
   const std::string bad[] = {
       "data prepare --tokenizer " + dir + "/tok.json --out " + ds + " " + dir + "/a.txt",

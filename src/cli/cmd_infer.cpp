@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,6 +12,8 @@
 #include "cli/parse.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
+#include "text/bpe_tokenizer.h"
+#include "train/token_shards.h"
 #include "train/trainer.h"
 
 namespace fp8lm::cli {
@@ -20,18 +23,38 @@ bool is_text_model(const TrainConfig& c) {
   return !c.data.empty();
 }
 
-// Token ids ("3 10 17") for stride models, raw bytes for byte-level text models.
-std::vector<int32_t> parse_prompt(const std::string& prompt, const TrainConfig& c) {
+// A model trained on a token dataset reads and writes text through a tokenizer: --tokenizer,
+// else the one its dataset directory holds. Byte-level and stride models have none.
+std::optional<text::BpeTokenizer> model_tokenizer(const TrainConfig& c, const std::string& flag) {
+  if (!flag.empty()) {
+    if (!is_text_model(c)) throw Error("--tokenizer: this model was trained on the stride task");
+    return text::BpeTokenizer::load(flag);
+  }
+  if (c.data.empty() || !is_token_dataset(c.data)) return std::nullopt;
+  const ShardManifest m = read_manifest(c.data);
+  return text::BpeTokenizer::load((std::filesystem::path(c.data) / m.tokenizer).string());
+}
+
+// Token ids ("3 10 17") for stride models, the tokenizer's ids of the text for models of a
+// token dataset, raw bytes for byte-level text models.
+std::vector<int32_t> parse_prompt(const std::string& prompt, const TrainConfig& c,
+                                  const std::optional<text::BpeTokenizer>& tok) {
   std::vector<int32_t> ids;
-  if (is_text_model(c)) {
+  if (tok) {
+    ids = tok->encode(prompt);
+    for (const int32_t id : ids)
+      if (id >= c.model.vocab)
+        throw Error(fmt::format("--prompt: token {} is beyond the model's vocabulary {}", id,
+                                c.model.vocab));
+  } else if (is_text_model(c)) {
     for (unsigned char ch : prompt) ids.push_back(ch);
   } else {
     std::istringstream in(prompt);
-    for (std::string tok; in >> tok;) {
-      const std::optional<int64_t> v = parse_int(tok);
+    for (std::string word; in >> word;) {
+      const std::optional<int64_t> v = parse_int(word);
       if (!v || *v < 0 || *v >= c.model.vocab) {
         throw Error(
-            fmt::format("--prompt: '{}' is not a token id (0 to {})", tok, c.model.vocab - 1));
+            fmt::format("--prompt: '{}' is not a token id (0 to {})", word, c.model.vocab - 1));
       }
       ids.push_back(static_cast<int32_t>(*v));
     }
@@ -48,6 +71,7 @@ struct GenerateFlags {
   Sampling sampling;
   std::vector<int64_t> stop_tokens;
   std::vector<std::string> stop_texts;
+  std::string tokenizer;
 };
 
 // A --stop text with its escapes (\n, \t, \\) read, as a shell cannot easily pass a newline.
@@ -95,10 +119,14 @@ void run_generate(const GenerateFlags& f) {
   const DeviceSpec device = parse_device(f.device);
   LoadedModel m = load_model(f.checkpoint);
   const TrainConfig& c = m.config;
-  const std::vector<int32_t> prompt = parse_prompt(f.prompt, c);
+  const std::optional<text::BpeTokenizer> tok = model_tokenizer(c, f.tokenizer);
+  const std::vector<int32_t> prompt = parse_prompt(f.prompt, c, tok);
   if (f.max_new_tokens < 0)
     throw Error(fmt::format("--max-new-tokens {} is negative", f.max_new_tokens));
   GenerateOptions o = generate_options(f, c);
+  // A model of a token dataset ends a text where its documents end, as Hugging Face's generate
+  // stops at the end-of-sequence token.
+  if (tok && is_token_dataset(c.data)) o.stop_tokens.push_back(read_manifest(c.data).eot);
   std::vector<std::string> stops;
   for (const std::string& s : f.stop_texts) stops.push_back(unescape_stop(s));
   InferenceModel model(*m.model, c, device);
@@ -110,9 +138,11 @@ void run_generate(const GenerateFlags& f) {
   int64_t printed = 0;
   o.on_token = [&](int64_t, int32_t token) {
     if (text_model) {
-      text += static_cast<char>(token);
+      const std::string piece =
+          tok ? tok->decode({token}) : std::string(1, static_cast<char>(token));
+      text += piece;
       if (!f.json) {
-        std::fputc(token, stdout);
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
       }
       return std::none_of(stops.begin(), stops.end(),
@@ -133,7 +163,12 @@ void run_generate(const GenerateFlags& f) {
   if (text_model) {
     // Bytes are not always UTF-8 (a byte model can generate any byte): in the text, an
     // invalid sequence shows as U+FFFD; "generated_bytes" holds the exact bytes.
-    const nlohmann::json j = {{"prompt", f.prompt}, {"generated", text}, {"generated_bytes", out}};
+    nlohmann::json j = {{"prompt", f.prompt}, {"generated", text}};
+    if (tok) {
+      j["generated_ids"] = out;
+    } else {
+      j["generated_bytes"] = out;
+    }
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
@@ -191,7 +226,7 @@ void add_generate_command(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   cmd->add_option("--checkpoint", f->checkpoint, "model.safetensors written by fp8lm train")
       ->required();
-  cmd->add_option("--prompt", f->prompt, "token ids (\"3 10 17\"), or text for byte-level models")
+  cmd->add_option("--prompt", f->prompt, "token ids (\"3 10 17\"), or text for text models")
       ->required();
   cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens to generate (default 16)");
   cmd->add_option("--temperature", f->sampling.temperature,
@@ -203,6 +238,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--stop-token", f->stop_tokens, "end after this token id (repeatable)");
   cmd->add_option("--stop", f->stop_texts,
                   "text models: end once the text ends with this (\\n, \\t; repeatable)");
+  cmd->add_option("--tokenizer", f->tokenizer,
+                  "models of a token dataset: this tokenizer (default: the dataset's)");
   cmd->add_flag("--json", f->json, "print {prompt, generated, stride_kept}");
   cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");
   cmd->callback([f] {
