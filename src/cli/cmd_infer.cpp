@@ -192,7 +192,12 @@ void run_eval(const EvalFlags& f) {
   const DeviceSpec device = parse_device(f.device);
   LoadedModel m = load_model(f.checkpoint);
   TrainConfig c = m.config;
-  if (!f.data.empty()) c.data = f.data;
+  if (!f.data.empty()) {
+    c.data = f.data;
+    if (is_token_dataset(c.data) && read_manifest(c.data).vocab_size > c.model.vocab)
+      throw Error(fmt::format("--data {}: its vocabulary {} is beyond the model's {}", c.data,
+                              read_manifest(c.data).vocab_size, c.model.vocab));
+  }
   InferenceModel model(*m.model, c, device);
   const int64_t B = c.batch_size, T = c.model.seq_len;
   nlohmann::json j;
