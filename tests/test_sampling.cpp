@@ -159,14 +159,7 @@ TEST(Sampling, DrawsFollowTheProbabilitiesAndRepeatForASeed) {
 }
 
 GPTConfig tiny_model() {
-  GPTConfig c;
-  c.vocab = 64;
-  c.seq_len = 32;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.ffn = 64;
-  return c;
+  return {.vocab = 64, .seq_len = 32, .d_model = 32, .n_layers = 2, .n_heads = 2, .ffn = 64};
 }
 
 // On a model: greedy through the options equals generate(); a seed repeats a sampled run and
