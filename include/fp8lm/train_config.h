@@ -58,7 +58,7 @@ struct TrainConfig {
   float grad_clip = 1.0f;
   uint64_t seed = 1;
   int threads = 0;            // 0: all cores
-  std::string data;           // text file; empty: the stride task
+  std::string data;           // text file, or token dataset directory; empty: the stride task
   int64_t max_stride = 8;     // stride task: k in [1, max_stride]
   int64_t eval_prompts = 64;  // stride task: held-out prompts for generation
   int64_t prompt_len = 8;

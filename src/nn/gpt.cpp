@@ -307,7 +307,7 @@ std::vector<std::vector<int32_t>> GPT::generate_sequences(const int32_t* prompts
   int64_t running = B;
   BackendBuffer<int32_t> best(be_, static_cast<size_t>(B));
   std::vector<float> row(static_cast<size_t>(V));
-  // Each running sequence's next token, from the logits row of its position `row` (rows of
+  // Each running sequence's next token, from the logits row of its position `at` (rows of
   // `rows_per_sequence`): greedy on the backend, or drawn on the host from the row.
   const auto pick = [&](int64_t rows_per_sequence, int64_t at, int64_t step) {
     const auto logits_row = [&](int64_t b) {
