@@ -26,6 +26,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/types.h"
 #include "test_util.h"
 #ifdef FP8LM_WITH_CUDA
@@ -419,35 +420,39 @@ Vec bf16_values(Vec v) {
 }
 
 struct AttentionCase {
-  int64_t B, T, C, H;
+  int64_t B, T, C, H, Hkv;  // Hkv < H: grouped-query attention
 };
 
 TEST(BackendOps, AttentionAgreesWithTheReferenceOnEveryBackend) {
   for (const BackendUnderTest& bt : present_backends()) {
     Backend& be = bt.be;
-    for (const AttentionCase& c : {AttentionCase{2, 7, 32, 2}, AttentionCase{1, 33, 64, 4}}) {
+    // Head sizes 16 (CUDA's flash kernels) and 6 (its plain path); groups of 1, 2 and 4.
+    for (const AttentionCase& c : {AttentionCase{2, 7, 32, 2, 2}, AttentionCase{1, 33, 64, 4, 4},
+                                   AttentionCase{2, 70, 64, 4, 2}, AttentionCase{1, 9, 24, 4, 1}}) {
       SCOPED_TRACE(be.name() + " B" + std::to_string(c.B) + " T" + std::to_string(c.T) + " C" +
-                   std::to_string(c.C) + " H" + std::to_string(c.H));
-      const int64_t rows = c.B * c.T;
+                   std::to_string(c.C) + " H" + std::to_string(c.H) + " Hkv" +
+                   std::to_string(c.Hkv));
+      const int64_t rows = c.B * c.T, row = QkvLayout(c.C, c.H, c.Hkv).row;
       // BF16 values, so a backend that multiplies in BF16 takes them exactly.
-      const Vec qkv = bf16_values(test::random_normal(rows * 3 * c.C, 11)),
+      const Vec qkv = bf16_values(test::random_normal(rows * row, 11)),
                 dout = bf16_values(test::random_normal(rows * c.C, 12));
       Vec out(static_cast<size_t>(rows * c.C)), lse(static_cast<size_t>(c.B * c.H * c.T)),
           dqkv(qkv.size());
-      cpu::ref::attention_forward(out.data(), lse.data(), qkv.data(), c.B, c.T, c.C, c.H);
+      cpu::ref::attention_forward(out.data(), lse.data(), qkv.data(), c.B, c.T, c.C, c.H, c.Hkv);
       cpu::ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
-                                   c.B, c.T, c.C, c.H);
+                                   c.B, c.T, c.C, c.H, c.Hkv);
       const Buf<float> d_qkv(be, qkv), d_dout(be, dout);
       Buf<float> d_out(be, out.size()), d_lse(be, lse.size()), d_dqkv(be, dqkv.size());
-      be.attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), c.B, c.T, c.C, c.H);
+      be.attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), c.B, c.T, c.C, c.H, c.Hkv);
       be.attention_backward(d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), d_lse.data(),
-                            c.B, c.T, c.C, c.H);
+                            c.B, c.T, c.C, c.H, c.Hkv);
       // FP32 sums over a head's hd products and T keys: (hd + T) roundings of the largest value
-      // (test_kernel_attention.cpp's float_sum_tolerance), twice for two summation orders.
+      // (test_kernel_attention.cpp's float_sum_tolerance), twice for two summation orders; a
+      // shared key/value head's gradient sums its group's (H / Hkv terms more).
       // A backend rounding P and dS (to BF16) errs by that rounding of the terms' magnitude,
       // which for these N(0, 1) inputs stays within 4x the largest result (the per-element
       // bounds are test_cuda_attention.cpp's); lse takes FP32 scores of exact products.
-      const double units = 2 * static_cast<double>(c.C / c.H + c.T) * 0x1p-24,
+      const double units = 2 * static_cast<double>(c.C / c.H + c.T + c.H / c.Hkv) * 0x1p-24,
                    inner = 4 * bt.attention_rounding;
       expect_within(d_out.to_host(), out, (units + inner) * max_abs(out), "out");
       expect_within(d_lse.to_host(), lse, 4 * units * max_abs(lse), "lse");
@@ -457,20 +462,44 @@ TEST(BackendOps, AttentionAgreesWithTheReferenceOnEveryBackend) {
 }
 
 TEST(BackendOps, KvCacheDecodeAgreesWithTheReferenceOnEveryBackend) {
-  const int64_t B = 2, Tmax = 12, len = 9, C = 32, H = 2;
-  const Vec q = test::random_normal(B * C, 19), k = test::random_normal(B * Tmax * C, 20),
-            v = test::random_normal(B * Tmax * C, 21);
-  Vec want(static_cast<size_t>(B * C));
-  cpu::ref::attention_decode(want.data(), q.data(), k.data(), v.data(), B, Tmax, len, C, H);
-  for (const BackendUnderTest& bt : present_backends()) {
-    Backend& be = bt.be;
-    SCOPED_TRACE(be.name());
-    const Buf<float> d_q(be, q), d_k(be, k), d_v(be, v);
-    Buf<float> out(be, want.size());
-    be.attention_decode(out.data(), d_q.data(), d_k.data(), d_v.data(), B, Tmax, len, C, H);
-    // FP32 sums over hd products and len keys, in two orders (as the attention rows).
-    const double units = 2 * static_cast<double>(C / H + len) * 0x1p-24;
-    expect_within(out.to_host(), want, units * max_abs(want), "out");
+  const int64_t B = 2, Tmax = 12, len = 9, C = 32, H = 4;
+  for (const int64_t Hkv : {H, int64_t{2}}) {
+    const int64_t kv = Hkv * (C / H);
+    const Vec q = test::random_normal(B * C, 19), k = test::random_normal(B * Tmax * kv, 20),
+              v = test::random_normal(B * Tmax * kv, 21);
+    Vec want(static_cast<size_t>(B * C));
+    cpu::ref::attention_decode(want.data(), q.data(), k.data(), v.data(), B, Tmax, len, C, H, Hkv);
+    for (const BackendUnderTest& bt : present_backends()) {
+      Backend& be = bt.be;
+      SCOPED_TRACE(be.name() + " Hkv " + std::to_string(Hkv));
+      const Buf<float> d_q(be, q), d_k(be, k), d_v(be, v);
+      Buf<float> out(be, want.size());
+      be.attention_decode(out.data(), d_q.data(), d_k.data(), d_v.data(), B, Tmax, len, C, H, Hkv);
+      // FP32 sums over hd products and len keys, in two orders (as the attention rows).
+      const double units = 2 * static_cast<double>(C / H + len) * 0x1p-24;
+      expect_within(out.to_host(), want, units * max_abs(want), "out");
+    }
+  }
+}
+
+TEST(BackendOps, RopeAgreesWithTheReferenceOnEveryBackend) {
+  // 3 sequences of 5 positions, q and k heads (4 + 2) of 16 values, then 32 v columns.
+  const int64_t rows = 15, len = 5, heads = 6, hd = 16, stride = heads * hd + 32;
+  const Vec x = test::random_normal(rows * stride, 23);
+  for (const bool inverse : {false, true}) {
+    for (const int64_t pos0 : {int64_t{0}, int64_t{40}}) {
+      Vec want = x;
+      cpu::ref::rope(want.data(), rows, len, pos0, stride, heads, hd, 10000.0f, inverse);
+      for (const BackendUnderTest& bt : present_backends()) {
+        Backend& be = bt.be;
+        SCOPED_TRACE(be.name() + (inverse ? " inverse" : "") + " pos0 " + std::to_string(pos0));
+        Buf<float> d_x(be, x);
+        be.rope(d_x.data(), rows, len, pos0, stride, heads, hd, 10000.0f, inverse);
+        // The same float cos and sin everywhere; a backend rounds its two products and their
+        // sum, the reference once (kernels/cpu/rope.h): 4 units of the largest |a| + |b|.
+        expect_within(d_x.to_host(), want, 8 * 0x1p-24 * max_abs(x), "x");
+      }
+    }
   }
 }
 
@@ -500,6 +529,19 @@ TEST(BackendOps, EmbeddingAgreesWithTheReferenceOnEveryBackend) {
     expect_within(d_dwte.to_host(), dwte, units * (max_abs(dwte) + max_abs(dout) * batch * len),
                   "dwte");
     expect_within(d_dwpe.to_host(), dwpe, units * (max_abs(dwpe) + max_abs(dout) * batch), "dwpe");
+
+    // Without a position table (rotary embeddings): the token rows alone, dwte as before.
+    Vec no_positions(out.size()), dwte_alone = g0;
+    cpu::ref::embedding_forward(no_positions.data(), tokens.data(), wte.data(), nullptr, batch, len,
+                                C);
+    cpu::ref::embedding_backward(dwte_alone.data(), nullptr, dout.data(), tokens.data(), batch, len,
+                                 C);
+    Buf<float> d_dwte_alone(be, g0);
+    be.embedding_forward(d_out.data(), d_tokens.data(), d_wte.data(), nullptr, batch, len, C);
+    be.embedding_backward(d_dwte_alone.data(), nullptr, d_dout.data(), d_tokens.data(), batch, len,
+                          C);
+    EXPECT_TRUE(test::same_bits(d_out.to_host(), no_positions));
+    EXPECT_TRUE(test::same_bits(d_dwte_alone.to_host(), d_dwte.to_host()));
   }
 }
 

@@ -23,18 +23,23 @@ namespace {
 
 struct Shape {
   int64_t B, T, C, H;
+  int64_t Hkv = 0;  // key/value heads; 0: H
+  int64_t kv() const { return Hkv ? Hkv : H; }
   int64_t hd() const { return C / H; }
+  int64_t row() const { return C + 2 * kv() * hd(); }  // a token's q, k and v
   std::string name() const {
     return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
-           " H=" + std::to_string(H);
+           " H=" + std::to_string(H) + " Hkv=" + std::to_string(kv());
   }
 };
 
 // T = 1 (a single key), 63/64/65 (one short of, exactly, one past a 64-key tile), 200 (several
-// tiles and query blocks with a ragged tail); hd = 1, 8, 32, 64.
+// tiles and query blocks with a ragged tail); hd = 1, 8, 32, 64; grouped-query attention with
+// groups of 2 and 4 and one key/value head for all (multi-query).
 const Shape kShapes[] = {
-    {2, 1, 8, 8},    {2, 1, 64, 1}, {2, 63, 16, 2},  {2, 64, 64, 2},
-    {2, 65, 128, 2}, {2, 65, 8, 1}, {2, 200, 96, 3}, {2, 200, 4, 4},
+    {2, 1, 8, 8},      {2, 1, 64, 1},       {2, 63, 16, 2},    {2, 64, 64, 2},
+    {2, 65, 128, 2},   {2, 65, 8, 1},       {2, 200, 96, 3},   {2, 200, 4, 4},
+    {2, 65, 64, 4, 2}, {2, 130, 128, 8, 2}, {1, 70, 48, 6, 1}, {2, 1, 32, 4, 1},
 };
 
 std::vector<float> random_normal(int64_t n, uint32_t seed) {
@@ -81,8 +86,8 @@ struct ForwardResult {
 
 ForwardResult run_forward(bool fast, const std::vector<float>& qkv, const Shape& s) {
   ForwardResult r{std::vector<float>(s.B * s.T * s.C), std::vector<float>(s.B * s.H * s.T)};
-  (fast ? cpu::attention_forward : cpu::ref::attention_forward)(r.out.data(), r.lse.data(),
-                                                                qkv.data(), s.B, s.T, s.C, s.H);
+  (fast ? cpu::attention_forward : cpu::ref::attention_forward)(
+      r.out.data(), r.lse.data(), qkv.data(), s.B, s.T, s.C, s.H, s.kv());
   return r;
 }
 
@@ -90,9 +95,10 @@ std::vector<float> run_backward(bool fast, const std::vector<float>& dout,
                                 const std::vector<float>& qkv, const ForwardResult& fwd,
                                 const Shape& s) {
   // NaN-filled so a gradient the kernel forgets to overwrite shows up.
-  std::vector<float> dqkv(s.B * s.T * 3 * s.C, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> dqkv(s.B * s.T * s.row(), std::numeric_limits<float>::quiet_NaN());
   (fast ? cpu::attention_backward : cpu::ref::attention_backward)(
-      dqkv.data(), dout.data(), qkv.data(), fwd.out.data(), fwd.lse.data(), s.B, s.T, s.C, s.H);
+      dqkv.data(), dout.data(), qkv.data(), fwd.out.data(), fwd.lse.data(), s.B, s.T, s.C, s.H,
+      s.kv());
   return dqkv;
 }
 
@@ -118,16 +124,17 @@ std::vector<Shape> kernel_set_shapes() {
 
 ForwardResult run_forward(cpu::AttentionIsa isa, const std::vector<float>& qkv, const Shape& s) {
   ForwardResult r{std::vector<float>(s.B * s.T * s.C), std::vector<float>(s.B * s.H * s.T)};
-  cpu::attention_forward_with(isa, r.out.data(), r.lse.data(), qkv.data(), s.B, s.T, s.C, s.H);
+  cpu::attention_forward_with(isa, r.out.data(), r.lse.data(), qkv.data(), s.B, s.T, s.C, s.H,
+                              s.kv());
   return r;
 }
 
 std::vector<float> run_backward(cpu::AttentionIsa isa, const std::vector<float>& dout,
                                 const std::vector<float>& qkv, const ForwardResult& fwd,
                                 const Shape& s) {
-  std::vector<float> dqkv(s.B * s.T * 3 * s.C, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> dqkv(s.B * s.T * s.row(), std::numeric_limits<float>::quiet_NaN());
   cpu::attention_backward_with(isa, dqkv.data(), dout.data(), qkv.data(), fwd.out.data(),
-                               fwd.lse.data(), s.B, s.T, s.C, s.H);
+                               fwd.lse.data(), s.B, s.T, s.C, s.H, s.kv());
   return dqkv;
 }
 
@@ -135,7 +142,7 @@ TEST(AttentionKernelSets, MatchReference) {
   for (const cpu::AttentionIsa isa : runnable_isas()) {
     for (const Shape& s : kernel_set_shapes()) {
       const std::string what = isa_name(isa) + " " + s.name();
-      const auto qkv = random_normal(s.B * s.T * 3 * s.C, static_cast<uint32_t>(s.T + s.C));
+      const auto qkv = random_normal(s.B * s.T * s.row(), static_cast<uint32_t>(s.T + s.C));
       const auto dout = random_normal(s.B * s.T * s.C, static_cast<uint32_t>(s.T + s.C + 1));
       const ForwardResult ref = run_forward(false, qkv, s);
       const ForwardResult fast = run_forward(isa, qkv, s);
@@ -153,7 +160,7 @@ TEST(AttentionKernelSets, MatchReference) {
 TEST(AttentionKernelSets, GenericAndAvx512Agree) {
   if (!cpu_features().avx512) GTEST_SKIP() << "this CPU has no AVX-512";
   for (const Shape& s : kernel_set_shapes()) {
-    const auto qkv = random_normal(s.B * s.T * 3 * s.C, static_cast<uint32_t>(s.T * 3 + s.C));
+    const auto qkv = random_normal(s.B * s.T * s.row(), static_cast<uint32_t>(s.T * 3 + s.C));
     const auto dout = random_normal(s.B * s.T * s.C, static_cast<uint32_t>(s.T * 5 + s.C));
     const ForwardResult generic = run_forward(cpu::AttentionIsa::kGeneric, qkv, s);
     const ForwardResult avx512 = run_forward(cpu::AttentionIsa::kAvx512, qkv, s);
@@ -165,26 +172,28 @@ TEST(AttentionKernelSets, GenericAndAvx512Agree) {
   }
 }
 
-// The first len tokens of qkv_all [B, Tmax, 3C] as a forward input, and as a KV cache of Tmax
-// slots (NaN from len on, so a read past len would show) with the last token's query.
+// The first len tokens of qkv_all [B, Tmax, C + 2*KV] (KV: the width of k and of v) as a
+// forward input, and as a KV cache of Tmax slots (NaN from len on, so a read past len would
+// show) with the last token's query.
 struct DecodeCase {
   std::vector<float> qkv, q, k_cache, v_cache;
 };
 DecodeCase decode_case(const std::vector<float>& qkv_all, int64_t B, int64_t Tmax, int64_t len,
-                       int64_t C) {
-  DecodeCase d{std::vector<float>(B * len * 3 * C),
+                       int64_t C, int64_t KV) {
+  const int64_t row = C + 2 * KV;
+  DecodeCase d{std::vector<float>(B * len * row),
                std::vector<float>(B * C),
-               std::vector<float>(B * Tmax * C, std::numeric_limits<float>::quiet_NaN()),
+               std::vector<float>(B * Tmax * KV, std::numeric_limits<float>::quiet_NaN()),
                {}};
   d.v_cache = d.k_cache;
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < len; ++t) {
-      const float* token = &qkv_all[(b * Tmax + t) * 3 * C];
-      std::copy_n(token, 3 * C, &d.qkv[(b * len + t) * 3 * C]);
-      std::copy_n(token + C, C, &d.k_cache[(b * Tmax + t) * C]);
-      std::copy_n(token + 2 * C, C, &d.v_cache[(b * Tmax + t) * C]);
+      const float* token = &qkv_all[(b * Tmax + t) * row];
+      std::copy_n(token, row, &d.qkv[(b * len + t) * row]);
+      std::copy_n(token + C, KV, &d.k_cache[(b * Tmax + t) * KV]);
+      std::copy_n(token + C + KV, KV, &d.v_cache[(b * Tmax + t) * KV]);
     }
-    std::copy_n(&d.qkv[(b * len + len - 1) * 3 * C], C, &d.q[b * C]);
+    std::copy_n(&d.qkv[(b * len + len - 1) * row], C, &d.q[b * C]);
   }
   return d;
 }
@@ -194,19 +203,21 @@ DecodeCase decode_case(const std::vector<float>& qkv_all, int64_t B, int64_t Tma
 // of 16. Cache slots from len on hold NaN, so a read past len would show.
 TEST(AttentionKernelSets, DecodeIsForwardsLastRowBitForBit) {
   const int64_t B = 2, Tmax = 140, C = 66, H = 2;
-  const auto qkv_all = random_normal(B * Tmax * 3 * C, 51);
-  for (const cpu::AttentionIsa isa : runnable_isas()) {
-    for (int64_t len : {1, 17, 64, 65, 130}) {
-      const Shape s{B, len, C, H};
-      auto [qkv, q, k_cache, v_cache] = decode_case(qkv_all, B, Tmax, len, C);
-      const ForwardResult fwd = run_forward(isa, qkv, s);
-      std::vector<float> decoded(B * C);
-      cpu::attention_decode_with(isa, decoded.data(), q.data(), k_cache.data(), v_cache.data(), B,
-                                 Tmax, len, C, H);
-      for (int64_t b = 0; b < B; ++b) {
-        EXPECT_EQ(
-            0, std::memcmp(&decoded[b * C], &fwd.out[(b * len + len - 1) * C], C * sizeof(float)))
-            << isa_name(isa) << " len=" << len << " b=" << b;
+  for (const int64_t Hkv : {H, int64_t{1}}) {  // multi-head, and one key/value head for both
+    const auto qkv_all = random_normal(B * Tmax * Shape{B, Tmax, C, H, Hkv}.row(), 51);
+    for (const cpu::AttentionIsa isa : runnable_isas()) {
+      for (int64_t len : {1, 17, 64, 65, 130}) {
+        const Shape s{B, len, C, H, Hkv};
+        auto [qkv, q, k_cache, v_cache] = decode_case(qkv_all, B, Tmax, len, C, Hkv * s.hd());
+        const ForwardResult fwd = run_forward(isa, qkv, s);
+        std::vector<float> decoded(B * C);
+        cpu::attention_decode_with(isa, decoded.data(), q.data(), k_cache.data(), v_cache.data(), B,
+                                   Tmax, len, C, H, Hkv);
+        for (int64_t b = 0; b < B; ++b) {
+          EXPECT_EQ(
+              0, std::memcmp(&decoded[b * C], &fwd.out[(b * len + len - 1) * C], C * sizeof(float)))
+              << isa_name(isa) << " " << s.name() << " b=" << b;
+        }
       }
     }
   }
@@ -214,7 +225,7 @@ TEST(AttentionKernelSets, DecodeIsForwardsLastRowBitForBit) {
 
 TEST(AttentionForward, MatchesReferenceAcrossShapes) {
   for (const Shape& s : kShapes) {
-    const auto qkv = random_normal(s.B * s.T * 3 * s.C, static_cast<uint32_t>(s.T * 1000 + s.C));
+    const auto qkv = random_normal(s.B * s.T * s.row(), static_cast<uint32_t>(s.T * 1000 + s.C));
     const ForwardResult fast = run_forward(true, qkv, s);
     const ForwardResult ref = run_forward(false, qkv, s);
     expect_close(fast.out, ref.out, float_sum_tolerance(s, ref.out), "out " + s.name());
@@ -226,9 +237,9 @@ TEST(AttentionForward, MatchesReferenceAcrossShapes) {
 // overflow float (past 88.7), and later tiles raise the maximum, exercising the rescale.
 TEST(AttentionForward, MatchesReferenceWithLargeScores) {
   const Shape s{2, 200, 16, 2};
-  auto qkv = random_normal(s.B * s.T * 3 * s.C, 5);
+  auto qkv = random_normal(s.B * s.T * s.row(), 5);
   for (int64_t t = 0; t < s.B * s.T; ++t)
-    for (int64_t c = 0; c < s.C; ++c) qkv[t * 3 * s.C + c] *= 20.0f;
+    for (int64_t c = 0; c < s.C; ++c) qkv[t * s.row() + c] *= 20.0f;
   const ForwardResult fast = run_forward(true, qkv, s);
   const ForwardResult ref = run_forward(false, qkv, s);
   // Score rounding grows with the scores, 20x here, and exp turns it into relative error of
@@ -241,23 +252,24 @@ TEST(AttentionForward, MatchesReferenceWithLargeScores) {
 // softmax row): the same float-sum bound applies.
 TEST(AttentionUnfused, MatchesReferenceForwardAndBackward) {
   for (const Shape& s : kShapes) {
-    const auto qkv = random_normal(s.B * s.T * 3 * s.C, static_cast<uint32_t>(s.T * 1000 + s.C));
+    const auto qkv = random_normal(s.B * s.T * s.row(), static_cast<uint32_t>(s.T * 1000 + s.C));
     const auto dout = random_normal(s.B * s.T * s.C, static_cast<uint32_t>(s.T * 7 + s.C + 1));
     const ForwardResult ref = run_forward(false, qkv, s);
     std::vector<float> out(ref.out.size()), probs(s.B * s.H * s.T * s.T);
-    cpu::attention_forward_unfused(out.data(), probs.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    cpu::attention_forward_unfused(out.data(), probs.data(), qkv.data(), s.B, s.T, s.C, s.H,
+                                   s.kv());
     expect_close(out, ref.out, float_sum_tolerance(s, ref.out), "out " + s.name());
     const auto ref_dqkv = run_backward(false, dout, qkv, ref, s);
     std::vector<float> dqkv(ref_dqkv.size(), std::numeric_limits<float>::quiet_NaN());
     cpu::attention_backward_unfused(dqkv.data(), dout.data(), qkv.data(), probs.data(), s.B, s.T,
-                                    s.C, s.H);
+                                    s.C, s.H, s.kv());
     expect_close(dqkv, ref_dqkv, float_sum_tolerance(s, ref_dqkv), "dqkv " + s.name());
   }
 }
 
 TEST(AttentionBackward, MatchesReferenceAcrossShapes) {
   for (const Shape& s : kShapes) {
-    const auto qkv = random_normal(s.B * s.T * 3 * s.C, static_cast<uint32_t>(s.T * 1000 + s.C));
+    const auto qkv = random_normal(s.B * s.T * s.row(), static_cast<uint32_t>(s.T * 1000 + s.C));
     const auto dout = random_normal(s.B * s.T * s.C, static_cast<uint32_t>(s.T * 7 + s.C + 1));
     // Both twins get the reference's out and lse, so only the backward's own rounding differs.
     const ForwardResult fwd = run_forward(false, qkv, s);
@@ -270,7 +282,7 @@ TEST(AttentionBackward, MatchesReferenceAcrossShapes) {
 // The double forward that finite differences need: in float the difference quotient's
 // rounding (2^-24 / eps) would swamp the gradient.
 std::vector<double> forward_in_double(const std::vector<double>& qkv, const Shape& s) {
-  const int64_t hd = s.hd(), row = 3 * s.C;
+  const int64_t hd = s.hd(), row = s.row(), group = s.H / s.kv();
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   std::vector<double> out(s.B * s.T * s.C, 0.0);
   for (int64_t b = 0; b < s.B; ++b) {
@@ -280,7 +292,7 @@ std::vector<double> forward_in_double(const std::vector<double>& qkv, const Shap
         std::vector<double> weights(i + 1);
         double max_score = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j <= i; ++j) {
-          const double* k = &qkv[(b * s.T + j) * row + s.C + h * hd];
+          const double* k = &qkv[(b * s.T + j) * row + s.C + h / group * hd];
           double dot = 0.0;
           for (int64_t d = 0; d < hd; ++d) dot += q[d] * k[d];
           weights[j] = scale * dot;
@@ -290,7 +302,7 @@ std::vector<double> forward_in_double(const std::vector<double>& qkv, const Shap
         for (double& w : weights) sum += (w = std::exp(w - max_score));
         double* o = &out[(b * s.T + i) * s.C + h * hd];
         for (int64_t j = 0; j <= i; ++j) {
-          const double* v = &qkv[(b * s.T + j) * row + 2 * s.C + h * hd];
+          const double* v = &qkv[(b * s.T + j) * row + s.C + (s.kv() + h / group) * hd];
           for (int64_t d = 0; d < hd; ++d) o[d] += weights[j] / sum * v[d];
         }
       }
@@ -301,7 +313,7 @@ std::vector<double> forward_in_double(const std::vector<double>& qkv, const Shap
 
 TEST(AttentionBackward, ReferenceMatchesFiniteDifferences) {
   const Shape s{1, 5, 8, 2};
-  const auto qkv = random_normal(s.B * s.T * 3 * s.C, 11);
+  const auto qkv = random_normal(s.B * s.T * s.row(), 11);
   const auto w = random_normal(s.B * s.T * s.C, 12);  // L = sum(out * w), so dL/dout = w
   const auto loss = [&](const std::vector<double>& x) {
     const auto out = forward_in_double(x, s);
@@ -329,14 +341,14 @@ TEST(AttentionBackward, ReferenceMatchesFiniteDifferences) {
 // Changing token t's key and value leaves every output and lse before t bit for bit unchanged:
 // at a tile's last and first key (63, 64), inside a tile, and at the ragged last tile's end.
 TEST(AttentionForward, IsCausal) {
-  const Shape s{2, 130, 32, 4};
-  const auto qkv = random_normal(s.B * s.T * 3 * s.C, 21);
+  const Shape s{2, 130, 32, 4, 2};
+  const auto qkv = random_normal(s.B * s.T * s.row(), 21);
   const ForwardResult base = run_forward(true, qkv, s);
   for (int64_t t : {1, 63, 64, 100, 129}) {
     auto changed = qkv;
-    const auto fresh_kv = random_normal(2 * s.C, static_cast<uint32_t>(t));
+    const auto fresh_kv = random_normal(s.row() - s.C, static_cast<uint32_t>(t));
     for (int64_t b = 0; b < s.B; ++b)
-      std::copy(fresh_kv.begin(), fresh_kv.end(), changed.begin() + (b * s.T + t) * 3 * s.C + s.C);
+      std::copy(fresh_kv.begin(), fresh_kv.end(), changed.begin() + (b * s.T + t) * s.row() + s.C);
     const ForwardResult r = run_forward(true, changed, s);
     for (int64_t b = 0; b < s.B; ++b) {
       const int64_t first = b * s.T * s.C;
@@ -361,7 +373,7 @@ TEST(AttentionDecode, MatchesLastRowOfForward) {
   const auto qkv_all = random_normal(B * Tmax * 3 * C, 31);
   for (int64_t len : {1, 17, 64}) {
     const Shape s{B, len, C, H};
-    auto [qkv, q, k_cache, v_cache] = decode_case(qkv_all, B, Tmax, len, C);
+    auto [qkv, q, k_cache, v_cache] = decode_case(qkv_all, B, Tmax, len, C, C);
     const ForwardResult fast = run_forward(true, qkv, s);
     const ForwardResult ref = run_forward(false, qkv, s);
     std::vector<float> last_fast(B * C), last_ref(B * C);
@@ -371,9 +383,9 @@ TEST(AttentionDecode, MatchesLastRowOfForward) {
     }
     std::vector<float> decoded_fast(B * C), decoded_ref(B * C);
     cpu::attention_decode(decoded_fast.data(), q.data(), k_cache.data(), v_cache.data(), B, Tmax,
-                          len, C, H);
+                          len, C, H, H);
     cpu::ref::attention_decode(decoded_ref.data(), q.data(), k_cache.data(), v_cache.data(), B,
-                               Tmax, len, C, H);
+                               Tmax, len, C, H, H);
     // The contract is equality up to float rounding (a few ulp of the output); each twin shares
     // its forward's summation order, so today they match exactly.
     const std::string what = "len=" + std::to_string(len);
@@ -399,7 +411,7 @@ TEST(Attention, IsDeterministic) {
   const auto dqkv_first = run_backward(true, dout, qkv, first, s);  // starts from NaN
   std::vector<float> dqkv_second(dqkv_first.size(), 1.0f);
   cpu::attention_backward(dqkv_second.data(), dout.data(), qkv.data(), first.out.data(),
-                          first.lse.data(), s.B, s.T, C, s.H);
+                          first.lse.data(), s.B, s.T, C, s.H, s.H);
   EXPECT_EQ(0,
             std::memcmp(dqkv_first.data(), dqkv_second.data(), dqkv_first.size() * sizeof(float)));
 
@@ -412,7 +424,7 @@ TEST(Attention, IsDeterministic) {
   std::vector<float> decoded_first(s.B * C), decoded_second(s.B * C);
   for (auto* decoded : {&decoded_first, &decoded_second})
     cpu::attention_decode(decoded->data(), q.data(), k_cache.data(), v_cache.data(), s.B, s.T, s.T,
-                          C, s.H);
+                          C, s.H, s.H);
   EXPECT_EQ(0, std::memcmp(decoded_first.data(), decoded_second.data(),
                            decoded_first.size() * sizeof(float)));
 }

@@ -4,6 +4,7 @@
 // the tolerance (1e-3 absolute + 2% relative) sits above both and far below a wrong gradient.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -30,14 +31,13 @@ double dot(const std::vector<float>& a, const std::vector<float>& b) {
 // up to 24 of them), restoring each entry afterwards.
 void check_gradient(const std::string& what, std::span<float> values,
                     const std::vector<float>& grad, const std::function<double()>& loss,
-                    double atol = 1e-3, double rtol = 2e-2) {
+                    double atol = 1e-3, double rtol = 2e-2, float h = 5e-3f) {
   ASSERT_EQ(values.size(), grad.size()) << what;
   std::mt19937 rng(static_cast<uint32_t>(values.size()));
   const size_t samples = std::min<size_t>(24, values.size());
   for (size_t s = 0; s < samples; ++s) {
     const size_t i = values.size() <= 24 ? s : rng() % values.size();
     const float saved = values[i];
-    const float h = 5e-3f;
     values[i] = saved + h;
     const double up = loss();
     values[i] = saved - h;
@@ -121,11 +121,32 @@ TEST(LayerNormMLPBackward, MatchesFiniteDifferencesForEveryActivationAndNorm) {
 }
 
 TEST(MultiheadAttentionBackward, MatchesFiniteDifferences) {
-  MultiheadAttention m("layers.0", 8, 2, Normalization::LayerNorm);
+  const GPTConfig cfg{.d_model = 8, .n_heads = 2};
+  MultiheadAttention m("layers.0", cfg);
   m.qkv().linear().weight().set_values(randn(192, 8, 0.4f));
   m.proj().weight().set_values(randn(64, 9, 0.4f));
   check_module<MultiheadAttention>(
       "mha", m, 2 * 5, 8, 8,
+      [](MultiheadAttention& mm, const float* x, float* y) { mm.forward(x, y, 2, 5); },
+      [](MultiheadAttention& mm, const float* dy, float* dx) { mm.backward(dy, dx); });
+}
+
+// Llama's attention: RMSNorm, rotary embeddings (a small theta turns even the low frequencies
+// noticeably over 5 positions), 4 query heads sharing 2 key/value heads, no biases.
+TEST(MultiheadAttentionBackward, MatchesFiniteDifferencesWithRopeAndGroupedQueries) {
+  const GPTConfig cfg{.d_model = 16,
+                      .n_heads = 4,
+                      .normalization = Normalization::RMSNorm,
+                      .n_kv_heads = 2,
+                      .rope_theta = 100,
+                      .bias = false};
+  MultiheadAttention m("layers.0", cfg);
+  ASSERT_EQ(m.qkv().linear().out_features(), 16 + 2 * 8);
+  ASSERT_EQ(m.qkv().linear().bias(), nullptr);
+  m.qkv().linear().weight().set_values(randn(32 * 16, 8, 0.4f));
+  m.proj().weight().set_values(randn(16 * 16, 9, 0.4f));
+  check_module<MultiheadAttention>(
+      "gqa+rope", m, 2 * 5, 16, 16,
       [](MultiheadAttention& mm, const float* x, float* y) { mm.forward(x, y, 2, 5); },
       [](MultiheadAttention& mm, const float* dy, float* dx) { mm.backward(dy, dx); });
 }
@@ -146,15 +167,8 @@ TEST(TransformerLayerBackward, MatchesFiniteDifferences) {
       });
 }
 
-TEST(GPTBackward, LossGradientMatchesFiniteDifferences) {
-  const GPTConfig cfg{.vocab = 11,
-                      .seq_len = 6,
-                      .d_model = 8,
-                      .n_layers = 2,
-                      .n_heads = 2,
-                      .ffn = 12,
-                      .activation = Activation::Swiglu,
-                      .normalization = Normalization::RMSNorm};
+// step: the finite-difference step, smaller where the loss curves more sharply.
+void check_gpt_gradients(const GPTConfig& cfg, float step = 5e-3f) {
   GPT model(cfg, 3);
   // GPT-2's 0.02 init makes the residual stream so small that the norms curve sharply within
   // the finite-difference step; O(1) weights keep the check in its linear regime.
@@ -175,8 +189,50 @@ TEST(GPTBackward, LossGradientMatchesFiniteDifferences) {
           ++p->version;
           return static_cast<double>(model.forward(tokens.data(), targets.data(), 2, 6));
         },
-        2e-4, 2e-2);
+        2e-4, 2e-2, step);
   }
+}
+
+TEST(GPTBackward, LossGradientMatchesFiniteDifferences) {
+  check_gpt_gradients({.vocab = 11,
+                       .seq_len = 6,
+                       .d_model = 8,
+                       .n_layers = 2,
+                       .n_heads = 2,
+                       .ffn = 12,
+                       .activation = Activation::Swiglu,
+                       .normalization = Normalization::RMSNorm});
+}
+
+// Llama's blocks: rotary embeddings instead of a position table, grouped-query attention, no
+// biases, and an LM head of its own.
+TEST(GPTBackward, LossGradientMatchesFiniteDifferencesForLlamaBlocks) {
+  const GPTConfig cfg{.vocab = 11,
+                      .seq_len = 6,
+                      .d_model = 8,
+                      .n_layers = 2,
+                      .n_heads = 4,
+                      .ffn = 12,
+                      .activation = Activation::Swiglu,
+                      .normalization = Normalization::RMSNorm,
+                      .n_kv_heads = 2,
+                      .rope_theta = 100,
+                      .bias = false,
+                      .tied_head = false};
+  GPT model(cfg, 3);
+  std::vector<std::string> names;
+  for (Parameter* p : model.parameters()) names.push_back(p->name);
+  EXPECT_EQ(names.front(), "wte");
+  EXPECT_EQ(names[1], "layers.0.ln1.weight");  // no position table
+  EXPECT_EQ(names.back(), "lm_head");
+  EXPECT_EQ(std::count_if(names.begin(), names.end(),
+                          [](const std::string& n) { return n.ends_with(".bias"); }),
+            0);
+  EXPECT_EQ(static_cast<int64_t>(names.size()), 1 + 2 * 6 + 1 + 1);
+  // The rotations and the untied head make this loss curve more: at the usual step (5e-3) the
+  // truncation error reaches 3% of a gradient; at 1e-3 it falls to ~0.1%, while rounding
+  // (float loss ~2, 2^-24 * 2 / 2e-3 ~ 1e-4) stays below atol.
+  check_gpt_gradients(cfg, 1e-3f);
 }
 
 }  // namespace

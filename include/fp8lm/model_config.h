@@ -1,5 +1,7 @@
 #pragma once
-// The shape of a GPT model: what builds it, what a checkpoint records.
+// The shape of a GPT model: what builds it, what a checkpoint records. The defaults are GPT-2's
+// block (learned positions, LayerNorm, GELU, biases, tied head); Llama's is RMSNorm, SwiGLU,
+// rope_theta 10000 (or 500000), fewer key/value heads, no biases and an untied head.
 #include <cstdint>
 
 namespace fp8lm {
@@ -18,6 +20,17 @@ struct GPTConfig {
   int64_t ffn = 1024;
   Activation activation = Activation::Gelu;
   Normalization normalization = Normalization::LayerNorm;
+  // Key/value heads of grouped-query attention; 0 means n_heads (multi-head attention).
+  int64_t n_kv_heads = 0;
+  // Rotary position embeddings with this base; 0: a learned position table instead.
+  double rope_theta = 0;
+  bool bias = true;       // biases in every Linear
+  bool tied_head = true;  // the LM head is the token embedding
+
+  int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
+  int64_t head_dim() const { return d_model / n_heads; }
+  int64_t kv_width() const { return kv_heads() * head_dim(); }  // each of k and v
+  bool learned_positions() const { return rope_theta == 0; }
 
   // Throws Error naming the flag for zero or negative sizes and heads not dividing d_model.
   void validate() const;

@@ -71,6 +71,19 @@ bool as_bool(const std::string& flag, const std::string& v) {
   throw Error(fmt::format("--{} '{}' is not true or false", flag, v));
 }
 
+// What sets the block apart from GPT-2's: " · 2 kv heads · rope 10000 · rmsnorm · ...".
+std::string block_features(const GPTConfig& m) {
+  std::string s;
+  if (m.kv_heads() != m.n_heads) s += fmt::format(" · {} kv heads", m.kv_heads());
+  if (!m.learned_positions()) s += fmt::format(" · rope {}", m.rope_theta);
+  if (m.normalization != Normalization::LayerNorm)
+    s.append(" · ").append(normalization_name(m.normalization));
+  if (m.activation != Activation::Gelu) s.append(" · ").append(activation_name(m.activation));
+  if (!m.bias) s += " · no biases";
+  if (!m.tied_head) s += " · untied head";
+  return s;
+}
+
 // Every setting once: its flag (and config key), its help, and how it applies.
 struct Setting {
   const char* name;
@@ -82,7 +95,7 @@ using Flag = const std::string&;
 const Setting kSettings[] = {
     {"vocab", "vocabulary size",
      [](TrainConfig& c, Flag f, Flag v) { c.model.vocab = as_int(f, v); }},
-    {"seq-len", "sequence length (the position table)",
+    {"seq-len", "the longest sequence (the position table, the KV cache)",
      [](TrainConfig& c, Flag f, Flag v) { c.model.seq_len = as_int(f, v); }},
     {"d-model", "model width",
      [](TrainConfig& c, Flag f, Flag v) { c.model.d_model = as_int(f, v); }},
@@ -95,6 +108,14 @@ const Setting kSettings[] = {
      [](TrainConfig& c, Flag, Flag v) { c.model.activation = parse_activation(v); }},
     {"normalization", "layernorm|rmsnorm",
      [](TrainConfig& c, Flag, Flag v) { c.model.normalization = parse_normalization(v); }},
+    {"n-kv-heads", "key/value heads of grouped-query attention (divides --n-heads; 0: as many)",
+     [](TrainConfig& c, Flag f, Flag v) { c.model.n_kv_heads = as_int(f, v); }},
+    {"rope-theta", "rotary position embeddings with this base (Llama: 10000); 0: learned positions",
+     [](TrainConfig& c, Flag f, Flag v) { c.model.rope_theta = as_float(f, v); }},
+    {"bias", "true|false: biases in every linear layer (Llama: false)",
+     [](TrainConfig& c, Flag f, Flag v) { c.model.bias = as_bool(f, v); }},
+    {"tie-embeddings", "true|false: the LM head is the token embedding (Llama: false)",
+     [](TrainConfig& c, Flag f, Flag v) { c.model.tied_head = as_bool(f, v); }},
     {"precision", "auto|fp8|bf16|fp32",
      [](TrainConfig& c, Flag, Flag v) { c.precision = parse_precision(v); }},
     {"fp8-format", "e4m3|hybrid",
@@ -441,9 +462,9 @@ int run_train(const TrainFlags& f, CLI::App* app) {
   if (!trainer->device().reason.empty())
     fmt::print("device {}: {}\n", trainer->device().label(), trainer->device().reason);
   fmt::print(
-      "model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}\n",
+      "model: {} parameters · vocab {} · seq {} · d_model {} · {} layers · {} heads · ffn {}{}\n",
       c.model.parameter_count(), c.model.vocab, c.model.seq_len, c.model.d_model, c.model.n_layers,
-      c.model.n_heads, c.model.ffn);
+      c.model.n_heads, c.model.ffn, block_features(c.model));
   if (choice.precision == Precision::Fp8) {
     fmt::print("recipe: {}\n", trainer->recipe_line());
     if (!trainer->kept_in_bf16().empty()) {

@@ -96,6 +96,10 @@ void model_fields(Model& m, F f) {
   f("n_layers", m.n_layers);
   f("n_heads", m.n_heads);
   f("ffn", m.ffn);
+  f("n_kv_heads", m.n_kv_heads);
+  f("rope_theta", m.rope_theta);
+  f("bias", m.bias);
+  f("tied_head", m.tied_head);
 }
 template <class Config, class F>
 void run_fields(Config& c, F f) {
@@ -125,8 +129,9 @@ void run_fields(Config& c, F f) {
 
 // Keys that configs written before them lack; their defaults apply.
 bool added_later(const char* key) {
-  for (const std::string_view later : {"max_skipped_steps", "fp8_fallback", "grad_accum", "zero",
-                                       "bf16_grad_reduce", "grad_bucket_mb", "precision_map"})
+  for (const std::string_view later :
+       {"max_skipped_steps", "fp8_fallback", "grad_accum", "zero", "bf16_grad_reduce",
+        "grad_bucket_mb", "precision_map", "n_kv_heads", "rope_theta", "bias", "tied_head"})
     if (later == key) return true;
   return false;
 }
@@ -186,6 +191,7 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& o
   TrainConfig c;
   const Json& m = j["model"];
   model_fields(c.model, [&](const char* key, auto& v) {
+    if (!m.contains(key) && added_later(key)) return;  // a GPT-2 block, as before they came
     v = get<std::remove_reference_t<decltype(v)>>(m, key, origin);
   });
   run_fields(c, [&](const char* key, auto& v) {

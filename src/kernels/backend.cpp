@@ -11,11 +11,11 @@ void Backend::refuse(const char* op) const {
 }
 
 void Backend::attention_forward_unfused(float*, float*, const float*, int64_t, int64_t, int64_t,
-                                        int64_t) {
+                                        int64_t, int64_t) {
   refuse("unfused attention (--no-fusion; the CPU has it)");
 }
 void Backend::attention_backward_unfused(float*, const float*, const float*, const float*, int64_t,
-                                         int64_t, int64_t, int64_t) {
+                                         int64_t, int64_t, int64_t, int64_t) {
   refuse("unfused attention (--no-fusion; the CPU has it)");
 }
 float Backend::softmax_cross_entropy_unfused(float*, float*, const float*, const int32_t*, int64_t,

@@ -84,16 +84,21 @@ class Backend {
   virtual void scale_from_amax(float* scale, float* scale_inv, const float* amax, float fp8_max,
                                int margin) = 0;
 
-  // --- attention over packed qkv [B, T, 3C], causal (kernels/cpu/attention.h) ---
+  // --- attention over packed qkv [B, T, C + 2*Ckv], causal, H query heads sharing Hkv
+  // key/value heads (kernels/cpu/attention.h) ---
   virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                                 int64_t C, int64_t H) = 0;
+                                 int64_t C, int64_t H, int64_t Hkv) = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* out, const float* lse, int64_t B, int64_t T,
-                                  int64_t C, int64_t H) = 0;
-  // One new query per sequence against a KV cache [B, Tmax, C].
+                                  int64_t C, int64_t H, int64_t Hkv) = 0;
+  // One new query per sequence against a KV cache [B, Tmax, Ckv].
   virtual void attention_decode(float* out, const float* q, const float* k_cache,
                                 const float* v_cache, int64_t B, int64_t Tmax, int64_t len,
-                                int64_t C, int64_t H) = 0;
+                                int64_t C, int64_t H, int64_t Hkv) = 0;
+  // Rotary position embeddings in place (kernels/cpu/rope.h): the first `heads` heads of hd
+  // values of each row of x (rows `stride` floats apart), row r at position pos0 + r % T.
+  virtual void rope(float* x, int64_t rows, int64_t T, int64_t pos0, int64_t stride, int64_t heads,
+                    int64_t hd, float theta, bool inverse) = 0;
 
   // --- embedding and loss ---
   virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
@@ -118,10 +123,10 @@ class Backend {
                           const float* grad_scale);
   // --no-fusion's twins: the T x T probabilities stored, the softmax stored.
   virtual void attention_forward_unfused(float* out, float* probs, const float* qkv, int64_t B,
-                                         int64_t T, int64_t C, int64_t H);
+                                         int64_t T, int64_t C, int64_t H, int64_t Hkv);
   virtual void attention_backward_unfused(float* dqkv, const float* dout, const float* qkv,
                                           const float* probs, int64_t B, int64_t T, int64_t C,
-                                          int64_t H);
+                                          int64_t H, int64_t Hkv);
   virtual float softmax_cross_entropy_unfused(float* dlogits, float* probs, const float* logits,
                                               const int32_t* targets, int64_t rows, int64_t V,
                                               float grad_scale);

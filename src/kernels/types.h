@@ -1,7 +1,7 @@
 #pragma once
 // The vocabulary every backend's kernels share, so that no CUDA kernel includes a CPU kernel's
 // header (or the reverse): whether a GEMM operand is transposed, and which activation or
-// normalization a fused kernel applies.
+// normalization a fused kernel applies, and how attention's packed rows are laid out.
 #include <cstdint>
 #include <string_view>
 
@@ -16,5 +16,17 @@ std::string_view activation_name(Activation a);        // "gelu", "relu", "swigl
 Activation parse_activation(std::string_view name);    // throws Error listing the choices
 std::string_view normalization_name(Normalization n);  // "layernorm", "rmsnorm"
 Normalization parse_normalization(std::string_view name);
+
+// Where each head's values lie in a packed qkv row [C + 2*Ckv]: C query values (H heads of hd),
+// then Ckv = Hkv * hd key values and as many value values; query head h reads key/value head
+// h / (H / Hkv), as Llama's repeat_kv does.
+struct QkvLayout {
+  QkvLayout(int64_t c, int64_t H, int64_t Hkv)
+      : hd(c / H), C(c), Ckv(Hkv * hd), row(C + 2 * Ckv), group(H / Hkv) {}
+  int64_t hd, C, Ckv, row, group;
+  int64_t q(int64_t h) const { return h * hd; }
+  int64_t k(int64_t h) const { return C + h / group * hd; }
+  int64_t v(int64_t h) const { return C + Ckv + h / group * hd; }
+};
 
 }  // namespace fp8lm

@@ -1,8 +1,12 @@
 #pragma once
-// TE's DotProductAttention (causal, scaled, flash style; FP32 math) and MultiheadAttention
-// (the pre-attention norm fused into the QKV projection, attention, output projection).
+// TE's DotProductAttention (causal, scaled, flash style; FP32 math; grouped-query attention
+// where there are fewer key/value heads) and MultiheadAttention (the pre-attention norm fused
+// into the QKV projection, rotary position embeddings if the model has them, attention, output
+// projection).
 #include <string>
 #include <vector>
+
+#include "fp8lm/model_config.h"
 
 #include "nn/layernorm_linear.h"
 #include "nn/saved_activation.h"
@@ -11,18 +15,19 @@ namespace fp8lm {
 
 class DotProductAttention {
  public:
-  explicit DotProductAttention(int64_t n_heads, Backend& backend = cpu_backend())
-      : be_(backend), n_heads_(n_heads) {}
-  // qkv [B, T, 3C] (q, k, v per token) -> out [B, T, C]. qkv and out stay valid until backward.
+  DotProductAttention(int64_t n_heads, int64_t n_kv_heads, Backend& backend = cpu_backend())
+      : be_(backend), n_heads_(n_heads), n_kv_heads_(n_kv_heads) {}
+  // qkv [B, T, C + 2*Ckv] (q, k, v per token) -> out [B, T, C]. qkv and out stay valid until
+  // backward.
   void forward(const float* qkv, float* out, int64_t B, int64_t T, int64_t C);
-  // dqkv [B, T, 3C] overwritten; qkv: forward's input values (if forward's pointer was only
+  // dqkv like qkv, overwritten; qkv: forward's input values (if forward's pointer was only
   // valid during forward, as when MultiheadAttention saves them in BF16).
   void backward(const float* dout, float* dqkv, const float* qkv);
   MemoryUse memory_use() const { return {bytes_of(lse_) + bytes_of(probs_), 0}; }
 
  private:
   Backend& be_;
-  int64_t n_heads_;
+  int64_t n_heads_, n_kv_heads_;
   int64_t B_ = 0, T_ = 0, C_ = 0;
   const float* out_ = nullptr;
   BackendBuffer<float> lse_{be_};
@@ -30,8 +35,8 @@ class DotProductAttention {
   BackendBuffer<float> probs_{be_};  // --no-fusion: [B, H, T, T]
 };
 
-// One sequence batch's keys and values for generation: [B, Tmax, C] each, in the backend's
-// memory.
+// One sequence batch's keys and values for generation: [B, Tmax, Ckv] each (after the rotary
+// embedding, where there is one), in the backend's memory.
 struct KvCache {
   KvCache(Backend& backend, int64_t batch, int64_t max_len, int64_t width)
       : B(batch),
@@ -45,8 +50,9 @@ struct KvCache {
 
 class MultiheadAttention {
  public:
-  // Names: {prefix}.ln1, {prefix}.qkv, {prefix}.proj.
-  MultiheadAttention(const std::string& prefix, int64_t d, int64_t n_heads, Normalization norm,
+  // Names: {prefix}.ln1, {prefix}.qkv, {prefix}.proj. The qkv projection's outputs are the
+  // d query columns, then cfg.kv_width() key and as many value columns.
+  MultiheadAttention(const std::string& prefix, const GPTConfig& cfg,
                      Backend& backend = cpu_backend());
 
   void forward(const float* x, float* y, int64_t B, int64_t T);  // y overwritten
@@ -69,8 +75,12 @@ class MultiheadAttention {
   ParameterList parameters();
 
  private:
+  // The rotary embedding of rows (row r at position pos0 + r % T) of packed qkv in place: q and
+  // k, which lie side by side; inverse on their gradients.
+  void rope(float* qkv, int64_t rows, int64_t T, int64_t pos0, bool inverse);
   Backend& be_;
-  int64_t d_, n_heads_;
+  int64_t d_, n_heads_, n_kv_heads_, kv_;  // kv_: the width of each of k and v
+  double rope_theta_;
   int64_t B_ = 0, T_ = 0;
   LayerNormLinear qkv_;
   DotProductAttention attention_;

@@ -22,10 +22,13 @@ T count_parameters(const GPTConfig& c) {
   const T d = static_cast<T>(c.d_model), ffn = static_cast<T>(c.ffn);
   const T fc1_out = c.activation == Activation::Swiglu ? 2 * ffn : ffn;
   const T norm = c.normalization == Normalization::LayerNorm ? 2 * d : d;
-  const T layer =
-      2 * norm + (3 * d * d + 3 * d) + (d * d + d) + (fc1_out * d + fc1_out) + (d * ffn + d);
-  return static_cast<T>(c.vocab) * d + static_cast<T>(c.seq_len) * d +
-         static_cast<T>(c.n_layers) * layer + norm;
+  const T qkv = d + 2 * static_cast<T>(c.n_heads > 0 ? c.kv_width() : 0);
+  const T bias = c.bias ? 1 : 0;
+  const T layer = 2 * norm + (qkv * d + bias * qkv) + (d * d + bias * d) +
+                  (fc1_out * d + bias * fc1_out) + (d * ffn + bias * d);
+  const T embeddings = static_cast<T>(c.vocab) * d * (c.tied_head ? 1 : 2) +
+                       (c.learned_positions() ? static_cast<T>(c.seq_len) * d : 0);
+  return embeddings + static_cast<T>(c.n_layers) * layer + norm;
 }
 
 }  // namespace
@@ -40,6 +43,17 @@ void GPTConfig::validate() const {
   if (d_model % n_heads != 0) {
     throw Error(fmt::format("--n-heads {} does not divide --d-model {}", n_heads, d_model));
   }
+  if (n_kv_heads < 0 || n_heads % kv_heads() != 0) {
+    throw Error(fmt::format("--n-kv-heads {} does not divide --n-heads {}", n_kv_heads, n_heads));
+  }
+  if (!(rope_theta >= 0) || !std::isfinite(rope_theta)) {
+    throw Error(
+        fmt::format("--rope-theta {} must be 0 (learned positions) or positive", rope_theta));
+  }
+  if (rope_theta > 0 && head_dim() % 2 != 0) {
+    throw Error(fmt::format("--rope-theta needs an even head size; d_model {} / n_heads {} = {}",
+                            d_model, n_heads, head_dim()));
+  }
   if (vocab > (int64_t{1} << 31) - 1) throw Error(fmt::format("--vocab {} is too large", vocab));
   const double params = count_parameters<double>(*this);
   if (params > 1e15) throw Error(fmt::format("the model is too large: {:.3g} parameters", params));
@@ -52,10 +66,9 @@ int64_t GPTConfig::parameter_count() const {
 TransformerLayer::TransformerLayer(int index, const GPTConfig& cfg, Backend& backend)
     : be_(backend),
       d_(cfg.d_model),
-      attention_(fmt::format("layers.{}", index), cfg.d_model, cfg.n_heads, cfg.normalization,
-                 backend),
+      attention_(fmt::format("layers.{}", index), cfg, backend),
       mlp_(fmt::format("layers.{}", index), cfg.d_model, cfg.ffn, cfg.activation, cfg.normalization,
-           backend) {}
+           cfg.bias, backend) {}
 
 ParameterList TransformerLayer::parameters() {
   ParameterList p = attention_.parameters();
@@ -101,16 +114,18 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend)
     : be_(backend),
       cfg_(cfg),
       wte_("wte", {cfg.vocab, cfg.d_model}, /*decays=*/true, backend),
-      wpe_("wpe", {cfg.seq_len, cfg.d_model}, /*decays=*/false, backend),
+      wpe_("wpe", {cfg.learned_positions() ? cfg.seq_len : 0, cfg.d_model}, /*decays=*/false,
+           backend),
+      lm_head_("lm_head", {cfg.tied_head ? 0 : cfg.vocab, cfg.d_model}, /*decays=*/true, backend),
       lnf_("lnf", cfg.d_model, cfg.normalization, kNormEps, backend) {
   cfg_.validate();
   for (int i = 0; i < cfg.n_layers; ++i)
     layers_.push_back(std::make_unique<TransformerLayer>(i, cfg, backend));
-  // parameters(): the two embeddings, each layer's, then the final norm's.
-  param_begin_.push_back(2);
+  // parameters(): the embeddings, each layer's, then the final norm's and an untied head's.
+  param_begin_.push_back(cfg.learned_positions() ? 2 : 1);
   for (auto& layer : layers_)
     param_begin_.push_back(param_begin_.back() + layer->parameters().size());
-  param_begin_.push_back(param_begin_.back() + lnf_.parameters().size());
+  param_begin_.push_back(param_begin_.back() + lnf_.parameters().size() + (cfg.tied_head ? 0 : 1));
   // GPT-2's initialization: N(0, 0.02) for matrices and embeddings, the projections that write
   // into the residual stream scaled down by sqrt(2 * n_layers); biases 0, norm gains 1.
   std::mt19937_64 rng(seed);
@@ -121,7 +136,8 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend)
     p.set_values(v);
   };
   fill(wte_, 0.02f);
-  fill(wpe_, 0.02f);
+  if (cfg.learned_positions()) fill(wpe_, 0.02f);
+  if (!cfg.tied_head) fill(lm_head_, 0.02f);
   const float resid_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg.n_layers));
   for (auto& layer : layers_) {
     fill(layer->attention().qkv().linear().weight(), 0.02f);
@@ -137,10 +153,12 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed, Backend& backend)
 }
 
 ParameterList GPT::parameters() {
-  ParameterList p{&wte_, &wpe_};
+  ParameterList p{&wte_};
+  if (cfg_.learned_positions()) p.push_back(&wpe_);
   for (auto& layer : layers_)
     for (Parameter* q : layer->parameters()) p.push_back(q);
   for (Parameter* q : lnf_.parameters()) p.push_back(q);
+  if (!cfg_.tied_head) p.push_back(&lm_head_);
   return p;
 }
 
@@ -197,14 +215,16 @@ void GPT::init_fp8(const DelayedScaling& recipe) {
 void GPT::head_forward(int64_t rows) {
   const int64_t d = cfg_.d_model, V = cfg_.vocab;
   logits_.resize(static_cast<size_t>(rows * V));
-  // The tied LM head is not an FP8 GEMM; it runs in the GEMM precision (bf16 or fp32).
+  // The LM head is not an FP8 GEMM (as Megatron keeps its output layer in higher precision);
+  // it runs in the GEMM precision (bf16 or fp32).
   head_mode_ = gemm_mode(GemmPrecision::current());
-  GemmOperand x{normed_.data(), DType::F32}, w{wte_.data(), DType::F32};
+  Parameter& head = head_weight();
+  GemmOperand x{normed_.data(), DType::F32}, w{head.data(), DType::F32};
   if (head_mode_ == GemmMode::Bf16) {
     normed16_.resize(normed_.size());
-    wte16_.resize(wte_.value.size());
+    wte16_.resize(head.value.size());
     be_.fp32_to_bf16(normed16_.data(), normed_.data(), rows * d);
-    be_.fp32_to_bf16(wte16_.data(), wte_.data(), V * d);
+    be_.fp32_to_bf16(wte16_.data(), head.data(), V * d);
     x = {normed16_.data(), DType::BF16};
     w = {wte16_.data(), DType::BF16};
   }
@@ -227,7 +247,7 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   const TrainingForward training(targets != nullptr);  // saved activations may be BF16
   while (acts_.size() < layers_.size() + 1) acts_.emplace_back(be_);
   for (auto& a : acts_) a.resize(static_cast<size_t>(rows * d));
-  be_.embedding_forward(acts_[0].data(), tokens_.data(), wte_.data(), wpe_.data(), B, T, d);
+  be_.embedding_forward(acts_[0].data(), tokens_.data(), wte_.data(), position_table(), B, T, d);
   for (size_t l = 0; l < layers_.size(); ++l)
     layers_[l]->forward(acts_[l].data(), acts_[l + 1].data(), B, T);
   normed_.resize(static_cast<size_t>(rows * d));
@@ -256,7 +276,8 @@ void GPT::backward(const GradientsReady& ready) {
   const int64_t rows = B_ * T_, d = cfg_.d_model, V = cfg_.vocab;
   const float* dlogits = logits_.data();
   dnormed_.resize(static_cast<size_t>(rows * d));
-  GemmOperand g{dlogits, DType::F32}, w{wte_.data(), DType::F32}, x{normed_.data(), DType::F32};
+  Parameter& head = head_weight();
+  GemmOperand g{dlogits, DType::F32}, w{head.data(), DType::F32}, x{normed_.data(), DType::F32};
   if (head_mode_ == GemmMode::Bf16) {  // forward's BF16 casts of the weight and the input
     dlogits16_.resize(logits_.size());
     be_.fp32_to_bf16(dlogits16_.data(), dlogits, rows * V);
@@ -265,20 +286,20 @@ void GPT::backward(const GradientsReady& ready) {
     x = {normed16_.data(), DType::BF16};
   }
   be_.gemm(Trans::N, Trans::N, rows, d, V, 1.0f, g, w, 0.0f, dnormed_.data());
-  be_.gemm(Trans::T, Trans::N, V, d, rows, 1.0f, g, x, 1.0f, wte_.grad.data());
+  be_.gemm(Trans::T, Trans::N, V, d, rows, 1.0f, g, x, 1.0f, head.grad.data());
   dacts_a_.resize(static_cast<size_t>(rows * d));
   dacts_a_.zero();
   dacts_b_.resize(static_cast<size_t>(rows * d));
   lnf_.backward(dnormed_.data(), dacts_a_.data(), rows);
-  announce(at[layers_.size()], at[layers_.size() + 1]);
+  announce(at[layers_.size()], at[layers_.size() + 1]);  // with an untied head's
   for (size_t l = layers_.size(); l-- > 0;) {
     layers_[l]->backward(dacts_a_.data(), dacts_b_.data());
     swap(dacts_a_, dacts_b_);
     announce(at[l], at[l + 1]);
   }
-  be_.embedding_backward(wte_.grad.data(), wpe_.grad.data(), dacts_a_.data(), tokens_.data(), B_,
-                         T_, d);
-  announce(0, 2);
+  be_.embedding_backward(wte_.grad.data(), cfg_.learned_positions() ? wpe_.grad.data() : nullptr,
+                         dacts_a_.data(), tokens_.data(), B_, T_, d);
+  announce(0, at[0]);
   if (fp8_used_ && recipe_.kind == ScalingKind::Delayed) {
     scaling_->update(Direction::Backward, recipe_.delayed, reduce_);
   }
@@ -345,7 +366,7 @@ std::vector<std::vector<int32_t>> GPT::generate_sequences(const int32_t* prompts
   pick(P, P - 1, 0);
   std::vector<KvCache> caches;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    caches.emplace_back(be_, B, cfg_.seq_len, d);
+    caches.emplace_back(be_, B, cfg_.seq_len, cfg_.kv_width());
     layers_[l]->attention().fill_cache(caches[l]);
   }
   // Decode: each new token attends to the cache; only its own row is computed. A sequence
@@ -355,10 +376,12 @@ std::vector<std::vector<int32_t>> GPT::generate_sequences(const int32_t* prompts
   for (int64_t step = 1; step < n_new && running > 0; ++step) {
     const int64_t pos = P + step - 1;
     for (int64_t b = 0; b < B; ++b) tok[b] = out[b].back();
-    // Embedding of one token per sequence at position pos: wte[tok] + wpe[pos].
+    // Embedding of one token per sequence at position pos: wte[tok] + wpe[pos] (or wte[tok]).
     tokens_.resize(static_cast<size_t>(B));
     tokens_.upload(tok, "generated tokens");
-    be_.embedding_forward(x.data(), tokens_.data(), wte_.data(), wpe_.data() + pos * d, B, 1, d);
+    const float* wpe = position_table();
+    be_.embedding_forward(x.data(), tokens_.data(), wte_.data(), wpe ? wpe + pos * d : nullptr, B,
+                          1, d);
     for (size_t l = 0; l < layers_.size(); ++l) {
       layers_[l]->decode(x.data(), y.data(), caches[l], pos);
       swap(x, y);

@@ -1,7 +1,8 @@
 #pragma once
 // TE's TransformerLayer (pre-norm: x + attention(norm(x)), then + mlp(norm(.))) and the GPT
-// model around it: token + learned position embeddings, the layers, a final norm and an LM
-// head tied to the token embedding, trained with fused softmax-cross-entropy.
+// model around it: token embeddings (+ learned position embeddings, unless attention turns q
+// and k by rotary embeddings), the layers, a final norm and an LM head (tied to the token
+// embedding, or its own matrix), trained with fused softmax-cross-entropy.
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,8 +58,9 @@ class GPT {
   float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                 int64_t loss_rows = 0);
   // Called by backward each time a run of parameters' gradients is final for this backward:
-  // [first, end) in parameters() order. The final norm's come first, then each layer's from
-  // the last, the embeddings' (the tied head adds into the token embedding's) last. A
+  // [first, end) in parameters() order. The final norm's and an untied head's come first, then
+  // each layer's from the last, the embeddings' (a tied head adds into the token embedding's)
+  // last. A
   // data-parallel trainer starts reducing them while backward goes on.
   using GradientsReady = std::function<void(size_t first, size_t end)>;
   // Gradients += for the last forward; updates backward FP8 scales if it ran in FP8.
@@ -81,7 +83,8 @@ class GPT {
   std::unique_ptr<GPT> to(Backend& backend);
   TransformerLayer& layer(int64_t i) { return *layers_[static_cast<size_t>(i)]; }
   Parameter& token_embedding() { return wte_; }
-  Parameter& position_embedding() { return wpe_; }
+  // The LM head's weight [V, d]: the token embedding when tied.
+  Parameter& head_weight() { return cfg_.tied_head ? wte_ : lm_head_; }
   Norm& final_norm() { return lnf_; }
   ParameterList parameters();
   // Every GEMM's FP8 state (linears() order) as host copies, and replacing it.
@@ -98,13 +101,17 @@ class GPT {
 
  private:
   void head_forward(int64_t rows);
+  const float* position_table() const {
+    return cfg_.learned_positions() ? wpe_.value.data() : nullptr;
+  }
   Backend& be_;
   GPTConfig cfg_;
-  Parameter wte_, wpe_;
+  Parameter wte_, wpe_;  // wpe_ empty (and not a parameter) under rotary embeddings
+  Parameter lm_head_;    // empty (and not a parameter) when tied
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   Norm lnf_;
-  // Where layer l's parameters begin in parameters() (l = n_layers: the final norm's), and
-  // where they end.
+  // Where layer l's parameters begin in parameters() (l = n_layers: the final norm's, then an
+  // untied head's), and where they end.
   std::vector<size_t> param_begin_;
   int64_t B_ = 0, T_ = 0;
   BackendBuffer<int32_t> tokens_{be_}, targets_{be_};  // the batch, in backend memory

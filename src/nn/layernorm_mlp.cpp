@@ -7,13 +7,13 @@
 namespace fp8lm {
 
 LayerNormMLP::LayerNormMLP(const std::string& prefix, int64_t d, int64_t ffn, Activation act,
-                           Normalization norm, Backend& backend)
+                           Normalization norm, bool bias, Backend& backend)
     : be_(backend),
       act_(act),
       ffn_(ffn),
       norm_(prefix + ".ln2", d, norm, kNormEps, backend),
-      fc1_(prefix + ".fc1", d, act == Activation::Swiglu ? 2 * ffn : ffn, /*bias=*/true, backend),
-      fc2_(prefix + ".fc2", ffn, d, /*bias=*/true, backend) {}
+      fc1_(prefix + ".fc1", d, act == Activation::Swiglu ? 2 * ffn : ffn, bias, backend),
+      fc2_(prefix + ".fc2", ffn, d, bias, backend) {}
 
 ParameterList LayerNormMLP::parameters() {
   ParameterList p = norm_.parameters();
@@ -38,7 +38,7 @@ void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, floa
   const bool fused = fusion_enabled();
   // Fused: fc1's bias is added by the activation kernel below.
   norm_then_linear(norm_, fc1_, normed_, x, h, rows, /*add_bias=*/!fused, r, sum);
-  const float* bias = fc1_.bias()->data();
+  const float* bias = fc1_.bias() ? fc1_.bias()->data() : nullptr;
   if (fused_fp8_casts(fc2_)) {
     be_.bias_act_forward(ProducerOut::fp8(fc2_.begin_fp8_forward(rows)), h, bias, act_, rows, ffn_);
     h_.save();

@@ -15,7 +15,7 @@ class LayerNormMLP {
  public:
   // Names: {prefix}.ln2, {prefix}.fc1, {prefix}.fc2. SwiGLU's fc1 has 2*ffn outputs (gate, value).
   LayerNormMLP(const std::string& prefix, int64_t d, int64_t ffn, Activation act,
-               Normalization norm, Backend& backend = cpu_backend());
+               Normalization norm, bool bias = true, Backend& backend = cpu_backend());
 
   void forward(const float* x, float* y, int64_t rows);  // y overwritten
   // The same on s = x + r (the block's mid residual), written to s in the norm's pass.

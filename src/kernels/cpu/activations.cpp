@@ -151,7 +151,7 @@ CastStats bias_act_fp8(uint8_t* y, float scale, Fp8Format f, float* h, const flo
                        int64_t rows, int64_t in_cols, int64_t out_cols, Act act) {
   return produce_fp8_rows(y, scale, f, rows, out_cols, rows * in_cols, [&](int64_t r, float* row) {
     float* hr = h + r * in_cols;
-    add_bias_row(hr, bias, in_cols);
+    if (bias) add_bias_row(hr, bias, in_cols);
     act(row, hr);
   });
 }
@@ -163,7 +163,7 @@ void bias_act(float* y, float* h, const float* bias, int64_t rows, int64_t in_co
 #pragma omp parallel for schedule(static) if (rows * in_cols >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     float* hr = h + r * in_cols;
-    add_bias_row(hr, bias, in_cols);
+    if (bias) add_bias_row(hr, bias, in_cols);
     act(y + r * out_cols, hr);
   }
 }

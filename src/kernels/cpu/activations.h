@@ -32,7 +32,8 @@ void swiglu_backward(float* dx, const float* dy, const float* x, int64_t rows, i
 
 // Fused producers. h is the GEMM output without bias on entry and h + bias on return (the
 // pre-activation backward needs); y = act(h) leaves as FP8 codes, cast(y * scale) in format f.
-// Bit-identical to add_bias, then the activation, then fp8lm::quantize on the whole output.
+// Bit-identical to add_bias, then the activation, then fp8lm::quantize on the whole output. A
+// null bias adds nothing.
 CastStats bias_gelu_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* h, const float* bias,
                                 int64_t rows, int64_t C);
 CastStats bias_relu_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* h, const float* bias,

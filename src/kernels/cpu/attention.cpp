@@ -1,8 +1,8 @@
-// Flash-style causal attention. One OpenMP iteration per (batch, head) pair with a static
-// schedule: every output element is written by one thread in a fixed order, so results are
-// bit-identical from run to run and for any thread count. The arithmetic on each query block x
-// key tile goes through a kernel set (attention_isa.h): AVX-512 where the CPU has it, else the
-// generic one below.
+// Flash-style causal attention. One OpenMP iteration per (batch, head) pair (backward: per
+// (batch, key/value head)) with a static schedule: every output element is written by one thread in
+// a fixed order, so results are bit-identical from run to run and for any thread count. The
+// arithmetic on each query block x key tile goes through a kernel set (attention_isa.h): AVX-512
+// where the CPU has it, else the generic one below.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -283,22 +283,26 @@ BackwardBuffers backward_buffers(int64_t hd, int64_t T) {
           delta.get(T)};
 }
 
-// Gradients of one (batch, head), accumulated in place: this head alone owns its columns of
-// dqkv. Key tiles outer, so a tile's transposed keys and values are made once; its dk and dv
-// rows start from the first query block that sees the tile, dq rows from the first tile.
+// Gradients of one (batch, query head), accumulated in place: this head alone owns its columns
+// of dq, and the heads of a key/value group run one after another on one thread, the first
+// overwriting the group's dk and dv and the others adding to them. Key tiles outer, so a tile's
+// transposed keys and values are made once; its dk and dv rows start from the first query block
+// that sees the tile, dq rows from the first tile.
 void backward_one_head(const Kernels& kern, float* dqkv, const float* dout, const float* qkv,
                        const float* out, const float* lse, int64_t b, int64_t h, int64_t T,
-                       int64_t C, int64_t H) {
-  const int64_t hd = C / H;
+                       const QkvLayout& lay, int64_t H) {
+  const int64_t hd = lay.hd, C = lay.C, row = lay.row;
   const int64_t ld = round_up_16(hd);
-  const int64_t row = 3 * C;
   const float scale = inverse_sqrt_head_dim(hd);
-  const float* q = qkv + b * T * row + h * hd;
-  const float* k = q + C;
-  const float* v = q + 2 * C;
-  float* dq = dqkv + b * T * row + h * hd;
-  float* dk = dq + C;
-  float* dv = dq + 2 * C;
+  const bool first_of_group = h % lay.group == 0;
+  const float* base = qkv + b * T * row;
+  const float* q = base + lay.q(h);
+  const float* k = base + lay.k(h);
+  const float* v = base + lay.v(h);
+  float* dbase = dqkv + b * T * row;
+  float* dq = dbase + lay.q(h);
+  float* dk = dbase + lay.k(h);
+  float* dv = dbase + lay.v(h);
   const float* dout_h = dout + b * T * C + h * hd;
   const float* out_h = out + b * T * C + h * hd;
   const float* lse_h = lse + (b * H + h) * T;
@@ -321,11 +325,11 @@ void backward_one_head(const Kernels& kern, float* dqkv, const float* dout, cons
       kern.scores(buf.dscores, buf.douts, ld, nq, buf.value_t, hd, 1.0f, vis);
       // The score scale is folded into ds once, for both dq and dk.
       kern.softmax_backward(buf.probs, buf.dscores, lse_h + i0, buf.delta + i0, nq, scale, vis);
-      const bool first_block = i0 == j0;
-      kern.accumulate_columns(dv + j0 * row, row, first_block, buf.probs, nq, buf.douts, ld, hd,
+      const bool overwrite_kv = first_of_group && i0 == j0;
+      kern.accumulate_columns(dv + j0 * row, row, overwrite_kv, buf.probs, nq, buf.douts, ld, hd,
                               vis);
-      kern.accumulate_columns(dk + j0 * row, row, first_block, buf.dscores, nq, buf.queries, ld, hd,
-                              vis);
+      kern.accumulate_columns(dk + j0 * row, row, overwrite_kv, buf.dscores, nq, buf.queries, ld,
+                              hd, vis);
       kern.accumulate_rows(dq + i0 * row, row, nullptr, /*overwrite=*/j0 == 0, buf.dscores, nq,
                            buf.keys, ld, hd, vis);
     }
@@ -335,18 +339,18 @@ void backward_one_head(const Kernels& kern, float* dqkv, const float* dout, cons
 }  // namespace
 
 void attention_forward_with(AttentionIsa isa, float* out, float* lse, const float* qkv, int64_t B,
-                            int64_t T, int64_t C, int64_t H) {
+                            int64_t T, int64_t C, int64_t H, int64_t Hkv) {
   const Kernels& kern = kernels_for(isa);
-  const int64_t hd = C / H;
-  const int64_t row = 3 * C;
+  const QkvLayout lay(C, H, Hkv);
+  const int64_t row = lay.row;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
-      const float* q = qkv + b * T * row + h * hd;
+      const float* base = qkv + b * T * row;
       for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
-        attend_query_block(kern, out + (b * T + i0) * C + h * hd, C, lse + (b * H + h) * T + i0,
-                           q + i0 * row, row, std::min(kQueryBlock, T - i0), i0, q + C, q + 2 * C,
-                           row, hd);
+        attend_query_block(kern, out + (b * T + i0) * C + h * lay.hd, C, lse + (b * H + h) * T + i0,
+                           base + lay.q(h) + i0 * row, row, std::min(kQueryBlock, T - i0), i0,
+                           base + lay.k(h), base + lay.v(h), row, lay.hd);
       }
     }
   }
@@ -354,44 +358,48 @@ void attention_forward_with(AttentionIsa isa, float* out, float* lse, const floa
 
 void attention_backward_with(AttentionIsa isa, float* dqkv, const float* dout, const float* qkv,
                              const float* out, const float* lse, int64_t B, int64_t T, int64_t C,
-                             int64_t H) {
+                             int64_t H, int64_t Hkv) {
   const Kernels& kern = kernels_for(isa);
+  const QkvLayout lay(C, H, Hkv);
+  // One iteration per key/value head: its query heads write its dk and dv, in order.
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
-    for (int64_t h = 0; h < H; ++h) {
-      backward_one_head(kern, dqkv, dout, qkv, out, lse, b, h, T, C, H);
+    for (int64_t g = 0; g < Hkv; ++g) {
+      for (int64_t h = g * lay.group; h < (g + 1) * lay.group; ++h)
+        backward_one_head(kern, dqkv, dout, qkv, out, lse, b, h, T, lay, H);
     }
   }
 }
 
 void attention_decode_with(AttentionIsa isa, float* out, const float* q, const float* k_cache,
                            const float* v_cache, int64_t B, int64_t Tmax, int64_t len, int64_t C,
-                           int64_t H) {
+                           int64_t H, int64_t Hkv) {
   const Kernels& kern = kernels_for(isa);
-  const int64_t hd = C / H;
+  const QkvLayout lay(C, H, Hkv);
+  const int64_t hd = lay.hd;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
-      const int64_t cache = b * Tmax * C + h * hd;
+      const int64_t cache = b * Tmax * lay.Ckv + h / lay.group * hd;
       attend_query_block(kern, out + b * C + h * hd, C, nullptr, q + b * C + h * hd, C, 1, len - 1,
-                         k_cache + cache, v_cache + cache, C, hd);
+                         k_cache + cache, v_cache + cache, lay.Ckv, hd);
     }
   }
 }
 
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t H) {
-  attention_forward_with(best_isa(), out, lse, qkv, B, T, C, H);
+                       int64_t H, int64_t Hkv) {
+  attention_forward_with(best_isa(), out, lse, qkv, B, T, C, H, Hkv);
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t H) {
-  attention_backward_with(best_isa(), dqkv, dout, qkv, out, lse, B, T, C, H);
+                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t H, int64_t Hkv) {
+  attention_backward_with(best_isa(), dqkv, dout, qkv, out, lse, B, T, C, H, Hkv);
 }
 
 void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
-                      int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H) {
-  attention_decode_with(best_isa(), out, q, k_cache, v_cache, B, Tmax, len, C, H);
+                      int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H, int64_t Hkv) {
+  attention_decode_with(best_isa(), out, q, k_cache, v_cache, B, Tmax, len, C, H, Hkv);
 }
 
 }  // namespace fp8lm::cpu

@@ -87,12 +87,12 @@ enum class AttentionIsa { kGeneric, kAvx512 };
 
 // attention.h's entry points with the kernel set forced instead of picked from cpu_features().
 void attention_forward_with(AttentionIsa isa, float* out, float* lse, const float* qkv, int64_t B,
-                            int64_t T, int64_t C, int64_t H);
+                            int64_t T, int64_t C, int64_t H, int64_t Hkv);
 void attention_backward_with(AttentionIsa isa, float* dqkv, const float* dout, const float* qkv,
                              const float* out, const float* lse, int64_t B, int64_t T, int64_t C,
-                             int64_t H);
+                             int64_t H, int64_t Hkv);
 void attention_decode_with(AttentionIsa isa, float* out, const float* q, const float* k_cache,
                            const float* v_cache, int64_t B, int64_t Tmax, int64_t len, int64_t C,
-                           int64_t H);
+                           int64_t H, int64_t Hkv);
 
 }  // namespace fp8lm::cpu

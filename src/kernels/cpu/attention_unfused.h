@@ -7,12 +7,13 @@
 
 namespace fp8lm::cpu {
 
-// qkv [B, T, 3C], out [B, T, C] as in attention.h; probs [B, H, T, T] written (zeros above the
-// diagonal) and needed by backward.
+// qkv [B, T, C + 2*Ckv], out [B, T, C] as in attention.h (Hkv key/value heads); probs
+// [B, H, T, T] written (zeros above the diagonal) and needed by backward.
 void attention_forward_unfused(float* out, float* probs, const float* qkv, int64_t B, int64_t T,
-                               int64_t C, int64_t H);
-// dqkv [B, T, 3C] overwritten.
+                               int64_t C, int64_t H, int64_t Hkv);
+// dqkv [B, T, C + 2*Ckv] overwritten.
 void attention_backward_unfused(float* dqkv, const float* dout, const float* qkv,
-                                const float* probs, int64_t B, int64_t T, int64_t C, int64_t H);
+                                const float* probs, int64_t B, int64_t T, int64_t C, int64_t H,
+                                int64_t Hkv);
 
 }  // namespace fp8lm::cpu

@@ -19,6 +19,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/traffic.h"
 
 namespace fp8lm {
@@ -179,13 +180,9 @@ class CpuBackend final : public Backend {
           if (bias) return bias_act_fp32(act, y, h, bias, rows, F);
           act_forward(act, y, h, rows, F);
         },
+        // The fused kernels take a null bias (Llama's unbiased MLP).
         [&](uint8_t* q, float scale, Fp8Format f) {
-          if (bias) return bias_act_fp8(act, q, scale, f, h, bias, rows, F);
-          // No fused unbiased FP8 kernel: the FP32 activation, then the same codec's cast.
-          thread_local std::vector<float> y;
-          y.resize(static_cast<size_t>(rows * F));
-          act_forward(act, y.data(), h, rows, F);
-          return fp8lm::quantize(q, y.data(), rows * F, scale, f);
+          return bias_act_fp8(act, q, scale, f, h, bias, rows, F);
         });
   }
   void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
@@ -248,33 +245,43 @@ class CpuBackend final : public Backend {
   }
 
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
-                         int64_t H) override {
+                         int64_t H, int64_t Hkv) override {
     // Flash style: q, k, v read once per query block, the output written once; no T x T scores.
-    count_traffic(B * T * C * 16 + B * H * T * 4);
-    cpu::attention_forward(out, lse, qkv, B, T, C, H);
+    const int64_t row = QkvLayout(C, H, Hkv).row;
+    count_traffic(B * T * (row + C) * 4 + B * H * T * 4);
+    cpu::attention_forward(out, lse, qkv, B, T, C, H, Hkv);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t H) override {
-    count_traffic(B * T * C * 24 + B * H * T * 4);  // qkv, out, dout in; dqkv out
-    cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H);
+                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
+                          int64_t Hkv) override {
+    const int64_t row = QkvLayout(C, H, Hkv).row;
+    count_traffic(B * T * (2 * row + 2 * C) * 4 + B * H * T * 4);  // qkv, out, dout in; dqkv out
+    cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, Hkv);
   }
   void attention_forward_unfused(float* out, float* probs, const float* qkv, int64_t B, int64_t T,
-                                 int64_t C, int64_t H) override {
+                                 int64_t C, int64_t H, int64_t Hkv) override {
     // Head-major copies of q, k, v (read, written, read), the scores written and read by
     // softmax and read again by P·V, the output scattered back.
     count_traffic(B * T * C * 4 * 10 + B * H * T * T * 4 * 4);
-    cpu::attention_forward_unfused(out, probs, qkv, B, T, C, H);
+    cpu::attention_forward_unfused(out, probs, qkv, B, T, C, H, Hkv);
   }
   void attention_backward_unfused(float* dqkv, const float* dout, const float* qkv,
-                                  const float* probs, int64_t B, int64_t T, int64_t C,
-                                  int64_t H) override {
+                                  const float* probs, int64_t B, int64_t T, int64_t C, int64_t H,
+                                  int64_t Hkv) override {
     count_traffic(B * T * C * 4 * 16 + B * H * T * T * 4 * 6);
-    cpu::attention_backward_unfused(dqkv, dout, qkv, probs, B, T, C, H);
+    cpu::attention_backward_unfused(dqkv, dout, qkv, probs, B, T, C, H, Hkv);
   }
   void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
-                        int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H) override {
-    count_traffic(B * len * C * 8 + B * C * 8);  // the cached keys and values; q in, out
-    cpu::attention_decode(out, q, k_cache, v_cache, B, Tmax, len, C, H);
+                        int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H,
+                        int64_t Hkv) override {
+    const int64_t kv = QkvLayout(C, H, Hkv).Ckv;
+    count_traffic(B * len * kv * 8 + B * C * 8);  // the cached keys and values; q in, out
+    cpu::attention_decode(out, q, k_cache, v_cache, B, Tmax, len, C, H, Hkv);
+  }
+  void rope(float* x, int64_t rows, int64_t T, int64_t pos0, int64_t stride, int64_t heads,
+            int64_t hd, float theta, bool inverse) override {
+    count_traffic(rows * heads * hd * 8);
+    cpu::rope(x, rows, T, pos0, stride, heads, hd, theta, inverse);
   }
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,

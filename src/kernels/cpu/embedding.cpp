@@ -9,8 +9,12 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
 #pragma omp parallel for schedule(static) if (B * T * C >= kParallelMin)
   for (int64_t p = 0; p < B * T; ++p) {
     const float* tok = wte + static_cast<int64_t>(tokens[p]) * C;
-    const float* pos = wpe + (p % T) * C;
     float* o = out + p * C;
+    if (!wpe) {
+      std::copy_n(tok, C, o);
+      continue;
+    }
+    const float* pos = wpe + (p % T) * C;
     for (int64_t c = 0; c < C; ++c) o[c] = tok[c] + pos[c];
   }
 }
@@ -28,11 +32,10 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
     for (int64_t p = 0; p < B * T; ++p) {
       const float* g = dout + p * C + c0;
       float* tok = dwte + static_cast<int64_t>(tokens[p]) * C + c0;
+      for (int64_t j = 0; j < width; ++j) tok[j] += g[j];
+      if (!dwpe) continue;
       float* pos = dwpe + (p % T) * C + c0;
-      for (int64_t j = 0; j < width; ++j) {
-        tok[j] += g[j];
-        pos[j] += g[j];
-      }
+      for (int64_t j = 0; j < width; ++j) pos[j] += g[j];
     }
   }
 }

@@ -1,5 +1,6 @@
 #pragma once
-// Token plus learned position embeddings (GPT-2 style): the first op of the model.
+// Token plus learned position embeddings (GPT-2 style): the first op of the model. A null wpe
+// (dwpe) is a model without a position table (rotary embeddings): the token's row alone.
 // FP32; threads over positions (forward) or column blocks (backward); results do not depend
 // on the thread count.
 #include <cstdint>

@@ -465,9 +465,10 @@ dim3 grid_for(int64_t B, int64_t H, int64_t T, int64_t t_pad) {
 
 // Head sizes without a flash kernel (not a multiple of 16, or above 128) take the plain path.
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t H, cudaStream_t stream) {
-  const int64_t hd = C / H;
-  if (!has_kernel(hd)) return plain::attention_forward(out, lse, qkv, B, T, C, H, stream);
+                       int64_t H, int64_t Hkv, cudaStream_t stream) {
+  const QkvLayout lay(C, H, Hkv);
+  const int64_t hd = lay.hd;
+  if (!has_kernel(hd)) return plain::attention_forward(out, lse, qkv, B, T, C, H, Hkv, stream);
   if (B == 0 || T == 0) return;
   const int64_t t_pad = round_up(T, kRows);
   const int64_t n = B * H * t_pad * hd;
@@ -477,10 +478,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
   const size_t v_at = carve.add<bf16_t>(n);
   void* base = workspace().get(carve.size());
   bf16_t* parts[3] = {at<bf16_t>(base, q_at), at<bf16_t>(base, k_at), at<bf16_t>(base, v_at)};
-  for (int part = 0; part < 3; ++part) {
-    attention_detail::split_heads(parts[part], qkv, 3 * C, part * C, B, T, H, hd, t_pad, hd,
-                                  stream);
-  }
+  attention_detail::split_qkv(parts, qkv, lay, B, T, H, t_pad, hd, stream);
   const dim3 grid = grid_for(B, H, T, t_pad);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   with_head_dim(hd, [&](auto head_dim) {
@@ -496,11 +494,12 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
+                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t H, int64_t Hkv,
                         cudaStream_t stream) {
-  const int64_t hd = C / H;
+  const QkvLayout lay(C, H, Hkv);
+  const int64_t hd = lay.hd;
   if (!has_kernel(hd)) {
-    return plain::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, stream);
+    return plain::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, Hkv, stream);
   }
   if (B == 0 || T == 0) return;
   const int64_t t_pad = round_up(T, kRows);
@@ -520,10 +519,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   float* delta = at<float>(base, delta_at);
   float* grads[3] = {at<float>(base, dq_at), at<float>(base, dk_at), at<float>(base, dv_at)};
 
-  for (int part = 0; part < 3; ++part) {
-    attention_detail::split_heads(parts[part], qkv, 3 * C, part * C, B, T, H, hd, t_pad, hd,
-                                  stream);
-  }
+  attention_detail::split_qkv(parts, qkv, lay, B, T, H, t_pad, hd, stream);
   attention_detail::split_heads(dO, dout, C, 0, B, T, H, hd, t_pad, hd, stream);
   attention_detail::row_dots(delta, dout, out, B, T, H, hd, t_pad, stream);
 
@@ -548,10 +544,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         <<<grid, kThreads, dq_bytes, stream>>>(grads[0], q, k, v, d_o, lse, delta, t, tp, scale);
     FP8LM_CUDA_CHECK_LAUNCH();
   });
-  for (int part = 0; part < 3; ++part) {
-    attention_detail::merge_heads(dqkv, 3 * C, part * C, grads[part], B, T, H, hd, t_pad, hd,
-                                  stream);
-  }
+  attention_detail::merge_qkv(dqkv, grads, lay, B, T, H, t_pad, hd, stream);
 }
 
 }  // namespace fp8lm::cuda

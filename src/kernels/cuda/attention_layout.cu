@@ -18,7 +18,7 @@ unsigned blocks_for(int64_t n) {
 // One thread per destination element, so the padding is written too.
 __global__ void split_heads_kernel(__nv_bfloat16* dst, const float* src, int64_t src_stride,
                                    int64_t src_offset, int64_t T, int64_t H, int64_t hd,
-                                   int64_t t_pad, int64_t hd_pad, int64_t total) {
+                                   int64_t t_pad, int64_t hd_pad, int64_t group, int64_t total) {
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
        idx += int64_t{gridDim.x} * blockDim.x) {
     const int64_t d = idx % hd_pad;
@@ -27,7 +27,7 @@ __global__ void split_heads_kernel(__nv_bfloat16* dst, const float* src, int64_t
     const int64_t b = bh / H;
     const int64_t h = bh % H;
     float x = 0.0f;
-    if (t < T && d < hd) x = src[(b * T + t) * src_stride + src_offset + h * hd + d];
+    if (t < T && d < hd) x = src[(b * T + t) * src_stride + src_offset + h / group * hd + d];
     dst[idx] = __float2bfloat16_rn(x);
   }
 }
@@ -36,15 +36,19 @@ __global__ void split_heads_kernel(__nv_bfloat16* dst, const float* src, int64_t
 // floats of a token row.
 __global__ void merge_heads_kernel(float* dst, int64_t dst_stride, int64_t dst_offset,
                                    const float* src, int64_t T, int64_t H, int64_t hd,
-                                   int64_t t_pad, int64_t hd_pad, int64_t total) {
+                                   int64_t t_pad, int64_t hd_pad, int64_t group, int64_t total) {
+  const int64_t groups = H / group;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
        idx += int64_t{gridDim.x} * blockDim.x) {
     const int64_t d = idx % hd;
-    const int64_t h = idx / hd % H;
-    const int64_t bt = idx / (hd * H);  // b*T + t
+    const int64_t g = idx / hd % groups;
+    const int64_t bt = idx / (hd * groups);  // b*T + t
     const int64_t b = bt / T;
     const int64_t t = bt % T;
-    dst[bt * dst_stride + dst_offset + h * hd + d] = src[((b * H + h) * t_pad + t) * hd_pad + d];
+    float sum = 0.0f;
+    for (int64_t h = g * group; h < (g + 1) * group; ++h)
+      sum += src[((b * H + h) * t_pad + t) * hd_pad + d];
+    dst[bt * dst_stride + dst_offset + g * hd + d] = sum;
   }
 }
 
@@ -76,23 +80,37 @@ __global__ void row_dots_kernel(float* D, const float* dout, const float* out, i
 
 void split_heads(bf16_t* dst, const float* src, int64_t src_stride, int64_t src_offset, int64_t B,
                  int64_t T, int64_t H, int64_t hd, int64_t t_pad, int64_t hd_pad,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, int64_t group) {
   const int64_t total = B * H * t_pad * hd_pad;
   if (total == 0) return;
   split_heads_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
       reinterpret_cast<__nv_bfloat16*>(dst), src, src_stride, src_offset, T, H, hd, t_pad, hd_pad,
-      total);
+      group, total);
   FP8LM_CUDA_CHECK_LAUNCH();
 }
 
 void merge_heads(float* dst, int64_t dst_stride, int64_t dst_offset, const float* src, int64_t B,
                  int64_t T, int64_t H, int64_t hd, int64_t t_pad, int64_t hd_pad,
-                 cudaStream_t stream) {
-  const int64_t total = B * T * H * hd;
+                 cudaStream_t stream, int64_t group) {
+  const int64_t total = B * T * (H / group) * hd;
   if (total == 0) return;
-  merge_heads_kernel<<<blocks_for(total), kThreads, 0, stream>>>(dst, dst_stride, dst_offset, src,
-                                                                 T, H, hd, t_pad, hd_pad, total);
+  merge_heads_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
+      dst, dst_stride, dst_offset, src, T, H, hd, t_pad, hd_pad, group, total);
   FP8LM_CUDA_CHECK_LAUNCH();
+}
+
+void split_qkv(bf16_t* const parts[3], const float* qkv, const QkvLayout& lay, int64_t B, int64_t T,
+               int64_t H, int64_t t_pad, int64_t hd_pad, cudaStream_t stream) {
+  split_heads(parts[0], qkv, lay.row, lay.q(0), B, T, H, lay.hd, t_pad, hd_pad, stream);
+  split_heads(parts[1], qkv, lay.row, lay.k(0), B, T, H, lay.hd, t_pad, hd_pad, stream, lay.group);
+  split_heads(parts[2], qkv, lay.row, lay.v(0), B, T, H, lay.hd, t_pad, hd_pad, stream, lay.group);
+}
+
+void merge_qkv(float* dqkv, const float* const grads[3], const QkvLayout& lay, int64_t B, int64_t T,
+               int64_t H, int64_t t_pad, int64_t hd_pad, cudaStream_t stream) {
+  merge_heads(dqkv, lay.row, lay.q(0), grads[0], B, T, H, lay.hd, t_pad, hd_pad, stream);
+  merge_heads(dqkv, lay.row, lay.k(0), grads[1], B, T, H, lay.hd, t_pad, hd_pad, stream, lay.group);
+  merge_heads(dqkv, lay.row, lay.v(0), grads[2], B, T, H, lay.hd, t_pad, hd_pad, stream, lay.group);
 }
 
 void row_dots(float* D, const float* dout, const float* out, int64_t B, int64_t T, int64_t H,

@@ -16,20 +16,29 @@
 
 #include "core/bf16.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/types.h"
 
 namespace fp8lm::cuda::attention_detail {
 
-// dst (head-major BF16) <- columns [offset + h*hd, offset + (h+1)*hd) of each token row of src,
-// whose rows are src_stride floats apart: qkv's q, k or v third (stride 3C, offset 0, C, 2C),
-// or dout (stride C, offset 0).
+// dst (head-major BF16, H heads) <- columns [offset + (h/group)*hd, ..+hd) of each token row
+// of src, whose rows are src_stride floats apart: qkv's q, k or v part, or dout (stride C,
+// offset 0). group > 1 repeats a key/value head for each of its query heads (Llama's repeat_kv).
 void split_heads(bf16_t* dst, const float* src, int64_t src_stride, int64_t src_offset, int64_t B,
                  int64_t T, int64_t H, int64_t hd, int64_t t_pad, int64_t hd_pad,
-                 cudaStream_t stream);
+                 cudaStream_t stream, int64_t group = 1);
 
-// The inverse for FP32 results: the same columns of dst's token rows <- src (head-major FP32).
+// The inverse for FP32 results: columns [offset + g*hd, ..+hd) of dst's token rows <- the sum,
+// in head order, of src's (head-major FP32, H heads) heads g*group .. (g+1)*group - 1.
 void merge_heads(float* dst, int64_t dst_stride, int64_t dst_offset, const float* src, int64_t B,
                  int64_t T, int64_t H, int64_t hd, int64_t t_pad, int64_t hd_pad,
-                 cudaStream_t stream);
+                 cudaStream_t stream, int64_t group = 1);
+
+// parts[0..2] <- q, k and v of packed qkv rows (lay), each H heads head-major.
+void split_qkv(bf16_t* const parts[3], const float* qkv, const QkvLayout& lay, int64_t B, int64_t T,
+               int64_t H, int64_t t_pad, int64_t hd_pad, cudaStream_t stream);
+// dqkv <- grads[0..2] (dq, dk, dv per query head): a key/value head's the sum of its group's.
+void merge_qkv(float* dqkv, const float* const grads[3], const QkvLayout& lay, int64_t B, int64_t T,
+               int64_t H, int64_t t_pad, int64_t hd_pad, cudaStream_t stream);
 
 // D[(b*H + h)*t_pad + t] = sum_d dout[b, t, h*hd + d] * out[b, t, h*hd + d] in FP32 (both
 // [B, T, C]); 0 for the padding rows t >= T. This is sum_j P_tj dP_tj, the softmax Jacobian's

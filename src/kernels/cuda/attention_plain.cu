@@ -29,6 +29,7 @@ namespace {
 using attention_detail::at;
 using attention_detail::Carve;
 using attention_detail::merge_heads;
+using attention_detail::merge_qkv;
 using attention_detail::round_up;
 using attention_detail::row_dots;
 using attention_detail::split_heads;
@@ -104,7 +105,8 @@ unsigned blocks(int64_t threads) {
 struct Dims {
   int64_t B, T, C, H, hd, hd_pad, ld, BH;
   float scale;
-  Dims(int64_t B_, int64_t T_, int64_t C_, int64_t H_)
+  QkvLayout lay;
+  Dims(int64_t B_, int64_t T_, int64_t C_, int64_t H_, int64_t Hkv)
       : B(B_),
         T(T_),
         C(C_),
@@ -113,7 +115,8 @@ struct Dims {
         hd_pad(round_up(hd, 8)),
         ld(round_up(T_, 8)),
         BH(B_ * H_),
-        scale(1.0f / std::sqrt(static_cast<float>(hd))) {}
+        scale(1.0f / std::sqrt(static_cast<float>(hd))),
+        lay(C_, H_, Hkv) {}
   int64_t heads_elems() const { return BH * T * hd_pad; }  // one head-major tensor
   int64_t head_stride() const { return T * hd_pad; }
   int64_t scores_elems() const { return BH * T * ld; }  // one T x T matrix per head
@@ -130,18 +133,16 @@ void scores(float* S, const bf16_t* Q, const bf16_t* K, const Dims& d, cudaStrea
 // Q, K and V of every head out of qkv.
 void split_qkv(bf16_t* Q, bf16_t* K, bf16_t* V, const float* qkv, const Dims& d,
                cudaStream_t stream) {
-  bf16_t* dst[3] = {Q, K, V};
-  for (int part = 0; part < 3; ++part) {
-    split_heads(dst[part], qkv, 3 * d.C, part * d.C, d.B, d.T, d.H, d.hd, d.T, d.hd_pad, stream);
-  }
+  bf16_t* const parts[3] = {Q, K, V};
+  attention_detail::split_qkv(parts, qkv, d.lay, d.B, d.T, d.H, d.T, d.hd_pad, stream);
 }
 
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t H, cudaStream_t stream) {
+                       int64_t H, int64_t Hkv, cudaStream_t stream) {
   if (B == 0 || T == 0) return;
-  const Dims d(B, T, C, H);
+  const Dims d(B, T, C, H, Hkv);
   Carve carve;
   const size_t q_at = carve.add<bf16_t>(d.heads_elems());
   const size_t k_at = carve.add<bf16_t>(d.heads_elems());
@@ -171,10 +172,10 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
+                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t H, int64_t Hkv,
                         cudaStream_t stream) {
   if (B == 0 || T == 0) return;
-  const Dims d(B, T, C, H);
+  const Dims d(B, T, C, H, Hkv);
   Carve carve;
   const size_t q_at = carve.add<bf16_t>(d.heads_elems());
   const size_t k_at = carve.add<bf16_t>(d.heads_elems());
@@ -225,10 +226,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   gemm_batched_bf16(Trans::T, Trans::N, T, d.hd, T, d.scale, dS, d.ld, d.scores_stride(), Q,
                     d.hd_pad, d.head_stride(), 0.0f, dK, /*c_bf16=*/false, d.hd_pad,
                     d.head_stride(), d.BH, stream);
-  const float* grads[3] = {dQ, dK, dV};
-  for (int part = 0; part < 3; ++part) {
-    merge_heads(dqkv, 3 * C, part * C, grads[part], B, T, H, d.hd, T, d.hd_pad, stream);
-  }
+  const float* const grads[3] = {dQ, dK, dV};
+  merge_qkv(dqkv, grads, d.lay, B, T, H, T, d.hd_pad, stream);
 }
 
 }  // namespace fp8lm::cuda::plain

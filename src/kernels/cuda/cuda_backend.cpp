@@ -176,12 +176,17 @@ class CudaBackend final : public Backend {
   }
 
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
-                         int64_t H) override {
-    cuda::attention_forward(out, lse, qkv, B, T, C, H, stream_);
+                         int64_t H, int64_t Hkv) override {
+    cuda::attention_forward(out, lse, qkv, B, T, C, H, Hkv, stream_);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t H) override {
-    cuda::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, stream_);
+                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
+                          int64_t Hkv) override {
+    cuda::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, Hkv, stream_);
+  }
+  void rope(float* x, int64_t rows, int64_t T, int64_t pos0, int64_t stride, int64_t heads,
+            int64_t hd, float theta, bool inverse) override {
+    cuda::rope(x, rows, T, pos0, stride, heads, hd, theta, inverse, stream_);
   }
 
   void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
@@ -194,8 +199,9 @@ class CudaBackend final : public Backend {
   }
 
   void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
-                        int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H) override {
-    cuda::attention_decode(out, q, k_cache, v_cache, B, Tmax, len, C, H, stream_);
+                        int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H,
+                        int64_t Hkv) override {
+    cuda::attention_decode(out, q, k_cache, v_cache, B, Tmax, len, C, H, Hkv, stream_);
   }
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,

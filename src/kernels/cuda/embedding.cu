@@ -20,7 +20,8 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, cons
                                          const float* wpe, int64_t T, int64_t C, int64_t total) {
   for (int64_t i = global_thread(); i < total; i += grid_threads()) {
     const int64_t p = i / C, c = i % C;
-    out[i] = wte[int64_t{tokens[p]} * C + c] + wpe[(p % T) * C + c];
+    const float w = wte[int64_t{tokens[p]} * C + c];
+    out[i] = wpe ? w + wpe[(p % T) * C + c] : w;
   }
 }
 
@@ -80,8 +81,10 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
                         int64_t B, int64_t T, int64_t C, cudaStream_t stream) {
   if (B * T * C == 0) return;
   if (B * T > INT32_MAX) throw Error("embedding backward: more than 2^31 - 1 positions");
-  position_grad_kernel<<<grid_for(T * C), kThreads, 0, stream>>>(dwpe, dout, B, T, C);
-  FP8LM_CUDA_CHECK_LAUNCH();
+  if (dwpe) {  // null: a model without a learned position table (rotary embeddings)
+    position_grad_kernel<<<grid_for(T * C), kThreads, 0, stream>>>(dwpe, dout, B, T, C);
+    FP8LM_CUDA_CHECK_LAUNCH();
+  }
 
   // Group the rows by token: a stable sort of (token, row) pairs. The buffers are
   // stream-ordered allocations, so this call is safe on any stream and under graph capture.

@@ -41,36 +41,43 @@ void attend_one_query(float* out, float* lse, const float* q, const float* k, co
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t H) {
-  const int64_t hd = C / H;
-  const int64_t row = 3 * C;
+                       int64_t H, int64_t Hkv) {
+  const QkvLayout lay(C, H, Hkv);
+  const int64_t row = lay.row;
   for (int64_t b = 0; b < B; ++b) {
+    const float* base = qkv + b * T * row;
     for (int64_t h = 0; h < H; ++h) {
-      const float* q = qkv + b * T * row + h * hd;
       for (int64_t i = 0; i < T; ++i) {
-        attend_one_query(out + (b * T + i) * C + h * hd, lse + (b * H + h) * T + i, q + i * row,
-                         q + C, q + 2 * C, row, i + 1, hd);
+        attend_one_query(out + (b * T + i) * C + h * lay.hd, lse + (b * H + h) * T + i,
+                         base + lay.q(h) + i * row, base + lay.k(h), base + lay.v(h), row, i + 1,
+                         lay.hd);
       }
     }
   }
 }
 
+// Each query head's gradients in double; a key/value head's sum over its group, in double
+// too, before the one rounding to float.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t H) {
-  const int64_t hd = C / H;
-  const int64_t row = 3 * C;
+                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t H, int64_t Hkv) {
+  const QkvLayout lay(C, H, Hkv);
+  const int64_t hd = lay.hd, row = lay.row;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   std::vector<double> dq(T * hd), dk(T * hd), dv(T * hd);
   for (int64_t b = 0; b < B; ++b) {
+    const float* base = qkv + b * T * row;
+    float* dbase = dqkv + b * T * row;
     for (int64_t h = 0; h < H; ++h) {
-      const float* q = qkv + b * T * row + h * hd;
-      const float* k = q + C;
-      const float* v = q + 2 * C;
+      const float* q = base + lay.q(h);
+      const float* k = base + lay.k(h);
+      const float* v = base + lay.v(h);
       const float* dout_h = dout + b * T * C + h * hd;
       const float* out_h = out + b * T * C + h * hd;
       std::fill(dq.begin(), dq.end(), 0.0);
-      std::fill(dk.begin(), dk.end(), 0.0);
-      std::fill(dv.begin(), dv.end(), 0.0);
+      if (h % lay.group == 0) {
+        std::fill(dk.begin(), dk.end(), 0.0);
+        std::fill(dv.begin(), dv.end(), 0.0);
+      }
       for (int64_t i = 0; i < T; ++i) {
         const float* q_i = q + i * row;
         const float* dout_i = dout_h + i * C;
@@ -88,12 +95,13 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
           }
         }
       }
-      float* dq_h = dqkv + b * T * row + h * hd;
+      const bool last_of_group = h % lay.group == lay.group - 1;
       for (int64_t t = 0; t < T; ++t) {
         for (int64_t d = 0; d < hd; ++d) {
-          dq_h[t * row + d] = static_cast<float>(dq[t * hd + d]);
-          dq_h[t * row + C + d] = static_cast<float>(dk[t * hd + d]);
-          dq_h[t * row + 2 * C + d] = static_cast<float>(dv[t * hd + d]);
+          dbase[t * row + lay.q(h) + d] = static_cast<float>(dq[t * hd + d]);
+          if (!last_of_group) continue;
+          dbase[t * row + lay.k(h) + d] = static_cast<float>(dk[t * hd + d]);
+          dbase[t * row + lay.v(h) + d] = static_cast<float>(dv[t * hd + d]);
         }
       }
     }
@@ -101,13 +109,13 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 }
 
 void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
-                      int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H) {
-  const int64_t hd = C / H;
+                      int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H, int64_t Hkv) {
+  const QkvLayout lay(C, H, Hkv);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
-      const int64_t cache = b * Tmax * C + h * hd;
-      attend_one_query(out + b * C + h * hd, nullptr, q + b * C + h * hd, k_cache + cache,
-                       v_cache + cache, C, len, hd);
+      const int64_t cache = b * Tmax * lay.Ckv + h / lay.group * lay.hd;
+      attend_one_query(out + b * C + h * lay.hd, nullptr, q + b * C + h * lay.hd, k_cache + cache,
+                       v_cache + cache, lay.Ckv, len, lay.hd);
     }
   }
 }

@@ -13,8 +13,8 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
     for (int64_t t = 0; t < T; ++t) {
       const int64_t token = tokens[b * T + t];
       for (int64_t c = 0; c < C; ++c)
-        out[(b * T + t) * C + c] =
-            static_cast<float>(static_cast<double>(wte[token * C + c]) + wpe[t * C + c]);
+        out[(b * T + t) * C + c] = static_cast<float>(static_cast<double>(wte[token * C + c]) +
+                                                      (wpe ? wpe[t * C + c] : 0));
     }
   }
 }
@@ -37,6 +37,7 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
   for (const auto& [token, acc] : by_token)
     for (int64_t c = 0; c < C; ++c)
       dwte[token * C + c] = static_cast<float>(dwte[token * C + c] + acc[c]);
+  if (!dwpe) return;
   for (int64_t i = 0; i < T * C; ++i) dwpe[i] = static_cast<float>(dwpe[i] + by_position[i]);
 }
 
