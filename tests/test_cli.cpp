@@ -1028,6 +1028,53 @@ TEST(Cli, GenerateSamplesForASeedAndStops) {
 
 // Issue 15 (1): tokenizer train writes a tokenizer.json (never over an existing file) that
 // encode and decode use; --jsonl encodes a document per line; bad input is one line.
+// A Llama-style model trained in FP8 goes out to Hugging Face's layout and back: the imported
+// model gives the same logits bit for bit, evaluates, generates and fine-tunes in FP8 (--init).
+TEST(Cli, ExportImportEvalGenerateAndFineTune) {
+  const std::string root = testing::TempDir() + "fp8lm_cli_hf";
+  std::filesystem::remove_all(root);
+  const std::string llama =
+      "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 4 --ffn 64 --batch-size 4 "
+      "--threads 2 --device cpu --n-kv-heads 2 --normalization rmsnorm --activation swiglu "
+      "--rope-theta 10000 --bias false --tie-embeddings false";
+  ASSERT_EQ(fp8lm("train --precision fp8 --steps 3 " + llama + " --out " + root + "/run").status,
+            0);
+  CliResult r = fp8lm("export " + root + "/run " + root + "/hf");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("LlamaForCausalLM"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(root + "/hf/config.json"));
+  r = fp8lm("export " + root + "/run " + root + "/hf");  // nothing a user had is overwritten
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("not an empty directory"), std::string::npos) << r.err;
+  r = fp8lm("export --dtype fp16 " + root + "/run " + root + "/hf16");
+  EXPECT_NE(r.err.find("--dtype 'fp16' is not fp32 or bf16"), std::string::npos) << r.err;
+
+  r = fp8lm("import " + root + "/hf --out " + root + "/imported");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string tokens = " --tokens '1 2 3 4 5 6 7 8'";
+  const CliResult original = fp8lm("logits --checkpoint " + root + "/run" + tokens);
+  const CliResult imported = fp8lm("logits --checkpoint " + root + "/imported" + tokens);
+  ASSERT_EQ(original.status, 0) << original.err;
+  EXPECT_EQ(imported.out, original.out);
+  EXPECT_EQ(nlohmann::json::parse(imported.out).size(), 8u);
+
+  const std::string model = root + "/imported/model.safetensors";
+  EXPECT_EQ(fp8lm("eval --checkpoint " + model).status, 0);
+  r = fp8lm("generate --checkpoint " + model + " --prompt '3 5 7' --max-new-tokens 4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = fp8lm("train --precision fp8 --steps 2 --threads 2 --device cpu --batch-size 4 --init " +
+            model + " --out " + root + "/tuned");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("2 kv heads · rope 10000"), std::string::npos) << r.out;
+  r = fp8lm("train --init " + model + " --resume " + root + "/tuned");
+  EXPECT_NE(r.err.find("--init starts a new run"), std::string::npos) << r.err;
+  r = fp8lm("import " + root + "/run --out " + root + "/bad");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("config.json: no model_type; not a Hugging Face model's config"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, TokenizerTrainEncodeDecode) {
   const std::string dir = testing::TempDir() + "fp8lm_cli_tok";
   std::filesystem::remove_all(dir);

@@ -30,7 +30,7 @@ namespace {
 
 // Every flag as text, so that --config values apply first and explicit flags override them.
 struct TrainFlags {
-  std::string config, out, resume;
+  std::string config, out, resume, init;
   int64_t checkpoint_every = 0, stop_after = 0;
   int keep_checkpoints = 3;
   std::map<std::string, std::string> values;  // flag name (without --) -> value
@@ -350,6 +350,8 @@ void check_run_flags(const TrainFlags& f, CLI::App* app) {
   }
   if (!f.out.empty() && !f.resume.empty())
     throw Error("--out and --resume name the run twice; --resume DIR continues DIR");
+  if (!f.init.empty() && !f.resume.empty())
+    throw Error("--init starts a new run from a model's weights; --resume continues a run");
   if (f.keep_checkpoints < 1)
     throw Error(fmt::format("--keep-checkpoints {} must be at least 1", f.keep_checkpoints));
   if (f.checkpoint_every < 0)
@@ -442,12 +444,23 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     if (f.fp8_weights) fp8_weights = true;
     c.fp8_weights = fp8_weights;
     c.device = parse_device(f.device);
+    // Fine-tuning: the model's shape is the init file's, whatever the model flags say.
+    const std::string init =
+        std::filesystem::is_directory(f.init) ? f.init + "/model.safetensors" : f.init;
+    if (!init.empty()) {
+      const auto meta = Safetensors::read_metadata(init);
+      if (!meta.count("config"))
+        throw Error(
+            fmt::format("--init {}: not an fp8lm model file (fp8lm import makes one)", init));
+      c.model = train_config_from_json(meta.at("config"), init).model;
+    }
     c.validate();
     if (parse_only()) return 0;
     if (!f.out.empty() && lead) check_new_run_dir(f.out);
     // Before the run directory is made: a config the trainer refuses (data that is not a file,
     // a model too large for the memory) leaves nothing behind.
     trainer = std::make_unique<Trainer>(c);
+    if (!init.empty()) apply_model_tensors(Safetensors::read(init), trainer->model());
     if (!f.out.empty() && lead) {
       std::filesystem::create_directories(f.out);
       lock = std::make_unique<RunLock>(f.out);
@@ -516,6 +529,9 @@ void add_train_command(CLI::App& app) {
   train->add_option("--config", flags->config, "JSON file of settings (flags override it)");
   train->add_option("--out", flags->out,
                     "run directory: config, metrics, checkpoints, model, summary");
+  train->add_option("--init", flags->init,
+                    "start from this model's weights (a model.safetensors or run directory, e.g. "
+                    "from fp8lm import): fine-tuning; the model's shape is its");
   train->add_option("--resume", flags->resume,
                     "continue the run in this directory from its latest checkpoint");
   train->add_option("--checkpoint-every", flags->checkpoint_every,

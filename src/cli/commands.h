@@ -12,6 +12,7 @@ void add_eval_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_tokenizer_command(CLI::App& app);
 void add_data_command(CLI::App& app);
+void add_hf_commands(CLI::App& app);  // export, import, logits
 
 // The whole command line: parses, dispatches, and turns every failure into one line on stderr
 // and an exit status (main is only this).

@@ -62,6 +62,7 @@ int run_command(int argc, char** argv) {
   add_inspect_command(app);
   add_tokenizer_command(app);
   add_data_command(app);
+  add_hf_commands(app);
   try {
     // CLI11 reports a mistyped command as "a subcommand is required"; name it instead.
     const auto known = [&](const char* name) {

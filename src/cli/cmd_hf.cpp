@@ -1,0 +1,137 @@
+// fp8lm export, import and logits: models in and out of the Hugging Face ecosystem, and the
+// raw logits that let anyone hold fp8lm's forward against another framework's.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/parse.h"
+#include "fp8lm/error.h"
+#include "io/checkpoint.h"
+#include "io/hf_interchange.h"
+#include "train/token_shards.h"
+
+namespace fp8lm::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A run directory stands for its model.safetensors.
+std::string model_path(const std::string& run_or_model) {
+  return fs::is_directory(run_or_model) ? run_or_model + "/model.safetensors" : run_or_model;
+}
+
+struct ExportFlags {
+  std::string format = "hf", source, out, dtype = "fp32", tokenizer;
+};
+
+void run_export(const ExportFlags& f) {
+  if (f.format != "hf") throw Error(fmt::format("--format '{}': the format is hf", f.format));
+  HfExportOptions o;
+  if (f.dtype == "bf16") {
+    o.dtype = DType::BF16;
+  } else if (f.dtype != "fp32") {
+    throw Error(fmt::format("--dtype '{}' is not fp32 or bf16", f.dtype));
+  }
+  LoadedModel m = load_model(model_path(f.source));
+  o.tokenizer = f.tokenizer;
+  if (o.tokenizer.empty() && !m.config.data.empty() && is_token_dataset(m.config.data))
+    o.tokenizer = (fs::path(m.config.data) / read_manifest(m.config.data).tokenizer).string();
+  export_hf(*m.model, f.out, o);
+  fmt::print("wrote {} ({}, {} weights{}) to {}\n", hf_class_name(hf_architecture(m.config.model)),
+             f.dtype, m.config.precision == Precision::Fp8 ? "FP8 model's dequantized" : "its",
+             o.tokenizer.empty() ? "" : ", tokenizer.json", f.out);
+}
+
+struct ImportFlags {
+  std::string source, out;
+};
+
+void run_import(const ImportFlags& f) {
+  HfModel m = import_hf(f.source);
+  std::error_code ec;
+  if (fs::exists(f.out, ec) && (!fs::is_directory(f.out, ec) || !fs::is_empty(f.out, ec)))
+    throw Error(
+        fmt::format("--out {}: exists and is not an empty directory; not overwriting it", f.out));
+  fs::create_directories(f.out);
+  CheckpointInfo info;
+  info.config = m.config;
+  info.precision = "fp32";
+  model_file(*m.model, info).write(f.out + "/model.safetensors");
+  const bool tokenizer = fs::is_regular_file(f.source + "/tokenizer.json");
+  if (tokenizer) fs::copy_file(f.source + "/tokenizer.json", f.out + "/tokenizer.json");
+  fmt::print("imported {} ({} parameters) into {}/model.safetensors{}\n",
+             hf_class_name(hf_architecture(m.config.model)), m.config.model.parameter_count(),
+             f.out, tokenizer ? " (with tokenizer.json: pass it as --tokenizer)" : "");
+}
+
+struct LogitsFlags {
+  std::string checkpoint, tokens;
+};
+
+// JSON [[V floats] per position] of one sequence: the forward in FP32 GEMMs.
+void run_logits(const LogitsFlags& f) {
+  LoadedModel m = load_model(model_path(f.checkpoint));
+  std::vector<int32_t> ids;
+  std::istringstream in(f.tokens);
+  for (std::string word; in >> word;) {
+    const std::optional<int64_t> v = parse_int(word);
+    if (!v || *v < 0 || *v >= m.config.model.vocab)
+      throw Error(fmt::format("--tokens: '{}' is not a token id (0 to {})", word,
+                              m.config.model.vocab - 1));
+    ids.push_back(static_cast<int32_t>(*v));
+  }
+  const auto T = static_cast<int64_t>(ids.size());
+  if (T == 0 || T > m.config.model.seq_len)
+    throw Error(fmt::format("--tokens: 1 to {} ids", m.config.model.seq_len));
+  m.model->forward(ids.data(), nullptr, 1, T);
+  const int64_t V = m.config.model.vocab;
+  std::vector<float> logits(static_cast<size_t>(T * V));
+  m.model->backend().download(logits.data(), m.model->logits(), logits.size() * sizeof(float));
+  std::string out = "[";
+  for (int64_t t = 0; t < T; ++t) {
+    out += t ? ",\n[" : "[";
+    for (int64_t v = 0; v < V; ++v) out += fmt::format("{}{:.9g}", v ? "," : "", logits[t * V + v]);
+    out += "]";
+  }
+  fmt::print("{}]\n", out);
+}
+
+}  // namespace
+
+void add_hf_commands(CLI::App& app) {
+  auto e = std::make_shared<ExportFlags>();
+  auto* ex = app.add_subcommand(
+      "export", "Write a model as a Hugging Face directory (GPT2LMHeadModel or LlamaForCausalLM)");
+  ex->add_option("source", e->source, "a run directory or model.safetensors")->required();
+  ex->add_option("dir", e->out, "the directory to write (new, or empty)")->required();
+  ex->add_option("--format", e->format, "hf (default)");
+  ex->add_option("--dtype", e->dtype, "fp32|bf16: the weights' dtype (default fp32)");
+  ex->add_option("--tokenizer", e->tokenizer,
+                 "tokenizer.json to include (default: the model's token dataset's)");
+  ex->callback([e] {
+    if (!parse_only()) run_export(*e);
+  });
+
+  auto i = std::make_shared<ImportFlags>();
+  auto* im = app.add_subcommand(
+      "import", "Read a Hugging Face GPT-2 or Llama directory into an fp8lm model file");
+  im->add_option("source", i->source, "the Hugging Face model directory")->required();
+  im->add_option("--out", i->out, "the directory to write model.safetensors into (new, or empty)")
+      ->required();
+  im->callback([i] {
+    if (!parse_only()) run_import(*i);
+  });
+
+  auto l = std::make_shared<LogitsFlags>();
+  auto* lo = app.add_subcommand("logits", "Print a sequence's logits as JSON (FP32 forward)");
+  lo->add_option("--checkpoint", l->checkpoint, "model.safetensors or a run directory")->required();
+  lo->add_option("--tokens", l->tokens, "token ids (\"3 10 17\")")->required();
+  lo->callback([l] {
+    if (!parse_only()) run_logits(*l);
+  });
+}
+
+}  // namespace fp8lm::cli

@@ -1,0 +1,361 @@
+#include "io/hf_interchange.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/bf16.h"
+#include "fp8lm/error.h"
+#include "io/safetensors.h"
+#include "kernels/types.h"
+#include "nn/norm.h"
+
+namespace fp8lm {
+namespace {
+
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// kNormEps as the decimal people write (1e-05), not the float's double (9.99999974e-06).
+constexpr double kNormEpsDecimal = 1e-5;
+static_assert(static_cast<float>(kNormEpsDecimal) == kNormEps);
+
+// Rows [row0, row0 + rows) of our parameter `ours` ([out, in], or a vector) are the Hugging Face
+// tensor `hf`, stored transposed ([in, out]) where GPT-2's Conv1D layers keep them so.
+struct Mapping {
+  std::string ours, hf;
+  int64_t row0 = 0, rows = 0;
+  bool transpose = false;
+};
+
+// Every parameter's rows, each exactly once.
+std::vector<Mapping> mappings(const GPTConfig& m, HfArchitecture a) {
+  const int64_t d = m.d_model, kv = m.kv_width(), F = m.ffn, V = m.vocab;
+  std::vector<Mapping> v;
+  if (a == HfArchitecture::Gpt2) {
+    v.push_back({"wte", "transformer.wte.weight", 0, V});
+    v.push_back({"wpe", "transformer.wpe.weight", 0, m.seq_len});
+    for (int64_t l = 0; l < m.n_layers; ++l) {
+      const std::string o = fmt::format("layers.{}.", l), h = fmt::format("transformer.h.{}.", l);
+      const auto add = [&](const char* ours, const char* hf, int64_t rows, bool t = false) {
+        v.push_back({o + ours, h + hf, 0, rows, t});
+      };
+      add("ln1.weight", "ln_1.weight", d);
+      add("ln1.bias", "ln_1.bias", d);
+      add("qkv.weight", "attn.c_attn.weight", 3 * d, true);
+      add("qkv.bias", "attn.c_attn.bias", 3 * d);
+      add("proj.weight", "attn.c_proj.weight", d, true);
+      add("proj.bias", "attn.c_proj.bias", d);
+      add("ln2.weight", "ln_2.weight", d);
+      add("ln2.bias", "ln_2.bias", d);
+      add("fc1.weight", "mlp.c_fc.weight", F, true);
+      add("fc1.bias", "mlp.c_fc.bias", F);
+      add("fc2.weight", "mlp.c_proj.weight", d, true);
+      add("fc2.bias", "mlp.c_proj.bias", d);
+    }
+    v.push_back({"lnf.weight", "transformer.ln_f.weight", 0, d});
+    v.push_back({"lnf.bias", "transformer.ln_f.bias", 0, d});
+    return v;
+  }
+  v.push_back({"wte", "model.embed_tokens.weight", 0, V});
+  for (int64_t l = 0; l < m.n_layers; ++l) {
+    const std::string o = fmt::format("layers.{}.", l), h = fmt::format("model.layers.{}.", l);
+    // Our fused projections hold Llama's separate ones as row blocks: qkv = [q; k; v] and
+    // SwiGLU's fc1 = [gate; up] (kernels: the gate's half goes through SiLU).
+    v.push_back({o + "ln1.weight", h + "input_layernorm.weight", 0, d});
+    v.push_back({o + "qkv.weight", h + "self_attn.q_proj.weight", 0, d});
+    v.push_back({o + "qkv.weight", h + "self_attn.k_proj.weight", d, kv});
+    v.push_back({o + "qkv.weight", h + "self_attn.v_proj.weight", d + kv, kv});
+    v.push_back({o + "proj.weight", h + "self_attn.o_proj.weight", 0, d});
+    v.push_back({o + "ln2.weight", h + "post_attention_layernorm.weight", 0, d});
+    v.push_back({o + "fc1.weight", h + "mlp.gate_proj.weight", 0, F});
+    v.push_back({o + "fc1.weight", h + "mlp.up_proj.weight", F, F});
+    v.push_back({o + "fc2.weight", h + "mlp.down_proj.weight", 0, d});
+  }
+  v.push_back({"lnf.weight", "model.norm.weight", 0, d});
+  if (!m.tied_head) v.push_back({"lm_head", "lm_head.weight", 0, V});
+  return v;
+}
+
+// The Hugging Face tensor's shape for a mapping of a parameter shaped `ours`.
+std::vector<int64_t> hf_shape(const Mapping& map, const std::vector<int64_t>& ours) {
+  if (ours.size() == 1) return {map.rows};
+  return map.transpose ? std::vector<int64_t>{ours[1], map.rows}
+                       : std::vector<int64_t>{map.rows, ours[1]};
+}
+
+// Our values of map's rows in the Hugging Face layout, and back.
+std::vector<float> to_hf(const std::vector<float>& p, const std::vector<int64_t>& shape,
+                         const Mapping& map) {
+  const int64_t cols = shape.size() == 2 ? shape[1] : 1;
+  std::vector<float> out(static_cast<size_t>(map.rows * cols));
+  for (int64_t r = 0; r < map.rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[map.transpose ? c * map.rows + r : r * cols + c] = p[(map.row0 + r) * cols + c];
+  return out;
+}
+void from_hf(std::vector<float>& p, const std::vector<int64_t>& shape, const Mapping& map,
+             const std::vector<float>& hf) {
+  const int64_t cols = shape.size() == 2 ? shape[1] : 1;
+  for (int64_t r = 0; r < map.rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      p[(map.row0 + r) * cols + c] = hf[map.transpose ? c * map.rows + r : r * cols + c];
+}
+
+Json config_json(const GPTConfig& m, HfArchitecture a, DType dtype) {
+  const std::string torch_dtype = dtype == DType::BF16 ? "bfloat16" : "float32";
+  if (a == HfArchitecture::Gpt2) {
+    return {{"architectures", {"GPT2LMHeadModel"}},
+            {"model_type", "gpt2"},
+            {"vocab_size", m.vocab},
+            {"n_positions", m.seq_len},
+            {"n_ctx", m.seq_len},
+            {"n_embd", m.d_model},
+            {"n_layer", m.n_layers},
+            {"n_head", m.n_heads},
+            {"n_inner", m.ffn},
+            // Our GELU is the tanh form (kernels/activation_constants.h), GPT-2's "gelu_new".
+            {"activation_function", m.activation == Activation::Relu ? "relu" : "gelu_new"},
+            {"layer_norm_epsilon", kNormEpsDecimal},
+            {"resid_pdrop", 0.0},
+            {"embd_pdrop", 0.0},
+            {"attn_pdrop", 0.0},
+            {"scale_attn_weights", true},
+            {"tie_word_embeddings", true},
+            {"torch_dtype", torch_dtype}};
+  }
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"vocab_size", m.vocab},
+          {"hidden_size", m.d_model},
+          {"intermediate_size", m.ffn},
+          {"num_hidden_layers", m.n_layers},
+          {"num_attention_heads", m.n_heads},
+          {"num_key_value_heads", m.kv_heads()},
+          {"max_position_embeddings", m.seq_len},
+          {"rms_norm_eps", kNormEpsDecimal},
+          {"rope_theta", m.rope_theta},
+          {"rope_scaling", nullptr},
+          {"hidden_act", "silu"},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"pretraining_tp", 1},
+          {"tie_word_embeddings", m.tied_head},
+          {"torch_dtype", torch_dtype}};
+}
+
+void require_new_or_empty(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && (!fs::is_directory(dir, ec) || !fs::is_empty(dir, ec)))
+    throw Error(fmt::format("{}: exists and is not an empty directory; not overwriting it", dir));
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("{}: cannot create the directory ({})", dir, ec.message()));
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+}
+
+template <class T>
+T field(const Json& j, const char* key, const std::string& origin) {
+  if (!j.contains(key) || j[key].is_null())
+    throw Error(fmt::format("{}: config.json has no '{}'", origin, key));
+  try {
+    return j[key].get<T>();
+  } catch (const Json::exception&) {
+    throw Error(fmt::format("{}: config.json '{}' has the wrong type", origin, key));
+  }
+}
+
+// A field this engine has one value for: absent, or equal to it.
+template <class T>
+void require(const Json& j, const char* key, const T& want, const std::string& origin,
+             const char* why) {
+  if (!j.contains(key) || j[key].is_null()) return;
+  const Json& v = j[key];
+  bool same = false;
+  if constexpr (std::is_floating_point_v<T>) {
+    same = v.is_number() && std::fabs(v.get<double>() - want) <= 1e-12;
+  } else {
+    same = v == Json(want);
+  }
+  if (!same) throw Error(fmt::format("{}: config.json '{}' is {}: {}", origin, key, v.dump(), why));
+}
+
+GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& origin) {
+  GPTConfig m;
+  const auto eps_rule = "fp8lm's norms use 1e-5";
+  if (a == HfArchitecture::Gpt2) {
+    m.vocab = field<int64_t>(j, "vocab_size", origin);
+    m.seq_len = field<int64_t>(j, "n_positions", origin);
+    m.d_model = field<int64_t>(j, "n_embd", origin);
+    m.n_layers = field<int64_t>(j, "n_layer", origin);
+    m.n_heads = field<int64_t>(j, "n_head", origin);
+    m.ffn = j.contains("n_inner") && !j["n_inner"].is_null() ? j["n_inner"].get<int64_t>()
+                                                             : 4 * m.d_model;
+    const auto act = j.value("activation_function", std::string("gelu_new"));
+    if (act == "relu") {
+      m.activation = Activation::Relu;
+    } else if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
+      throw Error(
+          fmt::format("{}: config.json 'activation_function' is \"{}\": fp8lm has GELU's "
+                      "tanh form (gelu_new) and relu",
+                      origin, act));
+    }
+    require(j, "layer_norm_epsilon", kNormEpsDecimal, origin, eps_rule);
+    require(j, "scale_attn_weights", true, origin, "fp8lm scales scores by 1/sqrt(head size)");
+    require(j, "scale_attn_by_inverse_layer_idx", false, origin, "fp8lm has no such scaling");
+    require(j, "tie_word_embeddings", true, origin, "GPT2LMHeadModel's head is tied");
+    return m;
+  }
+  m.vocab = field<int64_t>(j, "vocab_size", origin);
+  m.seq_len = field<int64_t>(j, "max_position_embeddings", origin);
+  m.d_model = field<int64_t>(j, "hidden_size", origin);
+  m.n_layers = field<int64_t>(j, "num_hidden_layers", origin);
+  m.n_heads = field<int64_t>(j, "num_attention_heads", origin);
+  m.n_kv_heads = j.value("num_key_value_heads", m.n_heads);
+  m.ffn = field<int64_t>(j, "intermediate_size", origin);
+  m.activation = Activation::Swiglu;
+  m.normalization = Normalization::RMSNorm;
+  m.rope_theta = j.value("rope_theta", 10000.0);
+  m.bias = false;
+  m.tied_head = j.value("tie_word_embeddings", false);
+  require(j, "hidden_act", std::string("silu"), origin, "fp8lm's SwiGLU gates with SiLU");
+  require(j, "rms_norm_eps", kNormEpsDecimal, origin, eps_rule);
+  require(j, "rope_scaling", Json(), origin, "fp8lm has plain rotary embeddings");
+  require(j, "attention_bias", false, origin, "fp8lm's Llama blocks have no biases");
+  require(j, "mlp_bias", false, origin, "fp8lm's Llama blocks have no biases");
+  require(j, "head_dim", m.n_heads > 0 ? m.d_model / m.n_heads : 0, origin,
+          "fp8lm's head size is hidden_size / num_attention_heads");
+  return m;
+}
+
+}  // namespace
+
+HfArchitecture hf_architecture(const GPTConfig& m) {
+  const bool gpt2 = m.normalization == Normalization::LayerNorm &&
+                    m.activation != Activation::Swiglu && m.learned_positions() && m.bias &&
+                    m.tied_head && m.kv_heads() == m.n_heads;
+  if (gpt2) return HfArchitecture::Gpt2;
+  const bool llama = m.normalization == Normalization::RMSNorm &&
+                     m.activation == Activation::Swiglu && !m.learned_positions() && !m.bias;
+  if (llama) return HfArchitecture::Llama;
+  throw Error(
+      "the model's blocks match neither GPT2LMHeadModel (layernorm, gelu or relu, learned "
+      "positions, biases, tied head, n_kv_heads = n_heads) nor LlamaForCausalLM (rmsnorm, "
+      "swiglu, --rope-theta, no biases)");
+}
+
+std::string_view hf_class_name(HfArchitecture a) {
+  return a == HfArchitecture::Gpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM";
+}
+
+void export_hf(GPT& model, const std::string& dir, const HfExportOptions& options) {
+  const GPTConfig& m = model.config();
+  const HfArchitecture a = hf_architecture(m);
+  if (options.dtype != DType::F32 && options.dtype != DType::BF16)
+    throw Error("export: --dtype is fp32 or bf16");
+  if (!options.tokenizer.empty() && !fs::is_regular_file(options.tokenizer))
+    throw Error(fmt::format("{}: no such tokenizer file", options.tokenizer));
+  std::map<std::string, Parameter*> params;
+  for (Parameter* p : model.parameters()) params[p->name] = p;
+  SafetensorsWriter st;
+  for (const Mapping& map : mappings(m, a)) {
+    Parameter& p = *params.at(map.ours);
+    std::vector<float> v = to_hf(p.value.to_host(), p.shape, map);
+    for (float x : v)
+      if (!std::isfinite(x))
+        throw Error(fmt::format("not exporting a model whose weight {} is not finite", p.name));
+    const std::vector<int64_t> shape = hf_shape(map, p.shape);
+    if (options.dtype == DType::F32) {
+      st.add_f32(map.hf, shape, std::move(v));
+      continue;
+    }
+    st.add(map.hf, DType::BF16, shape, [v](const SafetensorsWriter::Sink& sink) {
+      std::vector<bf16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) h[i] = bf16_from_float(v[i]);
+      sink({reinterpret_cast<const uint8_t*>(h.data()), h.size() * sizeof(bf16_t)});
+    });
+  }
+  st.metadata()["format"] = "pt";  // what transformers' safetensors loader requires
+  require_new_or_empty(dir);
+  st.write(dir + "/model.safetensors");
+  write_text(dir + "/config.json", config_json(m, a, options.dtype).dump(2) + "\n");
+  if (!options.tokenizer.empty()) {
+    fs::copy_file(options.tokenizer, dir + "/tokenizer.json");
+    write_text(dir + "/tokenizer_config.json",
+               Json{{"tokenizer_class", "PreTrainedTokenizerFast"}}.dump(2) + "\n");
+  }
+}
+
+HfModel import_hf(const std::string& dir) {
+  const std::string config_path = dir + "/config.json";
+  std::ifstream in(config_path);
+  if (!in)
+    throw Error(
+        fmt::format("{}: cannot open (a Hugging Face model directory has one)", config_path));
+  Json j;
+  try {
+    j = Json::parse(in);
+  } catch (const Json::exception&) {
+    throw Error(fmt::format("{}: not valid JSON", config_path));
+  }
+  const std::string type = j.is_object() ? j.value("model_type", std::string()) : "";
+  if (type.empty())
+    throw Error(fmt::format("{}: no model_type; not a Hugging Face model's config", config_path));
+  if (type != "gpt2" && type != "llama") {
+    throw Error(
+        fmt::format("{}: model_type \"{}\" is not gpt2 or llama, the two architectures "
+                    "fp8lm imports",
+                    config_path, type));
+  }
+  const HfArchitecture a = type == "gpt2" ? HfArchitecture::Gpt2 : HfArchitecture::Llama;
+  HfModel out;
+  out.config.model = config_from_hf(j, a, dir);
+  out.config.model.validate();
+  const std::string weights = dir + "/model.safetensors";
+  if (!fs::exists(weights)) {
+    throw Error(fmt::format("{}: no model.safetensors{}", dir,
+                            fs::exists(dir + "/model.safetensors.index.json")
+                                ? " (sharded checkpoints are not read; merge the shards)"
+                                : ""));
+  }
+  const Safetensors file = Safetensors::read(weights);
+  out.model = std::make_unique<GPT>(out.config.model, 0);
+  std::map<std::string, Parameter*> params;
+  for (Parameter* p : out.model->parameters()) params[p->name] = p;
+  std::map<std::string, std::vector<float>> values;
+  for (const Mapping& map : mappings(out.config.model, a)) {
+    Parameter& p = *params.at(map.ours);
+    // GPT-2's own hub files name their tensors without the "transformer." prefix.
+    std::string name = map.hf;
+    if (!file.contains(name) && name.starts_with("transformer.") && file.contains(name.substr(12)))
+      name = name.substr(12);
+    if (!file.contains(name)) throw Error(fmt::format("{}: no tensor '{}'", weights, map.hf));
+    const TensorData& t = file.at(name);
+    const std::vector<int64_t> want = hf_shape(map, p.shape);
+    if (t.shape != want) {
+      throw Error(fmt::format("{}: tensor '{}' has shape [{}], the config needs [{}]", weights,
+                              name, fmt::join(t.shape, ","), fmt::join(want, ",")));
+    }
+    if (t.dtype != DType::F32 && t.dtype != DType::BF16) {
+      throw Error(fmt::format("{}: tensor '{}' has dtype {}; fp8lm reads F32 and BF16", weights,
+                              name, dtype_name(t.dtype)));
+    }
+    const std::vector<float> hf = t.to_f32();
+    for (float x : hf)
+      if (!std::isfinite(x))
+        throw Error(fmt::format("{}: tensor '{}' holds values that are not finite", weights, name));
+    auto& v = values[map.ours];
+    v.resize(static_cast<size_t>(p.numel()));
+    from_hf(v, p.shape, map, hf);
+  }
+  for (auto& [name, v] : values) params.at(name)->set_values(v);
+  return out;
+}
+
+}  // namespace fp8lm

@@ -1,0 +1,42 @@
+#pragma once
+// Hugging Face interchange (issue 15): an fp8lm model as a directory that transformers loads as
+// GPT2LMHeadModel or LlamaForCausalLM (config.json, model.safetensors with their tensor names
+// and layouts), and such a directory read back into an fp8lm model. One table maps each of our
+// parameters' rows onto the Hugging Face tensors both ways, so that export then import gives
+// back the same FP32 weights bit for bit.
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+#include "nn/gpt.h"
+#include "train/trainer.h"
+
+namespace fp8lm {
+
+enum class HfArchitecture { Gpt2, Llama };
+
+// GPT-2's blocks (LayerNorm, GELU or ReLU, learned positions, biases, a tied head, as many
+// key/value heads as query heads) or Llama's (RMSNorm, SwiGLU, rotary embeddings, no biases);
+// Error naming what matches neither.
+HfArchitecture hf_architecture(const GPTConfig& m);
+std::string_view hf_class_name(HfArchitecture a);  // "GPT2LMHeadModel", "LlamaForCausalLM"
+
+struct HfExportOptions {
+  DType dtype = DType::F32;  // F32, or BF16 (each weight rounded to nearest even)
+  std::string tokenizer;     // a tokenizer.json to copy beside the weights; empty: none
+};
+
+// Writes config.json, model.safetensors (and tokenizer.json, tokenizer_config.json) into dir,
+// which must be new or empty. The weights are the FP32 masters (an FP8 model's dequantized).
+void export_hf(GPT& model, const std::string& dir, const HfExportOptions& options);
+
+// A Hugging Face directory of one of the two architectures (config.json and one
+// model.safetensors in F32 or BF16): its config, and a model holding its weights. Error naming a
+// missing or mis-shaped tensor, or a config field this engine cannot follow.
+struct HfModel {
+  TrainConfig config;
+  std::unique_ptr<GPT> model;
+};
+HfModel import_hf(const std::string& dir);
+
+}  // namespace fp8lm
