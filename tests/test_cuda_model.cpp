@@ -23,6 +23,19 @@ GPTConfig small_model() {
   return {.vocab = 32, .seq_len = 16, .d_model = 64, .n_layers = 2, .n_heads = 4, .ffn = 128};
 }
 
+// Llama's blocks: the device's rotary embeddings, grouped-query attention, unbiased layers and
+// an untied head.
+GPTConfig small_llama() {
+  GPTConfig c = small_model();
+  c.normalization = Normalization::RMSNorm;
+  c.activation = Activation::Swiglu;
+  c.n_kv_heads = 2;
+  c.rope_theta = 10000;
+  c.bias = false;
+  c.tied_head = false;
+  return c;
+}
+
 struct Batch {
   int64_t B = 3, T = 16;
   std::vector<int32_t> tokens, targets;
@@ -81,59 +94,64 @@ double max_abs(const std::vector<float>& v) {
 
 TEST(CudaModel, ForwardAndBackwardMatchTheCpuBackend) {
   FP8LM_REQUIRE_CUDA();
-  const GPTConfig cfg = small_model();
-  const Batch batch = make_batch(cfg);
-  for (const Mode& m : kModes) {
-    if (m.precision != Precision::Fp32 &&
-        test::cuda_cc() < (m.precision == Precision::Fp8 ? 89 : 80))
-      continue;
-    SCOPED_TRACE(m.name);
-    GPT cpu(cfg, 7), gpu(cfg, 7, cuda::backend(0));
-    const float a = steps(cpu, batch, m), b = steps(gpu, batch, m);
-    // Attention runs in BF16 on the GPU in every precision and a one-ulp difference before a
-    // cast can move a value to the next BF16 code: the loss agrees to about 1e-3
-    // (test_cuda_training.cpp's first-step bound).
-    EXPECT_NEAR(a, b, 2e-3f * std::fabs(a));
-    // The gradients pass back through every rounded operand again: 20x the loss's room,
-    // relative to each tensor's largest gradient. Under FP8 the inputs are E4M3 and dY E5M2
-    // (2^-4 and 2^-3 relative rounding): where the backends' FP32 values (1e-3 apart, from
-    // the GPU's BF16 attention) straddle a rounding boundary an element moves by a whole code,
-    // about 1% of elements per cast, and that compounds through each layer's casts, to 5-14%
-    // of a tensor's norm in the first layer of this model (measured under the emulator; one
-    // FP8 Linear with the same inputs agrees to the accumulation order, the test below). So
-    // FP8 gradients are compared as tensors, within 20% in norm.
-    const ParameterList pa = cpu.parameters(), pb = gpu.parameters();
-    ASSERT_EQ(pa.size(), pb.size());
-    for (size_t i = 0; i < pa.size(); ++i) {
-      const std::vector<float> ga = pa[i]->grad.to_host(), gb = pb[i]->grad.to_host();
-      if (m.precision == Precision::Fp8) {
-        double diff = 0, norm = 0;
-        for (size_t j = 0; j < ga.size(); ++j) {
-          diff += (static_cast<double>(ga[j]) - gb[j]) * (static_cast<double>(ga[j]) - gb[j]);
-          norm += static_cast<double>(ga[j]) * ga[j];
-        }
-        EXPECT_LE(std::sqrt(diff), 0.2 * std::sqrt(norm) + 1e-12) << pa[i]->name;
+  for (const bool llama : {false, true}) {
+    const GPTConfig cfg = llama ? small_llama() : small_model();
+    const Batch batch = make_batch(cfg);
+    for (const Mode& m : kModes) {
+      if (m.precision != Precision::Fp32 &&
+          test::cuda_cc() < (m.precision == Precision::Fp8 ? 89 : 80))
         continue;
+      SCOPED_TRACE(std::string(m.name) + (llama ? " llama" : ""));
+      GPT cpu(cfg, 7), gpu(cfg, 7, cuda::backend(0));
+      const float a = steps(cpu, batch, m), b = steps(gpu, batch, m);
+      // Attention runs in BF16 on the GPU in every precision and a one-ulp difference before a
+      // cast can move a value to the next BF16 code: the loss agrees to about 1e-3
+      // (test_cuda_training.cpp's first-step bound).
+      EXPECT_NEAR(a, b, 2e-3f * std::fabs(a));
+      // The gradients pass back through every rounded operand again: 20x the loss's room,
+      // relative to each tensor's largest gradient. Under FP8 the inputs are E4M3 and dY E5M2
+      // (2^-4 and 2^-3 relative rounding): where the backends' FP32 values (1e-3 apart, from
+      // the GPU's BF16 attention) straddle a rounding boundary an element moves by a whole code,
+      // about 1% of elements per cast, and that compounds through each layer's casts, to 5-14%
+      // of a tensor's norm in the first layer of this model (measured under the emulator; one
+      // FP8 Linear with the same inputs agrees to the accumulation order, the test below). So
+      // FP8 gradients are compared as tensors, within 20% in norm.
+      const ParameterList pa = cpu.parameters(), pb = gpu.parameters();
+      ASSERT_EQ(pa.size(), pb.size());
+      for (size_t i = 0; i < pa.size(); ++i) {
+        const std::vector<float> ga = pa[i]->grad.to_host(), gb = pb[i]->grad.to_host();
+        if (m.precision == Precision::Fp8) {
+          double diff = 0, norm = 0;
+          for (size_t j = 0; j < ga.size(); ++j) {
+            diff += (static_cast<double>(ga[j]) - gb[j]) * (static_cast<double>(ga[j]) - gb[j]);
+            norm += static_cast<double>(ga[j]) * ga[j];
+          }
+          EXPECT_LE(std::sqrt(diff), 0.2 * std::sqrt(norm) + 1e-12) << pa[i]->name;
+          continue;
+        }
+        const double tol = 4e-2 * max_abs(ga) + 1e-12;
+        for (size_t j = 0; j < ga.size(); ++j)
+          ASSERT_NEAR(ga[j], gb[j], tol) << pa[i]->name << " at " << j;
       }
-      const double tol = 4e-2 * max_abs(ga) + 1e-12;
-      for (size_t j = 0; j < ga.size(); ++j)
-        ASSERT_NEAR(ga[j], gb[j], tol) << pa[i]->name << " at " << j;
-    }
-    // The FP8 state both backends' kernels wrote and updated: the same formats, history
-    // lengths and cast sizes; each amax is one element of a tensor the casts above it moved,
-    // so within 5% (the gradients' per-element room), and the scales follow within 10%.
-    const std::vector<Fp8Meta> sa = cpu.fp8_state(), sb = gpu.fp8_state();
-    ASSERT_EQ(sa.size(), sb.size());
-    for (size_t g = 0; g < sa.size(); ++g) {
-      for (Slot s : {Slot::Input, Slot::Weight, Slot::GradOutput}) {
-        const ScalingState &x = sa[g][s], &y = sb[g][s];
-        ASSERT_EQ(x.format, y.format);
-        ASSERT_EQ(x.amax_history.size(), y.amax_history.size());
-        for (size_t k = 0; k < x.amax_history.size(); ++k)
-          EXPECT_NEAR(x.amax_history[k], y.amax_history[k], 5e-2f * x.amax_history[k])
-              << "gemm " << g << " " << slot_name(s) << " [" << k << "]";
-        EXPECT_NEAR(y.scale / x.scale, 1.0f, 0.1f) << "gemm " << g << " " << slot_name(s);
-        EXPECT_EQ(x.last_cast.n, y.last_cast.n);
+      // The FP8 state both backends' kernels wrote and updated: the same formats, history
+      // lengths and cast sizes; each amax is one element of a tensor the casts above it moved,
+      // so within 5% (the gradients' per-element room), and the scales follow within 10%.
+      // Llama's SwiGLU multiplies two branches that each passed FP8 casts, so the largest
+      // elements of its gradients move further (5.7% measured under the emulator): 10% there.
+      const std::vector<Fp8Meta> sa = cpu.fp8_state(), sb = gpu.fp8_state();
+      ASSERT_EQ(sa.size(), sb.size());
+      for (size_t g = 0; g < sa.size(); ++g) {
+        for (Slot s : {Slot::Input, Slot::Weight, Slot::GradOutput}) {
+          const ScalingState &x = sa[g][s], &y = sb[g][s];
+          ASSERT_EQ(x.format, y.format);
+          ASSERT_EQ(x.amax_history.size(), y.amax_history.size());
+          for (size_t k = 0; k < x.amax_history.size(); ++k)
+            EXPECT_NEAR(x.amax_history[k], y.amax_history[k],
+                        (llama ? 1e-1f : 5e-2f) * x.amax_history[k])
+                << "gemm " << g << " " << slot_name(s) << " [" << k << "]";
+          EXPECT_NEAR(y.scale / x.scale, 1.0f, 0.1f) << "gemm " << g << " " << slot_name(s);
+          EXPECT_EQ(x.last_cast.n, y.last_cast.n);
+        }
       }
     }
   }
@@ -193,16 +211,19 @@ TEST(CudaModel, Fp8LinearMatchesTheCpuBackend) {
 // next, so the GPU's BF16 attention cannot swap them.
 TEST(CudaModel, KvCacheGenerationMatchesTheCpuBackend) {
   FP8LM_REQUIRE_CUDA();
-  const GPTConfig cfg = small_model();
-  GPT cpu(cfg, 7), gpu(cfg, 7, cuda::backend(0));
-  const std::vector<float> wte = test::random_normal(cfg.vocab * cfg.d_model, 5);
-  cpu.token_embedding().set_values(wte);
-  gpu.token_embedding().set_values(wte);
-  const int64_t B = 3, P = 4, n_new = 10;
-  std::vector<int32_t> prompts;
-  for (int64_t i = 0; i < B * P; ++i) prompts.push_back(static_cast<int32_t>((i * 5 + 2) % 32));
-  const std::vector<int32_t> want = cpu.generate(prompts.data(), B, P, n_new);
-  EXPECT_EQ(gpu.generate(prompts.data(), B, P, n_new), want);
+  for (const GPTConfig& cfg : {small_model(), small_llama()}) {
+    GPT cpu(cfg, 7), gpu(cfg, 7, cuda::backend(0));
+    const std::vector<float> wte = test::random_normal(cfg.vocab * cfg.d_model, 5);
+    cpu.token_embedding().set_values(wte);
+    gpu.token_embedding().set_values(wte);
+    cpu.head_weight().set_values(wte);  // the token embedding itself when tied
+    gpu.head_weight().set_values(wte);
+    const int64_t B = 3, P = 4, n_new = 10;
+    std::vector<int32_t> prompts;
+    for (int64_t i = 0; i < B * P; ++i) prompts.push_back(static_cast<int32_t>((i * 5 + 2) % 32));
+    const std::vector<int32_t> want = cpu.generate(prompts.data(), B, P, n_new);
+    EXPECT_EQ(gpu.generate(prompts.data(), B, P, n_new), want) << cfg.rope_theta;
+  }
 }
 
 TEST(CudaModel, AnOpTheGpuLacksIsRefusedWithItsName) {
