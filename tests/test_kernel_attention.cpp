@@ -311,31 +311,35 @@ std::vector<double> forward_in_double(const std::vector<double>& qkv, const Shap
   return out;
 }
 
+// Multi-head, and grouped queries (2 query heads per key/value head; all 3 on one), where a
+// shared key/value head's gradient sums its group's.
 TEST(AttentionBackward, ReferenceMatchesFiniteDifferences) {
-  const Shape s{1, 5, 8, 2};
-  const auto qkv = random_normal(s.B * s.T * s.row(), 11);
-  const auto w = random_normal(s.B * s.T * s.C, 12);  // L = sum(out * w), so dL/dout = w
-  const auto loss = [&](const std::vector<double>& x) {
-    const auto out = forward_in_double(x, s);
-    double l = 0.0;
-    for (size_t i = 0; i < out.size(); ++i) l += out[i] * static_cast<double>(w[i]);
-    return l;
-  };
-  const std::vector<double> qkv_double(qkv.begin(), qkv.end());
-  // Central differences err by about eps^2 * L''' (1e-10) plus 2^-53 * |L| / eps (1e-11).
-  const double eps = 1e-5;
-  std::vector<float> numeric(qkv.size());
-  for (size_t i = 0; i < qkv.size(); ++i) {
-    auto plus = qkv_double, minus = qkv_double;
-    plus[i] += eps;
-    minus[i] -= eps;
-    numeric[i] = static_cast<float>((loss(plus) - loss(minus)) / (2.0 * eps));
+  for (const Shape& s : {Shape{1, 5, 8, 2}, Shape{1, 5, 16, 4, 2}, Shape{1, 4, 12, 3, 1}}) {
+    SCOPED_TRACE(s.name());
+    const auto qkv = random_normal(s.B * s.T * s.row(), 11);
+    const auto w = random_normal(s.B * s.T * s.C, 12);  // L = sum(out * w), so dL/dout = w
+    const auto loss = [&](const std::vector<double>& x) {
+      const auto out = forward_in_double(x, s);
+      double l = 0.0;
+      for (size_t i = 0; i < out.size(); ++i) l += out[i] * static_cast<double>(w[i]);
+      return l;
+    };
+    const std::vector<double> qkv_double(qkv.begin(), qkv.end());
+    // Central differences err by about eps^2 * L''' (1e-10) plus 2^-53 * |L| / eps (1e-11).
+    const double eps = 1e-5;
+    std::vector<float> numeric(qkv.size());
+    for (size_t i = 0; i < qkv.size(); ++i) {
+      auto plus = qkv_double, minus = qkv_double;
+      plus[i] += eps;
+      minus[i] -= eps;
+      numeric[i] = static_cast<float>((loss(plus) - loss(minus)) / (2.0 * eps));
+    }
+    const ForwardResult fwd = run_forward(false, qkv, s);
+    const auto analytic = run_backward(false, w, qkv, fwd, s);
+    // The reference backward reads out and lse as float and writes float, so it carries their
+    // 2^-24 relative rounding, amplified a few times by exp(s - lse) and (dp - delta).
+    expect_close(analytic, numeric, 16.0 * 0x1p-24 * max_abs(numeric), "dqkv");
   }
-  const ForwardResult fwd = run_forward(false, qkv, s);
-  const auto analytic = run_backward(false, w, qkv, fwd, s);
-  // The reference backward reads out and lse as float and writes float, so it carries their
-  // 2^-24 relative rounding, amplified a few times by exp(s - lse) and (dp - delta).
-  expect_close(analytic, numeric, 16.0 * 0x1p-24 * max_abs(numeric), "dqkv");
 }
 
 // Changing token t's key and value leaves every output and lse before t bit for bit unchanged:
