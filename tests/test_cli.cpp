@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "core/fp8_dtype.h"
+#include "io/safetensors.h"
 #include "kernels/cuda/device_query.h"
 #include "safetensors_edit.h"
 
@@ -1049,8 +1050,42 @@ TEST(Cli, ExportImportEvalGenerateAndFineTune) {
   r = fp8lm("export --dtype fp16 " + root + "/run " + root + "/hf16");
   EXPECT_NE(r.err.find("--dtype 'fp16' is not fp32 or bf16"), std::string::npos) << r.err;
 
+  // --fp8-codes from a run that keeps FP8 weights: the model file's codes, as they are, in the
+  // Hugging Face tensors' names and row blocks (q_proj, k_proj, v_proj of the fused qkv).
+  ASSERT_EQ(
+      fp8lm("train --precision fp8 --fp8-weights --steps 2 " + llama + " --out " + root + "/run8")
+          .status,
+      0);
+  r = fp8lm("export --fp8-codes " + root + "/run8 " + root + "/hf8");
+  ASSERT_EQ(r.status, 0) << r.err;
+  {
+    const Safetensors ours = Safetensors::read(root + "/run8/model.safetensors");
+    const Safetensors codes = Safetensors::read(root + "/hf8/fp8_weights.safetensors");
+    const TensorData& qkv = ours.at("layers.0.qkv.weight");  // [32 + 2*16, 32] E4M3
+    ASSERT_EQ(qkv.dtype, DType::E4M3);
+    const auto rows = [&](int64_t first, int64_t n) {
+      return std::vector<uint8_t>(qkv.bytes.begin() + first * 32,
+                                  qkv.bytes.begin() + (first + n) * 32);
+    };
+    const auto bytes = [&](const std::string& name) {
+      const TensorData& t = codes.at(name);
+      EXPECT_EQ(t.dtype, DType::E4M3) << name;
+      return std::vector<uint8_t>(t.bytes.begin(), t.bytes.end());
+    };
+    EXPECT_EQ(bytes("model.layers.0.self_attn.q_proj.weight"), rows(0, 32));
+    EXPECT_EQ(bytes("model.layers.0.self_attn.k_proj.weight"), rows(32, 16));
+    EXPECT_EQ(bytes("model.layers.0.self_attn.v_proj.weight"), rows(48, 16));
+    EXPECT_EQ(codes.at("model.layers.0.self_attn.k_proj.weight.scale_inv").to_f32(),
+              ours.at("layers.0.qkv.weight_scale_inv").to_f32());
+    EXPECT_FALSE(codes.contains("lm_head.weight"));  // the head is not an FP8 GEMM
+  }
+  r = fp8lm("export --fp8-codes " + root + "/imported-none " + root + "/hf9");
+  EXPECT_NE(r.status, 0);
+
   r = fp8lm("import " + root + "/hf --out " + root + "/imported");
   ASSERT_EQ(r.status, 0) << r.err;
+  r = fp8lm("export --fp8-codes " + root + "/imported " + root + "/hf-not-fp8");
+  EXPECT_NE(r.err.find("--fp8-codes: the model did not train in FP8"), std::string::npos) << r.err;
   const std::string tokens = " --tokens '1 2 3 4 5 6 7 8'";
   const CliResult original = fp8lm("logits --checkpoint " + root + "/run" + tokens);
   const CliResult imported = fp8lm("logits --checkpoint " + root + "/imported" + tokens);

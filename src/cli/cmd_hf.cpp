@@ -25,6 +25,7 @@ std::string model_path(const std::string& run_or_model) {
 
 struct ExportFlags {
   std::string format = "hf", source, out, dtype = "fp32", tokenizer;
+  bool fp8_codes = false;
 };
 
 void run_export(const ExportFlags& f) {
@@ -36,12 +37,20 @@ void run_export(const ExportFlags& f) {
     throw Error(fmt::format("--dtype '{}' is not fp32 or bf16", f.dtype));
   }
   LoadedModel m = load_model(model_path(f.source));
+  if (f.fp8_codes) {
+    if (m.config.precision != Precision::Fp8)
+      throw Error("--fp8-codes: the model did not train in FP8 (--precision fp8)");
+    o.fp8_codes = &m.config.recipe;
+    o.source = &m.file;
+  }
   o.tokenizer = f.tokenizer;
   if (o.tokenizer.empty() && !m.config.data.empty() && is_token_dataset(m.config.data))
     o.tokenizer = (fs::path(m.config.data) / read_manifest(m.config.data).tokenizer).string();
   export_hf(*m.model, f.out, o);
-  fmt::print("wrote {} ({}, {} weights{}) to {}\n", hf_class_name(hf_architecture(m.config.model)),
-             f.dtype, m.config.precision == Precision::Fp8 ? "FP8 model's dequantized" : "its",
+  fmt::print("wrote {} ({}, {} weights{}{}) to {}\n",
+             hf_class_name(hf_architecture(m.config.model)), f.dtype,
+             m.config.precision == Precision::Fp8 ? "FP8 model's dequantized" : "its",
+             f.fp8_codes ? ", their FP8 codes in fp8_weights.safetensors" : "",
              o.tokenizer.empty() ? "" : ", tokenizer.json", f.out);
 }
 
@@ -109,6 +118,9 @@ void add_hf_commands(CLI::App& app) {
   ex->add_option("dir", e->out, "the directory to write (new, or empty)")->required();
   ex->add_option("--format", e->format, "hf (default)");
   ex->add_option("--dtype", e->dtype, "fp32|bf16: the weights' dtype (default fp32)");
+  ex->add_flag("--fp8-codes", e->fp8_codes,
+               "also fp8_weights.safetensors: each GEMM weight's FP8 codes and scale_inv "
+               "(per-tensor recipes)");
   ex->add_option("--tokenizer", e->tokenizer,
                  "tokenizer.json to include (default: the model's token dataset's)");
   ex->callback([e] {

@@ -7,8 +7,10 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/bf16.h"
+#include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "io/safetensors.h"
 #include "kernels/types.h"
@@ -88,11 +90,12 @@ std::vector<int64_t> hf_shape(const Mapping& map, const std::vector<int64_t>& ou
                        : std::vector<int64_t>{map.rows, ours[1]};
 }
 
-// Our values of map's rows in the Hugging Face layout, and back.
-std::vector<float> to_hf(const std::vector<float>& p, const std::vector<int64_t>& shape,
-                         const Mapping& map) {
+// Our values (or FP8 codes) of map's rows in the Hugging Face layout, and back.
+template <class T>
+std::vector<T> to_hf(const std::vector<T>& p, const std::vector<int64_t>& shape,
+                     const Mapping& map) {
   const int64_t cols = shape.size() == 2 ? shape[1] : 1;
-  std::vector<float> out(static_cast<size_t>(map.rows * cols));
+  std::vector<T> out(static_cast<size_t>(map.rows * cols));
   for (int64_t r = 0; r < map.rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       out[map.transpose ? c * map.rows + r : r * cols + c] = p[(map.row0 + r) * cols + c];
@@ -146,6 +149,43 @@ Json config_json(const GPTConfig& m, HfArchitecture a, DType dtype) {
           {"pretraining_tp", 1},
           {"tie_word_embeddings", m.tied_head},
           {"torch_dtype", torch_dtype}};
+}
+
+// The FP8 codes of the GEMM weights, each mapping's rows in the Hugging Face layout.
+SafetensorsWriter fp8_codes_file(GPT& model, const std::vector<Mapping>& maps,
+                                 const HfExportOptions& o) {
+  if (o.fp8_codes->block_scaled()) {
+    throw Error(
+        fmt::format("--fp8-codes: the {} recipe's block-scaled codes stay in fp8lm's "
+                    "model file; per-tensor recipes (delayed, current) only",
+                    scaling_kind_name(o.fp8_codes->kind)));
+  }
+  std::map<std::string, Linear*> linears;
+  for (Linear* l : model.linears()) linears[l->weight().name] = l;
+  std::map<std::string, std::pair<std::vector<uint8_t>, float>> codes;  // per weight
+  for (const auto& [name, l] : linears) {
+    if (o.source && o.source->contains(name) && o.source->at(name).dtype == DType::E4M3) {
+      const auto& t = o.source->at(name);
+      codes[name] = {{t.bytes.begin(), t.bytes.end()},
+                     o.source->at(name + "_scale_inv").to_f32()[0]};
+      continue;
+    }
+    l->requantize_weight(*o.fp8_codes);
+    codes[name] = {l->fp8_weight_codes(), l->fp8_weight_scale_inv()};
+  }
+  SafetensorsWriter st;
+  for (const Mapping& map : maps) {
+    const auto it = linears.find(map.ours);
+    if (it == linears.end()) continue;  // embeddings, norms, biases, the head: not FP8 GEMMs
+    const auto& [c, scale_inv] = codes.at(map.ours);
+    const std::vector<int64_t>& shape = it->second->weight().shape;
+    std::vector<uint8_t> v = to_hf(c, shape, map);
+    st.add(map.hf, DType::E4M3, hf_shape(map, shape),
+           [v](const SafetensorsWriter::Sink& sink) { sink(v); });
+    st.add_f32(map.hf + ".scale_inv", {1}, {scale_inv});
+  }
+  st.metadata()["format"] = "fp8lm-hf-fp8-codes";
+  return st;
 }
 
 void require_new_or_empty(const std::string& dir) {
@@ -263,8 +303,11 @@ void export_hf(GPT& model, const std::string& dir, const HfExportOptions& option
     throw Error(fmt::format("{}: no such tokenizer file", options.tokenizer));
   std::map<std::string, Parameter*> params;
   for (Parameter* p : model.parameters()) params[p->name] = p;
+  const std::vector<Mapping> maps = mappings(m, a);
+  std::optional<SafetensorsWriter> codes;
+  if (options.fp8_codes) codes = fp8_codes_file(model, maps, options);
   SafetensorsWriter st;
-  for (const Mapping& map : mappings(m, a)) {
+  for (const Mapping& map : maps) {
     Parameter& p = *params.at(map.ours);
     std::vector<float> v = to_hf(p.value.to_host(), p.shape, map);
     for (float x : v)
@@ -284,6 +327,7 @@ void export_hf(GPT& model, const std::string& dir, const HfExportOptions& option
   st.metadata()["format"] = "pt";  // what transformers' safetensors loader requires
   require_new_or_empty(dir);
   st.write(dir + "/model.safetensors");
+  if (codes) codes->write(dir + "/fp8_weights.safetensors");
   write_text(dir + "/config.json", config_json(m, a, options.dtype).dump(2) + "\n");
   if (!options.tokenizer.empty()) {
     fs::copy_file(options.tokenizer, dir + "/tokenizer.json");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "fp8lm/recipe.h"
 #include "nn/gpt.h"
 #include "train/trainer.h"
 
@@ -21,13 +22,22 @@ enum class HfArchitecture { Gpt2, Llama };
 HfArchitecture hf_architecture(const GPTConfig& m);
 std::string_view hf_class_name(HfArchitecture a);  // "GPT2LMHeadModel", "LlamaForCausalLM"
 
+class Safetensors;
+
 struct HfExportOptions {
   DType dtype = DType::F32;  // F32, or BF16 (each weight rounded to nearest even)
   std::string tokenizer;     // a tokenizer.json to copy beside the weights; empty: none
+  // Also fp8_weights.safetensors: each GEMM weight as FP8 codes in the Hugging Face tensor's
+  // name and layout (F8_E4M3) and "<name>.scale_inv" (F32 [1]; value = code * scale_inv), as
+  // the model's next FP8 forward casts it under a per-tensor recipe: the codes a model file
+  // holds (--fp8-weights) taken as they are, else the master cast through its weight slot.
+  const Fp8Recipe* fp8_codes = nullptr;  // the model's recipe; null: no codes
+  const Safetensors* source = nullptr;   // the model file, for codes it holds
 };
 
-// Writes config.json, model.safetensors (and tokenizer.json, tokenizer_config.json) into dir,
-// which must be new or empty. The weights are the FP32 masters (an FP8 model's dequantized).
+// Writes config.json, model.safetensors (and tokenizer.json, tokenizer_config.json, and
+// fp8_weights.safetensors) into dir, which must be new or empty. The weights are the FP32
+// masters (an FP8 model's dequantized).
 void export_hf(GPT& model, const std::string& dir, const HfExportOptions& options);
 
 // A Hugging Face directory of one of the two architectures (config.json and one
