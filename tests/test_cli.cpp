@@ -1192,6 +1192,7 @@ TEST(Cli, DataPrepareTrainsOnShardsAndResumesExactly) {
   r = fp8lm("train --data " + ds + model + dir + "/full");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("vocab 300"), std::string::npos) << r.out;
+
   std::filesystem::copy(dir + "/full", dir + "/cut", std::filesystem::copy_options::recursive);
   std::ofstream(dir + "/cut/checkpoints/latest") << "step-000008\n";
   r = fp8lm("train --resume " + dir + "/cut");

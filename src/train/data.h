@@ -58,6 +58,8 @@ class TextSource {
   // that tokens stand for.
   virtual std::vector<int32_t> validation_prompt(int64_t n) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  // Tokens after which a generated sample ends (a token dataset's end-of-text); none for bytes.
+  virtual std::vector<int32_t> stop_tokens() const { return {}; }
 };
 
 // A token dataset directory (manifest.json) or a byte-level text file.

@@ -85,6 +85,7 @@ class TokenDataset : public TextSource {
   void restore(const std::string& state) override;
   std::vector<int32_t> validation_prompt(int64_t n) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
+  std::vector<int32_t> stop_tokens() const override { return {manifest_.eot}; }
   const ShardManifest& manifest() const { return manifest_; }
 
  private:

@@ -532,7 +532,9 @@ TrainResult Trainer::finish() {
     const std::vector<int32_t> prompt = text_->validation_prompt(std::min<int64_t>(16, T / 2));
     const auto P = static_cast<int64_t>(prompt.size());
     std::vector<int32_t> all = prompt;
-    const auto gen = model_->generate(prompt.data(), 1, P, T - P);
+    GenerateOptions stop;
+    stop.stop_tokens = text_->stop_tokens();  // a document's end ends the sample
+    const auto gen = model_->generate_sequences(prompt.data(), 1, P, T - P, stop)[0];
     all.insert(all.end(), gen.begin(), gen.end());
     result.sample = text_->decode(all);
   }
