@@ -32,22 +32,21 @@ FIXTURES = os.path.join(ROOT, "tests", "data", "hf")
 VERSION = "4.40.2"
 COMMON = ["--steps", "6", "--batch-size", "4", "--seed", "3", "--threads", "2", "--device", "cpu",
           "--max-stride", "2"]
+# Llama's blocks: rotary embeddings, SwiGLU, RMSNorm, no biases, an untied head.
+LLAMA = ["--normalization", "rmsnorm", "--activation", "swiglu", "--rope-theta", "10000",
+         "--bias", "false", "--tie-embeddings", "false"]
 ARCHS = {
     "gpt2": ["--vocab", "64", "--seq-len", "32", "--d-model", "64", "--n-layers", "2",
              "--n-heads", "4", "--ffn", "128"],
     "llama": ["--vocab", "64", "--seq-len", "32", "--d-model", "128", "--n-layers", "2",
-              "--n-heads", "8", "--n-kv-heads", "2", "--ffn", "160", "--normalization", "rmsnorm",
-              "--activation", "swiglu", "--rope-theta", "10000", "--bias", "false",
-              "--tie-embeddings", "false"],
+              "--n-heads", "8", "--n-kv-heads", "2", "--ffn", "160", *LLAMA],
 }
 # The fixtures: the smallest models that still have every feature (d16, 4 heads, 2 kv heads).
 TINY = {
     "gpt2": ["--vocab", "32", "--seq-len", "12", "--d-model", "16", "--n-layers", "1",
              "--n-heads", "2", "--ffn", "32"],
     "llama": ["--vocab", "32", "--seq-len", "12", "--d-model", "16", "--n-layers", "1",
-              "--n-heads", "4", "--n-kv-heads", "2", "--ffn", "16", "--normalization", "rmsnorm",
-              "--activation", "swiglu", "--rope-theta", "10000", "--bias", "false",
-              "--tie-embeddings", "false"],
+              "--n-heads", "4", "--n-kv-heads", "2", "--ffn", "16", *LLAMA],
 }
 CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
 
