@@ -1097,6 +1097,17 @@ TEST(Cli, ExportImportEvalGenerateAndFineTune) {
   EXPECT_EQ(fp8lm("eval --checkpoint " + model).status, 0);
   r = fp8lm("generate --checkpoint " + model + " --prompt '3 5 7' --max-new-tokens 4");
   ASSERT_EQ(r.status, 0) << r.err;
+  // An imported model reads text through --tokenizer, one that fits its vocabulary.
+  {
+    std::ofstream(root + "/text.txt") << "the quick brown fox jumps over the lazy dog\n";
+    ASSERT_EQ(
+        fp8lm("tokenizer train --vocab-size 270 --out " + root + "/tok.json " + root + "/text.txt")
+            .status,
+        0);
+    r = fp8lm("generate --checkpoint " + model + " --tokenizer " + root +
+              "/tok.json --prompt 'the fox'");
+    EXPECT_NE(r.err.find("more than the model's vocabulary 16"), std::string::npos) << r.err;
+  }
   r = fp8lm("train --precision fp8 --steps 2 --threads 2 --device cpu --batch-size 4 --init " +
             model + " --out " + root + "/tuned");
   ASSERT_EQ(r.status, 0) << r.err;

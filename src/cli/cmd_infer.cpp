@@ -24,11 +24,15 @@ bool is_text_model(const TrainConfig& c) {
 }
 
 // A model trained on a token dataset reads and writes text through a tokenizer: --tokenizer,
-// else the one its dataset directory holds. Byte-level and stride models have none.
+// else the one its dataset directory holds. Byte-level and stride models have none; a model
+// that came without its data (fp8lm import) takes one with --tokenizer.
 std::optional<text::BpeTokenizer> model_tokenizer(const TrainConfig& c, const std::string& flag) {
   if (!flag.empty()) {
-    if (!is_text_model(c)) throw Error("--tokenizer: this model was trained on the stride task");
-    return text::BpeTokenizer::load(flag);
+    text::BpeTokenizer tok = text::BpeTokenizer::load(flag);
+    if (tok.vocab_size() > c.model.vocab)
+      throw Error(fmt::format("--tokenizer {}: {} tokens, more than the model's vocabulary {}",
+                              flag, tok.vocab_size(), c.model.vocab));
+    return tok;
   }
   if (c.data.empty() || !is_token_dataset(c.data)) return std::nullopt;
   const ShardManifest m = read_manifest(c.data);
@@ -101,7 +105,7 @@ std::string unescape_stop(const std::string& s) {
   return out;
 }
 
-GenerateOptions generate_options(const GenerateFlags& f, const TrainConfig& c) {
+GenerateOptions generate_options(const GenerateFlags& f, const TrainConfig& c, bool text_model) {
   GenerateOptions o;
   o.sampling = f.sampling;
   o.sampling.validate();
@@ -110,7 +114,7 @@ GenerateOptions generate_options(const GenerateFlags& f, const TrainConfig& c) {
       throw Error(fmt::format("--stop-token {} is not a token id (0 to {})", t, c.model.vocab - 1));
     o.stop_tokens.push_back(static_cast<int32_t>(t));
   }
-  if (!f.stop_texts.empty() && !is_text_model(c))
+  if (!f.stop_texts.empty() && !text_model)
     throw Error("--stop: this model was trained on the stride task, not text (use --stop-token)");
   return o;
 }
@@ -123,7 +127,8 @@ void run_generate(const GenerateFlags& f) {
   const std::vector<int32_t> prompt = parse_prompt(f.prompt, c, tok);
   if (f.max_new_tokens < 0)
     throw Error(fmt::format("--max-new-tokens {} is negative", f.max_new_tokens));
-  GenerateOptions o = generate_options(f, c);
+  const bool text_model = is_text_model(c) || tok.has_value();
+  GenerateOptions o = generate_options(f, c, text_model);
   // A model of a token dataset ends a text where its documents end, as Hugging Face's generate
   // stops at the end-of-sequence token.
   if (tok && is_token_dataset(c.data)) o.stop_tokens.push_back(read_manifest(c.data).eot);
@@ -131,7 +136,6 @@ void run_generate(const GenerateFlags& f) {
   for (const std::string& s : f.stop_texts) stops.push_back(unescape_stop(s));
   InferenceModel model(*m.model, c, device);
   const auto P = static_cast<int64_t>(prompt.size());
-  const bool text_model = is_text_model(c);
   // Tokens print as they come (bytes for a text model, ids for the stride task) unless the
   // whole answer is JSON; a text stop ends generation once the text ends with it.
   std::string text;
