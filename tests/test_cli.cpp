@@ -1081,6 +1081,16 @@ TEST(Cli, ExportImportEvalGenerateAndFineTune) {
   }
   r = fp8lm("export --fp8-codes " + root + "/imported-none " + root + "/hf9");
   EXPECT_NE(r.status, 0);
+  ASSERT_EQ(fp8lm("train --precision fp8 --recipe mxfp8 --steps 1 " + llama + " --out " + root +
+                  "/run-mx")
+                .status,
+            0);
+  r = fp8lm("export --fp8-codes " + root + "/run-mx " + root + "/hf-mx");
+  EXPECT_NE(r.err.find("--fp8-codes: the mxfp8 recipe's block-scaled codes stay in fp8lm's model "
+                       "file; per-tensor recipes (delayed, current) only\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(root + "/hf-mx/model.safetensors"));
 
   r = fp8lm("import " + root + "/hf --out " + root + "/imported");
   ASSERT_EQ(r.status, 0) << r.err;

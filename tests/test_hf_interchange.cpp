@@ -15,6 +15,7 @@
 #include "fp8lm/error.h"
 #include "io/hf_interchange.h"
 #include "nn/autocast.h"
+#include "test_util.h"
 
 namespace fp8lm {
 namespace {
@@ -106,14 +107,7 @@ TEST(HfInterchange, ExportThenImportGivesBackEveryWeightBitForBit) {
   }
 }
 
-void expect_error(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error for " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 // A copy of a fixture with its config.json edited.
 std::string edited_fixture(const char* arch, const std::function<void(Json&)>& edit) {

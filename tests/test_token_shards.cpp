@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "fp8lm/error.h"
+#include "test_util.h"
 #include "train/token_shards.h"
 
 namespace fp8lm {
@@ -39,14 +40,7 @@ TEST(TokenShards, WrittenTokensMapBackAtEitherWidth) {
   }
 }
 
-void expect_error(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error for " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(TokenShards, MalformedShardsAndManifestsNameTheProblem) {
   const std::string dir = fresh_dir("fp8lm_shards_bad");

@@ -8,15 +8,28 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "fp8/quantize.h"
+#include "fp8lm/error.h"
 #include "kernels/cpu/gemm.h"
 
 namespace fp8lm::test {
+
+// f throws fp8lm::Error, and its message holds needle.
+inline void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
 
 // Central difference of f with respect to v[i], in double: the oracle every backward is
 // checked against (DESIGN.md §6). h = 1e-5 keeps both the truncation error (h^2 times the

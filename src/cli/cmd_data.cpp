@@ -8,12 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "core/counter_rng.h"
 #include "fp8lm/error.h"
+#include "io/new_dir.h"
 #include "text/bpe_tokenizer.h"
 #include "train/token_shards.h"
 
@@ -71,11 +71,7 @@ class DocumentReader {
       bytes_read_ += static_cast<int64_t>(line.size()) + 1;
       if (line.empty()) continue;
       if (jsonl_) {
-        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
-          throw Error(
-              fmt::format("{} line {}: not a JSON object with a \"text\" string", path_, line_));
-        docs.push_back(j["text"].get<std::string>());
+        docs.push_back(jsonl_text(line, path_, line_));
       } else {
         docs.push_back(std::move(line));
       }
@@ -99,10 +95,7 @@ void run_prepare(const PrepareFlags& f) {
     throw Error(fmt::format("--val-fraction {} must be between 0 and 1", f.val_fraction));
   if (f.shard_tokens < 1024)
     throw Error(fmt::format("--shard-tokens {} is below 1024", f.shard_tokens));
-  std::error_code ec;
-  if (fs::exists(f.out, ec) && !(fs::is_directory(f.out, ec) && fs::is_empty(f.out, ec)))
-    throw Error(
-        fmt::format("--out {} exists and is not an empty directory: not overwritten", f.out));
+  require_new_or_empty_dir(f.out, "--out " + f.out);
   const text::BpeTokenizer tok = text::BpeTokenizer::load(f.tokenizer);
   const std::optional<int32_t> eot = tok.token_id(f.eot);
   if (!eot) throw Error(fmt::format("--eot '{}' is not a token of {}", f.eot, f.tokenizer));
@@ -111,6 +104,7 @@ void run_prepare(const PrepareFlags& f) {
   // Everything is written under a temporary name and renamed at the end: a failed or killed
   // prepare leaves no directory that looks whole.
   const std::string tmp = f.out + ".preparing";
+  std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
   ShardManifest m;

@@ -4,24 +4,19 @@
 
 #include <filesystem>
 #include <memory>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/hf_interchange.h"
+#include "io/new_dir.h"
 #include "train/token_shards.h"
 
 namespace fp8lm::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A run directory stands for its model.safetensors.
-std::string model_path(const std::string& run_or_model) {
-  return fs::is_directory(run_or_model) ? run_or_model + "/model.safetensors" : run_or_model;
-}
 
 struct ExportFlags {
   std::string format = "hf", source, out, dtype = "fp32", tokenizer;
@@ -36,7 +31,7 @@ void run_export(const ExportFlags& f) {
   } else if (f.dtype != "fp32") {
     throw Error(fmt::format("--dtype '{}' is not fp32 or bf16", f.dtype));
   }
-  LoadedModel m = load_model(model_path(f.source));
+  LoadedModel m = load_model(model_file_path(f.source));
   if (f.fp8_codes) {
     if (m.config.precision != Precision::Fp8)
       throw Error("--fp8-codes: the model did not train in FP8 (--precision fp8)");
@@ -60,11 +55,7 @@ struct ImportFlags {
 
 void run_import(const ImportFlags& f) {
   HfModel m = import_hf(f.source);
-  std::error_code ec;
-  if (fs::exists(f.out, ec) && (!fs::is_directory(f.out, ec) || !fs::is_empty(f.out, ec)))
-    throw Error(
-        fmt::format("--out {}: exists and is not an empty directory; not overwriting it", f.out));
-  fs::create_directories(f.out);
+  make_new_or_empty_dir(f.out, "--out " + f.out);
   CheckpointInfo info;
   info.config = m.config;
   info.precision = "fp32";
@@ -82,16 +73,8 @@ struct LogitsFlags {
 
 // JSON [[V floats] per position] of one sequence: the forward in FP32 GEMMs.
 void run_logits(const LogitsFlags& f) {
-  LoadedModel m = load_model(model_path(f.checkpoint));
-  std::vector<int32_t> ids;
-  std::istringstream in(f.tokens);
-  for (std::string word; in >> word;) {
-    const std::optional<int64_t> v = parse_int(word);
-    if (!v || *v < 0 || *v >= m.config.model.vocab)
-      throw Error(fmt::format("--tokens: '{}' is not a token id (0 to {})", word,
-                              m.config.model.vocab - 1));
-    ids.push_back(static_cast<int32_t>(*v));
-  }
+  LoadedModel m = load_model(model_file_path(f.checkpoint));
+  const std::vector<int32_t> ids = parse_token_ids(f.tokens, m.config.model.vocab, "--tokens");
   const auto T = static_cast<int64_t>(ids.size());
   if (T == 0 || T > m.config.model.seq_len)
     throw Error(fmt::format("--tokens: 1 to {} ids", m.config.model.seq_len));

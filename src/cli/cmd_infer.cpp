@@ -6,7 +6,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/parse.h"
@@ -53,15 +52,7 @@ std::vector<int32_t> parse_prompt(const std::string& prompt, const TrainConfig& 
   } else if (is_text_model(c)) {
     for (unsigned char ch : prompt) ids.push_back(ch);
   } else {
-    std::istringstream in(prompt);
-    for (std::string word; in >> word;) {
-      const std::optional<int64_t> v = parse_int(word);
-      if (!v || *v < 0 || *v >= c.model.vocab) {
-        throw Error(
-            fmt::format("--prompt: '{}' is not a token id (0 to {})", word, c.model.vocab - 1));
-      }
-      ids.push_back(static_cast<int32_t>(*v));
-    }
+    ids = parse_token_ids(prompt, c.model.vocab, "--prompt");
   }
   if (ids.empty()) throw Error("--prompt is empty");
   return ids;

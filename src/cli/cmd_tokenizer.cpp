@@ -9,7 +9,6 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/parse.h"
@@ -44,12 +43,7 @@ void encode_jsonl(const text::BpeTokenizer& tok, const TokenizerFlags& f) {
   int64_t line_no = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_no;
-    if (line.empty()) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
-      throw Error(
-          fmt::format("{} line {}: not a JSON object with a \"text\" string", f.file, line_no));
-    docs.push_back(j["text"].get<std::string>());
+    if (!line.empty()) docs.push_back(jsonl_text(line, f.file, line_no));
   }
   std::vector<std::vector<int32_t>> ids(docs.size());
 #pragma omp parallel for schedule(dynamic, 1)
@@ -71,14 +65,9 @@ void run_encode(const TokenizerFlags& f) {
 void run_decode(const TokenizerFlags& f) {
   const text::BpeTokenizer tok = text::BpeTokenizer::load(f.tokenizer);
   std::vector<int32_t> ids;
-  for (const std::string& arg : f.ids) {
-    std::istringstream in(arg);  // "3 10 17" as one argument or several
-    for (std::string t; in >> t;) {
-      const std::optional<int64_t> v = parse_int(t);
-      if (!v || *v < 0 || *v >= tok.vocab_size())
-        throw Error(fmt::format("'{}' is not a token id (0 to {})", t, tok.vocab_size() - 1));
-      ids.push_back(static_cast<int32_t>(*v));
-    }
+  for (const std::string& arg : f.ids) {  // "3 10 17" as one argument or several
+    const std::vector<int32_t> some = parse_token_ids(arg, tok.vocab_size(), "");
+    ids.insert(ids.end(), some.begin(), some.end());
   }
   const std::string text = tok.decode(ids, f.skip_special);
   if (f.json) {
@@ -105,11 +94,7 @@ void read_documents(const std::string& path, std::vector<std::string>& out) {
     int64_t n = 0;
     for (std::string line; std::getline(in, line);) {
       ++n;
-      if (line.empty()) continue;
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
-        throw Error(fmt::format("{} line {}: not a JSON object with a \"text\" string", path, n));
-      out.push_back(j["text"].get<std::string>());
+      if (!line.empty()) out.push_back(jsonl_text(line, path, n));
     }
     return;
   }

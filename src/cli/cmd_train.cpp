@@ -445,8 +445,7 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     c.fp8_weights = fp8_weights;
     c.device = parse_device(f.device);
     // Fine-tuning: the model's shape is the init file's, whatever the model flags say.
-    const std::string init =
-        std::filesystem::is_directory(f.init) ? f.init + "/model.safetensors" : f.init;
+    const std::string init = f.init.empty() ? "" : model_file_path(f.init);
     if (!init.empty()) {
       const auto meta = Safetensors::read_metadata(init);
       if (!meta.count("config"))

@@ -4,6 +4,9 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <system_error>
 
@@ -52,6 +55,32 @@ uint8_t parse_code(std::string_view token) {
   }
   if (value > 255) throw Error(fmt::format("code '{}' is out of range (0 to 255)", token));
   return static_cast<uint8_t>(value);
+}
+
+std::vector<int32_t> parse_token_ids(std::string_view text, int64_t vocab, std::string_view flag) {
+  std::vector<int32_t> ids;
+  std::istringstream in{std::string(text)};
+  for (std::string word; in >> word;) {
+    const std::optional<int64_t> v = parse_int(word);
+    if (!v || *v < 0 || *v >= vocab) {
+      throw Error(fmt::format("{}{}'{}' is not a token id (0 to {})", flag,
+                              flag.empty() ? "" : ": ", word, vocab - 1));
+    }
+    ids.push_back(static_cast<int32_t>(*v));
+  }
+  return ids;
+}
+
+std::string jsonl_text(const std::string& line, const std::string& path, int64_t line_no) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+    throw Error(fmt::format("{} line {}: not a JSON object with a \"text\" string", path, line_no));
+  return j["text"].get<std::string>();
+}
+
+std::string model_file_path(const std::string& run_or_model) {
+  return std::filesystem::is_directory(run_or_model) ? run_or_model + "/model.safetensors"
+                                                     : run_or_model;
 }
 
 }  // namespace fp8lm::cli

@@ -12,6 +12,7 @@
 #include "core/bf16.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
+#include "io/new_dir.h"
 #include "io/safetensors.h"
 #include "kernels/types.h"
 #include "nn/norm.h"
@@ -188,14 +189,6 @@ SafetensorsWriter fp8_codes_file(GPT& model, const std::vector<Mapping>& maps,
   return st;
 }
 
-void require_new_or_empty(const std::string& dir) {
-  std::error_code ec;
-  if (fs::exists(dir, ec) && (!fs::is_directory(dir, ec) || !fs::is_empty(dir, ec)))
-    throw Error(fmt::format("{}: exists and is not an empty directory; not overwriting it", dir));
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(fmt::format("{}: cannot create the directory ({})", dir, ec.message()));
-}
-
 void write_text(const std::string& path, const std::string& text) {
   write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
 }
@@ -307,9 +300,12 @@ void export_hf(GPT& model, const std::string& dir, const HfExportOptions& option
   std::optional<SafetensorsWriter> codes;
   if (options.fp8_codes) codes = fp8_codes_file(model, maps, options);
   SafetensorsWriter st;
+  // Each parameter copied to the host once, though several tensors (q, k, v) come from it.
+  std::map<std::string, std::vector<float>> host;
   for (const Mapping& map : maps) {
     Parameter& p = *params.at(map.ours);
-    std::vector<float> v = to_hf(p.value.to_host(), p.shape, map);
+    if (!host.count(p.name)) host[p.name] = p.value.to_host();
+    std::vector<float> v = to_hf(host.at(p.name), p.shape, map);
     for (float x : v)
       if (!std::isfinite(x))
         throw Error(fmt::format("not exporting a model whose weight {} is not finite", p.name));
@@ -325,7 +321,7 @@ void export_hf(GPT& model, const std::string& dir, const HfExportOptions& option
     });
   }
   st.metadata()["format"] = "pt";  // what transformers' safetensors loader requires
-  require_new_or_empty(dir);
+  make_new_or_empty_dir(dir, dir);
   st.write(dir + "/model.safetensors");
   if (codes) codes->write(dir + "/fp8_weights.safetensors");
   write_text(dir + "/config.json", config_json(m, a, options.dtype).dump(2) + "\n");

@@ -16,9 +16,11 @@ void rope(float* x, int64_t rows, int64_t T, int64_t pos0, int64_t stride, int64
           int64_t hd, float theta, bool inverse) {
   const int64_t half = hd / 2, positions = rows < T ? rows : T;
   std::vector<float> cos_table(static_cast<size_t>(positions * half)), sin_table(cos_table.size());
+  std::vector<float> frequency(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) frequency[i] = rope_frequency(i, hd, theta);
   for (int64_t p = 0; p < positions; ++p) {
     for (int64_t i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(pos0 + p) * rope_frequency(i, hd, theta);
+      const float angle = static_cast<float>(pos0 + p) * frequency[i];
       cos_table[p * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
       const float s = static_cast<float>(std::sin(static_cast<double>(angle)));
       sin_table[p * half + i] = inverse ? -s : s;
