@@ -39,8 +39,11 @@ void run_export(const ExportFlags& f) {
     o.source = &m.file;
   }
   o.tokenizer = f.tokenizer;
-  if (o.tokenizer.empty() && !m.config.data.empty() && is_token_dataset(m.config.data))
-    o.tokenizer = (fs::path(m.config.data) / read_manifest(m.config.data).tokenizer).string();
+  if (!m.config.data.empty() && is_token_dataset(m.config.data)) {
+    const ShardManifest data = read_manifest(m.config.data);
+    if (o.tokenizer.empty()) o.tokenizer = (fs::path(m.config.data) / data.tokenizer).string();
+    o.end_of_text = data.eot;  // what the model learnt to end its documents with
+  }
   export_hf(*m.model, f.out, o);
   fmt::print("wrote {} ({}, {} weights{}{}) to {}\n",
              hf_class_name(hf_architecture(m.config.model)), f.dtype,

@@ -12,6 +12,8 @@
 #include "core/bf16.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
+#include "io/hf_special_tokens.h"
+#include "io/hf_weights.h"
 #include "io/new_dir.h"
 #include "io/safetensors.h"
 #include "kernels/types.h"
@@ -294,6 +296,10 @@ void export_hf(GPT& model, const std::string& dir, const HfExportOptions& option
     throw Error("export: --dtype is fp32 or bf16");
   if (!options.tokenizer.empty() && !fs::is_regular_file(options.tokenizer))
     throw Error(fmt::format("{}: no such tokenizer file", options.tokenizer));
+  const HfSpecialTokens special =
+      options.tokenizer.empty()
+          ? HfSpecialTokens{}
+          : hf_special_tokens(options.tokenizer, options.end_of_text, m.vocab);
   std::map<std::string, Parameter*> params;
   for (Parameter* p : model.parameters()) params[p->name] = p;
   const std::vector<Mapping> maps = mappings(m, a);
@@ -324,11 +330,16 @@ void export_hf(GPT& model, const std::string& dir, const HfExportOptions& option
   make_new_or_empty_dir(dir, dir);
   st.write(dir + "/model.safetensors");
   if (codes) codes->write(dir + "/fp8_weights.safetensors");
-  write_text(dir + "/config.json", config_json(m, a, options.dtype).dump(2) + "\n");
+  Json config = config_json(m, a, options.dtype);
+  add_hf_token_ids(config, special);
+  write_text(dir + "/config.json", config.dump(2) + "\n");
+  write_text(dir + "/generation_config.json",
+             hf_generation_config(special, m.seq_len).dump(2) + "\n");
   if (!options.tokenizer.empty()) {
     fs::copy_file(options.tokenizer, dir + "/tokenizer.json");
     write_text(dir + "/tokenizer_config.json",
-               Json{{"tokenizer_class", "PreTrainedTokenizerFast"}}.dump(2) + "\n");
+               hf_tokenizer_config(special, m.seq_len).dump(2) + "\n");
+    write_text(dir + "/special_tokens_map.json", hf_special_tokens_map(special).dump(2) + "\n");
   }
 }
 
@@ -357,14 +368,7 @@ HfModel import_hf(const std::string& dir) {
   HfModel out;
   out.config.model = config_from_hf(j, a, dir);
   out.config.model.validate();
-  const std::string weights = dir + "/model.safetensors";
-  if (!fs::exists(weights)) {
-    throw Error(fmt::format("{}: no model.safetensors{}", dir,
-                            fs::exists(dir + "/model.safetensors.index.json")
-                                ? " (sharded checkpoints are not read; merge the shards)"
-                                : ""));
-  }
-  const Safetensors file = Safetensors::read(weights);
+  const HfWeights file = HfWeights::open(dir);
   out.model = std::make_unique<GPT>(out.config.model, 0);
   std::map<std::string, Parameter*> params;
   for (Parameter* p : out.model->parameters()) params[p->name] = p;
@@ -375,18 +379,14 @@ HfModel import_hf(const std::string& dir) {
     std::string name = map.hf;
     if (!file.contains(name) && name.starts_with("transformer.") && file.contains(name.substr(12)))
       name = name.substr(12);
-    if (!file.contains(name)) throw Error(fmt::format("{}: no tensor '{}'", weights, map.hf));
-    const TensorData& t = file.at(name);
+    if (!file.contains(name)) throw Error(fmt::format("{}: no tensor '{}'", dir, map.hf));
+    const std::string& weights = file.file(name);
     const std::vector<int64_t> want = hf_shape(map, p.shape);
-    if (t.shape != want) {
+    if (file.shape(name) != want) {
       throw Error(fmt::format("{}: tensor '{}' has shape [{}], the config needs [{}]", weights,
-                              name, fmt::join(t.shape, ","), fmt::join(want, ",")));
+                              name, fmt::join(file.shape(name), ","), fmt::join(want, ",")));
     }
-    if (t.dtype != DType::F32 && t.dtype != DType::BF16) {
-      throw Error(fmt::format("{}: tensor '{}' has dtype {}; fp8lm reads F32 and BF16", weights,
-                              name, dtype_name(t.dtype)));
-    }
-    const std::vector<float> hf = t.to_f32();
+    const std::vector<float> hf = file.read_f32(name);
     for (float x : hf)
       if (!std::isfinite(x))
         throw Error(fmt::format("{}: tensor '{}' holds values that are not finite", weights, name));
