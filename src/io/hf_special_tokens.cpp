@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -60,9 +61,11 @@ class TokenTable {
   }
 
   std::optional<HfToken> pad() const {
-    const Json& p = j_.contains("padding") ? j_["padding"] : Json();
-    if (p.is_object() && p.contains("pad_token") && p["pad_token"].is_string())
-      return by_content(p["pad_token"].get<std::string>());
+    if (j_.contains("padding") && j_["padding"].is_object()) {
+      const Json& p = j_["padding"];
+      if (p.contains("pad_token") && p["pad_token"].is_string())
+        return by_content(p["pad_token"].get<std::string>());
+    }
     for (const Json& t : added())
       for (const std::string_view name : kPadNames)
         if (t.value("special", false) && t.value("content", std::string()) == name) return token(t);
@@ -83,8 +86,8 @@ class TokenTable {
     return m.contains("vocab") && m["vocab"].is_object() ? &m["vocab"] : nullptr;
   }
   HfToken token(const Json& t) const {
-    if (!t.contains("id") || !t["id"].is_number_unsigned() || !t.contains("content") ||
-        !t["content"].is_string())
+    if (!t.contains("id") || !t["id"].is_number_unsigned() || t["id"].get<uint64_t>() > INT32_MAX ||
+        !t.contains("content") || !t["content"].is_string())
       throw Error(fmt::format("{}: an added token without an id and a content", path_));
     return {t["id"].get<int32_t>(), t["content"].get<std::string>()};
   }
