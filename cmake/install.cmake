@@ -21,3 +21,5 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/fp8lmConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/fp8lmConfig.cmake ${PROJECT_BINARY_DIR}/fp8lmConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/fp8lm)
+# The command-line tool, so that an installed prefix's bin/ puts fp8lm on the PATH.
+install(TARGETS fp8lm_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -42,7 +42,7 @@ def check(binary, precision, extra):
         subprocess.run(cmd, check=True, capture_output=True)
         meta, t = read(f"{run}/model.safetensors")
     fp8 = precision == "fp8"
-    expect(json.loads(meta["config"])["model"]["d_model"] == D, "metadata holds the model config")
+    expect(json.loads(meta["config"])["d_model"] == D, "metadata holds the model config")
     expect(meta["step"] == "3" and "precision" in meta, "metadata holds step and precision")
     want = {"wte": [V, D], "wpe": [T, D], "lnf.weight": [D], "lnf.bias": [D]}
     for i in range(L):

@@ -46,7 +46,7 @@ def png_pixels(path):
 def main(binary):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if not browser:
-        sys.exit("FAIL: chromium is not installed (scripts/deps installs it)")
+        sys.exit("FAIL: chromium is not installed (scripts/test-deps installs it)")
     with tempfile.TemporaryDirectory() as tmp:
         run = os.path.join(tmp, "run")
         subprocess.run([binary, "train", "--precision", "fp8", "--steps", "40", "--vocab", "16", "--seq-len", "12",

@@ -37,7 +37,7 @@ void run_doctor() {
   if (!q.built) {
     fmt::print("cuda: not built\n");
   } else if (q.devices.empty()) {
-    fmt::print("cuda: built (runtime {}) · no CUDA device ({})\n", q.runtime, q.why_none);
+    fmt::print("cuda: built (runtime {}) · {}\n", q.runtime, q.why_none);
   } else {
     fmt::print("cuda: built (runtime {})\n", q.runtime);
     for (const auto& d : q.devices) {

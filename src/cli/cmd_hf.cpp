@@ -20,10 +20,17 @@ namespace fs = std::filesystem;
 
 struct ExportFlags {
   std::string format = "hf", source, out, dtype = "fp32", tokenizer;
+  std::string positional_out;  // the old spelling `export SRC DIR`
   bool fp8_codes = false;
 };
 
-void run_export(const ExportFlags& f) {
+void run_export(ExportFlags f) {
+  if (!f.positional_out.empty()) {
+    if (!f.out.empty()) throw Error("export: give the directory once, as --out DIR");
+    fmt::print(stderr, "note: `export SRC DIR` is an old spelling; write export SRC --out DIR\n");
+    f.out = f.positional_out;
+  }
+  if (f.out.empty()) throw Error("export: --out DIR names the directory to write");
   if (f.format != "hf") throw Error(fmt::format("--format '{}': the format is hf", f.format));
   HfExportOptions o;
   if (f.dtype == "bf16") {
@@ -62,12 +69,14 @@ void run_import(const ImportFlags& f) {
   CheckpointInfo info;
   info.config = m.config;
   info.precision = "fp32";
-  model_file(*m.model, info).write(f.out + "/model.safetensors");
+  SafetensorsWriter file = model_file(*m.model, info);
+  file.metadata()["source"] = "huggingface";  // a model of token ids, trained elsewhere
+  file.write(f.out + "/model.safetensors");
   const bool tokenizer = fs::is_regular_file(f.source + "/tokenizer.json");
   if (tokenizer) fs::copy_file(f.source + "/tokenizer.json", f.out + "/tokenizer.json");
   fmt::print("imported {} ({} parameters) into {}/model.safetensors{}\n",
              hf_class_name(hf_architecture(m.config.model)), m.config.model.parameter_count(),
-             f.out, tokenizer ? " (with tokenizer.json: pass it as --tokenizer)" : "");
+             f.out, tokenizer ? " with its tokenizer.json (generate and eval read it)" : "");
 }
 
 struct LogitsFlags {
@@ -100,8 +109,11 @@ void add_hf_commands(CLI::App& app) {
   auto e = std::make_shared<ExportFlags>();
   auto* ex = app.add_subcommand(
       "export", "Write a model as a Hugging Face directory (GPT2LMHeadModel or LlamaForCausalLM)");
-  ex->add_option("source", e->source, "a run directory or model.safetensors")->required();
-  ex->add_option("dir", e->out, "the directory to write (new, or empty)")->required();
+  ex->add_option("source", e->source, "a model file or a run directory")
+      ->type_name("MODEL")
+      ->required();
+  ex->add_option("--out", e->out, "the directory to write (new, or empty)")->type_name("DIR");
+  ex->add_option("dir", e->positional_out)->group("");  // the old spelling
   ex->add_option("--format", e->format, "hf (default)");
   ex->add_option("--dtype", e->dtype, "fp32|bf16: the weights' dtype (default fp32)");
   ex->add_flag("--fp8-codes", e->fp8_codes,

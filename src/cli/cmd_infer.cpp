@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,30 +19,66 @@
 namespace fp8lm::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
+// What a model reads: the stride demo's ids, bytes of text, or a tokenizer's ids (a model of
+// a token dataset, or one imported from Hugging Face, which comes without its data).
+enum class ModelInput { StrideIds, Bytes, Tokens };
+
+ModelInput model_input(const LoadedModel& m) {
+  if (!m.config.data.empty())
+    return is_token_dataset(m.config.data) ? ModelInput::Tokens : ModelInput::Bytes;
+  const auto& meta = m.file.metadata();
+  // fp8lm import writes step 0 (and, since it says so, "source"); a trained model has steps.
+  const bool imported = (meta.count("source") && meta.at("source") == "huggingface") ||
+                        (meta.count("step") && meta.at("step") == "0");
+  return imported ? ModelInput::Tokens : ModelInput::StrideIds;
+}
+
 bool is_text_model(const TrainConfig& c) {
   return !c.data.empty();
 }
 
-// A model trained on a token dataset reads and writes text through a tokenizer: --tokenizer,
-// else the one its dataset directory holds. Byte-level and stride models have none; a model
-// that came without its data (fp8lm import) takes one with --tokenizer.
-std::optional<text::BpeTokenizer> model_tokenizer(const TrainConfig& c, const std::string& flag) {
-  if (!flag.empty()) {
-    text::BpeTokenizer tok = text::BpeTokenizer::load(flag);
-    if (tok.vocab_size() > c.model.vocab)
-      throw Error(fmt::format("--tokenizer {}: {} tokens, more than the model's vocabulary {}",
-                              flag, tok.vocab_size(), c.model.vocab));
-    return tok;
+// A tokenizer and the file it came from.
+struct ModelTokenizer {
+  text::BpeTokenizer tokenizer;
+  std::string path;
+};
+
+// A model of token ids reads and writes text through a tokenizer: --tokenizer, else the one
+// its dataset directory holds, else a tokenizer.json beside the model file (fp8lm import puts
+// the Hugging Face one there). Byte-level and stride models have none.
+std::optional<ModelTokenizer> model_tokenizer(const LoadedModel& m, const std::string& model_path,
+                                              const std::string& flag) {
+  const TrainConfig& c = m.config;
+  std::string path = flag;
+  if (path.empty() && model_input(m) == ModelInput::Tokens) {
+    if (!c.data.empty()) {
+      path = (fs::path(c.data) / read_manifest(c.data).tokenizer).string();
+    } else if (const fs::path beside = fs::path(model_path).parent_path() / "tokenizer.json";
+               fs::is_regular_file(beside)) {
+      path = beside.string();
+    }
   }
-  if (c.data.empty() || !is_token_dataset(c.data)) return std::nullopt;
-  const ShardManifest m = read_manifest(c.data);
-  return text::BpeTokenizer::load((std::filesystem::path(c.data) / m.tokenizer).string());
+  if (path.empty()) return std::nullopt;
+  text::BpeTokenizer tok = text::BpeTokenizer::load(path);
+  if (tok.vocab_size() > c.model.vocab)
+    throw Error(fmt::format("{} {}: {} tokens, more than the model's vocabulary {}",
+                            flag.empty() ? "tokenizer" : "--tokenizer", path, tok.vocab_size(),
+                            c.model.vocab));
+  return ModelTokenizer{std::move(tok), path};
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open", path));
+  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
 // Token ids ("3 10 17") for stride models, the tokenizer's ids of the text for models of a
 // token dataset, raw bytes for byte-level text models.
 std::vector<int32_t> parse_prompt(const std::string& prompt, const TrainConfig& c,
-                                  const std::optional<text::BpeTokenizer>& tok) {
+                                  const text::BpeTokenizer* tok) {
   std::vector<int32_t> ids;
   if (tok) {
     ids = tok->encode(prompt);
@@ -112,17 +149,24 @@ GenerateOptions generate_options(const GenerateFlags& f, const TrainConfig& c, b
 
 void run_generate(const GenerateFlags& f) {
   const DeviceSpec device = parse_device(f.device);
-  LoadedModel m = load_model(f.checkpoint);
+  const std::string path = model_file_path(f.checkpoint);
+  LoadedModel m = load_model(path);
   const TrainConfig& c = m.config;
-  const std::optional<text::BpeTokenizer> tok = model_tokenizer(c, f.tokenizer);
+  const std::optional<ModelTokenizer> model_tok = model_tokenizer(m, path, f.tokenizer);
+  const text::BpeTokenizer* tok = model_tok ? &model_tok->tokenizer : nullptr;
   const std::vector<int32_t> prompt = parse_prompt(f.prompt, c, tok);
+  // Said once generation has begun (the prompt and length were accepted).
+  bool short_prompt =
+      model_input(m) == ModelInput::StrideIds && static_cast<int64_t>(prompt.size()) < c.prompt_len;
   if (f.max_new_tokens < 0)
     throw Error(fmt::format("--max-new-tokens {} is negative", f.max_new_tokens));
-  const bool text_model = is_text_model(c) || tok.has_value();
+  const bool text_model = is_text_model(c) || tok != nullptr;
   GenerateOptions o = generate_options(f, c, text_model);
   // A model of a token dataset ends a text where its documents end, as Hugging Face's generate
   // stops at the end-of-sequence token.
   if (tok && is_token_dataset(c.data)) o.stop_tokens.push_back(read_manifest(c.data).eot);
+  if (tok && c.data.empty())  // an imported model ends where its tokenizer's documents do
+    if (const auto eot = tok->token_id("<|endoftext|>")) o.stop_tokens.push_back(*eot);
   std::vector<std::string> stops;
   for (const std::string& s : f.stop_texts) stops.push_back(unescape_stop(s));
   InferenceModel model(*m.model, c, device);
@@ -132,6 +176,13 @@ void run_generate(const GenerateFlags& f) {
   std::string text;
   int64_t printed = 0;
   o.on_token = [&](int64_t, int32_t token) {
+    if (short_prompt) {
+      fmt::print(stderr,
+                 "warning: this stride model learned to continue {}-token prompts; a {}-token "
+                 "one may not keep its stride\n",
+                 c.prompt_len, prompt.size());
+      short_prompt = false;
+    }
     if (text_model) {
       const std::string piece =
           tok ? tok->decode({token}) : std::string(1, static_cast<char>(token));
@@ -167,6 +218,10 @@ void run_generate(const GenerateFlags& f) {
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
+  if (model_input(m) != ModelInput::StrideIds) {  // token ids without a tokenizer
+    fmt::print("{}\n", nlohmann::json{{"prompt", prompt}, {"generated", out}}.dump());
+    return;
+  }
   const auto ok = StrideTask::continues_stride(prompt, out, c.model.vocab);
   const bool kept = P >= 2 && std::all_of(ok.begin(), ok.end(), [](bool b) { return b; });
   fmt::print("{}\n",
@@ -174,38 +229,98 @@ void run_generate(const GenerateFlags& f) {
 }
 
 struct EvalFlags {
-  std::string checkpoint, data;
+  std::string checkpoint, data, tokenizer;
   int64_t batches = 8;
   bool json = false;
   std::string device = "auto";
 };
+
+// The held-out batches `eval` measures, and what they are ("the validation split of ...").
+struct EvalData {
+  std::vector<Batch> batches;
+  std::string source;
+};
+
+// --data given: a token dataset's validation split, or a whole text file read as the model
+// reads (bytes, or its tokenizer's ids). A file or dataset the model cannot read is refused:
+// its ids would mean other tokens.
+EvalData explicit_eval_data(const EvalFlags& f, const LoadedModel& m, const std::string& path) {
+  const TrainConfig& c = m.config;
+  const int64_t B = c.batch_size, T = c.model.seq_len;
+  const ModelInput input = model_input(m);
+  if (input == ModelInput::StrideIds)
+    throw Error("--data: this model was trained on the stride task, not text");
+  const std::optional<ModelTokenizer> tok = model_tokenizer(m, path, f.tokenizer);
+  if (is_token_dataset(f.data)) {
+    const ShardManifest manifest = read_manifest(f.data);
+    if (input == ModelInput::Bytes)
+      throw Error(fmt::format(
+          "--data {} is a token dataset, but this model reads bytes (it trained on {}); give it "
+          "a text file",
+          f.data, c.data));
+    if (manifest.vocab_size > c.model.vocab)
+      throw Error(fmt::format("--data {}: its vocabulary {} is beyond the model's {}", f.data,
+                              manifest.vocab_size, c.model.vocab));
+    const std::string dataset_tokenizer = (fs::path(f.data) / manifest.tokenizer).string();
+    if (tok && file_text(dataset_tokenizer) != file_text(tok->path))
+      throw Error(fmt::format(
+          "--data {} was made with another tokenizer than this model's ({}): its ids would "
+          "mean other tokens",
+          f.data, tok->path));
+    const auto text = open_text_source(f.data, T, c.seed);
+    return {text->validation(B, T, f.batches), fmt::format("the validation split of {}", f.data)};
+  }
+  if (!fs::is_regular_file(f.data)) throw Error(fmt::format("--data {}: not a file", f.data));
+  const std::string bytes = file_text(f.data);
+  std::vector<int32_t> ids;
+  if (input == ModelInput::Bytes) {
+    ids.assign(reinterpret_cast<const unsigned char*>(bytes.data()),
+               reinterpret_cast<const unsigned char*>(bytes.data()) + bytes.size());
+  } else if (tok) {
+    ids = tok->tokenizer.encode(bytes);
+  } else {
+    throw Error(fmt::format(
+        "--data {}: this model reads a tokenizer's ids and has none; give --tokenizer FILE",
+        f.data));
+  }
+  if (static_cast<int64_t>(ids.size()) < T + 1)
+    throw Error(
+        fmt::format("--data {}: {} tokens, fewer than --seq-len {} + 1", f.data, ids.size(), T));
+  return {consecutive_batches(ids, 0, B, T, f.batches),
+          fmt::format("{} ({}{})", f.data, input == ModelInput::Bytes ? "bytes" : "tokenized by ",
+                      input == ModelInput::Bytes ? "" : tok->path)};
+}
 
 void run_eval(const EvalFlags& f) {
   // Each batch is a forward pass; a million of them is days, not a typo worth running.
   if (f.batches < 1 || f.batches > 1000000)
     throw Error(fmt::format("--batches {} must be between 1 and 1000000", f.batches));
   const DeviceSpec device = parse_device(f.device);
-  LoadedModel m = load_model(f.checkpoint);
-  TrainConfig c = m.config;
-  if (!f.data.empty()) {
-    c.data = f.data;
-    if (is_token_dataset(c.data) && read_manifest(c.data).vocab_size > c.model.vocab)
-      throw Error(fmt::format("--data {}: its vocabulary {} is beyond the model's {}", c.data,
-                              read_manifest(c.data).vocab_size, c.model.vocab));
-  }
+  const std::string path = model_file_path(f.checkpoint);
+  LoadedModel m = load_model(path);
+  const TrainConfig& c = m.config;
   InferenceModel model(*m.model, c, device);
-  const int64_t B = c.batch_size, T = c.model.seq_len;
   nlohmann::json j;
-  if (is_text_model(c)) {
-    const auto text = open_text_source(c.data, T, c.seed);
-    const double loss = mean_loss(model.model(), text->validation(B, T, f.batches));
-    j = {{"data", c.data}, {"loss", loss}, {"perplexity", std::exp(loss)}};
-  } else {
-    if (!f.data.empty()) throw Error("--data: this model was trained on the stride task, not text");
+  if (!f.data.empty()) {
+    const EvalData d = explicit_eval_data(f, m, path);
+    const double loss = mean_loss(model.model(), d.batches);
+    j = {{"data", d.source}, {"loss", loss}, {"perplexity", std::exp(loss)}};
+  } else if (model_input(m) == ModelInput::StrideIds) {
     const double loss = mean_loss(model.model(), stride_held_out_batches(c, f.batches));
     j = {{"loss", loss},
          {"perplexity", std::exp(loss)},
          {"stride_accuracy", stride_accuracy(model.model(), c)}};
+  } else if (c.data.empty()) {
+    throw Error(fmt::format(
+        "{} came without its data (fp8lm import): give --data FILE (text) or a token dataset",
+        path));
+  } else {
+    const auto text = open_text_source(c.data, c.model.seq_len, c.seed);
+    const double loss =
+        mean_loss(model.model(), text->validation(c.batch_size, c.model.seq_len, f.batches));
+    j = {{"data", fmt::format("the validation split of {}", c.data)},
+         {"loss", loss},
+         {"perplexity", std::exp(loss)}};
   }
   if (f.json) {
     fmt::print("{}\n", j.dump());
@@ -215,6 +330,7 @@ void run_eval(const EvalFlags& f) {
              j["perplexity"].get<double>());
   if (j.contains("stride_accuracy"))
     fmt::print(" · stride accuracy {:.4f}", j["stride_accuracy"].get<double>());
+  if (j.contains("data")) fmt::print(" · on {}", j["data"].get<std::string>());
   fmt::print("\n");
 }
 
@@ -224,7 +340,8 @@ void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "generate", "Generation from a model file: greedy, or sampled with --temperature");
   auto f = std::make_shared<GenerateFlags>();
-  cmd->add_option("--checkpoint", f->checkpoint, "model.safetensors written by fp8lm train")
+  cmd->add_option("--checkpoint", f->checkpoint, "a model file or a run directory")
+      ->type_name("MODEL")
       ->required();
   cmd->add_option("--prompt", f->prompt, "token ids (\"3 10 17\"), or text for text models")
       ->required();
@@ -239,7 +356,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--stop", f->stop_texts,
                   "text models: end once the text ends with this (\\n, \\t; repeatable)");
   cmd->add_option("--tokenizer", f->tokenizer,
-                  "models of a token dataset: this tokenizer (default: the dataset's)");
+                  "models of token ids: this tokenizer (default: the dataset's, or the "
+                  "tokenizer.json beside the model)");
   cmd->add_flag("--json", f->json, "print {prompt, generated, stride_kept}");
   cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");
   cmd->callback([f] {
@@ -250,9 +368,15 @@ void add_generate_command(CLI::App& app) {
 void add_eval_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("eval", "Loss, perplexity (and stride accuracy) of a model file");
   auto f = std::make_shared<EvalFlags>();
-  cmd->add_option("--checkpoint", f->checkpoint, "model.safetensors written by fp8lm train")
+  cmd->add_option("--checkpoint", f->checkpoint, "a model file or a run directory")
+      ->type_name("MODEL")
       ->required();
-  cmd->add_option("--data", f->data, "text file (byte-level models; default: the training file)");
+  cmd->add_option("--data", f->data,
+                  "a text file (read whole, as the model reads text) or a token dataset "
+                  "(its validation split); default: the validation split of the training data");
+  cmd->add_option("--tokenizer", f->tokenizer,
+                  "models of token ids: this tokenizer (default: the dataset's, or the "
+                  "tokenizer.json beside the model)");
   cmd->add_option("--batches", f->batches, "held-out batches (default 8)");
   cmd->add_flag("--json", f->json, "print JSON");
   cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");

@@ -8,8 +8,10 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,6 +24,7 @@
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "io/run_lock.h"
+#include "train/settings.h"
 #include "train/token_shards.h"
 #include "train/trainer.h"
 
@@ -33,42 +36,39 @@ struct TrainFlags {
   std::string config, out, resume, init;
   int64_t checkpoint_every = 0, stop_after = 0;
   int keep_checkpoints = 3;
-  std::map<std::string, std::string> values;  // flag name (without --) -> value
-  bool fp8_weights = false;
+  std::map<std::string, std::string> values;  // setting name -> the flag's text
+  std::set<std::string> negated;              // switches given as --no-NAME
+  bool no_save = false;
   bool no_fusion = false;
   std::string device = "auto";
   double collective_timeout = kDefaultCollectiveTimeout;
 };
 
-int64_t as_int(const std::string& flag, const std::string& v) {
-  const std::optional<int64_t> x = parse_int(v);
-  if (!x) throw Error(fmt::format("--{} '{}' is not an integer", flag, v));
-  return *x;
-}
-
-// An int setting: out of int's range is an error, not a wrapped value.
-int as_int32(const std::string& flag, const std::string& v) {
-  const int64_t x = as_int(flag, v);
-  if (x < INT32_MIN || x > INT32_MAX) throw Error(fmt::format("--{} {} is out of range", flag, v));
-  return static_cast<int>(x);
-}
-
-float as_float(const std::string& flag, const std::string& v) {
-  float x = 0;
-  try {
-    x = parse_float(v);
-  } catch (const Error&) {
-    throw Error(fmt::format("--{} '{}' is not a finite number", flag, v));
+// The settings given on the command line, as (setting, text): a switch alone is "true", its
+// --no- form "false"; the old spelling "--bias false" still works, with a line saying so.
+std::vector<std::pair<const Setting*, std::string>> given_settings(const TrainFlags& f,
+                                                                   CLI::App* app) {
+  std::vector<std::pair<const Setting*, std::string>> given;
+  for (const Setting& s : train_settings()) {
+    const std::string name(s.name);
+    const bool set = app->get_option(s.flag())->count() > 0;
+    if (s.type != SettingType::Bool) {
+      if (set) given.emplace_back(&s, f.values.at(name));
+      continue;
+    }
+    const bool negated = f.negated.contains(name);
+    if (set && negated)
+      throw Error(fmt::format("{} and --no-{} contradict each other", s.flag(), name));
+    if (negated) given.emplace_back(&s, "false");
+    if (!set) continue;
+    const std::string& v = f.values.at(name);
+    if (v == "true" || v == "false") {
+      fmt::print(stderr, "note: {} {} is an old spelling; write {}\n", s.flag(), v,
+                 v == "false" ? fmt::format("--no-{}", name) : s.flag());
+    }
+    given.emplace_back(&s, v.empty() ? "true" : v);
   }
-  if (!std::isfinite(x)) throw Error(fmt::format("--{} '{}' is not a finite number", flag, v));
-  return x;
-}
-
-// A switch: given alone (an empty value) it is true.
-bool as_bool(const std::string& flag, const std::string& v) {
-  if (v == "true" || v.empty()) return true;
-  if (v == "false") return false;
-  throw Error(fmt::format("--{} '{}' is not true or false", flag, v));
+  return given;
 }
 
 // What sets the block apart from GPT-2's: " · 2 kv heads · rope 10000 · rmsnorm · ...".
@@ -84,133 +84,11 @@ std::string block_features(const GPTConfig& m) {
   return s;
 }
 
-// Every setting once: its flag (and config key), its help, and how it applies.
-struct Setting {
-  const char* name;
-  const char* help;
-  void (*apply)(TrainConfig& c, const std::string& flag, const std::string& v);
-};
-
-using Flag = const std::string&;
-const Setting kSettings[] = {
-    {"vocab", "vocabulary size",
-     [](TrainConfig& c, Flag f, Flag v) { c.model.vocab = as_int(f, v); }},
-    {"seq-len", "the longest sequence (the position table, the KV cache)",
-     [](TrainConfig& c, Flag f, Flag v) { c.model.seq_len = as_int(f, v); }},
-    {"d-model", "model width",
-     [](TrainConfig& c, Flag f, Flag v) { c.model.d_model = as_int(f, v); }},
-    {"n-layers", "transformer layers",
-     [](TrainConfig& c, Flag f, Flag v) { c.model.n_layers = as_int(f, v); }},
-    {"n-heads", "attention heads",
-     [](TrainConfig& c, Flag f, Flag v) { c.model.n_heads = as_int(f, v); }},
-    {"ffn", "MLP hidden width", [](TrainConfig& c, Flag f, Flag v) { c.model.ffn = as_int(f, v); }},
-    {"activation", "gelu|relu|swiglu",
-     [](TrainConfig& c, Flag, Flag v) { c.model.activation = parse_activation(v); }},
-    {"normalization", "layernorm|rmsnorm",
-     [](TrainConfig& c, Flag, Flag v) { c.model.normalization = parse_normalization(v); }},
-    {"n-kv-heads", "key/value heads of grouped-query attention (divides --n-heads; 0: as many)",
-     [](TrainConfig& c, Flag f, Flag v) { c.model.n_kv_heads = as_int(f, v); }},
-    {"rope-theta", "rotary position embeddings with this base (Llama: 10000); 0: learned positions",
-     [](TrainConfig& c, Flag f, Flag v) { c.model.rope_theta = as_float(f, v); }},
-    {"bias", "true|false: biases in every linear layer (Llama: false)",
-     [](TrainConfig& c, Flag f, Flag v) { c.model.bias = as_bool(f, v); }},
-    {"tie-embeddings", "true|false: the LM head is the token embedding (Llama: false)",
-     [](TrainConfig& c, Flag f, Flag v) { c.model.tied_head = as_bool(f, v); }},
-    {"precision", "auto|fp8|bf16|fp32",
-     [](TrainConfig& c, Flag, Flag v) { c.precision = parse_precision(v); }},
-    {"fp8-format", "e4m3|hybrid",
-     [](TrainConfig& c, Flag, Flag v) { c.recipe.delayed.format = parse_format(v); }},
-    {"amax-history-len", "delayed scaling: amax history length",
-     [](TrainConfig& c, Flag f, Flag v) { c.recipe.delayed.amax_history_len = as_int32(f, v); }},
-    {"amax-compute-algo", "delayed scaling: max|most_recent",
-     [](TrainConfig& c, Flag, Flag v) {
-       c.recipe.delayed.amax_compute_algo = parse_amax_compute_algo(v);
-     }},
-    {"margin", "scale = fp8_max / amax / 2^margin",
-     [](TrainConfig& c, Flag f, Flag v) { c.recipe.delayed.margin = as_int32(f, v); }},
-    {"recipe", "delayed|current|block|mxfp8|nvfp4 (TE's recipes)",
-     [](TrainConfig& c, Flag, Flag v) {
-       try {
-         c.recipe.kind = parse_scaling_kind(v);
-       } catch (const Error& e) {
-         throw Error(fmt::format("--recipe: {}", e.what()));
-       }
-     }},
-    {"power-2-scale", "block recipe: true|false, scales powers of two (default true)",
-     [](TrainConfig& c, Flag f, Flag v) { c.recipe.block.power_2_scale = as_bool(f, v); }},
-    {"amax-epsilon", "block recipe: the smallest amax a block's scale is taken from (default 0)",
-     [](TrainConfig& c, Flag f, Flag v) { c.recipe.block.amax_epsilon = as_float(f, v); }},
-    {"disable-rht", "nvfp4: true|false, no Hadamard transform on the weight gradient's inputs",
-     [](TrainConfig& c, Flag f, Flag v) { c.recipe.nvfp4.disable_rht = as_bool(f, v); }},
-    {"disable-stochastic-rounding", "nvfp4: true|false, gradients rounded to nearest",
-     [](TrainConfig& c, Flag f, Flag v) {
-       c.recipe.nvfp4.disable_stochastic_rounding = as_bool(f, v);
-     }},
-    {"disable-2d-quantization", "nvfp4: true|false, weights in 1x16 blocks, not 16x16",
-     [](TrainConfig& c, Flag f, Flag v) {
-       c.recipe.nvfp4.disable_2d_quantization = as_bool(f, v);
-     }},
-    {"precision-map",
-     "GEMMs kept in BF16 under FP8: glob patterns over GEMM names, comma-separated "
-     "(layers.0.*,*.fc2), or first-last-layers",
-     [](TrainConfig& c, Flag, Flag v) { c.precision_map = v; }},
-    {"steps", "training steps", [](TrainConfig& c, Flag f, Flag v) { c.steps = as_int(f, v); }},
-    {"batch-size", "sequences per forward and backward, across all ranks",
-     [](TrainConfig& c, Flag f, Flag v) { c.batch_size = as_int(f, v); }},
-    {"grad-accum", "micro-batches of --batch-size whose gradients one optimizer step sums",
-     [](TrainConfig& c, Flag f, Flag v) { c.grad_accum = as_int(f, v); }},
-    {"zero", "0|1: 1 shards the optimizer state across data-parallel ranks (ZeRO-1)",
-     [](TrainConfig& c, Flag f, Flag v) { c.zero = as_int(f, v); }},
-    {"grad-reduce", "fp32|bf16: the type gradients are all-reduced in across ranks (default fp32)",
-     [](TrainConfig& c, Flag, Flag v) {
-       if (v != "fp32" && v != "bf16")
-         throw Error(fmt::format("--grad-reduce: '{}' is not fp32 or bf16", v));
-       c.bf16_grad_reduce = v == "bf16";
-     }},
-    {"grad-bucket-mb",
-     "MiB of gradients per all-reduce bucket, started as backward finishes it (0: one, after)",
-     [](TrainConfig& c, Flag f, Flag v) { c.grad_bucket_mb = as_float(f, v); }},
-    {"lr", "peak learning rate", [](TrainConfig& c, Flag f, Flag v) { c.lr = as_float(f, v); }},
-    {"warmup", "warmup steps", [](TrainConfig& c, Flag f, Flag v) { c.warmup = as_int(f, v); }},
-    {"weight-decay", "AdamW weight decay (matrices only)",
-     [](TrainConfig& c, Flag f, Flag v) { c.weight_decay = as_float(f, v); }},
-    {"grad-clip", "clip the global gradient norm to this (0: off)",
-     [](TrainConfig& c, Flag f, Flag v) { c.grad_clip = as_float(f, v); }},
-    {"seed", "random seed",
-     [](TrainConfig& c, Flag f, Flag v) { c.seed = static_cast<uint64_t>(as_int(f, v)); }},
-    {"threads", "threads (0: all cores)",
-     [](TrainConfig& c, Flag f, Flag v) { c.threads = as_int32(f, v); }},
-    {"data", "byte-level text file (default: the stride task)",
-     [](TrainConfig& c, Flag, Flag v) {
-       // Stored absolute: a run resumed from another directory still finds its data.
-       c.data = v.empty() ? v : std::filesystem::absolute(v).lexically_normal().string();
-     }},
-    {"max-stride", "stride task: largest stride K",
-     [](TrainConfig& c, Flag f, Flag v) { c.max_stride = as_int(f, v); }},
-    {"fp8-fallback",
-     "auto|off: a GEMM whose FP8 output goes non-finite or keeps saturating moves to BF16 "
-     "(default auto)",
-     [](TrainConfig& c, Flag, Flag v) {
-       if (v != "auto" && v != "off")
-         throw Error(fmt::format("--fp8-fallback: '{}' is not auto or off", v));
-       c.fp8_fallback = v == "auto";
-     }},
-    {"max-skipped-steps", "non-finite steps skipped in a row before the run stops (default 10)",
-     [](TrainConfig& c, Flag f, Flag v) { c.max_skipped_steps = as_int(f, v); }},
-};
-
-void apply(TrainConfig& c, const std::string& flag, const std::string& v) {
-  for (const Setting& s : kSettings) {
-    if (flag == s.name) return s.apply(c, flag, v);
-  }
-  throw Error(fmt::format("unknown setting '{}'", flag));
-}
-
-// A JSON object whose keys are flag names (with - or _): {"d_model": 512, "precision": "fp8"}.
-// Returns the flags it set.
+// A JSON object of settings, as a run's config.json holds them ({"d_model": 512,
+// "precision": "fp8", "run": {...}}). Returns the settings it set; a run's checkpointing
+// ("run") goes into `run`.
 std::set<std::string> apply_config_file(TrainConfig& c, const std::string& path,
-                                        bool& fp8_weights) {
-  std::set<std::string> set;
+                                        nlohmann::json& run) {
   std::error_code ec;
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
     throw Error(fmt::format("{}: not a regular file (a config is a JSON file)", path));
@@ -222,25 +100,8 @@ std::set<std::string> apply_config_file(TrainConfig& c, const std::string& path,
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(fmt::format("{}: not valid JSON (byte {})", path, e.byte));
   }
-  if (!j.is_object()) throw Error(fmt::format("{}: expected a JSON object of settings", path));
-  for (const auto& [key, value] : j.items()) {
-    std::string flag = key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    if (flag == "fp8-weights") {
-      if (!value.is_boolean())
-        throw Error(fmt::format("{}: fp8_weights must be true or false", path));
-      fp8_weights = value.get<bool>();
-      continue;
-    }
-    const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-    try {
-      apply(c, flag, text);
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", path, e.what()));
-    }
-    set.insert(flag);
-  }
-  return set;
+  if (j.is_object() && j.contains("run")) run = j["run"];
+  return apply_settings_json(c, j, path, {"run"});
 }
 
 // One line redrawn in place on a terminal; a line every 10% otherwise (logs, CI).
@@ -350,6 +211,11 @@ void check_run_flags(const TrainFlags& f, CLI::App* app) {
   }
   if (!f.out.empty() && !f.resume.empty())
     throw Error("--out and --resume name the run twice; --resume DIR continues DIR");
+  if (f.no_save && (!f.out.empty() || !f.resume.empty()))
+    throw Error(
+        fmt::format("--no-save keeps nothing; drop {}", f.out.empty() ? "--resume" : "--out"));
+  if (f.no_save && (f.checkpoint_every > 0 || f.stop_after > 0))
+    throw Error("--checkpoint-every and --stop-after write checkpoints; drop --no-save");
   if (!f.init.empty() && !f.resume.empty())
     throw Error("--init starts a new run from a model's weights; --resume continues a run");
   if (f.keep_checkpoints < 1)
@@ -399,8 +265,37 @@ int follow(Trainer& trainer, const std::string& dir, const TrainFlags& f, CLI::A
   return 0;
 }
 
-int run_train(const TrainFlags& f, CLI::App* app) {
+// A new run directory under runs/, named by the time it starts: runs/20261203-142501 (-2, -3
+// when a run of the same second has it).
+std::string new_run_dir() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  std::string dir = fmt::format("runs/{}", stamp);
+  for (int n = 2; std::filesystem::exists(dir); ++n) dir = fmt::format("runs/{}-{}", stamp, n);
+  return dir;
+}
+
+// A --config file's "run" object (a run's config.json has one): its checkpointing applies
+// unless the flags say otherwise.
+void apply_config_run(TrainFlags& f, CLI::App* app, const nlohmann::json& run) {
+  if (!run.is_object()) return;
+  if (app->get_option("--checkpoint-every")->count() == 0 && run.contains("checkpoint_every") &&
+      run["checkpoint_every"].is_number_integer())
+    f.checkpoint_every = run["checkpoint_every"].get<int64_t>();
+  if (app->get_option("--keep-checkpoints")->count() == 0 && run.contains("keep_checkpoints") &&
+      run["keep_checkpoints"].is_number_integer())
+    f.keep_checkpoints =
+        static_cast<int>(std::clamp<int64_t>(run["keep_checkpoints"].get<int64_t>(), 1, INT32_MAX));
+}
+
+int run_train(TrainFlags f, CLI::App* app) {
   check_run_flags(f, app);
+  // Nothing thrown away: a run without --out is saved under runs/ (--no-save: nothing kept).
+  const bool named_here = f.out.empty() && f.resume.empty() && !f.no_save;
+  if (named_here) f.out = new_run_dir();
   const std::string dir = f.resume.empty() ? f.out : f.resume;
   if (!dir.empty()) {
     // Before the trainer loads (which can take seconds): a stop asked for meanwhile is
@@ -414,14 +309,13 @@ int run_train(const TrainFlags& f, CLI::App* app) {
   // trains and holds the same model).
   const bool lead = world().rank() == 0;
   world().set_timeout(f.collective_timeout);
+  const auto given = given_settings(f, app);
   if (!f.resume.empty()) {
-    for (const auto& [flag, value] : f.values) {
-      if (app->get_option("--" + flag)->count() > 0) {
-        throw Error(fmt::format("--resume continues the run's own config; drop --{}", flag));
-      }
+    if (!given.empty()) {
+      throw Error(fmt::format("--resume continues the run's own config; drop {}",
+                              given.front().first->flag()));
     }
-    if (!f.config.empty() || f.fp8_weights)
-      throw Error("--resume continues the run's own config; drop --config and --fp8-weights");
+    if (!f.config.empty()) throw Error("--resume continues the run's own config; drop --config");
     if (parse_only()) return 0;
     if (!std::filesystem::exists(f.resume + "/config.json"))
       throw Error(fmt::format("--resume {}: not an fp8lm run (no config.json)", f.resume));
@@ -429,30 +323,38 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     trainer = resume_run(f.resume, parse_device(f.device), lead);
   } else {
     TrainConfig c;
-    bool fp8_weights = false;
     std::set<std::string> set;
-    if (!f.config.empty()) set = apply_config_file(c, f.config, fp8_weights);
-    for (const auto& [flag, value] : f.values) {
-      if (app->get_option("--" + flag)->count() == 0) continue;
-      apply(c, flag, value);
-      set.insert(flag);
+    if (!f.config.empty()) {
+      nlohmann::json config_run;
+      set = apply_config_file(c, f.config, config_run);
+      apply_config_run(f, app, config_run);
+      check_run_flags(f, app);
+    }
+    for (const auto& [setting, text] : given) {
+      apply_setting(c, *setting, text);
+      set.insert(std::string(setting->name));
     }
     // Byte-level text has 256 token ids, a token dataset its tokenizer's: the vocabulary
     // unless one was asked for.
     if (!c.data.empty() && !set.contains("vocab"))
       c.model.vocab = is_token_dataset(c.data) ? read_manifest(c.data).vocab_size : 256;
-    if (f.fp8_weights) fp8_weights = true;
-    c.fp8_weights = fp8_weights;
     c.device = parse_device(f.device);
-    // Fine-tuning: the model's shape is the init file's, whatever the model flags say.
+    // Fine-tuning: the model's shape is the init file's; a shape flag beside it would be
+    // ignored, so it is refused.
     const std::string init = f.init.empty() ? "" : model_file_path(f.init);
     if (!init.empty()) {
+      for (const auto& [setting, text] : given) {
+        if (setting->group == "model")
+          throw Error(fmt::format("--init {}: the model's shape is the file's; drop {}", f.init,
+                                  setting->flag()));
+      }
       const auto meta = Safetensors::read_metadata(init);
       if (!meta.count("config"))
         throw Error(
             fmt::format("--init {}: not an fp8lm model file (fp8lm import makes one)", init));
       c.model = train_config_from_json(meta.at("config"), init).model;
     }
+    check_fp8_only_settings(c);
     c.validate();
     if (parse_only()) return 0;
     if (!f.out.empty() && lead) check_new_run_dir(f.out);
@@ -495,11 +397,11 @@ int run_train(const TrainFlags& f, CLI::App* app) {
     fmt::print("gradient accumulation: {} micro-batches of {} sequences per step ({} sequences)\n",
                c.grad_accum, c.batch_size, c.sequences_per_step());
   }
+  if (named_here)
+    fmt::print("saving the run to {} (--out DIR names it; --no-save keeps nothing)\n", dir);
   std::fflush(stdout);  // the header before the progress bar (stderr)
 
   if (dir.empty()) {
-    if (f.checkpoint_every > 0 || f.stop_after > 0)
-      throw Error("--checkpoint-every and --stop-after need --out DIR");
     while (!trainer->done()) print_progress(trainer->train_step());
     print_result(c, trainer->finish());
     return 0;
@@ -525,31 +427,70 @@ void add_train_command(CLI::App& app) {
   auto* train =
       app.add_subcommand("train", "Train a GPT (default: the stride demo) and evaluate it");
   auto flags = std::make_shared<TrainFlags>();
-  train->add_option("--config", flags->config, "JSON file of settings (flags override it)");
-  train->add_option("--out", flags->out,
-                    "run directory: config, metrics, checkpoints, model, summary");
-  train->add_option("--init", flags->init,
-                    "start from this model's weights (a model.safetensors or run directory, e.g. "
-                    "from fp8lm import): fine-tuning; the model's shape is its");
-  train->add_option("--resume", flags->resume,
-                    "continue the run in this directory from its latest checkpoint");
-  train->add_option("--checkpoint-every", flags->checkpoint_every,
-                    "write a checkpoint every N steps");
-  train->add_option("--keep-checkpoints", flags->keep_checkpoints, "checkpoints kept (default 3)");
-  train->add_option("--stop-after", flags->stop_after,
-                    "stop with a checkpoint after step N (resume later)");
-  train->add_flag("--fp8-weights", flags->fp8_weights,
-                  "keep module weights only as FP8 (TE's fp8_model_init)");
-  train->add_option("--device", flags->device,
-                    "auto|cpu|cuda|cuda:N (auto: a GPU when one is present; default auto)");
-  train->add_option("--collective-timeout", flags->collective_timeout,
-                    "seconds a rank waits in a collective for the others before the run stops "
-                    "(default 300; 0: forever)");
+  const auto text = [](CLI::Option* o, const char* type, const std::string& fallback) {
+    o->type_name(type);
+    if (!fallback.empty()) o->default_str(fallback);
+    return o;
+  };
+  train->option_defaults()->group("Run");
+  train
+      ->add_option("--config", flags->config,
+                   "JSON file of settings, e.g. a run's config.json (flags override it)")
+      ->type_name("FILE");
+  train
+      ->add_option("--out", flags->out,
+                   "run directory: config, metrics, checkpoints, model, summary (default: "
+                   "runs/<date>-<time>)")
+      ->type_name("DIR");
+  train->add_flag("--no-save", flags->no_save, "keep nothing on disk (for scripts)");
+  train
+      ->add_option("--init", flags->init,
+                   "start from this model's weights (a model.safetensors or run directory, e.g. "
+                   "from fp8lm import): fine-tuning; the model's shape is its")
+      ->type_name("MODEL");
+  train
+      ->add_option("--resume", flags->resume,
+                   "continue the run in this directory from its latest checkpoint")
+      ->type_name("DIR");
+  text(train->add_option("--checkpoint-every", flags->checkpoint_every,
+                         "write a checkpoint every N steps (0: at the end only)"),
+       "INT", "0");
+  text(train->add_option("--keep-checkpoints", flags->keep_checkpoints, "checkpoints kept"), "INT",
+       "3");
+  text(train->add_option("--stop-after", flags->stop_after,
+                         "stop with a checkpoint after step N (resume later)"),
+       "INT", "");
+  text(train->add_option("--device", flags->device,
+                         "auto: a GPU when one is present; cuda:N picks one"),
+       "{auto,cpu,cuda,cuda:N}", "auto");
+  text(train->add_option("--collective-timeout", flags->collective_timeout,
+                         "seconds a rank waits in a collective for the others before the run "
+                         "stops (0: forever)"),
+       "FLOAT", fmt::format("{}", kDefaultCollectiveTimeout));
   train->add_flag("--no-fusion", flags->no_fusion,
                   "run the unfused kernel twins (to measure what fusion saves)");
-  for (const Setting& s : kSettings) {
-    CLI::Option* o = train->add_option(std::string("--") + s.name, flags->values[s.name], s.help);
-    if (std::string_view(s.name).starts_with("disable-")) o->expected(0, 1);
+  const std::map<std::string_view, std::string> groups = {
+      {"model", "Model"},
+      {"precision", "Precision and FP8 recipes"},
+      {"training", "Optimization"},
+      {"data", "Data and evaluation"},
+      {"parallel", "Many processes (mpirun)"}};
+  for (const Setting& s : train_settings()) {
+    const std::string name(s.name);
+    CLI::Option* o = train->add_option(s.flag(), flags->values[name], std::string(s.help));
+    o->group(groups.at(s.group));
+    if (s.type == SettingType::Bool) {
+      // A switch; "--NAME false" still parses (the old spelling), hidden from help.
+      o->expected(0, 1)->type_name("");
+      o->description(fmt::format("{} (default: {}; --no-{} turns it off)", s.help,
+                                 s.fallback() == "true" ? "on" : "off", name));
+      train
+          ->add_flag_callback(fmt::format("--no-{}", name),
+                              [flags, name] { flags->negated.insert(name); })
+          ->group("");
+    } else {
+      text(o, s.type_name().c_str(), s.fallback());
+    }
   }
   train->callback([flags, train] {
     const int code = run_train(*flags, train);

@@ -14,32 +14,6 @@
 
 namespace fp8lm::cli {
 
-float parse_float(std::string_view token) {
-  std::string_view body = token;
-  if (!body.empty() && body[0] == '+') body.remove_prefix(1);
-  float value = 0.0f;
-  const char* end = body.data() + body.size();
-  const auto [ptr, ec] = std::from_chars(body.data(), end, value);
-  if (body.empty() || ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-    throw Error(fmt::format("'{}' is not a number", token));
-  }
-  if (ec == std::errc::result_out_of_range) {
-    // from_chars leaves value untouched; the double tells the direction (overflow or underflow).
-    value = static_cast<float>(std::strtod(std::string(body).c_str(), nullptr));
-  }
-  return value;
-}
-
-std::optional<int64_t> parse_int(std::string_view token) {
-  std::string_view body = token;
-  if (!body.empty() && body[0] == '+') body.remove_prefix(1);
-  int64_t value = 0;
-  const char* end = body.data() + body.size();
-  const auto [ptr, ec] = std::from_chars(body.data(), end, value);
-  if (body.empty() || ptr != end || ec != std::errc()) return std::nullopt;
-  return value;
-}
-
 uint8_t parse_code(std::string_view token) {
   std::string_view digits = token;
   int base = 10;

@@ -7,14 +7,12 @@
 #include <vector>
 
 #include "core/fp8_dtype.h"
+#include "core/parse_number.h"
 
 namespace fp8lm::cli {
 
-// A float as written (decimal or scientific, inf, nan; leading + allowed). Magnitudes beyond
-// float's range become ±inf, below its smallest subnormal ±0, as a float cast would.
-float parse_float(std::string_view token);
-// A whole decimal integer (leading + or - allowed); nullopt unless the token is exactly one.
-std::optional<int64_t> parse_int(std::string_view token);
+using fp8lm::parse_float;  // core/parse_number.h
+using fp8lm::parse_int;
 // A format's code: 0xNN or decimal, 0 to 255.
 uint8_t parse_code(std::string_view token);
 // White-space separated token ids ("3 10 17"), each in [0, vocab); Error "<flag>: '<word>' is

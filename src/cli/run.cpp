@@ -3,13 +3,16 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "cli/cli_reference.h"
 #include "cli/commands.h"
+#include "core/closest_name.h"
 #include "dist/communicator.h"
 #include "fp8lm/error.h"
 
@@ -27,6 +30,39 @@ std::vector<std::string> unparsed_arguments(const CLI::App& app) {
     out.insert(out.end(), more.begin(), more.end());
   }
   return out;
+}
+
+// The deepest command the user chose: "fp8lm fp8 table" -> table.
+const CLI::App& chosen_command(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) return chosen_command(*sub);
+  return app;
+}
+
+// "unknown option '--precison' (did you mean --precision?)", or for a word where a command
+// was expected, the nearest command; empty when nothing was left unparsed.
+std::string unknown_argument(const CLI::App& app) {
+  const std::vector<std::string> unknown = unparsed_arguments(app);
+  if (unknown.empty()) return "";
+  const CLI::App& cmd = chosen_command(app);
+  const std::string path = cmd.get_parent() ? fmt::format("fp8lm {}", cmd.get_name()) : "fp8lm";
+  auto word = std::find_if(unknown.begin(), unknown.end(),
+                           [](const std::string& w) { return w.starts_with("-"); });
+  std::vector<std::string> names;
+  std::string what = "option";
+  std::string typed;
+  if (word != unknown.end()) {
+    typed = word->substr(0, word->find('='));
+    for (const CLI::Option* o : cmd.get_options()) {
+      for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+    }
+  } else {
+    typed = unknown.front();
+    what = cmd.get_subcommands({}).empty() ? "argument" : "command";
+    for (const CLI::App* sub : cmd.get_subcommands({})) names.push_back(sub->get_name());
+  }
+  const std::string near = closest_name(typed, names);
+  return fmt::format("unknown {} '{}'{} (see {} --help)", what, typed,
+                     near.empty() ? "" : fmt::format(" (did you mean {}?)", near), path);
 }
 
 }  // namespace
@@ -54,6 +90,8 @@ int run_command(int argc, char** argv) {
   CLI::App app{"fp8lm: FP8 mixed-precision training and inference for GPT-style models", "fp8lm"};
   app.set_version_flag("--version", "fp8lm " FP8LM_VERSION);
   app.require_subcommand(1);
+  // Help shows each option's default (as its variable starts), and its type.
+  app.option_defaults()->always_capture_default();
   add_fp8_command(app);
   add_doctor_command(app);
   add_train_command(app);
@@ -63,6 +101,10 @@ int run_command(int argc, char** argv) {
   add_tokenizer_command(app);
   add_data_command(app);
   add_hf_commands(app);
+  // Hidden: the Markdown of every command's options (docs/reference/cli.md is its output).
+  app.add_subcommand("cli-reference", "")->group("")->callback([&app] {
+    fmt::print("{}", cli_reference(app));
+  });
   try {
     // CLI11 reports a mistyped command as "a subcommand is required"; name it instead.
     const auto known = [&](const char* name) {
@@ -72,7 +114,12 @@ int run_command(int argc, char** argv) {
       return false;
     };
     if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
-      throw fp8lm::Error(fmt::format("unknown command '{}' (see fp8lm --help)", argv[1]));
+      std::vector<std::string> names;
+      for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+      const std::string near = closest_name(argv[1], names);
+      fmt::print(stderr, "error: unknown command '{}'{} (see fp8lm --help)\n", argv[1],
+                 near.empty() ? "" : fmt::format(" (did you mean {}?)", near));
+      return 2;
     }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -83,17 +130,15 @@ int run_command(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();  // a subcommand's own exit status (it has printed its message)
-  } catch (const CLI::RequiredError& e) {
-    // CLI11 checks required options before unknown ones; a mistyped flag is the likelier cause.
-    const std::vector<std::string> unknown = unparsed_arguments(app);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 checks required options before unknown ones; a mistyped flag is the likelier cause
+    // of either error, so it is named first.
+    const std::string unknown = unknown_argument(app);
     if (!unknown.empty()) {
-      fmt::print(stderr, "error: unknown option '{}' (see fp8lm --help)\n", unknown.front());
+      fmt::print(stderr, "error: {}\n", unknown);
     } else {
       fmt::print(stderr, "error: {} (see fp8lm --help)\n", e.what());
     }
-    return 2;
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "error: {} (see fp8lm --help)\n", e.what());
     return 2;
   } catch (const fp8lm::Error& e) {
     print_error(e.what());

@@ -14,6 +14,7 @@
 #include "fp8lm/error.h"
 #include "nn/precision_map.h"
 #include "train/adamw.h"
+#include "train/settings.h"
 
 namespace fp8lm {
 
@@ -86,96 +87,10 @@ void load_fp8_state(const Safetensors& st, Linear& l) {
   l.set_fp8_meta(meta);
 }
 
-// The stored config's numbers, strings and switches, f(key, field) for each, the same list for
-// writing and reading (Model and Config: const or not).
-template <class Model, class F>
-void model_fields(Model& m, F f) {
-  f("vocab", m.vocab);
-  f("seq_len", m.seq_len);
-  f("d_model", m.d_model);
-  f("n_layers", m.n_layers);
-  f("n_heads", m.n_heads);
-  f("ffn", m.ffn);
-  f("n_kv_heads", m.n_kv_heads);
-  f("rope_theta", m.rope_theta);
-  f("bias", m.bias);
-  f("tied_head", m.tied_head);
-}
-template <class Config, class F>
-void run_fields(Config& c, F f) {
-  f("fp8_weights", c.fp8_weights);
-  f("steps", c.steps);
-  f("batch_size", c.batch_size);
-  f("grad_accum", c.grad_accum);
-  f("zero", c.zero);
-  f("bf16_grad_reduce", c.bf16_grad_reduce);
-  f("grad_bucket_mb", c.grad_bucket_mb);
-  f("lr", c.lr);
-  f("min_lr_ratio", c.min_lr_ratio);
-  f("warmup", c.warmup);
-  f("weight_decay", c.weight_decay);
-  f("grad_clip", c.grad_clip);
-  f("seed", c.seed);
-  f("threads", c.threads);
-  f("data", c.data);
-  f("max_stride", c.max_stride);
-  f("eval_prompts", c.eval_prompts);
-  f("prompt_len", c.prompt_len);
-  f("evaluate", c.evaluate);
-  f("max_skipped_steps", c.max_skipped_steps);
-  f("fp8_fallback", c.fp8_fallback);
-  f("precision_map", c.precision_map);
-}
-
-// Keys that configs written before them lack; their defaults apply.
-bool added_later(const char* key) {
-  for (const std::string_view later :
-       {"max_skipped_steps", "fp8_fallback", "grad_accum", "zero", "bf16_grad_reduce",
-        "grad_bucket_mb", "precision_map", "n_kv_heads", "rope_theta", "bias", "tied_head"})
-    if (later == key) return true;
-  return false;
-}
-
-template <class T>
-T get(const Json& j, const char* key, const std::string& origin) {
-  if (!j.contains(key)) throw Error(fmt::format("{}: config has no '{}'", origin, key));
-  try {
-    return j.at(key).get<T>();
-  } catch (const Json::exception&) {
-    throw Error(fmt::format("{}: config '{}' has the wrong type", origin, key));
-  }
-}
-
 }  // namespace
 
 std::string train_config_to_json(const TrainConfig& c) {
-  const DelayedScaling& r = c.recipe.delayed;
-  Json j = {{"precision", std::string(precision_name(c.precision))},
-            {"recipe",
-             {{"kind", std::string(scaling_kind_name(c.recipe.kind))},
-              {"power_2_scale", c.recipe.block.power_2_scale},
-              {"amax_epsilon", c.recipe.block.amax_epsilon},
-              {"disable_rht", c.recipe.nvfp4.disable_rht},
-              {"disable_stochastic_rounding", c.recipe.nvfp4.disable_stochastic_rounding},
-              {"disable_2d_quantization", c.recipe.nvfp4.disable_2d_quantization},
-              {"fp8_format", std::string(format_name(r.format))},
-              {"margin", r.margin},
-              {"amax_history_len", r.amax_history_len},
-              {"amax_compute_algo", std::string(amax_compute_algo_name(r.amax_compute_algo))}}}};
-  Json& m = j["model"];
-  m = {{"activation", std::string(activation_name(c.model.activation))},
-       {"normalization", std::string(normalization_name(c.model.normalization))}};
-  model_fields(c.model, [&](const char* key, const auto& v) { m[key] = v; });
-  run_fields(c, [&](const char* key, const auto& v) {
-    // A float as its shortest decimal (0.002, not the double 0.0020000000949949026): what the
-    // user wrote, and it reads back to the same float.
-    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, float>) {
-      j[key] = std::stod(fmt::format("{}", v));
-    } else {
-      j[key] = v;
-    }
-  });
-  return j.dump(2);
+  return settings_json(c).dump(2);
 }
 
 TrainConfig train_config_from_json(const std::string& text, const std::string& origin) {
@@ -185,38 +100,11 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& o
   } catch (const Json::exception&) {
     throw Error(fmt::format("{}: the stored config is not valid JSON", origin));
   }
-  if (!j.is_object() || !j.contains("model") || !j.contains("recipe")) {
-    throw Error(fmt::format("{}: not an fp8lm config (no model or recipe)", origin));
-  }
+  if (!j.is_object())
+    throw Error(fmt::format("{}: the stored config is not a JSON object", origin));
   TrainConfig c;
-  const Json& m = j["model"];
-  model_fields(c.model, [&](const char* key, auto& v) {
-    if (!m.contains(key) && added_later(key)) return;  // a GPT-2 block, as before they came
-    v = get<std::remove_reference_t<decltype(v)>>(m, key, origin);
-  });
-  run_fields(c, [&](const char* key, auto& v) {
-    if (!j.contains(key) && added_later(key)) return;
-    v = get<std::remove_reference_t<decltype(v)>>(j, key, origin);
-  });
-  c.model.activation = parse_activation(get<std::string>(m, "activation", origin));
-  c.model.normalization = parse_normalization(get<std::string>(m, "normalization", origin));
-  c.precision = parse_precision(get<std::string>(j, "precision", origin));
-  const Json& r = j["recipe"];
-  c.recipe.kind = parse_scaling_kind(get<std::string>(r, "kind", origin));
-  // The block-scaled recipes' fields came with them: older configs have their defaults.
-  const auto optional = [&](const char* key, auto& v) {
-    if (r.contains(key)) v = get<std::remove_reference_t<decltype(v)>>(r, key, origin);
-  };
-  optional("power_2_scale", c.recipe.block.power_2_scale);
-  optional("amax_epsilon", c.recipe.block.amax_epsilon);
-  optional("disable_rht", c.recipe.nvfp4.disable_rht);
-  optional("disable_stochastic_rounding", c.recipe.nvfp4.disable_stochastic_rounding);
-  optional("disable_2d_quantization", c.recipe.nvfp4.disable_2d_quantization);
-  c.recipe.delayed.format = parse_format(get<std::string>(r, "fp8_format", origin));
-  c.recipe.delayed.margin = get<int>(r, "margin", origin);
-  c.recipe.delayed.amax_history_len = get<int>(r, "amax_history_len", origin);
-  c.recipe.delayed.amax_compute_algo =
-      parse_amax_compute_algo(get<std::string>(r, "amax_compute_algo", origin));
+  // "run": how the run directory checkpoints (config.json only; RunDirectory reads it).
+  apply_settings_json(c, j, origin, {"run"});
   return c;
 }
 

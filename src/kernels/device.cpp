@@ -36,12 +36,12 @@ DeviceChoice resolve_device(const DeviceSpec& spec) {
   if (spec.kind == DeviceSpec::Cpu) return cpu_choice;
   const cuda::DeviceQuery q = cuda::query_devices();
   if (spec.kind == DeviceSpec::Auto && q.devices.empty()) {
-    cpu_choice.reason =
-        q.built ? fmt::format("no CUDA device ({})", q.why_none) : "fp8lm was built without CUDA";
+    // Said only where a GPU could have been expected: a driver is there, but no GPU.
+    if (q.driver) cpu_choice.reason = q.why_none;
     return cpu_choice;
   }
   if (!q.built) throw Error("--device cuda: fp8lm was built without the CUDA backend");
-  if (q.devices.empty()) throw Error(fmt::format("--device cuda: no CUDA device ({})", q.why_none));
+  if (q.devices.empty()) throw Error(fmt::format("--device cuda: {}", q.why_none));
   if (spec.index >= static_cast<int>(q.devices.size())) {
     throw Error(fmt::format("--device cuda:{}: only {} CUDA device(s) visible", spec.index,
                             q.devices.size()));

@@ -120,23 +120,27 @@ Batch TextData::next_train(int64_t B, int64_t T) {
   return b;
 }
 
-std::vector<Batch> TextData::validation(int64_t B, int64_t T, int64_t max_batches) const {
+std::vector<Batch> consecutive_batches(const std::vector<int32_t>& ids, int64_t begin, int64_t B,
+                                       int64_t T, int64_t max_batches) {
   std::vector<Batch> batches;
-  const auto n = static_cast<int64_t>(bytes_.size());
-  int64_t s = split_;
+  const auto n = static_cast<int64_t>(ids.size());
+  int64_t s = begin;
   while (static_cast<int64_t>(batches.size()) < max_batches && s + T + 1 <= n) {
     Batch b{0, T, {}, {}};
     while (b.B < B && s + T + 1 <= n) {
-      for (int64_t t = 0; t < T; ++t) {
-        b.tokens.push_back(bytes_[static_cast<size_t>(s + t)]);
-        b.targets.push_back(bytes_[static_cast<size_t>(s + t + 1)]);
-      }
+      b.tokens.insert(b.tokens.end(), ids.begin() + s, ids.begin() + s + T);
+      b.targets.insert(b.targets.end(), ids.begin() + s + 1, ids.begin() + s + T + 1);
       ++b.B;
       s += T;
     }
     batches.push_back(std::move(b));
   }
   return batches;
+}
+
+std::vector<Batch> TextData::validation(int64_t B, int64_t T, int64_t max_batches) const {
+  const std::vector<int32_t> held_out(bytes_.begin() + split_, bytes_.end());
+  return consecutive_batches(held_out, 0, B, T, max_batches);
 }
 
 std::vector<int32_t> TextData::validation_prompt(int64_t n) const {

@@ -62,6 +62,11 @@ class TextSource {
   virtual std::vector<int32_t> stop_tokens() const { return {}; }
 };
 
+// Consecutive windows of T + 1 tokens over ids[begin, end) (each next one starting T later),
+// B to a batch, up to max_batches batches: the held-out loss's batches.
+std::vector<Batch> consecutive_batches(const std::vector<int32_t>& ids, int64_t begin, int64_t B,
+                                       int64_t T, int64_t max_batches);
+
 // A token dataset directory (manifest.json) or a byte-level text file.
 std::unique_ptr<TextSource> open_text_source(const std::string& path, int64_t seq_len,
                                              uint64_t seed);

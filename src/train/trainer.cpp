@@ -3,6 +3,7 @@
 #include "nn/fusion.h"
 #include "nn/micro_batch.h"
 #include "nn/precision_map.h"
+#include "train/settings.h"
 #include "train/token_shards.h"
 
 #include <fmt/format.h>
@@ -26,31 +27,13 @@ namespace fp8lm {
 
 void TrainConfig::validate() const {
   model.validate();
-  recipe.delayed.validate();
-  if (steps <= 0) throw Error(fmt::format("--steps {} must be positive", steps));
-  if (batch_size <= 0) throw Error(fmt::format("--batch-size {} must be positive", batch_size));
-  if (grad_accum <= 0) throw Error(fmt::format("--grad-accum {} must be positive", grad_accum));
-  if (zero != 0 && zero != 1)
-    throw Error(fmt::format("--zero {}: the stages are 0 (off) and 1 (optimizer state)", zero));
-  if (!(grad_bucket_mb >= 0 && grad_bucket_mb <= 1 << 20))
-    throw Error(
-        fmt::format("--grad-bucket-mb {} must be 0 (one bucket) to 1048576", grad_bucket_mb));
+  check_each_setting(*this);  // each setting's own range (train/settings.cpp)
   if (batch_size > INT64_MAX / grad_accum)
     throw Error(
         fmt::format("--batch-size {} x --grad-accum {} is too large", batch_size, grad_accum));
-  if (!(lr > 0.0f)) throw Error(fmt::format("--lr {} must be positive", lr));
-  if (warmup < 0) throw Error(fmt::format("--warmup {} must be 0 or more", warmup));
-  if (!(weight_decay >= 0.0f))
-    throw Error(fmt::format("--weight-decay {} must be 0 or more", weight_decay));
-  if (!(grad_clip >= 0.0f))
-    throw Error(fmt::format("--grad-clip {} must be 0 (off) or more", grad_clip));
-  if (threads < 0) throw Error(fmt::format("--threads {} must be 0 (all cores) or more", threads));
   if (data.empty() && prompt_len + 1 > model.seq_len) {
     throw Error(fmt::format("--seq-len {} leaves no room to generate after a {}-token prompt",
                             model.seq_len, prompt_len));
-  }
-  if (max_skipped_steps < 1) {
-    throw Error(fmt::format("--max-skipped-steps {} must be at least 1", max_skipped_steps));
   }
   if (fp8_weights && precision != Precision::Fp8) {
     throw Error("--fp8-weights needs --precision fp8");
@@ -61,13 +44,9 @@ void TrainConfig::validate() const {
                     "all-gathered yet; use --zero 0",
                     scaling_kind_name(recipe.kind)));
   }
-  if (!(recipe.block.amax_epsilon >= 0.0f && std::isfinite(recipe.block.amax_epsilon))) {
-    throw Error(
-        fmt::format("--amax-epsilon {} must be finite and 0 or more", recipe.block.amax_epsilon));
-  }
   if (recipe.kind == ScalingKind::Block && !recipe.block.power_2_scale) {
     throw Error(
-        "--power-2-scale false: Float8BlockScaling's FP32 scales are emulated only as powers of "
+        "--no-power-2-scale: Float8BlockScaling's FP32 scales are emulated only as powers of "
         "two (a decoded value times any other scale_inv is not exact in BF16)");
   }
   // NVFP4's Hadamard transform mixes groups of 16 tokens; every batch has seq_len-token rows.

@@ -14,8 +14,11 @@ DeviceQuery query_devices() {
   }
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
+  q.driver = err == cudaSuccess || err == cudaErrorNoDevice;
   if (err != cudaSuccess) {
-    q.why_none = cudaGetErrorString(err);
+    q.why_none = err == cudaErrorNoDevice
+                     ? "no NVIDIA GPU found"
+                     : std::string("no NVIDIA driver found (") + cudaGetErrorString(err) + ")";
     cudaGetLastError();  // clear the sticky error so later calls start clean
     return q;
   }
@@ -27,7 +30,7 @@ DeviceQuery query_devices() {
                   prop.pciDeviceID);
     q.devices.push_back({i, prop.name, prop.major, prop.minor, prop.totalGlobalMem, pci});
   }
-  if (q.devices.empty()) q.why_none = "no CUDA device";
+  if (q.devices.empty()) q.why_none = "no NVIDIA GPU found";
   return q;
 }
 

@@ -25,7 +25,9 @@ struct DeviceQuery {
   bool built = false;   // fp8lm was compiled with the CUDA backend
   std::string runtime;  // CUDA runtime version, e.g. "13.0"
   std::vector<Device> devices;
-  std::string why_none;  // when devices is empty: the runtime's reason
+  std::string why_none;  // when devices is empty: the reason, in words
+  // An NVIDIA driver answered (with or without GPUs): a CPU run then says it found none.
+  bool driver = false;
 };
 
 DeviceQuery query_devices();

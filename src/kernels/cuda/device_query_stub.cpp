@@ -6,7 +6,7 @@
 namespace fp8lm::cuda {
 
 DeviceQuery query_devices() {
-  return {false, "", {}, "CUDA support not built"};
+  return {false, "", {}, "CUDA support not built", false};
 }
 
 size_t memory_used_bytes(int) {

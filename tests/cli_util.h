@@ -1,0 +1,55 @@
+#pragma once
+// The fp8lm binary as a user runs it, for the CLI tests: exit status, stdout and stderr.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fp8lm {
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs the fp8lm binary through the shell; stderr is captured in a temp file.
+// `shell_prefix` runs first in the same shell (e.g. "ulimit -f 128;").
+inline CliResult fp8lm(const std::string& args, const std::string& stdin_text = "",
+                       const std::string& shell_prefix = "") {
+  // One file per test process: ctest runs the CLI tests side by side.
+  const std::string err_file =
+      testing::TempDir() + "fp8lm_cli_stderr_" + std::to_string(getpid()) + ".txt";
+  std::string cmd = std::string(FP8LM_BIN) + " " + args + " 2>" + err_file;
+  cmd = "printf '%s' '" + stdin_text + "' | { " + shell_prefix + " " + cmd + "; }";
+  CliResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (FILE* e = fopen(err_file.c_str(), "r")) {
+    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
+    fclose(e);
+  }
+  return r;
+}
+
+// The model most CLI runs train: small enough for a step in milliseconds.
+inline const std::string kTinyModel =
+    "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
+    "--threads 2 --device cpu";
+
+inline std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+}  // namespace fp8lm
