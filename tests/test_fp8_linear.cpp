@@ -1,5 +1,5 @@
-// An FP8 Linear against DESIGN.md §3: its output is the double-precision product of the
-// decoded FP8 operands times both scale_invs (to FP32-accumulation tolerance), and its
+// An FP8 Linear against docs/reference/numerics.md: its output is the double-precision product
+// of the decoded FP8 operands times both scale_invs (to FP32-accumulation tolerance), and its
 // scaling state after scripted steps is the hand-computed one. Plus: the fused LayerNorm->FP8
 // path gives the same bits as the unfused one.
 #include <gtest/gtest.h>

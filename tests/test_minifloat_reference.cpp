@@ -37,7 +37,7 @@ TEST(MinifloatReference, EveryFp8CodeDecodesToItsOcpValue) {
 }
 
 TEST(MinifloatReference, LiteralValuesFromTheSpecs) {
-  // DESIGN.md §3's table.
+  // The format table of docs/reference/numerics.md.
   EXPECT_EQ(minifloat_decode_reference(0x7e, kE4M3Spec), 448.0);
   EXPECT_EQ(minifloat_decode_reference(0x08, kE4M3Spec), 0x1p-6);
   EXPECT_EQ(minifloat_decode_reference(0x01, kE4M3Spec), 0x1p-9);

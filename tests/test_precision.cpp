@@ -1,4 +1,4 @@
-// The precision policy of DESIGN.md §4 for CPUs and GPUs of each capability.
+// The precision policy of docs/reference/numerics.md for CPUs and GPUs of each capability.
 #include <gtest/gtest.h>
 
 #include "core/precision.h"

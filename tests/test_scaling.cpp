@@ -1,6 +1,6 @@
-// Delayed and current scaling against DESIGN.md §3's update rule: a literal hand-worked
-// sequence, then long scripted sequences checked against a sliding-window model of the rule
-// for every history length, algorithm, margin and format the issue names.
+// Delayed and current scaling against docs/reference/numerics.md's update rule: a literal
+// hand-worked sequence, then long scripted sequences checked against a sliding-window model of
+// the rule for every history length, algorithm, margin and format the issue names.
 #include <gtest/gtest.h>
 
 #include <cfloat>

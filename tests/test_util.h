@@ -32,8 +32,9 @@ inline void expect_error(const std::function<void()>& f, const std::string& need
 }
 
 // Central difference of f with respect to v[i], in double: the oracle every backward is
-// checked against (DESIGN.md §6). h = 1e-5 keeps both the truncation error (h^2 times the
-// third derivative) and the rounding error (eps / h) near 1e-10 for the O(1) losses tests build.
+// checked against (docs/ARCHITECTURE.md: how it is tested). h = 1e-5 keeps both the truncation
+// error (h^2 times the third derivative) and the rounding error (eps / h) near 1e-10 for the
+// O(1) losses tests build.
 template <typename F>
 double central_difference(std::vector<double>& v, size_t i, F f) {
   const double h = 1e-5, saved = v[i];

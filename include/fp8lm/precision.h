@@ -1,5 +1,6 @@
 #pragma once
-// Precision a run asks for (`--precision`) and what it got on its device (DESIGN.md §4).
+// Precision a run asks for (`--precision`) and what it got on its device
+// (docs/reference/numerics.md).
 #include <string>
 
 namespace fp8lm {

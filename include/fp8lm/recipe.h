@@ -1,5 +1,5 @@
 #pragma once
-// FP8 recipes, with Transformer Engine's names, fields and defaults (DESIGN.md §3).
+// FP8 recipes, with Transformer Engine's names, fields and defaults (docs/reference/numerics.md).
 namespace fp8lm {
 
 // Which FP8 format each tensor gets. E4M3: all of them. HYBRID: E4M3 forward (inputs,

@@ -11,7 +11,8 @@
 
 namespace fp8lm {
 
-// One FP8 scaling slot of one GEMM, what a TE user reads from fp8_meta (DESIGN.md §3).
+// One FP8 scaling slot of one GEMM, what a TE user reads from fp8_meta
+// (docs/reference/numerics.md).
 struct Fp8SlotState {
   std::string gemm;  // the GEMM's checkpoint name, e.g. "layers.0.fc1"
   std::string slot;  // "input", "weight", "output", "grad_output" or "grad_input"

@@ -1,7 +1,8 @@
 #pragma once
-// The two OCP 8-bit float formats (DESIGN.md §3) as scalar codecs. Encode is round to nearest,
-// ties to even; saturating by default (finite overflow and ±Inf become ±max, as GPUs do with
-// satfinite), or non-saturating (overflow becomes Inf in E5M2, NaN in E4M3). Decode is exact.
+// The two OCP 8-bit float formats (docs/reference/numerics.md) as scalar codecs. Encode is
+// round to nearest, ties to even; saturating by default (finite overflow and ±Inf become ±max,
+// as GPUs do with satfinite), or non-saturating (overflow becomes Inf in E5M2, NaN in E4M3).
+// Decode is exact.
 // These bit-level codecs are the ones the kernels vectorize; minifloat.h is their oracle.
 #include <array>
 #include <bit>

@@ -1,6 +1,6 @@
 #pragma once
-// The precision policy of DESIGN.md §4: what `--precision auto` picks on a device, and
-// whether an explicit request can run there.
+// The precision policy of docs/reference/numerics.md: what `--precision auto` picks on a
+// device, and whether an explicit request can run there.
 #include <string>
 #include <string_view>
 

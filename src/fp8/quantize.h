@@ -1,7 +1,8 @@
 #pragma once
 // Quantize FP32 to FP8 with a per-tensor scale, in one pass that also takes the amax and
-// counts what the cast lost (DESIGN.md §3): q = cast(x * scale), amax = max|x| of the unscaled
-// input (NaN ignored, Inf counted). Every ISA variant gives the same bits as the scalar one.
+// counts what the cast lost (docs/reference/numerics.md): q = cast(x * scale), amax = max|x| of
+// the unscaled input (NaN ignored, Inf counted). Every ISA variant gives the same bits as the
+// scalar one.
 #include <cstdint>
 #include <string_view>
 

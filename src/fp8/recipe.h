@@ -1,5 +1,5 @@
 #pragma once
-// FP8 recipes, with Transformer Engine's names, fields and defaults (DESIGN.md §3).
+// FP8 recipes, with Transformer Engine's names, fields and defaults (docs/reference/numerics.md).
 #include <optional>
 #include <string>
 #include <string_view>

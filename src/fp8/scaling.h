@@ -1,5 +1,6 @@
 #pragma once
-// Per-tensor FP8 scaling state and Transformer Engine's update rules (DESIGN.md §3).
+// Per-tensor FP8 scaling state and Transformer Engine's update rules
+// (docs/reference/numerics.md).
 #include <array>
 #include <cstdint>
 #include <functional>

@@ -1,6 +1,7 @@
 #pragma once
-// Checkpoints (DESIGN.md §5): the model file (weights with PyTorch's names and [out, in] layout,
-// every GEMM's FP8 state, config, precision, recipe and step in the header's metadata) and a
+// Checkpoints (docs/reference/checkpoint-names.md): the model file (weights with PyTorch's names
+// and [out, in] layout, every GEMM's FP8 state, config, precision, recipe and step in the
+// header's metadata) and a
 // training-state file beside it (AdamW moments, FP32 masters of FP8 weights, losses, data
 // position). Model files alone serve generate, eval and inspect.
 #include <memory>

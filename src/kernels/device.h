@@ -1,6 +1,7 @@
 #pragma once
-// Where a command runs: `--device auto|cpu|cuda[:N]` (DESIGN.md §4). auto picks GPU 0 when this
-// build has the CUDA backend and the process sees a GPU, else the CPU, and says why.
+// Where a command runs: `--device auto|cpu|cuda[:N]` (docs/reference/numerics.md, precision
+// policy). auto picks GPU 0 when this build has the CUDA backend and the process sees a GPU,
+// else the CPU, and says why.
 #include <string>
 #include <string_view>
 

@@ -1,7 +1,7 @@
 #pragma once
 // TE's LayerNormMLP: norm -> fc1 -> activation -> fc2. Under FP8 delayed scaling the norm
 // quantizes into fc1's input and the bias+activation quantizes into fc2's input, each taking
-// its amax in the same pass (DESIGN.md §2).
+// its amax in the same pass (docs/ARCHITECTURE.md: one training step).
 #include <string>
 #include <vector>
 

@@ -1,8 +1,8 @@
 #pragma once
 // TE's Linear: y = x · Wᵀ + b with W [out, in]. The GEMM runs in FP8 inside an enabled
-// Autocast (DESIGN.md §3: x and W quantized E4M3 with their slots' scales; in backward dy is
-// quantized with the grad_output slot, E5M2 under HYBRID; the FP8 x is saved for dW), else in
-// the GemmPrecision of the forward (bf16 or fp32). Backward uses what forward used.
+// Autocast (docs/reference/numerics.md: x and W quantized E4M3 with their slots' scales; in
+// backward dy is quantized with the grad_output slot, E5M2 under HYBRID; the FP8 x is saved for
+// dW), else in the GemmPrecision of the forward (bf16 or fp32). Backward uses what forward used.
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -33,7 +33,7 @@ size_t bytes_of(const BackendBuffer<T>& b) {
 }
 
 struct Parameter {
-  std::string name;  // checkpoint name (DESIGN.md §5), e.g. "layers.0.qkv.weight"
+  std::string name;  // docs/reference/checkpoint-names.md, e.g. "layers.0.qkv.weight"
   std::vector<int64_t> shape;
   // In the owning module's backend memory (kernels/backend_buffer.h).
   BackendBuffer<float> value;  // FP32 master weights
