@@ -5,11 +5,11 @@ Every fenced block tagged `console` in README.md and docs/**/*.md (docs/referenc
 is generated, excluded) is run, unless the line before it is `<!-- illustrative -->`:
 
 - a line starting with `$ ` is a command (a line ending in `\\` continues on the next); it runs
-  in bash with `fp8lm` on PATH (a temporary directory holding a symlink to --fp8lm) and
-  OMP_NUM_THREADS=2, in a fresh temporary directory per markdown file, where README.md, docs/
-  and examples/ of the repository are symlinked (text corpora for the tokenizer and dataset
-  examples). The commands of one file share that directory, in order, so a later block can use
-  an earlier block's run directory;
+  in bash with `fp8lm` on PATH (a temporary directory holding a symlink to --fp8lm),
+  OMP_NUM_THREADS=2 and no GPU visible, in a fresh temporary directory per markdown file, where
+  README.md, docs/ and examples/ of the repository are symlinked (text corpora for the tokenizer
+  and dataset examples). The commands of one file share that directory, in order, so a later
+  block can use an earlier block's run directory;
 - the lines after a command are its expected output: each must match a line of the command's
   combined stdout and stderr, in order (lines in between are allowed). `...` inside a line
   matches any text; a line that is only `...` marks skipped output and matches nothing;
@@ -189,8 +189,10 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="doc_test_bin.") as bindir:
         os.symlink(binary, os.path.join(bindir, "fp8lm"))
+        # The CPU's outputs everywhere: a GPU on the test machine would change what `--device
+        # auto` picks and what the commands print.
         env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
-                   OMP_NUM_THREADS="2", LC_ALL="C.UTF-8")
+                   OMP_NUM_THREADS="2", LC_ALL="C.UTF-8", CUDA_VISIBLE_DEVICES="")
         self_test(env)
         t0, ran, skipped, failures = time.time(), 0, 0, []
         for f in files:
