@@ -266,6 +266,12 @@ TEST_F(EvalData, GenerateTakesARunDirectoryAndWarnsOfAShortStridePrompt) {
   r = fp8lm("generate --checkpoint " + run + " --prompt \"1 2 3 4 5 6 7 8\" --max-new-tokens 2");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err, "");
+  // A seed without sampling would change nothing: said, not ignored.
+  r = fp8lm("generate --checkpoint " + run + " --prompt \"1 2 3 4 5 6 7 8\" --seed 3");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err,
+            "error: --seed picks the samples of sampled generation; give a --temperature above "
+            "0\n");
 }
 
 }  // namespace

@@ -255,7 +255,7 @@ TEST(Training, BadConfigNamesTheProblem) {
   expect_error(c, "--d-model 0 must be positive");
   c = small_demo();
   c.recipe.delayed.amax_history_len = 0;
-  expect_error(c, "amax_history_len 0");
+  expect_error(c, "--amax-history-len 0 is out of range (1 to 65536)");
   c = small_demo();
   c.fp8_weights = true;
   c.precision = Precision::Fp32;

@@ -104,6 +104,7 @@ struct GenerateFlags {
   std::vector<int64_t> stop_tokens;
   std::vector<std::string> stop_texts;
   std::string tokenizer;
+  bool seed_given = false;  // --seed on the command line
 };
 
 // A --stop text with its escapes (\n, \t, \\) read, as a shell cannot easily pass a newline.
@@ -137,6 +138,8 @@ GenerateOptions generate_options(const GenerateFlags& f, const TrainConfig& c, b
   GenerateOptions o;
   o.sampling = f.sampling;
   o.sampling.validate();
+  if (f.seed_given && o.sampling.greedy())
+    throw Error("--seed picks the samples of sampled generation; give a --temperature above 0");
   for (const int64_t t : f.stop_tokens) {
     if (t < 0 || t >= c.model.vocab)
       throw Error(fmt::format("--stop-token {} is not a token id (0 to {})", t, c.model.vocab - 1));
@@ -360,7 +363,8 @@ void add_generate_command(CLI::App& app) {
                   "tokenizer.json beside the model)");
   cmd->add_flag("--json", f->json, "print {prompt, generated, stride_kept}");
   cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");
-  cmd->callback([f] {
+  cmd->callback([f, cmd] {
+    f->seed_given = cmd->get_option("--seed")->count() > 0;
     if (!parse_only()) run_generate(*f);
   });
 }
