@@ -84,461 +84,263 @@ thread_local Text g_label;
 #define SHOW_REAL(field) [](const TrainConfig& c) { return real_text(c.field); }
 #define SHOW_BOOL(field) [](const TrainConfig& c) { return bool_text(c.field); }
 
+// One row a setting: name, group, type, help, choices, get, set[, check[, fp8_only]]. Kept out
+// of clang-format so that a row reads as one.
+// clang-format off
 const std::vector<Setting>& table() {
   static const std::vector<Setting> settings = {
-      // The model's shape.
-      {"vocab",
-       "model",
-       SettingType::Int,
-       "vocabulary size (default with --data: 256 for bytes, a token dataset's own)",
-       {},
-       SHOW_INT(model.vocab),
-       INT(model.vocab)},
-      {"seq-len",
-       "model",
-       SettingType::Int,
-       "the longest sequence (the position table, the KV cache)",
-       {},
-       SHOW_INT(model.seq_len),
-       INT(model.seq_len)},
-      {"d-model",
-       "model",
-       SettingType::Int,
-       "model width",
-       {},
-       SHOW_INT(model.d_model),
-       INT(model.d_model)},
-      {"n-layers",
-       "model",
-       SettingType::Int,
-       "transformer layers",
-       {},
-       SHOW_INT(model.n_layers),
-       INT(model.n_layers)},
-      {"n-heads",
-       "model",
-       SettingType::Int,
-       "attention heads",
-       {},
-       SHOW_INT(model.n_heads),
-       INT(model.n_heads)},
-      {"n-kv-heads",
-       "model",
-       SettingType::Int,
-       "key/value heads of grouped-query attention (divides --n-heads; 0: as many)",
-       {},
-       SHOW_INT(model.n_kv_heads),
-       INT(model.n_kv_heads)},
-      {"ffn",
-       "model",
-       SettingType::Int,
-       "MLP hidden width",
-       {},
-       SHOW_INT(model.ffn),
-       INT(model.ffn)},
-      {"activation",
-       "model",
-       SettingType::Choice,
-       "the MLP's activation (Llama: swiglu)",
-       {"gelu", "relu", "swiglu"},
-       [](const TrainConfig& c) { return std::string(activation_name(c.model.activation)); },
-       [](TrainConfig& c, Text v) {
-         c.model.activation = parse_choice(g_label, [&] { return parse_activation(v); });
-       }},
-      {"normalization",
-       "model",
-       SettingType::Choice,
-       "the blocks' norm (Llama: rmsnorm)",
-       {"layernorm", "rmsnorm"},
-       [](const TrainConfig& c) { return std::string(normalization_name(c.model.normalization)); },
-       [](TrainConfig& c, Text v) {
-         c.model.normalization = parse_choice(g_label, [&] { return parse_normalization(v); });
-       }},
-      {"rope-theta",
-       "model",
-       SettingType::Float,
-       "rotary position embeddings with this base (Llama: 10000); 0: learned positions",
-       {},
-       SHOW_REAL(model.rope_theta),
-       REAL(model.rope_theta)},
-      {"bias",
-       "model",
-       SettingType::Bool,
-       "biases in every linear layer (Llama: --no-bias)",
-       {},
-       SHOW_BOOL(model.bias),
-       BOOL(model.bias)},
-      {"tie-embeddings",
-       "model",
-       SettingType::Bool,
-       "the LM head is the token embedding (Llama: --no-tie-embeddings)",
-       {},
-       SHOW_BOOL(model.tied_head),
-       BOOL(model.tied_head)},
+    // The model's shape.
+    {"vocab", "model", SettingType::Int,
+     "vocabulary size (default with --data: 256 for bytes, a token dataset's own)", {},
+     SHOW_INT(model.vocab), INT(model.vocab)},
+    {"seq-len", "model", SettingType::Int,
+     "the longest sequence (the position table, the KV cache)", {}, SHOW_INT(model.seq_len),
+     INT(model.seq_len)},
+    {"d-model", "model", SettingType::Int, "model width", {}, SHOW_INT(model.d_model),
+     INT(model.d_model)},
+    {"n-layers", "model", SettingType::Int, "transformer layers", {}, SHOW_INT(model.n_layers),
+     INT(model.n_layers)},
+    {"n-heads", "model", SettingType::Int, "attention heads", {}, SHOW_INT(model.n_heads),
+     INT(model.n_heads)},
+    {"n-kv-heads", "model", SettingType::Int,
+     "key/value heads of grouped-query attention (divides --n-heads; 0: as many)", {},
+     SHOW_INT(model.n_kv_heads), INT(model.n_kv_heads)},
+    {"ffn", "model", SettingType::Int, "MLP hidden width", {}, SHOW_INT(model.ffn), INT(model.ffn)},
+    {"activation", "model", SettingType::Choice, "the MLP's activation (Llama: swiglu)",
+     {"gelu", "relu", "swiglu"},
+     [](const TrainConfig& c) { return std::string(activation_name(c.model.activation)); },
+     [](TrainConfig& c, Text v) {
+       c.model.activation = parse_choice(g_label, [&] { return parse_activation(v); });
+     }},
+    {"normalization", "model", SettingType::Choice, "the blocks' norm (Llama: rmsnorm)",
+     {"layernorm", "rmsnorm"},
+     [](const TrainConfig& c) { return std::string(normalization_name(c.model.normalization)); },
+     [](TrainConfig& c, Text v) {
+       c.model.normalization = parse_choice(g_label, [&] { return parse_normalization(v); });
+     }},
+    {"rope-theta", "model", SettingType::Float,
+     "rotary position embeddings with this base (Llama: 10000); 0: learned positions", {},
+     SHOW_REAL(model.rope_theta), REAL(model.rope_theta)},
+    {"bias", "model", SettingType::Bool, "biases in every linear layer (Llama: --no-bias)", {},
+     SHOW_BOOL(model.bias), BOOL(model.bias)},
+    {"tie-embeddings", "model", SettingType::Bool,
+     "the LM head is the token embedding (Llama: --no-tie-embeddings)", {},
+     SHOW_BOOL(model.tied_head), BOOL(model.tied_head)},
 
-      // Precision and TE's recipes.
-      {"precision",
-       "precision",
-       SettingType::Choice,
-       "auto: FP8 where the GPU has it, else BF16 (fp8lm doctor says which)",
-       {"auto", "fp8", "bf16", "fp32"},
-       [](const TrainConfig& c) { return std::string(precision_name(c.precision)); },
-       [](TrainConfig& c, Text v) {
-         c.precision = parse_choice(g_label, [&] { return parse_precision(v); });
-       }},
-      {"recipe",
-       "precision",
-       SettingType::Choice,
-       "TE's FP8 recipes: DelayedScaling, Float8CurrentScaling, Float8BlockScaling, "
-       "MXFP8BlockScaling, NVFP4BlockScaling",
-       {"delayed", "current", "block", "mxfp8", "nvfp4"},
-       [](const TrainConfig& c) { return std::string(scaling_kind_name(c.recipe.kind)); },
-       [](TrainConfig& c, Text v) {
-         c.recipe.kind = parse_choice(g_label, [&] { return parse_scaling_kind(v); });
-       },
-       nullptr,
-       true},
-      {"fp8-format",
-       "precision",
-       SettingType::Choice,
-       "per-tensor recipes: E4M3 everywhere, or hybrid (E5M2 gradients)",
-       {"e4m3", "hybrid"},
-       [](const TrainConfig& c) { return std::string(format_name(c.recipe.delayed.format)); },
-       [](TrainConfig& c, Text v) {
-         c.recipe.delayed.format = parse_choice(g_label, [&] { return parse_format(v); });
-       },
-       nullptr,
-       true},
-      {"margin",
-       "precision",
-       SettingType::Int,
-       "scale = fp8_max / amax / 2^margin",
-       {},
-       SHOW_INT(recipe.delayed.margin),
-       INT32(recipe.delayed.margin),
-       [](const TrainConfig& c) {
-         if (c.recipe.delayed.margin < 0)
-           throw Error(fmt::format("--margin {} is negative", c.recipe.delayed.margin));
-       },
-       true},
-      {"amax-history-len",
-       "precision",
-       SettingType::Int,
-       "delayed scaling: amax history length",
-       {},
-       SHOW_INT(recipe.delayed.amax_history_len),
-       INT32(recipe.delayed.amax_history_len),
-       [](const TrainConfig& c) {
-         const int n = c.recipe.delayed.amax_history_len;
-         if (n < 1 || n > kMaxAmaxHistoryLen)
-           throw Error(fmt::format("--amax-history-len {} is out of range (1 to {})", n,
-                                   kMaxAmaxHistoryLen));
-       },
-       true},
-      {"amax-compute-algo",
-       "precision",
-       SettingType::Choice,
-       "delayed scaling: the history's max, or its newest entry",
-       {"max", "most_recent"},
-       [](const TrainConfig& c) {
-         return std::string(amax_compute_algo_name(c.recipe.delayed.amax_compute_algo));
-       },
-       [](TrainConfig& c, Text v) {
-         c.recipe.delayed.amax_compute_algo =
-             parse_choice(g_label, [&] { return parse_amax_compute_algo(v); });
-       },
-       nullptr,
-       true},
-      {"power-2-scale",
-       "precision",
-       SettingType::Bool,
-       "block recipe: scales powers of two",
-       {},
-       SHOW_BOOL(recipe.block.power_2_scale),
-       BOOL(recipe.block.power_2_scale),
-       nullptr,
-       true},
-      {"amax-epsilon",
-       "precision",
-       SettingType::Float,
-       "block recipe: the smallest amax a block's scale is taken from",
-       {},
-       SHOW_REAL(recipe.block.amax_epsilon),
-       REAL(recipe.block.amax_epsilon),
-       [](const TrainConfig& c) {
-         if (!(c.recipe.block.amax_epsilon >= 0.0f))
-           throw Error(fmt::format("--amax-epsilon {} must be finite and 0 or more",
-                                   c.recipe.block.amax_epsilon));
-       },
-       true},
-      {"disable-rht",
-       "precision",
-       SettingType::Bool,
-       "nvfp4: no Hadamard transform on the weight gradient's inputs",
-       {},
-       SHOW_BOOL(recipe.nvfp4.disable_rht),
-       BOOL(recipe.nvfp4.disable_rht),
-       nullptr,
-       true},
-      {"disable-stochastic-rounding",
-       "precision",
-       SettingType::Bool,
-       "nvfp4: gradients rounded to nearest",
-       {},
-       SHOW_BOOL(recipe.nvfp4.disable_stochastic_rounding),
-       BOOL(recipe.nvfp4.disable_stochastic_rounding),
-       nullptr,
-       true},
-      {"disable-2d-quantization",
-       "precision",
-       SettingType::Bool,
-       "nvfp4: weights in 1x16 blocks, not 16x16",
-       {},
-       SHOW_BOOL(recipe.nvfp4.disable_2d_quantization),
-       BOOL(recipe.nvfp4.disable_2d_quantization),
-       nullptr,
-       true},
-      {"fp8-weights",
-       "precision",
-       SettingType::Bool,
-       "keep module weights only as FP8 (TE's fp8_model_init)",
-       {},
-       SHOW_BOOL(fp8_weights),
-       BOOL(fp8_weights),
-       nullptr,
-       true},
-      {"precision-map",
-       "precision",
-       SettingType::Text,
-       "GEMMs kept in BF16 under FP8: glob patterns over GEMM names, comma-separated "
-       "(layers.0.*,*.fc2), or first-last-layers",
-       {},
-       [](const TrainConfig& c) { return c.precision_map; },
-       [](TrainConfig& c, Text v) { c.precision_map = std::string(v); },
-       nullptr,
-       true},
-      {"fp8-fallback",
-       "precision",
-       SettingType::Choice,
-       "auto: a GEMM whose FP8 output goes non-finite or keeps saturating moves to BF16",
-       {"auto", "off"},
-       [](const TrainConfig& c) { return std::string(c.fp8_fallback ? "auto" : "off"); },
-       [](TrainConfig& c, Text v) {
-         if (v != "auto" && v != "off")
-           throw Error(fmt::format("{}: '{}' is not auto or off", g_label, v));
-         c.fp8_fallback = v == "auto";
-       }},
+    // Precision and TE's recipes.
+    {"precision", "precision", SettingType::Choice,
+     "auto: FP8 where the GPU has it, else BF16 (fp8lm doctor says which)",
+     {"auto", "fp8", "bf16", "fp32"},
+     [](const TrainConfig& c) { return std::string(precision_name(c.precision)); },
+     [](TrainConfig& c, Text v) {
+       c.precision = parse_choice(g_label, [&] { return parse_precision(v); });
+     }},
+    {"recipe", "precision", SettingType::Choice,
+     "TE's FP8 recipes: DelayedScaling, Float8CurrentScaling, Float8BlockScaling, "
+     "MXFP8BlockScaling, NVFP4BlockScaling",
+     {"delayed", "current", "block", "mxfp8", "nvfp4"},
+     [](const TrainConfig& c) { return std::string(scaling_kind_name(c.recipe.kind)); },
+     [](TrainConfig& c, Text v) {
+       c.recipe.kind = parse_choice(g_label, [&] { return parse_scaling_kind(v); });
+     },
+     nullptr, true},
+    {"fp8-format", "precision", SettingType::Choice,
+     "per-tensor recipes: E4M3 everywhere, or hybrid (E5M2 gradients)", {"e4m3", "hybrid"},
+     [](const TrainConfig& c) { return std::string(format_name(c.recipe.delayed.format)); },
+     [](TrainConfig& c, Text v) {
+       c.recipe.delayed.format = parse_choice(g_label, [&] { return parse_format(v); });
+     },
+     nullptr, true},
+    {"margin", "precision", SettingType::Int, "scale = fp8_max / amax / 2^margin", {},
+     SHOW_INT(recipe.delayed.margin), INT32(recipe.delayed.margin),
+     [](const TrainConfig& c) {
+       if (c.recipe.delayed.margin < 0)
+         throw Error(fmt::format("--margin {} is negative", c.recipe.delayed.margin));
+     },
+     true},
+    {"amax-history-len", "precision", SettingType::Int, "delayed scaling: amax history length", {},
+     SHOW_INT(recipe.delayed.amax_history_len), INT32(recipe.delayed.amax_history_len),
+     [](const TrainConfig& c) {
+       const int n = c.recipe.delayed.amax_history_len;
+       if (n < 1 || n > kMaxAmaxHistoryLen)
+         throw Error(fmt::format("--amax-history-len {} is out of range (1 to {})", n,
+                                 kMaxAmaxHistoryLen));
+     },
+     true},
+    {"amax-compute-algo", "precision", SettingType::Choice,
+     "delayed scaling: the history's max, or its newest entry", {"max", "most_recent"},
+     [](const TrainConfig& c) {
+       return std::string(amax_compute_algo_name(c.recipe.delayed.amax_compute_algo));
+     },
+     [](TrainConfig& c, Text v) {
+       c.recipe.delayed.amax_compute_algo =
+           parse_choice(g_label, [&] { return parse_amax_compute_algo(v); });
+     },
+     nullptr, true},
+    {"power-2-scale", "precision", SettingType::Bool, "block recipe: scales powers of two", {},
+     SHOW_BOOL(recipe.block.power_2_scale), BOOL(recipe.block.power_2_scale), nullptr, true},
+    {"amax-epsilon", "precision", SettingType::Float,
+     "block recipe: the smallest amax a block's scale is taken from", {},
+     SHOW_REAL(recipe.block.amax_epsilon), REAL(recipe.block.amax_epsilon),
+     [](const TrainConfig& c) {
+       if (!(c.recipe.block.amax_epsilon >= 0.0f))
+         throw Error(fmt::format("--amax-epsilon {} must be finite and 0 or more",
+                                 c.recipe.block.amax_epsilon));
+     },
+     true},
+    {"disable-rht", "precision", SettingType::Bool,
+     "nvfp4: no Hadamard transform on the weight gradient's inputs", {},
+     SHOW_BOOL(recipe.nvfp4.disable_rht), BOOL(recipe.nvfp4.disable_rht), nullptr, true},
+    {"disable-stochastic-rounding", "precision", SettingType::Bool,
+     "nvfp4: gradients rounded to nearest", {},
+     SHOW_BOOL(recipe.nvfp4.disable_stochastic_rounding),
+     BOOL(recipe.nvfp4.disable_stochastic_rounding), nullptr, true},
+    {"disable-2d-quantization", "precision", SettingType::Bool,
+     "nvfp4: weights in 1x16 blocks, not 16x16", {},
+     SHOW_BOOL(recipe.nvfp4.disable_2d_quantization),
+     BOOL(recipe.nvfp4.disable_2d_quantization), nullptr, true},
+    {"fp8-weights", "precision", SettingType::Bool,
+     "keep module weights only as FP8 (TE's fp8_model_init)", {}, SHOW_BOOL(fp8_weights),
+     BOOL(fp8_weights), nullptr, true},
+    {"precision-map", "precision", SettingType::Text,
+     "GEMMs kept in BF16 under FP8: glob patterns over GEMM names, comma-separated "
+     "(layers.0.*,*.fc2), or first-last-layers", {},
+     [](const TrainConfig& c) { return c.precision_map; },
+     [](TrainConfig& c, Text v) { c.precision_map = std::string(v); }, nullptr, true},
+    {"fp8-fallback", "precision", SettingType::Choice,
+     "auto: a GEMM whose FP8 output goes non-finite or keeps saturating moves to BF16",
+     {"auto", "off"},
+     [](const TrainConfig& c) { return std::string(c.fp8_fallback ? "auto" : "off"); },
+     [](TrainConfig& c, Text v) {
+       if (v != "auto" && v != "off")
+         throw Error(fmt::format("{}: '{}' is not auto or off", g_label, v));
+       c.fp8_fallback = v == "auto";
+     }},
 
-      // The optimization.
-      {"steps",
-       "training",
-       SettingType::Int,
-       "training steps",
-       {},
-       SHOW_INT(steps),
-       INT(steps),
-       [](const TrainConfig& c) {
-         if (c.steps <= 0) throw Error(fmt::format("--steps {} must be positive", c.steps));
-       }},
-      {"batch-size",
-       "training",
-       SettingType::Int,
-       "sequences per forward and backward, across all ranks",
-       {},
-       SHOW_INT(batch_size),
-       INT(batch_size),
-       [](const TrainConfig& c) {
-         if (c.batch_size <= 0)
-           throw Error(fmt::format("--batch-size {} must be positive", c.batch_size));
-       }},
-      {"grad-accum",
-       "training",
-       SettingType::Int,
-       "micro-batches of --batch-size whose gradients one optimizer step sums",
-       {},
-       SHOW_INT(grad_accum),
-       INT(grad_accum),
-       [](const TrainConfig& c) {
-         if (c.grad_accum <= 0)
-           throw Error(fmt::format("--grad-accum {} must be positive", c.grad_accum));
-       }},
-      {"lr",
-       "training",
-       SettingType::Float,
-       "peak learning rate",
-       {},
-       SHOW_REAL(lr),
-       REAL(lr),
-       [](const TrainConfig& c) {
-         if (!(c.lr > 0.0f)) throw Error(fmt::format("--lr {} must be positive", c.lr));
-       }},
-      {"min-lr-ratio",
-       "training",
-       SettingType::Float,
-       "the cosine schedule ends at lr times this",
-       {},
-       SHOW_REAL(min_lr_ratio),
-       REAL(min_lr_ratio),
-       [](const TrainConfig& c) {
-         if (!(c.min_lr_ratio >= 0.0f && c.min_lr_ratio <= 1.0f))
-           throw Error(fmt::format("--min-lr-ratio {} must be 0 to 1", c.min_lr_ratio));
-       }},
-      {"warmup",
-       "training",
-       SettingType::Int,
-       "warmup steps",
-       {},
-       SHOW_INT(warmup),
-       INT(warmup),
-       [](const TrainConfig& c) {
-         if (c.warmup < 0) throw Error(fmt::format("--warmup {} must be 0 or more", c.warmup));
-       }},
-      {"weight-decay",
-       "training",
-       SettingType::Float,
-       "AdamW weight decay (matrices only)",
-       {},
-       SHOW_REAL(weight_decay),
-       REAL(weight_decay),
-       [](const TrainConfig& c) {
-         if (!(c.weight_decay >= 0.0f))
-           throw Error(fmt::format("--weight-decay {} must be 0 or more", c.weight_decay));
-       }},
-      {"grad-clip",
-       "training",
-       SettingType::Float,
-       "clip the global gradient norm to this (0: off)",
-       {},
-       SHOW_REAL(grad_clip),
-       REAL(grad_clip),
-       [](const TrainConfig& c) {
-         if (!(c.grad_clip >= 0.0f))
-           throw Error(fmt::format("--grad-clip {} must be 0 (off) or more", c.grad_clip));
-       }},
-      {"seed",
-       "training",
-       SettingType::Int,
-       "random seed (weights and data order)",
-       {},
-       SHOW_INT(seed),
-       [](TrainConfig& c, Text v) { c.seed = static_cast<uint64_t>(to_int(g_label, v)); }},
-      {"max-skipped-steps",
-       "training",
-       SettingType::Int,
-       "non-finite steps skipped in a row before the run stops",
-       {},
-       SHOW_INT(max_skipped_steps),
-       INT(max_skipped_steps),
-       [](const TrainConfig& c) {
-         if (c.max_skipped_steps < 1)
-           throw Error(
-               fmt::format("--max-skipped-steps {} must be at least 1", c.max_skipped_steps));
-       }},
-      {"threads",
-       "training",
-       SettingType::Int,
-       "threads (0: all cores)",
-       {},
-       SHOW_INT(threads),
-       INT32(threads),
-       [](const TrainConfig& c) {
-         if (c.threads < 0)
-           throw Error(fmt::format("--threads {} must be 0 (all cores) or more", c.threads));
-       }},
+    // The optimization.
+    {"steps", "training", SettingType::Int, "training steps", {}, SHOW_INT(steps), INT(steps),
+     [](const TrainConfig& c) {
+       if (c.steps <= 0) throw Error(fmt::format("--steps {} must be positive", c.steps));
+     }},
+    {"batch-size", "training", SettingType::Int,
+     "sequences per forward and backward, across all ranks", {}, SHOW_INT(batch_size),
+     INT(batch_size),
+     [](const TrainConfig& c) {
+       if (c.batch_size <= 0)
+         throw Error(fmt::format("--batch-size {} must be positive", c.batch_size));
+     }},
+    {"grad-accum", "training", SettingType::Int,
+     "micro-batches of --batch-size whose gradients one optimizer step sums", {},
+     SHOW_INT(grad_accum), INT(grad_accum),
+     [](const TrainConfig& c) {
+       if (c.grad_accum <= 0)
+         throw Error(fmt::format("--grad-accum {} must be positive", c.grad_accum));
+     }},
+    {"lr", "training", SettingType::Float, "peak learning rate", {}, SHOW_REAL(lr), REAL(lr),
+     [](const TrainConfig& c) {
+       if (!(c.lr > 0.0f)) throw Error(fmt::format("--lr {} must be positive", c.lr));
+     }},
+    {"min-lr-ratio", "training", SettingType::Float, "the cosine schedule ends at lr times this",
+     {}, SHOW_REAL(min_lr_ratio), REAL(min_lr_ratio),
+     [](const TrainConfig& c) {
+       if (!(c.min_lr_ratio >= 0.0f && c.min_lr_ratio <= 1.0f))
+         throw Error(fmt::format("--min-lr-ratio {} must be 0 to 1", c.min_lr_ratio));
+     }},
+    {"warmup", "training", SettingType::Int, "warmup steps", {}, SHOW_INT(warmup), INT(warmup),
+     [](const TrainConfig& c) {
+       if (c.warmup < 0) throw Error(fmt::format("--warmup {} must be 0 or more", c.warmup));
+     }},
+    {"weight-decay", "training", SettingType::Float, "AdamW weight decay (matrices only)", {},
+     SHOW_REAL(weight_decay), REAL(weight_decay),
+     [](const TrainConfig& c) {
+       if (!(c.weight_decay >= 0.0f))
+         throw Error(fmt::format("--weight-decay {} must be 0 or more", c.weight_decay));
+     }},
+    {"grad-clip", "training", SettingType::Float, "clip the global gradient norm to this (0: off)",
+     {}, SHOW_REAL(grad_clip), REAL(grad_clip),
+     [](const TrainConfig& c) {
+       if (!(c.grad_clip >= 0.0f))
+         throw Error(fmt::format("--grad-clip {} must be 0 (off) or more", c.grad_clip));
+     }},
+    {"seed", "training", SettingType::Int, "random seed (weights and data order)", {},
+     SHOW_INT(seed),
+     [](TrainConfig& c, Text v) { c.seed = static_cast<uint64_t>(to_int(g_label, v)); }},
+    {"max-skipped-steps", "training", SettingType::Int,
+     "non-finite steps skipped in a row before the run stops", {}, SHOW_INT(max_skipped_steps),
+     INT(max_skipped_steps),
+     [](const TrainConfig& c) {
+       if (c.max_skipped_steps < 1)
+         throw Error(fmt::format("--max-skipped-steps {} must be at least 1", c.max_skipped_steps));
+     }},
+    {"threads", "training", SettingType::Int, "threads (0: all cores)", {}, SHOW_INT(threads),
+     INT32(threads),
+     [](const TrainConfig& c) {
+       if (c.threads < 0)
+         throw Error(fmt::format("--threads {} must be 0 (all cores) or more", c.threads));
+     }},
 
-      // What it trains on, and how it is evaluated.
-      {"data",
-       "data",
-       SettingType::Text,
-       "a text file (bytes) or a token dataset directory (fp8lm data prepare); empty: the "
-       "stride demo",
-       {},
-       [](const TrainConfig& c) { return c.data; },
-       [](TrainConfig& c, Text v) {
-         // Stored absolute: a run resumed from another directory still finds its data.
-         c.data =
-             v.empty() ? std::string() : std::filesystem::absolute(v).lexically_normal().string();
-       }},
-      {"max-stride",
-       "data",
-       SettingType::Int,
-       "stride demo: the largest stride K",
-       {},
-       SHOW_INT(max_stride),
-       INT(max_stride),
-       [](const TrainConfig& c) {
-         if (c.max_stride < 1)
-           throw Error(fmt::format("--max-stride {} must be at least 1", c.max_stride));
-       }},
-      {"prompt-len",
-       "data",
-       SettingType::Int,
-       "stride demo: the held-out prompts' length",
-       {},
-       SHOW_INT(prompt_len),
-       INT(prompt_len),
-       [](const TrainConfig& c) {
-         if (c.prompt_len < 2)
-           throw Error(fmt::format("--prompt-len {} must be at least 2", c.prompt_len));
-       }},
-      {"eval-prompts",
-       "data",
-       SettingType::Int,
-       "stride demo: held-out prompts the accuracy is measured on",
-       {},
-       SHOW_INT(eval_prompts),
-       INT(eval_prompts),
-       [](const TrainConfig& c) {
-         if (c.eval_prompts < 1)
-           throw Error(fmt::format("--eval-prompts {} must be at least 1", c.eval_prompts));
-       }},
-      {"evaluate",
-       "data",
-       SettingType::Bool,
-       "generation or validation after training (--no-evaluate: skip it)",
-       {},
-       SHOW_BOOL(evaluate),
-       BOOL(evaluate)},
+    // What it trains on, and how it is evaluated.
+    {"data", "data", SettingType::Text,
+     "a text file (bytes) or a token dataset directory (fp8lm data prepare); empty: the stride "
+     "demo", {},
+     [](const TrainConfig& c) { return c.data; },
+     [](TrainConfig& c, Text v) {
+       // Stored absolute: a run resumed from another directory still finds its data.
+       c.data = v.empty() ? std::string()
+                          : std::filesystem::absolute(v).lexically_normal().string();
+     }},
+    {"max-stride", "data", SettingType::Int, "stride demo: the largest stride K", {},
+     SHOW_INT(max_stride), INT(max_stride),
+     [](const TrainConfig& c) {
+       if (c.max_stride < 1)
+         throw Error(fmt::format("--max-stride {} must be at least 1", c.max_stride));
+     }},
+    {"prompt-len", "data", SettingType::Int, "stride demo: the held-out prompts' length", {},
+     SHOW_INT(prompt_len), INT(prompt_len),
+     [](const TrainConfig& c) {
+       if (c.prompt_len < 2)
+         throw Error(fmt::format("--prompt-len {} must be at least 2", c.prompt_len));
+     }},
+    {"eval-prompts", "data", SettingType::Int,
+     "stride demo: held-out prompts the accuracy is measured on", {}, SHOW_INT(eval_prompts),
+     INT(eval_prompts),
+     [](const TrainConfig& c) {
+       if (c.eval_prompts < 1)
+         throw Error(fmt::format("--eval-prompts {} must be at least 1", c.eval_prompts));
+     }},
+    {"evaluate", "data", SettingType::Bool,
+     "generation or validation after training (--no-evaluate: skip it)", {}, SHOW_BOOL(evaluate),
+     BOOL(evaluate)},
 
-      // Many processes (mpirun).
-      {"zero",
-       "parallel",
-       SettingType::Int,
-       "1 shards the optimizer state across data-parallel ranks (ZeRO-1)",
-       {},
-       SHOW_INT(zero),
-       INT(zero),
-       [](const TrainConfig& c) {
-         if (c.zero != 0 && c.zero != 1)
-           throw Error(
-               fmt::format("--zero {}: the stages are 0 (off) and 1 (optimizer state)", c.zero));
-       }},
-      {"grad-reduce",
-       "parallel",
-       SettingType::Choice,
-       "the type gradients are all-reduced in across ranks",
-       {"fp32", "bf16"},
-       [](const TrainConfig& c) { return std::string(c.bf16_grad_reduce ? "bf16" : "fp32"); },
-       [](TrainConfig& c, Text v) {
-         if (v != "fp32" && v != "bf16")
-           throw Error(fmt::format("{}: '{}' is not fp32 or bf16", g_label, v));
-         c.bf16_grad_reduce = v == "bf16";
-       }},
-      {"grad-bucket-mb",
-       "parallel",
-       SettingType::Float,
-       "MiB of gradients per all-reduce bucket, started as backward finishes it (0: one, after)",
-       {},
-       SHOW_REAL(grad_bucket_mb),
-       REAL(grad_bucket_mb),
-       [](const TrainConfig& c) {
-         if (!(c.grad_bucket_mb >= 0 && c.grad_bucket_mb <= 1 << 20))
-           throw Error(fmt::format("--grad-bucket-mb {} must be 0 (one bucket) to 1048576",
-                                   c.grad_bucket_mb));
-       }},
+    // Many processes (mpirun).
+    {"zero", "parallel", SettingType::Int,
+     "1 shards the optimizer state across data-parallel ranks (ZeRO-1)", {}, SHOW_INT(zero),
+     INT(zero),
+     [](const TrainConfig& c) {
+       if (c.zero != 0 && c.zero != 1)
+         throw Error(
+             fmt::format("--zero {}: the stages are 0 (off) and 1 (optimizer state)", c.zero));
+     }},
+    {"grad-reduce", "parallel", SettingType::Choice,
+     "the type gradients are all-reduced in across ranks", {"fp32", "bf16"},
+     [](const TrainConfig& c) { return std::string(c.bf16_grad_reduce ? "bf16" : "fp32"); },
+     [](TrainConfig& c, Text v) {
+       if (v != "fp32" && v != "bf16")
+         throw Error(fmt::format("{}: '{}' is not fp32 or bf16", g_label, v));
+       c.bf16_grad_reduce = v == "bf16";
+     }},
+    {"grad-bucket-mb", "parallel", SettingType::Float,
+     "MiB of gradients per all-reduce bucket, started as backward finishes it (0: one, after)", {},
+     SHOW_REAL(grad_bucket_mb), REAL(grad_bucket_mb),
+     [](const TrainConfig& c) {
+       if (!(c.grad_bucket_mb >= 0 && c.grad_bucket_mb <= 1 << 20))
+         throw Error(fmt::format("--grad-bucket-mb {} must be 0 (one bucket) to 1048576",
+                                 c.grad_bucket_mb));
+     }},
   };
   return settings;
 }
+// clang-format on
 
 #undef INT
 #undef INT32
@@ -552,29 +354,6 @@ std::string dashes(std::string_view s) {
   std::string out(s);
   std::replace(out.begin(), out.end(), '_', '-');
   return out;
-}
-
-// Files written before the flat schema: {"precision", "recipe": {...}, "model": {...}, ...},
-// some keys under other names. Returns the flat object.
-nlohmann::json flatten_nested(const nlohmann::json& j) {
-  nlohmann::json flat = nlohmann::json::object();
-  for (const auto& [key, value] : j.items()) {
-    if (key == "model" || key == "recipe") continue;
-    flat[key] = value;
-  }
-  for (const auto& [key, value] : j["model"].items())
-    flat[key == "tied_head" ? "tie_embeddings" : key] = value;
-  if (j.contains("recipe") && j["recipe"].is_object()) {
-    for (const auto& [key, value] : j["recipe"].items())
-      flat[key == "kind" ? "recipe" : key] = value;
-  }
-  if (flat.contains("bf16_grad_reduce") && flat["bf16_grad_reduce"].is_boolean()) {
-    flat["grad_reduce"] = flat["bf16_grad_reduce"].get<bool>() ? "bf16" : "fp32";
-    flat.erase("bf16_grad_reduce");
-  }
-  if (flat.contains("fp8_fallback") && flat["fp8_fallback"].is_boolean())
-    flat["fp8_fallback"] = flat["fp8_fallback"].get<bool>() ? "auto" : "off";
-  return flat;
 }
 
 }  // namespace
@@ -626,66 +405,11 @@ std::string closest_setting(std::string_view name) {
   return closest_name(dashes(name), names);
 }
 
-nlohmann::json settings_json(const TrainConfig& c) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const Setting& s : table()) {
-    const std::string v = s.get(c);
-    switch (s.type) {
-      case SettingType::Int:
-        j[s.key()] = *parse_int(v);
-        break;
-      case SettingType::Float:
-        j[s.key()] = parse_double(v);
-        break;
-      case SettingType::Bool:
-        j[s.key()] = v == "true";
-        break;
-      case SettingType::Choice:
-      case SettingType::Text:
-        j[s.key()] = v;
-        break;
-    }
-  }
-  return j;
-}
-
-std::set<std::string> apply_settings_json(TrainConfig& c, const nlohmann::json& in,
-                                          const std::string& origin,
-                                          const std::set<std::string>& ignored) {
-  if (!in.is_object()) throw Error(fmt::format("{}: expected a JSON object of settings", origin));
-  const bool nested = in.contains("model") && in["model"].is_object();
-  const nlohmann::json j = nested ? flatten_nested(in) : in;
-  std::set<std::string> applied;
-  for (const auto& [key, value] : j.items()) {
-    if (ignored.contains(key)) continue;
-    const Setting* s = find_setting(key);
-    if (!s) {
-      const std::string near = closest_setting(key);
-      throw Error(fmt::format(
-          "{}: unknown setting '{}'{}", origin, key,
-          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", find_setting(near)->key())));
-    }
-    if (!value.is_string() && !value.is_number() && !value.is_boolean())
-      throw Error(fmt::format("{}: '{}' must be a number, a string or true/false", origin, key));
-    const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-    const Text saved = g_label;
-    g_label = key;
-    try {
-      s->set(c, text);
-    } catch (const Error& e) {
-      g_label = saved;
-      throw Error(fmt::format("{}: {}", origin, e.what()));
-    }
-    g_label = saved;
-    applied.insert(std::string(s->name));
-  }
-  return applied;
-}
-
-void apply_setting(TrainConfig& c, const Setting& s, std::string_view text) {
-  const Text saved = g_label;
+void apply_setting(TrainConfig& c, const Setting& s, std::string_view text,
+                   std::string_view label) {
   const std::string flag = s.flag();
-  g_label = flag;
+  const Text saved = g_label;
+  g_label = label.empty() ? Text(flag) : label;
   try {
     s.set(c, text);
   } catch (...) {

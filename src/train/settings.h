@@ -47,8 +47,10 @@ const Setting* find_setting(std::string_view name_or_key);
 // none is close.
 std::string closest_setting(std::string_view name);
 
-// Parses text into c as the flag --name does; Error naming the flag.
-void apply_setting(TrainConfig& c, const Setting& s, std::string_view text);
+// Parses text into c as the flag --name does; Error naming the flag, or `label` (a config
+// file's key) when one is given.
+void apply_setting(TrainConfig& c, const Setting& s, std::string_view text,
+                   std::string_view label = {});
 // Each setting's own check (ranges), in the table's order; TrainConfig::validate adds the
 // checks across settings.
 void check_each_setting(const TrainConfig& c);
