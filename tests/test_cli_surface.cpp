@@ -254,6 +254,43 @@ TEST_F(EvalData, AByteModelOnATokenDatasetIsRefused) {
   EXPECT_EQ(listing(dir_), before);
 }
 
+TEST_F(EvalData, ADatasetOfAnotherTokenizerIsRefused) {
+  ASSERT_EQ(fp8lm("tokenizer train --vocab-size 280 --out " + dir_ + "/other.json " + dir_ +
+                  "/corpus.txt")
+                .status,
+            0);
+  ASSERT_EQ(fp8lm("data prepare " + dir_ + "/corpus.txt --split-lines --tokenizer " + dir_ +
+                  "/other.json --out " + dir_ + "/other")
+                .status,
+            0);
+  const CliResult r = fp8lm("eval --checkpoint " + dir_ + "/bpe --data " + dir_ + "/other");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(dir_ + "/other was made with another tokenizer than this model's"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(EvalData, FineTuningOnDataTheModelWouldMisreadIsRefused) {
+  const std::string out = dir_ + "/tuned";
+  CliResult r =
+      fp8lm("train --steps 1 --init " + dir_ + "/bpe --data " + dir_ + "/corpus.txt --out " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(
+      r.err.find("reads a tokenizer's ids, and " + dir_ + "/corpus.txt would be read as bytes"),
+      std::string::npos)
+      << r.err;
+  r = fp8lm("train --steps 1 --init " + dir_ + "/bytes --data " + dir_ + "/tokens --out " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is a token dataset, but --init " + dir_ + "/bytes reads bytes"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  // The model's own kind of data fine-tunes.
+  r = fp8lm("train --steps 1 --threads 2 --batch-size 4 --init " + dir_ + "/bpe --data " + dir_ +
+            "/tokens --no-save");
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 TEST_F(EvalData, GenerateTakesARunDirectoryAndWarnsOfAShortStridePrompt) {
   const std::string run = fresh("stride_run") + "/r";
   ASSERT_EQ(fp8lm(kTrain + " --out " + run).status, 0);

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/model_text.h"
 #include "cli/parse.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
@@ -21,18 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What a model reads: the stride demo's ids, bytes of text, or a tokenizer's ids (a model of
-// a token dataset, or one imported from Hugging Face, which comes without its data).
-enum class ModelInput { StrideIds, Bytes, Tokens };
-
 ModelInput model_input(const LoadedModel& m) {
-  if (!m.config.data.empty())
-    return is_token_dataset(m.config.data) ? ModelInput::Tokens : ModelInput::Bytes;
-  const auto& meta = m.file.metadata();
-  // fp8lm import writes step 0 (and, since it says so, "source"); a trained model has steps.
-  const bool imported = (meta.count("source") && meta.at("source") == "huggingface") ||
-                        (meta.count("step") && meta.at("step") == "0");
-  return imported ? ModelInput::Tokens : ModelInput::StrideIds;
+  return cli::model_input(m.config, m.file.metadata());
 }
 
 bool is_text_model(const TrainConfig& c) {
@@ -51,15 +42,8 @@ struct ModelTokenizer {
 std::optional<ModelTokenizer> model_tokenizer(const LoadedModel& m, const std::string& model_path,
                                               const std::string& flag) {
   const TrainConfig& c = m.config;
-  std::string path = flag;
-  if (path.empty() && model_input(m) == ModelInput::Tokens) {
-    if (!c.data.empty()) {
-      path = (fs::path(c.data) / read_manifest(c.data).tokenizer).string();
-    } else if (const fs::path beside = fs::path(model_path).parent_path() / "tokenizer.json";
-               fs::is_regular_file(beside)) {
-      path = beside.string();
-    }
-  }
+  const std::string path =
+      flag.empty() ? model_tokenizer_file(c, m.file.metadata(), model_path) : flag;
   if (path.empty()) return std::nullopt;
   text::BpeTokenizer tok = text::BpeTokenizer::load(path);
   if (tok.vocab_size() > c.model.vocab)
@@ -251,28 +235,14 @@ EvalData explicit_eval_data(const EvalFlags& f, const LoadedModel& m, const std:
   const TrainConfig& c = m.config;
   const int64_t B = c.batch_size, T = c.model.seq_len;
   const ModelInput input = model_input(m);
-  if (input == ModelInput::StrideIds)
-    throw Error("--data: this model was trained on the stride task, not text");
-  const std::optional<ModelTokenizer> tok = model_tokenizer(m, path, f.tokenizer);
   if (is_token_dataset(f.data)) {
-    const ShardManifest manifest = read_manifest(f.data);
-    if (input == ModelInput::Bytes)
-      throw Error(fmt::format(
-          "--data {} is a token dataset, but this model reads bytes (it trained on {}); give it "
-          "a text file",
-          f.data, c.data));
-    if (manifest.vocab_size > c.model.vocab)
-      throw Error(fmt::format("--data {}: its vocabulary {} is beyond the model's {}", f.data,
-                              manifest.vocab_size, c.model.vocab));
-    const std::string dataset_tokenizer = (fs::path(f.data) / manifest.tokenizer).string();
-    if (tok && file_text(dataset_tokenizer) != file_text(tok->path))
-      throw Error(fmt::format(
-          "--data {} was made with another tokenizer than this model's ({}): its ids would "
-          "mean other tokens",
-          f.data, tok->path));
+    check_model_reads(c, m.file.metadata(), path, f.data, "this model");
     const auto text = open_text_source(f.data, T, c.seed);
     return {text->validation(B, T, f.batches), fmt::format("the validation split of {}", f.data)};
   }
+  if (input == ModelInput::StrideIds)
+    throw Error("--data: this model was trained on the stride task, not text");
+  const std::optional<ModelTokenizer> tok = model_tokenizer(m, path, f.tokenizer);
   if (!fs::is_regular_file(f.data)) throw Error(fmt::format("--data {}: not a file", f.data));
   const std::string bytes = file_text(f.data);
   std::vector<int32_t> ids;

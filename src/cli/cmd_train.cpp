@@ -18,6 +18,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/model_text.h"
 #include "cli/parse.h"
 #include "dist/communicator.h"
 #include "fp8lm/error.h"
@@ -352,7 +353,11 @@ int run_train(TrainFlags f, CLI::App* app) {
       if (!meta.count("config"))
         throw Error(
             fmt::format("--init {}: not an fp8lm model file (fp8lm import makes one)", init));
-      c.model = train_config_from_json(meta.at("config"), init).model;
+      const TrainConfig trained = train_config_from_json(meta.at("config"), init);
+      c.model = trained.model;
+      // Fine-tuning data the model would misread (another tokenizer's ids, bytes for a model
+      // of tokens) is refused rather than trained on.
+      if (!c.data.empty()) check_model_reads(trained, meta, init, c.data, "--init " + f.init);
     }
     check_fp8_only_settings(c);
     c.validate();
