@@ -12,6 +12,11 @@ if [[ -e $tmp/prefix/include/core || -e $tmp/prefix/include/nn ]]; then
   echo "internal headers were installed" >&2
   exit 1
 fi
+# The command-line tool goes into bin/ (an installed prefix puts fp8lm on the PATH).
+if [[ $("$tmp/prefix/bin/fp8lm" --version) != "fp8lm "* ]]; then
+  echo "bin/fp8lm was not installed" >&2
+  exit 1
+fi
 cmake -S "$src/examples" -B "$tmp/examples" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/examples" >/dev/null
