@@ -2,6 +2,7 @@
 // nothing thrown away, one way to name things, one table of settings behind flags, config
 // files, help and the reference.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -207,7 +208,8 @@ TEST(Surface, SettingsJsonRoundTripsAndReadsTheOlderNestedForm) {
 class EvalData : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fresh("eval_data");
+    // Its own directory per process: ctest runs each test of the suite as a process, side by side.
+    dir_ = fresh("eval_data_" + std::to_string(getpid()));
     std::string text;
     for (int i = 0; i < 400; ++i)
       text += "the quick brown fox " + std::to_string(i % 17) + " jumps over the lazy dog.\n";
@@ -226,6 +228,7 @@ class EvalData : public testing::Test {
         fp8lm("train --data " + dir_ + "/corpus.txt" + small + " --out " + dir_ + "/bytes").status,
         0);
   }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string dir_;
 };
 std::string EvalData::dir_;
