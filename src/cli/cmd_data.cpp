@@ -206,11 +206,15 @@ void add_data_command(CLI::App& app) {
   prep->add_option("files", f->files,
                    "text files (a document each, or per line with --split-lines), or .jsonl "
                    "files of {\"text\": ...} lines")
+      ->type_name("FILE")
       ->required();
   prep->add_option("--tokenizer", f->tokenizer,
                    "tokenizer.json, or a directory with it or with vocab.json + merges.txt")
+      ->type_name("TOKENIZER")
       ->required();
-  prep->add_option("--out", f->out, "the dataset directory to write (new, or empty)")->required();
+  prep->add_option("--out", f->out, "the dataset directory to write (new, or empty)")
+      ->type_name("DIR")
+      ->required();
   prep->add_flag("--split-lines", f->split_lines, "each line of a text file is a document");
   prep->add_option("--val-fraction", f->val_fraction,
                    "fraction of documents held out for validation (default 0.01)");

@@ -285,6 +285,7 @@ void add_fp8_command(CLI::App& app) {
   auto opts = std::make_shared<Fp8Options>();
   const auto add_common = [&](CLI::App* sub) {
     sub->add_option("--format", opts->format, "e4m3, e5m2, e2m1 (NVFP4 values) or e8m0 (MX scales)")
+        ->type_name("{e4m3,e5m2,e2m1,e8m0}")
         ->required();
     sub->add_flag("--json", opts->json, "print JSON instead of text");
   };
@@ -303,7 +304,8 @@ void add_fp8_command(CLI::App& app) {
   add_common(encode);
   encode->add_flag("--no-saturate", opts->no_saturate,
                    "overflow to Inf (E5M2) or NaN (E4M3) instead of clamping to max");
-  encode->add_option("--scale", opts->scale, "multiply by this before the cast (default 1)");
+  encode->add_option("--scale", opts->scale, "multiply by this before the cast")
+      ->type_name("FLOAT");
   encode->add_flag("--block", opts->block,
                    "quantize the values as one block: MXFP8 (e4m3, e5m2) or NVFP4 (e2m1), "
                    "printing the block's scales first");

@@ -114,13 +114,15 @@ void add_hf_commands(CLI::App& app) {
       ->required();
   ex->add_option("--out", e->out, "the directory to write (new, or empty)")->type_name("DIR");
   ex->add_option("dir", e->positional_out)->group("");  // the old spelling
-  ex->add_option("--format", e->format, "hf (default)");
-  ex->add_option("--dtype", e->dtype, "fp32|bf16: the weights' dtype (default fp32)");
+  ex->add_option("--format", e->format, "the format: Hugging Face transformers' directory")
+      ->type_name("{hf}");
+  ex->add_option("--dtype", e->dtype, "the weights' dtype")->type_name("{fp32,bf16}");
   ex->add_flag("--fp8-codes", e->fp8_codes,
                "also fp8_weights.safetensors: each GEMM weight's FP8 codes and scale_inv "
                "(per-tensor recipes)");
   ex->add_option("--tokenizer", e->tokenizer,
-                 "tokenizer.json to include (default: the model's token dataset's)");
+                 "tokenizer.json to include (default: the model's token dataset's)")
+      ->type_name("TOKENIZER");
   ex->callback([e] {
     if (!parse_only()) run_export(*e);
   });
@@ -128,8 +130,11 @@ void add_hf_commands(CLI::App& app) {
   auto i = std::make_shared<ImportFlags>();
   auto* im = app.add_subcommand(
       "import", "Read a Hugging Face GPT-2 or Llama directory into an fp8lm model file");
-  im->add_option("source", i->source, "the Hugging Face model directory")->required();
+  im->add_option("source", i->source, "the Hugging Face model directory")
+      ->type_name("DIR")
+      ->required();
   im->add_option("--out", i->out, "the directory to write model.safetensors into (new, or empty)")
+      ->type_name("DIR")
       ->required();
   im->callback([i] {
     if (!parse_only()) run_import(*i);
@@ -137,7 +142,9 @@ void add_hf_commands(CLI::App& app) {
 
   auto l = std::make_shared<LogitsFlags>();
   auto* lo = app.add_subcommand("logits", "Print a sequence's logits as JSON (FP32 forward)");
-  lo->add_option("--checkpoint", l->checkpoint, "model.safetensors or a run directory")->required();
+  lo->add_option("--checkpoint", l->checkpoint, "a model file or a run directory")
+      ->type_name("MODEL")
+      ->required();
   lo->add_option("--tokens", l->tokens, "token ids (\"3 10 17\")")->required();
   lo->callback([l] {
     if (!parse_only()) run_logits(*l);

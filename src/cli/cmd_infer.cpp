@@ -330,9 +330,11 @@ void add_generate_command(CLI::App& app) {
                   "text models: end once the text ends with this (\\n, \\t; repeatable)");
   cmd->add_option("--tokenizer", f->tokenizer,
                   "models of token ids: this tokenizer (default: the dataset's, or the "
-                  "tokenizer.json beside the model)");
+                  "tokenizer.json beside the model)")
+      ->type_name("TOKENIZER");
   cmd->add_flag("--json", f->json, "print {prompt, generated, stride_kept}");
-  cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");
+  cmd->add_option("--device", f->device, "auto: a GPU when one is present")
+      ->type_name("{auto,cpu,cuda,cuda:N}");
   cmd->callback([f, cmd] {
     f->seed_given = cmd->get_option("--seed")->count() > 0;
     if (!parse_only()) run_generate(*f);
@@ -347,13 +349,16 @@ void add_eval_command(CLI::App& app) {
       ->required();
   cmd->add_option("--data", f->data,
                   "a text file (read whole, as the model reads text) or a token dataset "
-                  "(its validation split); default: the validation split of the training data");
+                  "(its validation split); default: the validation split of the training data")
+      ->type_name("PATH");
   cmd->add_option("--tokenizer", f->tokenizer,
                   "models of token ids: this tokenizer (default: the dataset's, or the "
-                  "tokenizer.json beside the model)");
+                  "tokenizer.json beside the model)")
+      ->type_name("TOKENIZER");
   cmd->add_option("--batches", f->batches, "held-out batches (default 8)");
   cmd->add_flag("--json", f->json, "print JSON");
-  cmd->add_option("--device", f->device, "auto|cpu|cuda|cuda:N (default auto)");
+  cmd->add_option("--device", f->device, "auto: a GPU when one is present")
+      ->type_name("{auto,cpu,cuda,cuda:N}");
   cmd->callback([f] {
     if (!parse_only()) run_eval(*f);
   });

@@ -240,7 +240,9 @@ void add_inspect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect",
                                  "Show every GEMM slot's FP8 scaling state of a run or model file");
   auto f = std::make_shared<InspectFlags>();
-  cmd->add_option("target", f->target, "run directory or model.safetensors")->required();
+  cmd->add_option("target", f->target, "a model file or a run directory")
+      ->type_name("MODEL")
+      ->required();
   cmd->add_option("--layer", f->layer, "only this layer");
   cmd->add_option("--last", f->last, "amax history entries shown (default 4)");
   cmd->add_flag("--json", f->json, "print JSON");

@@ -151,13 +151,14 @@ void add_tokenizer_command(CLI::App& app) {
   const auto common = [&](CLI::App* sub) {
     sub->add_option("--tokenizer", f->tokenizer,
                     "tokenizer.json, or a directory with it or with vocab.json + merges.txt")
+        ->type_name("TOKENIZER")
         ->required();
     sub->add_flag("--json", f->json, "print JSON");
   };
   auto* enc = cmd->add_subcommand("encode", "Text to token ids");
   common(enc);
   enc->add_option("text", f->text, "the text (or --file)");
-  enc->add_option("--file", f->file, "read the text from this file");
+  enc->add_option("--file", f->file, "read the text from this file")->type_name("FILE");
   enc->add_flag("--jsonl", f->jsonl,
                 "--file is JSONL, a {\"text\": ...} document per line: print each one's ids");
   enc->callback([f] {
@@ -173,8 +174,11 @@ void add_tokenizer_command(CLI::App& app) {
   auto t = std::make_shared<TrainFlags>();
   auto* train = cmd->add_subcommand("train", "Learn a byte-level BPE; write its tokenizer.json");
   train->add_option("files", t->files, "text files, or .jsonl files of {\"text\": ...} lines")
+      ->type_name("FILE")
       ->required();
-  train->add_option("--out", t->out, "the tokenizer.json to write (must not exist)")->required();
+  train->add_option("--out", t->out, "the tokenizer.json to write (must not exist)")
+      ->type_name("FILE")
+      ->required();
   train->add_option("--vocab-size", t->options.vocab_size,
                     "special tokens + 256 bytes + merges (default 8192)");
   train->add_option("--min-frequency", t->options.min_frequency,
