@@ -113,6 +113,22 @@ TEST(Checkpoint, KeepsTheLastKAndNamesTheLatest) {
   EXPECT_TRUE(fs::exists(dir + "/config.json"));
 }
 
+// Issue 30 (D6): past step 999,999 the names grow a digit; they are ordered by step, not as
+// text, so pruning keeps the newest and resume finds them.
+TEST(Checkpoint, CheckpointsAreOrderedByStepNotAsText) {
+  const std::string dir = test::fresh_dir("ckpt_order");
+  for (const char* name : {"step-999998", "step-999999", "step-1000000", "step-1000001",
+                           "step-1000003", "step-1000002", "step-x", "step-", "steps-5"})
+    std::filesystem::create_directories(dir + "/checkpoints/" + name);
+  EXPECT_EQ(checkpoint_names(dir),
+            (std::vector<std::string>{"step-1000003", "step-1000002", "step-1000001",
+                                      "step-1000000", "step-999999", "step-999998"}));
+  EXPECT_EQ(checkpoint_step("step-1000003"), 1000003);
+  EXPECT_EQ(checkpoint_step("step-000120"), 120);
+  EXPECT_EQ(checkpoint_step("step-12a"), std::nullopt);
+  EXPECT_EQ(checkpoint_step("step-" + std::string(19, '9')), std::nullopt);  // beyond int64
+}
+
 TEST(Checkpoint, ModelFileRoundTripsWeightsAndFp8State) {
   TrainConfig c = tiny(Precision::Fp8);
   Trainer t(c);

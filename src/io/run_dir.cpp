@@ -118,9 +118,7 @@ std::string latest_name(const std::string& run_dir, std::string& why_not) {
   }
   std::string name = read_text(latest);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  const bool own = name.size() > 5 && name.size() < 32 && name.starts_with("step-") &&
-                   name.find_first_not_of("0123456789", 5) == std::string::npos;
-  if (!own) {
+  if (!checkpoint_step(name)) {
     why_not = fmt::format("checkpoints/latest names '{}', not one of this run's checkpoints",
                           name.substr(0, 80));
     return "";
@@ -132,19 +130,31 @@ std::string latest_name(const std::string& run_dir, std::string& why_not) {
   return name;
 }
 
-// The run's step-* checkpoint directories, newest first.
-std::vector<std::string> checkpoint_names(const std::string& run_dir) {
-  std::vector<std::string> names;
-  const std::string root = run_dir + "/checkpoints";
-  if (!fs::is_directory(root)) return names;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && e.path().filename().string().starts_with("step-"))
-      names.push_back(e.path().filename());
-  std::sort(names.rbegin(), names.rend());
-  return names;
+}  // namespace
+
+std::optional<int64_t> checkpoint_step(const std::string& name) {
+  // At most 18 digits: any such number fits int64_t.
+  if (name.size() <= 5 || name.size() > 23 || !name.starts_with("step-") ||
+      name.find_first_not_of("0123456789", 5) != std::string::npos)
+    return std::nullopt;
+  return std::stoll(name.substr(5));
 }
 
-}  // namespace
+std::vector<std::string> checkpoint_names(const std::string& run_dir) {
+  std::vector<std::pair<int64_t, std::string>> steps;
+  const std::string root = run_dir + "/checkpoints";
+  if (!fs::is_directory(root)) return {};
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (const auto step = checkpoint_step(name); step && e.is_directory())
+      steps.emplace_back(*step, name);
+  }
+  // By step, not as text: step-1000000 is newer than step-999999.
+  std::sort(steps.rbegin(), steps.rend());
+  std::vector<std::string> names;
+  for (const auto& [step, name] : steps) names.push_back(name);
+  return names;
+}
 
 std::string latest_checkpoint(const std::string& run_dir) {
   std::string why_not;

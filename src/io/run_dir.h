@@ -3,7 +3,9 @@
 // every FP8 slot), checkpoints/step-NNNNNN/ (the last K, `latest` naming the newest complete
 // one), and at the end model.safetensors, summary.json and report.html.
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "io/safetensors.h"
 #include "train/run_loop.h"
@@ -46,6 +48,12 @@ void save_trainer(Trainer& trainer, const std::string& checkpoint_dir);
 std::unique_ptr<Trainer> resume_trainer(const std::string& checkpoint_dir);
 // The model file of a trainer's model.
 SafetensorsWriter trainer_model_file(Trainer& trainer);
+
+// The step a checkpoints/ directory's name stands for (step-NNNNNN: six to 18 digits); nullopt
+// for any other name.
+std::optional<int64_t> checkpoint_step(const std::string& name);
+// The run's step-NNNNNN checkpoint directories, newest (highest step) first.
+std::vector<std::string> checkpoint_names(const std::string& run_dir);
 
 // The checkpoint directory `latest` names; Error when it is missing or names anything but one of
 // the run's own checkpoints/step-* directories.
