@@ -53,12 +53,6 @@ std::optional<ModelTokenizer> model_tokenizer(const LoadedModel& m, const std::s
   return ModelTokenizer{std::move(tok), path};
 }
 
-std::string file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open", path));
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 // Token ids ("3 10 17") for stride models, the tokenizer's ids of the text for models of a
 // token dataset, raw bytes for byte-level text models.
 std::vector<int32_t> parse_prompt(const std::string& prompt, const TrainConfig& c,
@@ -244,7 +238,7 @@ EvalData explicit_eval_data(const EvalFlags& f, const LoadedModel& m, const std:
     throw Error("--data: this model was trained on the stride task, not text");
   const std::optional<ModelTokenizer> tok = model_tokenizer(m, path, f.tokenizer);
   if (!fs::is_regular_file(f.data)) throw Error(fmt::format("--data {}: not a file", f.data));
-  const std::string bytes = file_text(f.data);
+  const std::string bytes = file_bytes(f.data);
   std::vector<int32_t> ids;
   if (input == ModelInput::Bytes) {
     ids.assign(reinterpret_cast<const unsigned char*>(bytes.data()),
