@@ -289,16 +289,19 @@ void run_eval(const EvalFlags& f) {
          {"loss", loss},
          {"perplexity", std::exp(loss)}};
   }
+  const double loss = j["loss"].get<double>();
   if (f.json) {
     fmt::print("{}\n", j.dump());
-    return;
+  } else {
+    fmt::print("loss {:.4f} · perplexity {:.4f}", loss, j["perplexity"].get<double>());
+    if (j.contains("stride_accuracy"))
+      fmt::print(" · stride accuracy {:.4f}", j["stride_accuracy"].get<double>());
+    if (j.contains("data")) fmt::print(" · on {}", j["data"].get<std::string>());
+    fmt::print("\n");
   }
-  fmt::print("loss {:.4f} · perplexity {:.4f}", j["loss"].get<double>(),
-             j["perplexity"].get<double>());
-  if (j.contains("stride_accuracy"))
-    fmt::print(" · stride accuracy {:.4f}", j["stride_accuracy"].get<double>());
-  if (j.contains("data")) fmt::print(" · on {}", j["data"].get<std::string>());
-  fmt::print("\n");
+  // A loss that is no number measures nothing: the model is broken, not merely bad.
+  if (!std::isfinite(loss))
+    throw Error(fmt::format("{}: the loss is {}; the model's outputs are not finite", path, loss));
 }
 
 }  // namespace

@@ -153,23 +153,6 @@ void print_result(const TrainConfig& c, const TrainResult& r) {
   }
 }
 
-// --out DIR: a new directory, or an empty one. A run is continued with --resume, and anything
-// else a user keeps there is not touched.
-void check_new_run_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  if (!fs::exists(dir)) return;
-  if (!fs::is_directory(dir)) throw Error(fmt::format("--out {}: a file, not a directory", dir));
-  if (fs::exists(dir + "/config.json")) {
-    throw Error(fmt::format(
-        "{} already holds a run; resume it with --resume {} or choose another --out", dir, dir));
-  }
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().filename() == ".lock") continue;  // left by a run that failed to start
-    throw Error(fmt::format(
-        "--out {}: the directory is not empty and not an fp8lm run; choose another", dir));
-  }
-}
-
 bool has_checkpoints(const std::string& dir) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir + "/checkpoints")) return false;
@@ -230,12 +213,24 @@ void check_run_flags(const TrainFlags& f, CLI::App* app) {
                             f.collective_timeout));
 }
 
+// The run's result, and its exit status: 1 when it did not end well (its summary says why too).
+int ended(const TrainConfig& c, const TrainResult& r, const std::string& dir) {
+  print_result(c, r);
+  if (!dir.empty())
+    fmt::print("wrote {0}/summary.json, {0}/model.safetensors, {0}/report.html\n", dir);
+  if (r.failure.empty()) return 0;
+  std::fflush(stdout);
+  fmt::print(stderr, "error: the run did not end well: {}\n", r.failure);
+  return 1;
+}
+
 // What a rank other than 0 records: nothing (rank 0 writes the run directory).
 class Follower final : public RunRecorder {
  public:
   void step(Trainer&, const StepRecord&) override {}
   void checkpoint(Trainer&) override {}
   void stopped(Trainer&) override {}
+  void trained(Trainer&, const TrainResult&) override {}
   void finished(Trainer&, const TrainResult&) override {}
 };
 
@@ -305,7 +300,9 @@ int run_train(TrainFlags f, CLI::App* app) {
     std::signal(SIGTERM, request_stop);
   }
   std::unique_ptr<Trainer> trainer;
-  std::unique_ptr<RunLock> lock;  // held until the process is done with the directory
+  // Held until the process is done with the directory: one writer per run.
+  std::unique_ptr<RunLock> lock;
+  std::unique_ptr<NewRunDir> claim;
   // Under mpirun, rank 0 leads: it alone prints and writes the run directory (every rank
   // trains and holds the same model).
   const bool lead = world().rank() == 0;
@@ -318,6 +315,7 @@ int run_train(TrainFlags f, CLI::App* app) {
     }
     if (!f.config.empty()) throw Error("--resume continues the run's own config; drop --config");
     if (parse_only()) return 0;
+    // A directory that is no run gets no lock file; one that is, is locked before it is read.
     if (!std::filesystem::exists(f.resume + "/config.json"))
       throw Error(fmt::format("--resume {}: not an fp8lm run (no config.json)", f.resume));
     if (lead) lock = std::make_unique<RunLock>(f.resume);
@@ -362,15 +360,13 @@ int run_train(TrainFlags f, CLI::App* app) {
     check_fp8_only_settings(c);
     c.validate();
     if (parse_only()) return 0;
-    if (!f.out.empty() && lead) check_new_run_dir(f.out);
-    // Before the run directory is made: a config the trainer refuses (data that is not a file,
-    // a model too large for the memory) leaves nothing behind.
+    // --out DIR: a new directory, or an empty one, claimed before anything else. A config
+    // the trainer refuses (data that is not a file, a model too large for the memory) undoes
+    // the claim and leaves nothing behind.
+    if (!f.out.empty() && lead) claim = std::make_unique<NewRunDir>(f.out);
     trainer = std::make_unique<Trainer>(c);
     if (!init.empty()) apply_model_tensors(Safetensors::read(init), trainer->model());
-    if (!f.out.empty() && lead) {
-      std::filesystem::create_directories(f.out);
-      lock = std::make_unique<RunLock>(f.out);
-    }
+    if (claim) claim->keep();
   }
   trainer->set_fusion(!f.no_fusion);  // how kernels run, not what the run is: not saved
   const TrainConfig& c = trainer->config();
@@ -408,8 +404,7 @@ int run_train(TrainFlags f, CLI::App* app) {
 
   if (dir.empty()) {
     while (!trainer->done()) print_progress(trainer->train_step());
-    print_result(c, trainer->finish());
-    return 0;
+    return ended(c, trainer->finish(), "");
   }
   const RunSettings settings = run_settings(f, app, dir);
   const RunSchedule schedule{settings.checkpoint_every, f.stop_after};
@@ -421,9 +416,7 @@ int run_train(TrainFlags f, CLI::App* app) {
                trainer->steps_done(), dir);
     return g_signal ? 128 + g_signal.load() : 0;
   }
-  print_result(c, r);
-  fmt::print("wrote {0}/summary.json, {0}/model.safetensors, {0}/report.html\n", dir);
-  return 0;
+  return ended(c, r, dir);
 }
 
 }  // namespace

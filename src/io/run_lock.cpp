@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "fp8lm/error.h"
@@ -38,6 +39,63 @@ RunLock::RunLock(const std::string& dir) {
 
 RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// DIR holds nothing but a lock file (one left by a run that failed to start is no run).
+void require_no_run(const std::string& dir) {
+  if (fs::exists(dir + "/config.json")) {
+    throw Error(fmt::format(
+        "{} already holds a run; resume it with --resume {} or choose another --out", dir, dir));
+  }
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename() == ".lock") continue;
+    throw Error(fmt::format(
+        "--out {}: the directory is not empty and not an fp8lm run; choose another", dir));
+  }
+}
+
+}  // namespace
+
+NewRunDir::NewRunDir(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(dir, ec)) && !fs::is_directory(dir, ec))
+    throw Error(fmt::format(
+        "--out {}: {}", dir,
+        fs::exists(dir, ec) ? "a file, not a directory" : "a link to nothing (dangling symlink)"));
+  if (!fs::exists(dir, ec)) {
+    const fs::path parent = fs::path(dir).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    made_ = fs::create_directory(dir, ec);
+    if (ec)
+      throw Error(fmt::format("--out {}: cannot create the directory: {}", dir, ec.message()));
+  }
+  try {
+    lock_ = std::make_unique<RunLock>(dir);
+    require_no_run(dir);
+  } catch (...) {
+    if (lock_) {
+      lock_.reset();
+      if (made_) fs::remove_all(dir, ec);
+    } else if (made_) {
+      fs::remove(dir, ec);  // only when still empty: another process may be in it
+    }
+    throw;
+  }
+}
+
+NewRunDir::~NewRunDir() {
+  if (kept_) return;
+  std::error_code ignored;
+  // The lock file goes while still held, so no other process locks it on its way out.
+  if (made_) {
+    fs::remove_all(dir_, ignored);
+  } else {
+    fs::remove(dir_ + "/.lock", ignored);
+  }
 }
 
 }  // namespace fp8lm
