@@ -21,6 +21,7 @@
 #include "cli/model_text.h"
 #include "cli/parse.h"
 #include "dist/communicator.h"
+#include "dist/rank_agreement.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
@@ -261,6 +262,25 @@ int follow(Trainer& trainer, const std::string& dir, const TrainFlags& f, CLI::A
   return 0;
 }
 
+// What every rank of a run must agree on, before anything is built or written: the run's own
+// flags and, for a new run, each setting's value. The device is left out: ranks may name their
+// own GPU (cuda:N).
+std::vector<NamedValue> agreed_settings(const TrainFlags& f, const TrainConfig* c) {
+  std::vector<NamedValue> v = {{"--out", f.out},
+                               {"--resume", f.resume},
+                               {"--init", f.init},
+                               {"--no-save", f.no_save ? "true" : "false"},
+                               {"--checkpoint-every", std::to_string(f.checkpoint_every)},
+                               {"--keep-checkpoints", std::to_string(f.keep_checkpoints)},
+                               {"--stop-after", std::to_string(f.stop_after)},
+                               {"--collective-timeout", fmt::format("{}", f.collective_timeout)},
+                               {"--no-fusion", f.no_fusion ? "true" : "false"}};
+  if (c) {
+    for (const Setting& s : train_settings()) v.emplace_back(s.flag(), s.get(*c));
+  }
+  return v;
+}
+
 // A new run directory under runs/, named by the time it starts: runs/20261203-142501 (-2, -3
 // when a run of the same second has it).
 std::string new_run_dir() {
@@ -316,6 +336,7 @@ int run_train(TrainFlags f, CLI::App* app) {
     if (!f.config.empty()) throw Error("--resume continues the run's own config; drop --config");
     if (parse_only()) return 0;
     // A directory that is no run gets no lock file; one that is, is locked before it is read.
+    require_ranks_agree(world(), agreed_settings(f, nullptr));
     if (!std::filesystem::exists(f.resume + "/config.json"))
       throw Error(fmt::format("--resume {}: not an fp8lm run (no config.json)", f.resume));
     if (lead) lock = std::make_unique<RunLock>(f.resume);
@@ -360,6 +381,7 @@ int run_train(TrainFlags f, CLI::App* app) {
     check_fp8_only_settings(c);
     c.validate();
     if (parse_only()) return 0;
+    require_ranks_agree(world(), agreed_settings(f, &c));
     // --out DIR: a new directory, or an empty one, claimed before anything else. A config
     // the trainer refuses (data that is not a file, a model too large for the memory) undoes
     // the claim and leaves nothing behind.

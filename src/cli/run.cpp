@@ -193,10 +193,11 @@ int run(int argc, char** argv) {
     print_output_failure(errno ? errno : EIO);
     code = code > 0 ? code : -1;
   }
-  if (code >= 0) return code;
-  // A rank that fails ends them all: the others would wait for it in their next collective.
-  abort_world_on_error(1);
-  return 1;
+  // A rank that fails, or cannot parse its flags, ends them all: the others would wait for it
+  // in their next collective (and rank 0 must not go on to write the run's directory).
+  if (code >= 0 && code != 2) return code;
+  abort_world_on_error(code < 0 ? 1 : code);
+  return code < 0 ? 1 : code;
 }
 
 }  // namespace fp8lm::cli
