@@ -145,5 +145,61 @@ TEST(Hostile, D16_ACheckpointThatCannotBeWrittenIsNamed) {
   EXPECT_EQ(read_text(dir + "/checkpoints"), "not a directory");
 }
 
+// D19: text given to eval for a model of the stride task's ids is refused, not measured.
+TEST(Hostile, D19_TextForAStrideModelIsRefused) {
+  const std::string dir = fresh("d19");
+  ASSERT_EQ(fp8lm(kTinyTrain + " --out " + dir + "/r").status, 0);
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "some text a user has lying around. ";
+  write_text(dir + "/text.txt", text);
+  const CliResult r = fp8lm("eval --checkpoint " + dir + "/r --data " + dir + "/text.txt");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("this model was trained on the stride task, not text"), std::string::npos)
+      << r.err;
+}
+
+// D20: values that were accepted silently, each refused with its flag named and nothing
+// written.
+TEST(Hostile, D20_NonsenseValuesAreRefused) {
+  const std::string dir = fresh("d20");
+  write_text(dir + "/null.json", R"({"data": null})");
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"train --threads 10000", "--threads 10000 is more than the"},
+           {"--config ''", "--config was given an empty value; give a FILE"},
+           {"--init ''", "--init was given an empty value; give a MODEL"},
+           {"--data ''", "--data was given an empty value; give a PATH"},
+           {"--config null.json", "null.json: 'data' must be a number, a string or true/false"},
+           {"--seed -1", "--seed -1 must be 0 or more"},
+           {"--precision bf16 --recipe nvfp4", "--recipe nvfp4 is an FP8 setting"},
+           {"--precision fp32 --precision-map first-last-layers",
+            "--precision-map first-last-layers is an FP8 setting"}}) {
+    const std::string command = flags.starts_with("train") ? flags : kTinyTrain + " " + flags;
+    const CliResult r = fp8lm(command + " --out r", "", "cd " + dir + " &&");
+    EXPECT_EQ(r.status, 1) << flags;
+    ASSERT_EQ(lines(r.err).size(), 1u) << flags << ": " << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << flags << ": " << r.err;
+    EXPECT_FALSE(fs::exists(dir + "/r")) << flags;
+  }
+  EXPECT_EQ(fp8lm("inspect ''").err, "error: target was given an empty value; give a MODEL\n");
+}
+
+// D20: --stop-after at or below the step a run is at would train one more step and stop:
+// refused, with the run's checkpoints as they were.
+TEST(Hostile, D20_StopAfterAStepAlreadyPastIsRefused) {
+  const std::string dir = fresh("d20_stop") + "/r";
+  ASSERT_EQ(fp8lm("train " + kTinyModel + " --steps 4 --stop-after 3 --out " + dir).status, 0);
+  auto before = files_of(dir);
+  before.erase(".lock");  // the pid of the last process to lock it
+  const CliResult r = fp8lm("train --resume " + dir + " --stop-after 2");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--stop-after 2: the run is already at step 3; give a later step"),
+            std::string::npos)
+      << r.err;
+  auto after = files_of(dir);
+  after.erase(".lock");
+  EXPECT_TRUE(after == before);
+}
+
 }  // namespace
 }  // namespace fp8lm

@@ -1,6 +1,7 @@
 // fp8lm train: parses the run's configuration (built-in stride demo < --config FILE.json <
 // flags), trains with a progress bar, prints the result and writes DIR/summary.json.
 #include <fmt/format.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -189,11 +190,7 @@ std::unique_ptr<Trainer> resume_run(const std::string& dir, const DeviceSpec& de
 }
 
 // The run-directory flags, before anything is read or written.
-void check_run_flags(const TrainFlags& f, CLI::App* app) {
-  for (const char* flag : {"--out", "--resume"}) {
-    if (app->get_option(flag)->count() > 0 && app->get_option(flag)->as<std::string>().empty())
-      throw Error(fmt::format("{} needs a directory", flag));
-  }
+void check_run_flags(const TrainFlags& f) {
   if (!f.out.empty() && !f.resume.empty())
     throw Error("--out and --resume name the run twice; --resume DIR continues DIR");
   if (f.no_save && (!f.out.empty() || !f.resume.empty()))
@@ -262,6 +259,18 @@ int follow(Trainer& trainer, const std::string& dir, const TrainFlags& f, CLI::A
   return 0;
 }
 
+// More threads than the machine has CPUs only queue behind each other (a run of --threads
+// 10000 trains at a few tokens a second): refused when a run starts. A resumed run keeps its
+// own, whatever machine it resumes on.
+void check_threads(const TrainConfig& c) {
+  const int cpus = omp_get_num_procs();
+  if (c.threads > cpus)
+    throw Error(
+        fmt::format("--threads {} is more than the {} CPUs this process may use; give {} "
+                    "or fewer (0: all of them)",
+                    c.threads, cpus, cpus));
+}
+
 // What every rank of a run must agree on, before anything is built or written: the run's own
 // flags and, for a new run, each setting's value. The device is left out: ranks may name their
 // own GPU (cuda:N).
@@ -308,7 +317,7 @@ void apply_config_run(TrainFlags& f, CLI::App* app, const nlohmann::json& run) {
 }
 
 int run_train(TrainFlags f, CLI::App* app) {
-  check_run_flags(f, app);
+  check_run_flags(f);
   // Nothing thrown away: a run without --out is saved under runs/ (--no-save: nothing kept).
   const bool named_here = f.out.empty() && f.resume.empty() && !f.no_save;
   if (named_here) f.out = new_run_dir();
@@ -341,6 +350,9 @@ int run_train(TrainFlags f, CLI::App* app) {
       throw Error(fmt::format("--resume {}: not an fp8lm run (no config.json)", f.resume));
     if (lead) lock = std::make_unique<RunLock>(f.resume);
     trainer = resume_run(f.resume, parse_device(f.device), lead);
+    if (f.stop_after > 0 && f.stop_after <= trainer->steps_done())
+      throw Error(fmt::format("--stop-after {}: the run is already at step {}; give a later step",
+                              f.stop_after, trainer->steps_done()));
   } else {
     TrainConfig c;
     std::set<std::string> set;
@@ -348,7 +360,7 @@ int run_train(TrainFlags f, CLI::App* app) {
       nlohmann::json config_run;
       set = apply_config_file(c, f.config, config_run);
       apply_config_run(f, app, config_run);
-      check_run_flags(f, app);
+      check_run_flags(f);
     }
     for (const auto& [setting, text] : given) {
       apply_setting(c, *setting, text);
@@ -380,6 +392,7 @@ int run_train(TrainFlags f, CLI::App* app) {
     }
     check_fp8_only_settings(c);
     c.validate();
+    check_threads(c);
     if (parse_only()) return 0;
     require_ranks_agree(world(), agreed_settings(f, &c));
     // --out DIR: a new directory, or an empty one, claimed before anything else. A config

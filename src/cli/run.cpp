@@ -70,6 +70,21 @@ std::string unknown_argument(const CLI::App& app) {
                      near.empty() ? "" : fmt::format(" (did you mean {}?)", near), path);
 }
 
+// An option given an empty value ("--data ''", a variable that was never set) names nothing:
+// refused, rather than read as "not given" (the default) or as a file named "".
+void require_values(const CLI::App& cmd) {
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->count() == 0 || o->get_expected_min() == 0) continue;  // not given, or a switch
+    for (const std::string& value : o->results()) {
+      if (!value.empty()) continue;
+      const std::string name = o->get_lnames().empty() ? o->get_name() : "--" + o->get_lnames()[0];
+      throw Error(fmt::format("{} was given an empty value; give a {}", name,
+                              o->get_type_name().empty() ? "value" : o->get_type_name()));
+    }
+  }
+  for (const CLI::App* sub : cmd.get_subcommands()) require_values(*sub);
+}
+
 }  // namespace
 
 void set_parse_only(bool on) {
@@ -120,6 +135,7 @@ int run_command(int argc, char** argv) {
   add_tokenizer_command(app);
   add_data_command(app);
   add_hf_commands(app);
+  app.parse_complete_callback([&app] { require_values(app); });
   // Hidden: the Markdown of every command's options (docs/reference/cli.md is its output).
   app.add_subcommand("cli-reference", "")->group("")->callback([&app] {
     fmt::print("{}", cli_reference(app));

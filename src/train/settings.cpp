@@ -264,7 +264,12 @@ const std::vector<Setting>& table() {
      }},
     {"seed", "training", SettingType::Int, "random seed (weights and data order)", {},
      SHOW_INT(seed),
-     [](TrainConfig& c, Text v) { c.seed = static_cast<uint64_t>(to_int(g_label, v)); }},
+     [](TrainConfig& c, Text v) {
+       // A negative seed would wrap to a huge one: refused rather than quietly another seed.
+       const int64_t seed = to_int(g_label, v);
+       if (seed < 0) throw Error(fmt::format("{} {} must be 0 or more", g_label, v));
+       c.seed = static_cast<uint64_t>(seed);
+     }},
     {"max-skipped-steps", "training", SettingType::Int,
      "non-finite steps skipped in a row before the run stops", {}, SHOW_INT(max_skipped_steps),
      INT(max_skipped_steps),
