@@ -73,29 +73,35 @@ NewRunDir::NewRunDir(const std::string& dir) : dir_(dir) {
     if (ec)
       throw Error(fmt::format("--out {}: cannot create the directory: {}", dir, ec.message()));
   }
+  made_lock_ = !fs::exists(dir + "/.lock", ec);
   try {
     lock_ = std::make_unique<RunLock>(dir);
+  } catch (...) {
+    if (made_) fs::remove(dir, ec);  // only when still empty: another process may be in it
+    throw;
+  }
+  try {
     require_no_run(dir);
   } catch (...) {
-    if (lock_) {
-      lock_.reset();
-      if (made_) fs::remove_all(dir, ec);
-    } else if (made_) {
-      fs::remove(dir, ec);  // only when still empty: another process may be in it
-    }
+    undo();
     throw;
   }
 }
 
-NewRunDir::~NewRunDir() {
-  if (kept_) return;
+// The lock file goes while still held, so no other process locks it on its way out; a
+// directory or lock file that was there before stays.
+void NewRunDir::undo() {
   std::error_code ignored;
-  // The lock file goes while still held, so no other process locks it on its way out.
   if (made_) {
     fs::remove_all(dir_, ignored);
-  } else {
+  } else if (made_lock_) {
     fs::remove(dir_ + "/.lock", ignored);
   }
+  lock_.reset();
+}
+
+NewRunDir::~NewRunDir() {
+  if (!kept_) undo();
 }
 
 }  // namespace fp8lm

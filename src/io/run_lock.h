@@ -36,8 +36,11 @@ class NewRunDir {
   void keep() { kept_ = true; }
 
  private:
+  void undo();
+
   std::string dir_;
-  bool made_ = false;
+  bool made_ = false;       // the directory, by this claim
+  bool made_lock_ = false;  // its lock file, by this claim
   bool kept_ = false;
   std::unique_ptr<RunLock> lock_;
 };
