@@ -246,7 +246,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("target", f->target, "a model file or a run directory")
       ->type_name("MODEL")
       ->required();
-  cmd->add_option("--layer", f->layer, "only this layer");
+  cmd->add_option("--layer", f->layer, "only this layer (default: all)");
   cmd->add_option("--last", f->last, "amax history entries shown (default 4)");
   cmd->add_flag("--json", f->json, "print JSON");
   cmd->callback([f] {
