@@ -333,8 +333,11 @@ void Safetensors::read_checksums() {
   const auto it = metadata_.find(kChecksumKey);
   if (it == metadata_.end()) return;
   const auto sums = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  if (!sums.is_object() || sums.size() != tensors_.size())
-    throw Error(fmt::format("{}: its checksum list is damaged", origin_));
+  if (!sums.is_object()) throw Error(fmt::format("{}: its checksum list is damaged", origin_));
+  for (const auto& [name, sum] : sums.items())
+    if (!tensors_.count(name))
+      throw Error(
+          fmt::format("{}: tensor '{}' is missing (its checksum is listed)", origin_, name));
   for (const auto& [name, t] : tensors_) {
     if (!sums.contains(name) || !sums[name].is_string())
       throw Error(fmt::format("{}: tensor '{}' has no checksum", origin_, name));

@@ -56,6 +56,11 @@ void TrainConfig::validate() const {
         "--disable-rht",
         model.seq_len));
   }
+  // The run's sample after the last step: a prompt of half the sequence, then what follows.
+  if (!data.empty() && evaluate && model.seq_len < 2)
+    throw Error(fmt::format(
+        "--seq-len {} leaves the sample of a text run no prompt: give 2 or more (or --no-evaluate)",
+        model.seq_len));
   if (!data.empty() && is_token_dataset(data)) {
     const int64_t needed = read_manifest(data).vocab_size;
     if (model.vocab < needed)
@@ -173,7 +178,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator& ranks) : cfg_(cfg), comm_
   if (cfg_.data.empty()) {
     stride_ = std::make_unique<StrideTask>(cfg_.model.vocab, cfg_.max_stride, cfg_.seed);
   } else {
-    text_ = open_text_source(cfg_.data, cfg_.model.seq_len, cfg_.seed);
+    text_ = open_text_source(cfg_.data, cfg_.model.seq_len, cfg_.seed, cfg_.model.vocab);
   }
   model_ = std::make_unique<GPT>(cfg_.model, cfg_.seed);
   kept_in_bf16_ = apply_precision_map(*model_, cfg_.precision_map);
