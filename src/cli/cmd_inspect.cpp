@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/json.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
@@ -49,9 +50,8 @@ std::string sparkline(const nlohmann::json& exponents, int lo, int hi) {
 void print_block_scales(const InspectFlags& f, const Safetensors& file, const TrainConfig& c,
                         const std::string& path, const std::string& step,
                         const nlohmann::json& map_json, const std::vector<std::string>& kept) {
-  const auto blocks = nlohmann::json::parse(file.metadata().at("block_scales"), nullptr, false);
-  if (blocks.is_discarded() || !blocks.is_object())
-    throw Error(fmt::format("{}: block_scales is not a JSON object", path));
+  const auto blocks = parse_json(file.metadata().at("block_scales"), path + ": block_scales");
+  if (!blocks.is_object()) throw Error(fmt::format("{}: block_scales is not a JSON object", path));
   if (f.json) {
     fmt::print("{}\n", nlohmann::json{{"file", path},
                                       {"step", step},

@@ -10,6 +10,8 @@
 #include <optional>
 
 #include "core/bf16.h"
+#include "core/input_file.h"
+#include "core/json.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "io/hf_special_tokens.h"
@@ -199,11 +201,7 @@ template <class T>
 T field(const Json& j, const char* key, const std::string& origin) {
   if (!j.contains(key) || j[key].is_null())
     throw Error(fmt::format("{}: config.json has no '{}'", origin, key));
-  try {
-    return j[key].get<T>();
-  } catch (const Json::exception&) {
-    throw Error(fmt::format("{}: config.json '{}' has the wrong type", origin, key));
-  }
+  return json_as<T>(j[key], fmt::format("{}: config.json '{}'", origin, key));
 }
 
 // A field this engine has one value for: absent, or equal to it.
@@ -223,6 +221,7 @@ void require(const Json& j, const char* key, const T& want, const std::string& o
 
 GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& origin) {
   GPTConfig m;
+  const std::string where = origin + "/config.json";
   const auto eps_rule = "fp8lm's norms use 1e-5";
   if (a == HfArchitecture::Gpt2) {
     m.vocab = field<int64_t>(j, "vocab_size", origin);
@@ -230,9 +229,8 @@ GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& ori
     m.d_model = field<int64_t>(j, "n_embd", origin);
     m.n_layers = field<int64_t>(j, "n_layer", origin);
     m.n_heads = field<int64_t>(j, "n_head", origin);
-    m.ffn = j.contains("n_inner") && !j["n_inner"].is_null() ? j["n_inner"].get<int64_t>()
-                                                             : 4 * m.d_model;
-    const auto act = j.value("activation_function", std::string("gelu_new"));
+    m.ffn = json_value<int64_t>(j, "n_inner", 4 * m.d_model, where);
+    const auto act = json_value<std::string>(j, "activation_function", "gelu_new", where);
     if (act == "relu") {
       m.activation = Activation::Relu;
     } else if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
@@ -252,13 +250,13 @@ GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& ori
   m.d_model = field<int64_t>(j, "hidden_size", origin);
   m.n_layers = field<int64_t>(j, "num_hidden_layers", origin);
   m.n_heads = field<int64_t>(j, "num_attention_heads", origin);
-  m.n_kv_heads = j.value("num_key_value_heads", m.n_heads);
+  m.n_kv_heads = json_value<int64_t>(j, "num_key_value_heads", m.n_heads, where);
   m.ffn = field<int64_t>(j, "intermediate_size", origin);
   m.activation = Activation::Swiglu;
   m.normalization = Normalization::RMSNorm;
-  m.rope_theta = j.value("rope_theta", 10000.0);
+  m.rope_theta = json_value<double>(j, "rope_theta", 10000.0, where);
   m.bias = false;
-  m.tied_head = j.value("tie_word_embeddings", false);
+  m.tied_head = json_value<bool>(j, "tie_word_embeddings", false, where);
   require(j, "hidden_act", std::string("silu"), origin, "fp8lm's SwiGLU gates with SiLU");
   require(j, "rms_norm_eps", kNormEpsDecimal, origin, eps_rule);
   require(j, "rope_scaling", Json(), origin, "fp8lm has plain rotary embeddings");
@@ -345,17 +343,9 @@ void export_hf(GPT& model, const std::string& dir, const HfExportOptions& option
 
 HfModel import_hf(const std::string& dir) {
   const std::string config_path = dir + "/config.json";
-  std::ifstream in(config_path);
-  if (!in)
-    throw Error(
-        fmt::format("{}: cannot open (a Hugging Face model directory has one)", config_path));
-  Json j;
-  try {
-    j = Json::parse(in);
-  } catch (const Json::exception&) {
-    throw Error(fmt::format("{}: not valid JSON", config_path));
-  }
-  const std::string type = j.is_object() ? j.value("model_type", std::string()) : "";
+  const Json j = read_json_file(config_path, kJsonFileBytes);
+  const std::string type =
+      j.is_object() ? json_value<std::string>(j, "model_type", "", config_path) : "";
   if (type.empty())
     throw Error(fmt::format("{}: no model_type; not a Hugging Face model's config", config_path));
   if (type != "gpt2" && type != "llama") {
