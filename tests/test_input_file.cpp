@@ -86,7 +86,7 @@ TEST(InputFile, RefusesADeviceADirectoryAndAMissingFile) {
             "latest " + dir + "/zero: is a device, not a file");
   EXPECT_EQ(error_of([&] { InputFile f(dir + "/none", "--config"); }),
             "--config " + dir + "/none: cannot be read: No such file or directory");
-  EXPECT_EQ(error_of([] { InputFile f("", "--init"); }), "--init : an empty path names no file");
+  EXPECT_EQ(error_of([] { InputFile f("", "--init"); }), "--init '': an empty path names no file");
 }
 
 TEST(InputFile, NamesTheReasonWhenPermissionIsDenied) {

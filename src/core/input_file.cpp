@@ -25,7 +25,8 @@ const char* not_a_file(mode_t mode) {
 }
 
 std::string label_of(const std::string& path, std::string_view what) {
-  return what.empty() ? path : fmt::format("{} {}", what, path);
+  const std::string shown = path.empty() ? "''" : path;
+  return what.empty() ? shown : fmt::format("{} {}", what, shown);
 }
 
 }  // namespace
