@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/input_file.h"
+#include "core/json.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/report.h"
@@ -23,13 +25,6 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_text_atomic(const std::string& path, const std::string& text) {
   write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
@@ -50,13 +45,15 @@ Json fp8_snapshot(GPT& model) {
 // Keeps metrics lines of steps up to `step` (a resumed run rewrites what came after).
 void truncate_metrics(const std::string& path, int64_t step) {
   if (!fs::exists(path)) return;
-  std::ifstream in(path);
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number() &&
-        j["step"].get<int64_t>() <= step) {
-      kept += line + "\n";
+  InputStream in(path, "");
+  std::string kept;
+  int64_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    const std::string where = fmt::format("{} line {}", path, ++n);
+    try {  // a line that is not a step's record is dropped
+      if (json_require<int64_t>(parse_json(line, where), "step", where) <= step)
+        kept += line + "\n";
+    } catch (const Error&) {
     }
   }
   write_text_atomic(path, kept);
@@ -116,7 +113,13 @@ std::string latest_name(const std::string& run_dir, std::string& why_not) {
     why_not = "checkpoints/latest is missing";
     return "";
   }
-  std::string name = read_text(latest);
+  std::string name;
+  try {
+    name = read_input_file(latest, "", kLineFileBytes);
+  } catch (const Error& e) {
+    why_not = e.what();
+    return "";
+  }
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   if (!checkpoint_step(name)) {
     why_not = fmt::format("checkpoints/latest names '{}', not one of this run's checkpoints",
@@ -233,7 +236,9 @@ std::unique_ptr<Trainer> resume_trainer(const std::string& checkpoint_dir) {
 
 RunSettings read_run_settings(const std::string& dir) {
   RunSettings s;
-  const Json j = Json::parse(read_text(dir + "/config.json"), nullptr, false);
+  const std::string path = dir + "/config.json";
+  if (!fs::exists(path)) return s;
+  const Json j = read_json_file(path, kJsonFileBytes);
   if (!j.is_object() || !j.contains("run") || !j["run"].is_object()) return s;
   const Json& run = j["run"];
   if (run.contains("checkpoint_every") && run["checkpoint_every"].is_number_integer())
