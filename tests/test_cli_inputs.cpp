@@ -160,9 +160,17 @@ TEST(CliInputs, ARunsFilesLinkedToADeviceAreRefusedAtOnce) {
     run = copy_of_run(std::string("fp8lm_inputs_zero_") + name);
     fs::remove(run + "/" + name);
     fs::create_symlink("/dev/zero", run + "/" + name);
+    // A config.json as a user may have reformatted it: a run that rewrote it would show.
+    if (fs::is_regular_file(run + "/config.json"))
+      write(run + "/config.json", read_text(run + "/config.json") + "\n\n");
+    auto before = files_of(run);
     r = bounded("train --resume " + run, "ulimit -v 4000000;");
     EXPECT_EQ(r.status, 1) << r.err;
     EXPECT_NE(r.err.find(run + "/" + name + ": is a device, not a file"), npos) << r.err;
+    auto after = files_of(run);  // read before anything is written: the run as it was
+    before.erase(".lock");
+    after.erase(".lock");
+    EXPECT_TRUE(after == before);
   }
 }
 

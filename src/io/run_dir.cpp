@@ -43,8 +43,10 @@ Json fp8_snapshot(GPT& model) {
 }
 
 // Keeps metrics lines of steps up to `step` (a resumed run rewrites what came after).
-void truncate_metrics(const std::string& path, int64_t step) {
-  if (!fs::exists(path)) return;
+// metrics.jsonl's lines up to `step`, the ones a resumed run keeps (empty when there is no
+// file): read before anything in the run is written, so an unreadable file changes nothing.
+std::string metrics_kept(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return "";
   InputStream in(path, "");
   std::string kept;
   int64_t n = 0;
@@ -56,7 +58,7 @@ void truncate_metrics(const std::string& path, int64_t step) {
     } catch (const Error&) {
     }
   }
-  write_text_atomic(path, kept);
+  return kept;
 }
 
 // Appends a whole line or nothing: a failed write (a full disk) is cut back off, so the file
@@ -251,6 +253,8 @@ RunSettings read_run_settings(const std::string& dir) {
 
 RunDirectory::RunDirectory(std::string dir, Trainer& trainer, RunSettings settings)
     : dir_(std::move(dir)), keep_(settings.keep_checkpoints) {
+  const std::string metrics_path = dir_ + "/metrics.jsonl";
+  const std::string kept = metrics_kept(metrics_path, trainer.steps_done());
   fs::create_directories(dir_);
   remove_partial_checkpoints(dir_);
   Json config = Json::parse(train_config_to_json(trainer.config()));
@@ -258,8 +262,7 @@ RunDirectory::RunDirectory(std::string dir, Trainer& trainer, RunSettings settin
                    {"keep_checkpoints", settings.keep_checkpoints},
                    {"world_size", trainer.ranks().size()}};
   write_text_atomic(dir_ + "/config.json", config.dump(2) + "\n");
-  const std::string metrics_path = dir_ + "/metrics.jsonl";
-  truncate_metrics(metrics_path, trainer.steps_done());
+  write_text_atomic(metrics_path, kept);
   metrics_fd_ = ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (metrics_fd_ < 0)
     throw Error(fmt::format("{}: cannot open: {}", metrics_path, std::strerror(errno)));
