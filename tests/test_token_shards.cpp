@@ -206,6 +206,16 @@ TEST(TokenDataset, ItsManifestTokenizerAndIdsAreCheckedWhenOpened) {
   expect_error([&] { read_manifest(dir); }, "vocab_size 70000 is not 1 to 65536 (token_bytes 2)");
   with("\"eot\": 0", "\"eot\": 300");
   expect_error([&] { read_manifest(dir); }, "eot 300 is not a token id (0 to 299)");
+  // Typed fields: a fraction or a number beyond the field's type is named, not cast.
+  with("\"eot\": 0", "\"eot\": 0.5");
+  expect_error([&] { read_manifest(dir); }, "\"eot\" is 0.5, not an integer");
+  with("\"eot\": 0", "\"eot\": 1e20");
+  expect_error([&] { read_manifest(dir); }, "\"eot\" is 1e+20, not an integer");
+  // A shard's name is a file in the dataset's directory, not a path elsewhere.
+  with("\"val.tok\"", "\"../val.tok\"");
+  expect_error([&] { read_manifest(dir); }, "'../val.tok' is not a file name in the dataset's");
+  with("\"train-00000.tok\"", "\"/dev/zero\"");
+  expect_error([&] { read_manifest(dir); }, "'/dev/zero' is not a file name in the dataset's");
   with("\"token_bytes\": 2", "\"token_bytes\": 4");
   expect_error([&] { TokenDataset(dir, 16, 1, 300); },
                "train-00000.tok: 2 bytes per token where the manifest says 4");

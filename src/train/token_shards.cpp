@@ -163,26 +163,42 @@ bool is_token_dataset(const std::string& path) {
   return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "manifest.json", ec);
 }
 
+namespace {
+
+// A dataset's files lie in its directory: a name with a path in it ("../../etc/passwd",
+// "/dev/zero") would read a file that is not the dataset's.
+std::string file_in_dataset(const std::string& name, const std::string& what) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    throw Error(fmt::format("{}: '{}' is not a file name in the dataset's directory", what, name));
+  return name;
+}
+
+}  // namespace
+
 ShardManifest read_manifest(const std::string& dir) {
   const std::string path = (fs::path(dir) / "manifest.json").string();
   const nlohmann::json j = read_json_file(path, kJsonFileBytes);
   if (!j.is_object() || !j.contains("format") || j["format"] != "fp8lm-token-shards")
     throw Error(fmt::format("{}: not an fp8lm token dataset manifest", path));
   ShardManifest m;
-  try {
-    m.vocab_size = j.at("vocab_size").get<int64_t>();
-    m.eot = j.at("eot").get<int32_t>();
-    m.token_bytes = j.at("token_bytes").get<int>();
-    for (const auto& s : j.at("train"))
-      m.train.emplace_back(s.at("file").get<std::string>(), s.at("tokens").get<int64_t>());
-    m.validation = {j.at("validation").at("file").get<std::string>(),
-                    j.at("validation").at("tokens").get<int64_t>()};
-    m.documents = j.value("documents", int64_t{0});
-    m.validation_documents = j.value("validation_documents", int64_t{0});
-    m.tokenizer = j.value("tokenizer", std::string("tokenizer.json"));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: {}", path, e.what()));
-  }
+  // Typed: a fractional, huge or mistyped count is named, not cast to some other number.
+  m.vocab_size = json_require<int64_t>(j, "vocab_size", path);
+  m.eot = json_require<int32_t>(j, "eot", path);
+  m.token_bytes = json_require<int>(j, "token_bytes", path);
+  const auto shard = [&](const nlohmann::json& s, const std::string& what) {
+    return std::pair(file_in_dataset(json_require<std::string>(s, "file", what), what),
+                     json_require<int64_t>(s, "tokens", what));
+  };
+  if (!j.contains("train") || !j["train"].is_array())
+    throw Error(fmt::format("{}: \"train\" is not a list of shards", path));
+  for (size_t i = 0; i < j["train"].size(); ++i)
+    m.train.push_back(shard(j["train"][i], fmt::format("{}: train shard {}", path, i)));
+  if (!j.contains("validation")) throw Error(fmt::format("{}: no \"validation\"", path));
+  m.validation = shard(j["validation"], path + ": validation");
+  m.documents = json_value<int64_t>(j, "documents", 0, path);
+  m.validation_documents = json_value<int64_t>(j, "validation_documents", 0, path);
+  m.tokenizer = file_in_dataset(json_value<std::string>(j, "tokenizer", "tokenizer.json", path),
+                                path + ": tokenizer");
   if (m.token_bytes != 2 && m.token_bytes != 4)
     throw Error(fmt::format("{}: token_bytes {} is not a token size shards have (2 or 4)", path,
                             m.token_bytes));
