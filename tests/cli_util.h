@@ -45,6 +45,15 @@ inline CliResult fp8lm(const std::string& args, const std::string& stdin_text = 
   return r;
 }
 
+// A shell prefix bounding the program's memory to 4 GB, so that a regression that reads without
+// bound fails fast instead of filling the machine. Empty under AddressSanitizer, which reserves
+// terabytes of address space for its shadow and cannot start under `ulimit -v`.
+#if defined(__SANITIZE_ADDRESS__)
+inline const std::string kMemoryLimit = "";
+#else
+inline const std::string kMemoryLimit = "ulimit -v 4000000;";
+#endif
+
 // The model most CLI runs train: small enough for a step in milliseconds.
 inline const std::string kTinyModel =
     "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "

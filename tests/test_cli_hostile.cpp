@@ -212,5 +212,27 @@ TEST(Hostile, D17_AControlByteInAValueIsEscapedNotATruncation) {
   EXPECT_FALSE(fs::exists(dir + "/r"));
 }
 
+// D16: an imported model of a huge context (max_position_embeddings 10^15) generated with
+// "std::bad_alloc": its KV cache was sized by the position table, not by the generation.
+TEST(Hostile, D16_AHugeContextGeneratesInTheMemoryOfItsTokens) {
+  const std::string dir = fresh("d16_context");
+  ASSERT_EQ(fp8lm("train --steps 1 --d-model 16 --n-layers 1 --n-heads 1 --ffn 16 --threads 1 "
+                  "--rope-theta 10000 --normalization rmsnorm --activation swiglu --no-bias "
+                  "--no-tie-embeddings --out " +
+                  dir + "/r")
+                .status,
+            0);
+  ASSERT_EQ(fp8lm("export " + dir + "/r --out " + dir + "/hf").status, 0);
+  auto config = nlohmann::json::parse(read_text(dir + "/hf/config.json"));
+  config["max_position_embeddings"] = 1000000000000000;
+  write_text(dir + "/hf/config.json", config.dump());
+  ASSERT_EQ(fp8lm("import " + dir + "/hf --out " + dir + "/m").status, 0);
+  const CliResult r =
+      fp8lm("generate --checkpoint " + dir + "/m --prompt \"1 2 3\" --max-new-tokens 2", "",
+            kMemoryLimit);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 1u) << r.out;
+}
+
 }  // namespace
 }  // namespace fp8lm

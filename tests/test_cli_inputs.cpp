@@ -140,7 +140,7 @@ TEST(CliInputs, ADeviceIsRefusedAtOnce) {
        {"tokenizer encode --tokenizer " + kTokenizer + " --file /dev/zero",
         "tokenizer train --out " + dir + "/tok.json /dev/zero"}) {
     SCOPED_TRACE(args);
-    const CliResult r = bounded(args, "ulimit -v 4000000;");  // 4 GB: a regression fails fast
+    const CliResult r = bounded(args, kMemoryLimit);
     EXPECT_EQ(r.status, 1) << r.err;
     EXPECT_NE(r.err.find("/dev/zero: is a device, not a file"), npos) << r.err;
   }
@@ -152,7 +152,7 @@ TEST(CliInputs, ARunsFilesLinkedToADeviceAreRefusedAtOnce) {
   std::string run = copy_of_run("fp8lm_inputs_zero_latest");
   fs::remove(run + "/checkpoints/latest");
   fs::create_symlink("/dev/zero", run + "/checkpoints/latest");
-  CliResult r = bounded("train --resume " + run, "ulimit -v 4000000;");
+  CliResult r = bounded("train --resume " + run, kMemoryLimit);
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find(run + "/checkpoints/latest: is a device, not a file"), npos) << r.out;
   for (const char* name : {"config.json", "metrics.jsonl"}) {
@@ -164,7 +164,7 @@ TEST(CliInputs, ARunsFilesLinkedToADeviceAreRefusedAtOnce) {
     if (fs::is_regular_file(run + "/config.json"))
       write(run + "/config.json", read_text(run + "/config.json") + "\n\n");
     auto before = files_of(run);
-    r = bounded("train --resume " + run, "ulimit -v 4000000;");
+    r = bounded("train --resume " + run, kMemoryLimit);
     EXPECT_EQ(r.status, 1) << r.err;
     EXPECT_NE(r.err.find(run + "/" + name + ": is a device, not a file"), npos) << r.err;
     auto after = files_of(run);  // read before anything is written: the run as it was

@@ -366,7 +366,9 @@ std::vector<std::vector<int32_t>> GPT::generate_sequences(const int32_t* prompts
   pick(P, P - 1, 0);
   std::vector<KvCache> caches;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    caches.emplace_back(be_, B, cfg_.seq_len, cfg_.kv_width());
+    // As long as this generation goes, not the position table: a model of a long context
+    // (an import's max_position_embeddings) generates a few tokens in a few tokens' memory.
+    caches.emplace_back(be_, B, P + n_new, cfg_.kv_width());
     layers_[l]->attention().fill_cache(caches[l]);
   }
   // Decode: each new token attends to the cache; only its own row is computed. A sequence
