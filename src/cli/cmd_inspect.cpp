@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
@@ -22,14 +23,6 @@ struct InspectFlags {
   int64_t last = 4;
   bool json = false;
 };
-
-// A run directory's final model, else its latest checkpoint; or a model file itself.
-std::string model_path(const std::string& target) {
-  namespace fs = std::filesystem;
-  if (!fs::is_directory(target)) return target;
-  if (fs::exists(target + "/model.safetensors")) return target + "/model.safetensors";
-  return latest_checkpoint(target) + "/model.safetensors";
-}
 
 // The exponent histogram as a one-line bar chart, lowest exponent first.
 std::string sparkline(const nlohmann::json& exponents, int lo, int hi) {
@@ -109,10 +102,11 @@ void print_block_scales(const InspectFlags& f, const Safetensors& file, const Tr
 
 void run_inspect(const InspectFlags& f) {
   if (f.last < 0) throw Error(fmt::format("--last {} must be 0 or more", f.last));
-  const std::string path = model_path(f.target);
+  const std::string path = model_file_path(f.target);
   const Safetensors file = Safetensors::read(path);
   if (!file.metadata().count("config"))
     throw Error(fmt::format("{}: not an fp8lm model file", path));
+  warn_unverified(path, file.metadata());
   const TrainConfig c = train_config_from_json(file.metadata().at("config"), path);
   if (f.layer >= c.model.n_layers) {
     throw Error(fmt::format("--layer {}: the model has {} layers", f.layer, c.model.n_layers));
