@@ -6,6 +6,10 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,6 +48,18 @@ inline CliResult fp8lm(const std::string& args, const std::string& stdin_text = 
 inline const std::string kTinyModel =
     "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
     "--threads 2 --device cpu";
+
+// Every file under dir (path relative to it) and its bytes.
+inline std::map<std::string, std::string> files_of(const std::string& dir) {
+  std::map<std::string, std::string> m;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    m[std::filesystem::relative(e.path(), dir).string()] =
+        std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return m;
+}
 
 inline std::vector<std::string> lines(const std::string& s) {
   std::vector<std::string> v;

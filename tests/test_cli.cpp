@@ -248,18 +248,6 @@ TEST(Cli, TrainingThatTurnsNonFiniteStopsAndWritesNoModel) {
 
 const std::string kTinyRun = "--steps 3 " + kTinyModel;
 
-// Every file under dir (path relative to it) and its bytes.
-std::map<std::string, std::string> files_of(const std::string& dir) {
-  std::map<std::string, std::string> m;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    m[std::filesystem::relative(e.path(), dir).string()] =
-        std::string(std::istreambuf_iterator<char>(in), {});
-  }
-  return m;
-}
-
 // One run, one writer: while a process holds a run's lock, a second `train --resume` stops at
 // once with one line and changes nothing.
 TEST(Cli, ARunInUseIsRefusedAndLeftAsItWas) {
