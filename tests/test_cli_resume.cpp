@@ -211,6 +211,11 @@ TEST(CliResume, AStoppedRunsModelIsItsLatestCheckpoint) {
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.err.rfind(note, 0), 0u) << r.err;  // first (generate may remark on the prompt)
   }
+  // `latest` lost (a run killed as it moved): the newest checkpoint there is.
+  fs::remove(run + "/checkpoints/latest");
+  const CliResult r = fp8lm("eval --checkpoint " + run);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, note);
 }
 
 }  // namespace

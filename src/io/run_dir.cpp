@@ -280,7 +280,7 @@ RunRecord read_run_record(const std::string& run_dir) {
   const Json& run = j["run"];
   if (run.contains("id")) {
     if (!run["id"].is_string() || run["id"].get<std::string>().empty())
-      throw Error(fmt::format("{}: its run id is not a string of hex digits", path));
+      throw Error(fmt::format("{}: its run id is not a string", path));
     r.id = run["id"].get<std::string>();
   }
   if (run.contains("data")) r.data = run["data"];
@@ -291,8 +291,15 @@ std::string resolve_model_file(const std::string& run_or_model, std::string& not
   note.clear();
   if (!fs::is_directory(run_or_model)) return run_or_model;
   const std::string final_model = run_or_model + "/model.safetensors";
-  if (fs::exists(final_model) || !fs::exists(run_or_model + "/checkpoints")) return final_model;
-  const std::string path = latest_checkpoint(run_or_model) + "/model.safetensors";
+  if (fs::exists(final_model)) return final_model;
+  // The checkpoint `latest` names, else the newest there is (latest lost, the run killed).
+  std::string why_not, name = latest_name(run_or_model, why_not);
+  if (name.empty()) {
+    const std::vector<std::string> names = checkpoint_names(run_or_model);
+    if (names.empty()) return final_model;  // not a run, or one without a checkpoint yet
+    name = names.front();
+  }
+  const std::string path = run_or_model + "/checkpoints/" + name + "/model.safetensors";
   note = fmt::format("using {}: {} has no model.safetensors yet (a run still training or stopped)",
                      path, run_or_model);
   return path;
