@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -48,6 +49,32 @@ inline CliResult fp8lm(const std::string& args, const std::string& stdin_text = 
 inline const std::string kTinyModel =
     "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
     "--threads 2 --device cpu";
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// A fresh empty directory under the test temp dir.
+inline std::string fresh(const std::string& name) {
+  const std::string d = testing::TempDir() + "fp8lm_fresh_" + name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+// Everything under dir, for "nothing on disk changed".
+inline std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 // Every file under dir (path relative to it) and its bytes.
 inline std::map<std::string, std::string> files_of(const std::string& dir) {

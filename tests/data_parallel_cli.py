@@ -62,6 +62,16 @@ def rank_pid(launcher, rank):
     raise RuntimeError(f"no rank {rank} under mpirun {launcher}")
 
 
+def with_value(args, flag, value):
+    """args with flag's value replaced (or the flag added)."""
+    out = list(args)
+    if flag in out:
+        out[out.index(flag) + 1] = value
+    else:
+        out += [flag, value]
+    return out
+
+
 def main(binary, mpirun):
     binary = os.path.abspath(binary)
     launch = [mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np"]
@@ -96,6 +106,27 @@ def main(binary, mpirun):
             m = metrics(run)
             check(all(line["comm_bytes"] > 0 and line["comm_seconds"] >= 0 for line in m),
                   "every metrics line has this step's communication")
+
+        # Issue 30 (D3, D22): ranks started with different settings (an MPMD launch) stop at
+        # once with the setting and the ranks named, before any rank builds a model or writes
+        # the run's directory; so does a rank whose flag does not parse.
+        small = ["--vocab", "16", "--seq-len", "12", "--d-model", "32", "--n-layers", "1", "--n-heads", "2",
+                 "--ffn", "64", "--batch-size", "4", "--threads", "1", "--steps", "4"]
+        for flag, value, says in (("--d-model", "64", "--d-model differs from rank 0's on rank 1"),
+                                  ("--steps", "6", "--steps differs from rank 0's on rank 1"),
+                                  ("--seed", "7", "--seed differs from rank 0's on rank 1"),
+                                  ("--lr", "abc", "--lr")):
+            run = os.path.join(tmp, "mismatch_" + flag.strip("-"))
+            first = [binary, "train"] + small + ["--out", run]
+            cmd = launch + ["1"] + first + [":", "-np", "1"] + with_value(first, flag, value)
+            began = time.time()
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            took = time.time() - began
+            check(r.returncode != 0, f"ranks differing in {flag}: exit 0")
+            check(took < 60, f"ranks differing in {flag}: {took:.0f} s to end")
+            check(says in r.stderr, f"ranks differing in {flag}: {r.stderr[-600:]}")
+            check("Segmentation" not in r.stderr and "internal" not in r.stderr, f"{flag}: {r.stderr[-600:]}")
+            check(not os.path.exists(run), f"ranks differing in {flag}: {run} was created")
 
         # Save on 2 ranks with ZeRO-1 (the optimizer state gathered on rank 0 for the checkpoint)
         # after 12 of 24 steps; resume on 1 and on 3 (shards of 3). FP32, so the losses of all

@@ -21,10 +21,11 @@ namespace fs = std::filesystem;
 const std::string kStopped =
     "train --steps 3 --checkpoint-every 1 --stop-after 2 " + kTinyModel + " --out ";
 
-std::string fresh(const std::string& name) {
-  const std::string dir = testing::TempDir() + "fp8lm_cli_resume_" + name;
-  fs::remove_all(dir);
-  return dir;
+// A path under the test temp dir with nothing there (a run's --out, a data file).
+std::string unused_path(const std::string& name) {
+  const std::string path = testing::TempDir() + "fp8lm_cli_resume_" + name;
+  fs::remove_all(path);
+  return path;
 }
 
 nlohmann::json read_json(const std::string& path) {
@@ -66,7 +67,7 @@ void expect_resume_refused(const std::string& run, const std::string& needle,
 // config.json and in every checkpoint; a checkpoint of another id, a link, or (for runs written
 // before ids) one of another config is refused by name.
 TEST(CliResume, AnotherRunsCheckpointIsRefused) {
-  const std::string a = fresh("own"), b = fresh("other");
+  const std::string a = unused_path("own"), b = unused_path("other");
   ASSERT_EQ(fp8lm(kStopped + a).status, 0);
   std::string wider = kStopped + b;
   wider.replace(wider.find("--d-model 32"), 12, "--d-model 64");
@@ -110,7 +111,7 @@ TEST(CliResume, AnotherRunsCheckpointIsRefused) {
 // of its ends); a resume on data that changed or is gone stops with a line naming it (it said
 // "no checkpoint to resume from" for missing data), unless --allow-data-change says to go on.
 TEST(CliResume, ChangedOrMissingDataIsNamed) {
-  const std::string run = fresh("data"), text = fresh("data.txt");
+  const std::string run = unused_path("data"), text = unused_path("data.txt");
   {
     std::ofstream f(text);
     for (int i = 0; i < 200; ++i) f << "plain text to learn from, line " << i << ".\n";
@@ -145,7 +146,7 @@ TEST(CliResume, ChangedOrMissingDataIsNamed) {
 
 // Issue 30 (D12): a token dataset prepared again with another tokenizer is other data.
 TEST(CliResume, ADatasetPreparedWithAnotherTokenizerIsNamed) {
-  const std::string dir = fresh("dataset");
+  const std::string dir = unused_path("dataset");
   fs::create_directories(dir);
   {
     std::ofstream f(dir + "/a.txt");
@@ -179,7 +180,7 @@ TEST(CliResume, ADatasetPreparedWithAnotherTokenizerIsNamed) {
 // Issue 30 (D10): the repro: a model file of this version with its checksum list deleted and a
 // bit flipped in wte was evaluated, rc 0.
 TEST(CliResume, AModelWithoutItsChecksumListIsRefused) {
-  const std::string run = fresh("unsealed");
+  const std::string run = unused_path("unsealed");
   ASSERT_EQ(fp8lm("train --steps 2 " + kTinyModel + " --out " + run).status, 0);
   const std::string model = run + "/model.safetensors";
   std::vector<uint8_t> bytes = test::read_bytes(model);
@@ -197,7 +198,7 @@ TEST(CliResume, AModelWithoutItsChecksumListIsRefused) {
 // while inspect took its latest checkpoint; every command taking a MODEL now finds it alike,
 // and says which file it used.
 TEST(CliResume, AStoppedRunsModelIsItsLatestCheckpoint) {
-  const std::string run = fresh("model_of");
+  const std::string run = unused_path("model_of");
   fs::remove_all(run + "_hf");
   ASSERT_EQ(fp8lm(kStopped + run).status, 0);
   const std::string note = "using " + run + "/checkpoints/step-000002/model.safetensors: " + run +

@@ -18,31 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
-
-// A fresh empty directory under the test temp dir.
-std::string fresh(const std::string& name) {
-  const std::string d = testing::TempDir() + "fp8lm_surface_" + name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-// Everything under dir, for "nothing on disk changed".
-std::vector<std::string> listing(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 const std::string kTrain = "train " + kTinyModel + " --steps 3";
 
 TEST(Surface, AnFp8OnlySettingWithoutFp8IsRefusedByName) {

@@ -1,6 +1,7 @@
 // Token datasets: shards written and mapped back (both token widths), malformed shards and
 // manifests refused with the file named, and training windows drawn across shard boundaries,
 // repeatable for a seed and resumable from the stream's state.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -34,13 +35,55 @@ TEST(TokenShards, WrittenTokensMapBackAtEitherWidth) {
     EXPECT_FALSE(fs::exists(path)) << "only the temporary file until finish";
     w.finish();
     EXPECT_EQ(static_cast<int64_t>(fs::file_size(path)), kShardHeaderBytes + 5000 * width);
-    const MappedShard m(path);
+    const MappedShard m(path, width == 2 ? 65536 : 1 << 20);
     ASSERT_EQ(m.size(), 5000);
     for (int64_t i = 0; i < 5000; ++i) ASSERT_EQ(m[i], tokens[static_cast<size_t>(i)]) << i;
   }
 }
 
 using test::expect_error;
+
+// A tokenizer.json of n tokens ("t0" ... ), no merges: what a dataset of vocabulary n names.
+void write_tokenizer(const std::string& path, int n) {
+  std::string vocab;
+  for (int i = 0; i < n; ++i) vocab += fmt::format("{}\"t{}\": {}", i ? ", " : "", i, i);
+  std::ofstream(path) << fmt::format(
+      "{{\"model\": {{\"type\": \"BPE\", \"vocab\": {{{}}}, \"merges\": []}}, "
+      "\"pre_tokenizer\": {{\"type\": \"ByteLevel\"}}}}",
+      vocab);
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Issue 30 (D1): an id past the vocabulary was read into the embedding lookup (SIGSEGV in eval,
+// a crash in training). The shard is refused when it is opened, the first bad id named.
+TEST(TokenShards, AnIdBeyondTheVocabularyIsRefusedAtOpenNamingIt) {
+  const std::string dir = fresh_dir("fp8lm_shards_ids");
+  for (const int width : {2, 4}) {
+    const std::string path = dir + "/s" + std::to_string(width) + ".tok";
+    std::vector<int32_t> tokens(200000, 7);  // past one chunk of the scan
+    tokens[70000] = 1000;
+    tokens[150000] = 999;
+    ShardWriter w(path, width);
+    w.append(tokens);
+    w.finish();
+    EXPECT_EQ(MappedShard(path, 1001).size(), 200000) << "ids below the vocabulary are fine";
+    expect_error([&] { MappedShard(path, 1000); },
+                 fmt::format("{}: token 70000 (byte offset {}) is id 1000, not below the "
+                             "vocabulary size 1000",
+                             path, 32 + 70000 * width));
+  }
+  // Two bytes 0xff 0xff after the header (the probe's case), and a 4-byte id of 2^31: as stored,
+  // not a negative number.
+  const std::string path = dir + "/s4.tok";
+  std::string bytes = file_text(path);
+  bytes.replace(32, 4, std::string("\0\0\0\x80", 4));
+  std::ofstream(path, std::ios::binary) << bytes;
+  expect_error([&] { MappedShard(path, 1 << 20); }, "token 0 (byte offset 32) is id 2147483648");
+}
 
 TEST(TokenShards, MalformedShardsAndManifestsNameTheProblem) {
   const std::string dir = fresh_dir("fp8lm_shards_bad");
@@ -62,13 +105,14 @@ TEST(TokenShards, MalformedShardsAndManifestsNameTheProblem) {
   magic[0] = 'X';
   version[8] = 9;
   width[12] = 3;
-  expect_error([&] { MappedShard{variant("magic.tok", magic)}; }, "wrong magic");
-  expect_error([&] { MappedShard{variant("version.tok", version)}; }, "version 9");
-  expect_error([&] { MappedShard{variant("width.tok", width)}; }, "3 bytes per token");
-  expect_error([&] { MappedShard{variant("cut.tok", bytes.substr(0, bytes.size() - 1))}; },
+  expect_error([&] { MappedShard(variant("magic.tok", magic), 1000); }, "wrong magic");
+  expect_error([&] { MappedShard(variant("version.tok", version), 1000); }, "version 9");
+  expect_error([&] { MappedShard(variant("width.tok", width), 1000); }, "3 bytes per token");
+  expect_error([&] { MappedShard(variant("cut.tok", bytes.substr(0, bytes.size() - 1)), 1000); },
                "truncated");
-  expect_error([&] { MappedShard{variant("tiny.tok", "FP8L")}; }, "shorter than a shard's header");
-  expect_error([&] { MappedShard{dir + "/missing.tok"}; }, "missing.tok");
+  expect_error([&] { MappedShard(variant("tiny.tok", "FP8L"), 1000); },
+               "shorter than a shard's header");
+  expect_error([&] { MappedShard(dir + "/missing.tok", 1000); }, "missing.tok");
   std::ofstream(dir + "/manifest.json") << "{\"format\": \"something else\"}";
   expect_error([&] { read_manifest(dir); }, "not an fp8lm token dataset");
   std::ofstream(dir + "/manifest.json")
@@ -98,8 +142,8 @@ TEST(TokenDataset, WindowsSpanShardsRepeatForASeedAndResume) {
   m.train = {{"train-00000.tok", 300}, {"train-00001.tok", 200}};
   m.validation = {"val.tok", 100};
   write_manifest(dir, m);
-  std::ofstream(dir + "/tokenizer.json") << "{}";
-  TokenDataset a(dir, 32, 5), b(dir, 32, 5);
+  write_tokenizer(dir + "/tokenizer.json", 1000);
+  TokenDataset a(dir, 32, 5, 1000), b(dir, 32, 5, 1024);
   bool crossed = false;
   for (int step = 0; step < 50; ++step) {
     const Batch x = a.next_train(4, 32);
@@ -116,7 +160,7 @@ TEST(TokenDataset, WindowsSpanShardsRepeatForASeedAndResume) {
   EXPECT_TRUE(crossed) << "some window should span the two shards";
   const std::string at = a.state();
   const Batch next = a.next_train(4, 32);
-  TokenDataset c(dir, 32, 99);
+  TokenDataset c(dir, 32, 99, 1000);
   c.restore(at);
   EXPECT_EQ(c.next_train(4, 32).tokens, next.tokens) << "the state is the stream's position";
   const auto val = a.validation(2, 32, 8);
@@ -124,10 +168,63 @@ TEST(TokenDataset, WindowsSpanShardsRepeatForASeedAndResume) {
   EXPECT_EQ(val[0].B, 2);
   EXPECT_EQ(val[1].B, 1);
   EXPECT_EQ(val[1].tokens[0], 64);
-  expect_error([&] { TokenDataset(dir, 128, 1); }, "too few for --seq-len 128");
+  expect_error([&] { TokenDataset(dir, 128, 1, 1000); }, "too few for --seq-len 128");
   m.train[1].second = 201;
   write_manifest(dir, m);
-  expect_error([&] { TokenDataset(dir, 32, 1); }, "manifest says 201");
+  expect_error([&] { TokenDataset(dir, 32, 1, 1000); }, "manifest says 201");
+}
+
+// Issue 30 (D1, D7, D22): what a dataset holds is checked where it is opened, before a step: its
+// manifest's token size and ids, its tokenizer (there, and of the manifest's vocabulary), and
+// its vocabulary against the model that reads it.
+TEST(TokenDataset, ItsManifestTokenizerAndIdsAreCheckedWhenOpened) {
+  const std::string dir = fresh_dir("fp8lm_shards_checked");
+  ShardManifest m;
+  m.vocab_size = 300;
+  m.eot = 0;
+  for (const char* name : {"train-00000.tok", "val.tok"}) {
+    ShardWriter w(dir + "/" + name, 2);
+    w.append(std::vector<int32_t>(100, 5));
+    w.finish();
+  }
+  m.train = {{"train-00000.tok", 100}};
+  m.validation = {"val.tok", 100};
+  write_manifest(dir, m);
+  write_tokenizer(dir + "/tokenizer.json", 300);
+  EXPECT_EQ(TokenDataset(dir, 16, 1, 300).manifest().vocab_size, 300);
+  expect_error([&] { TokenDataset(dir, 16, 1, 299); },
+               dir + ": its vocabulary 300 is beyond the model's 299");
+  const std::string manifest = file_text(dir + "/manifest.json");
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = manifest;
+    t.replace(t.find(from), from.size(), to);
+    std::ofstream(dir + "/manifest.json") << t;
+  };
+  with("\"token_bytes\": 2", "\"token_bytes\": 3");
+  expect_error([&] { read_manifest(dir); }, "token_bytes 3 is not a token size shards have");
+  with("\"vocab_size\": 300", "\"vocab_size\": 70000");
+  expect_error([&] { read_manifest(dir); }, "vocab_size 70000 is not 1 to 65536 (token_bytes 2)");
+  with("\"eot\": 0", "\"eot\": 300");
+  expect_error([&] { read_manifest(dir); }, "eot 300 is not a token id (0 to 299)");
+  with("\"token_bytes\": 2", "\"token_bytes\": 4");
+  expect_error([&] { TokenDataset(dir, 16, 1, 300); },
+               "train-00000.tok: 2 bytes per token where the manifest says 4");
+  std::ofstream(dir + "/manifest.json") << manifest;
+  write_tokenizer(dir + "/tokenizer.json", 299);
+  expect_error([&] { TokenDataset(dir, 16, 1, 300); },
+               "tokenizer.json: 299 tokens where the dataset's manifest says vocab_size 300");
+  fs::remove(dir + "/tokenizer.json");
+  expect_error([&] { TokenDataset(dir, 16, 1, 300); },
+               "token dataset " + dir + ": its tokenizer: " + dir + "/tokenizer.json");
+  write_tokenizer(dir + "/tokenizer.json", 300);
+  std::string val = file_text(dir + "/val.tok");
+  val[32 + 2 * 9] = '\xff';
+  val[32 + 2 * 9 + 1] = '\xff';
+  std::ofstream(dir + "/val.tok", std::ios::binary) << val;
+  expect_error([&] { TokenDataset(dir, 16, 1, 65536); },
+               dir +
+                   "/val.tok: token 9 (byte offset 50) is id 65535, not below the vocabulary "
+                   "size 300");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // split, and encode/decode against ids made by Hugging Face's `tokenizers` (committed fixtures,
 // tests/data/tokenizer, written by tools/tokenizer_check.py make; `check` there compares a few
 // MB of text when the library is installed).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -188,6 +189,56 @@ TEST(BpeTokenizer, MalformedFilesNameTheProblem) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
   }
+}
+
+// Issue 30 (D20, D17): a tokenizer whose ids do not name one token each decoded to other text
+// than it encoded; each is refused naming the tokens and ids, and an id of 2^31 is out of range,
+// not "negative".
+TEST(BpeTokenizer, IdsThatDoNotNameOneTokenEachAreRefused) {
+  nlohmann::json good;
+  {
+    std::ifstream in(kData + "/tokenizer.json");
+    good = nlohmann::json::parse(in);
+  }
+  const auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    return j.dump();
+  };
+  const std::string a = good["model"]["vocab"].begin().key();
+  const int32_t a_id = good["model"]["vocab"].begin().value().get<int32_t>();
+  expect_error(with([](auto& j) { j["model"]["vocab"]["zzzz"] = 7; }), "both have id 7");
+  expect_error(with([](auto& j) { j["model"]["vocab"]["zzzz"] = 2100; }),
+               "no token has id 2000 (ids run 0 to 2100): ids have gaps");
+  expect_error(with([](auto& j) { j["model"]["vocab"]["zzzz"] = 2001; }),
+               "no token has id 2000 (ids run 0 to 2001): ids have gaps");
+  expect_error(with([&](auto& j) { j["added_tokens"][0]["id"] = a_id; }),
+               fmt::format("added token '<|endoftext|>' has id {}, the id of token '{}'", a_id, a));
+  expect_error(
+      with([](auto& j) {
+        j["added_tokens"].push_back({{"id", 0}, {"content", "<|pad|>"}, {"special", true}});
+      }),
+      "added tokens '<|endoftext|>' and '<|pad|>' both have id 0");
+  expect_error(
+      with([](auto& j) { j["added_tokens"][0]["id"] = 2147483648u; }),
+      "added token '<|endoftext|>' has id 2147483648, not an integer from 0 to 2147483647");
+  expect_error(with([](auto& j) { j["model"]["vocab"]["x"] = 5.5; }), "token 'x' has id 5.5");
+  expect_error(with([](auto& j) { j["model"]["vocab"]["zzzz"] = 7; }),
+               testing::TempDir() + "fp8lm_bad_tokenizer.json: ");  // the file is named
+  // An added token repeating its vocabulary entry (GPT-2's <|endoftext|>) is one token.
+  EXPECT_EQ(BpeTokenizer::load(kData + "/gpt2").vocab_size(), 2000);
+}
+
+// Issue 30 (D7): a model's vocabulary may be padded past its tokenizer's; what it generates
+// there is written as an id, not refused after a whole run has trained.
+TEST(BpeTokenizer, GeneratedIdsPastTheTokenizerAreWrittenAsIds) {
+  const BpeTokenizer tok = BpeTokenizer::load(kData + "/tokenizer.json");
+  std::vector<int32_t> ids = tok.encode("hello");
+  const std::vector<int32_t> padded = {ids[0], 2000, 47605};
+  EXPECT_THROW(tok.decode(padded), Error);
+  EXPECT_EQ(tok.decode_generated(padded), tok.decode({ids[0]}) + "<|id 2000|><|id 47605|>");
+  ids.push_back(0);
+  EXPECT_EQ(tok.decode_generated(ids), tok.decode(ids));
 }
 
 BpeTokenizer tokenizer_from(const std::string& json) {

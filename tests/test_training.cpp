@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "demo_config.h"
 #include "fp8/recipe.h"
@@ -14,6 +16,7 @@
 #include "kernels/traffic.h"
 #include "nn/fusion.h"
 #include "train/data.h"
+#include "train/run_loop.h"
 #include "train/trainer.h"
 
 namespace fp8lm {
@@ -226,6 +229,39 @@ TEST(Training, TextDataTrainsAndReportsValidationLoss) {
   EXPECT_TRUE(std::isfinite(r.val_loss));
   EXPECT_LT(r.val_loss, std::log(256.0f));  // better than uniform over bytes
   EXPECT_EQ(r.sample.size(), 32u);
+}
+
+// Issue 30 (D7): what can fail after training (the evaluation, a sample's decoding) runs only
+// after the recorder has kept the trained model, so a finished run is never lost to it.
+TEST(Training, TheModelIsRecordedBeforeItIsEvaluated) {
+  struct Recorder final : RunRecorder {
+    std::vector<std::string> calls;
+    void step(Trainer&, const StepRecord&) override {}
+    void checkpoint(Trainer&) override { calls.push_back("checkpoint"); }
+    void stopped(Trainer&) override { calls.push_back("stopped"); }
+    void trained(Trainer&, const TrainResult& r) override {
+      calls.push_back(r.sample.empty() ? "trained" : "trained after evaluation");
+    }
+    void finished(Trainer&, const TrainResult& r) override {
+      calls.push_back(r.sample.empty() ? "finished unevaluated" : "finished");
+    }
+  };
+  const std::string path = testing::TempDir() + "fp8lm_text_recorded.txt";
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 100; ++i) out << "the quick brown fox jumps over the lazy dog. ";
+  }
+  TrainConfig c = small_demo();
+  c.model.vocab = 256;
+  c.model.seq_len = 32;
+  c.steps = 2;
+  c.data = path;
+  Trainer trainer(c);
+  Recorder recorder;
+  TrainResult r;
+  ASSERT_EQ(run_training(trainer, RunSchedule{}, recorder, {}, nullptr, &r), RunEnd::Finished);
+  EXPECT_EQ(recorder.calls, (std::vector<std::string>{"checkpoint", "trained", "finished"}));
+  EXPECT_TRUE(r.failure.empty()) << r.failure;
 }
 
 TEST(Training, BadConfigNamesTheProblem) {

@@ -105,6 +105,9 @@ struct TrainResult {
   float val_loss = 0;          // text
   std::string sample;          // text: a greedy sample
   std::vector<float> losses;
+  // Why the run did not end well, empty when it did: it ended on skipped steps (final_loss is
+  // then NaN), its weights or its validation loss are not finite.
+  std::string failure;
 };
 
 }  // namespace fp8lm

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -99,6 +100,15 @@ void run_prepare(const PrepareFlags& f) {
   const text::BpeTokenizer tok = text::BpeTokenizer::load(f.tokenizer);
   const std::optional<int32_t> eot = tok.token_id(f.eot);
   if (!eot) throw Error(fmt::format("--eot '{}' is not a token of {}", f.eot, f.tokenizer));
+  // The end-of-text token marks where a document ends, and generation stops at it: an ordinary
+  // token ("the") would cut documents at a word and end every sample there.
+  const auto& added = tok.added_tokens();
+  if (std::none_of(added.begin(), added.end(),
+                   [&](const text::AddedToken& a) { return a.content == f.eot; }))
+    throw Error(fmt::format(
+        "--eot '{}' is an ordinary token of {} (id {}), not one of its added tokens: documents "
+        "would end at a word; give a special token such as <|endoftext|>",
+        f.eot, f.tokenizer, *eot));
   DocumentReader reader(f.files, f.split_lines);
 
   // Everything is written under a temporary name and renamed at the end: a failed or killed
@@ -164,6 +174,13 @@ void run_prepare(const PrepareFlags& f) {
   }
   m.validation = {"val.tok", val.tokens()};
   val.finish();
+  if (m.documents > 0 && m.validation_documents == m.documents) {
+    fs::remove_all(tmp, ec);
+    throw Error(fmt::format(
+        "--val-fraction {} held out all {} documents ({} tokens), leaving none to train on: give "
+        "a smaller fraction or more documents (--split-lines makes each line one)",
+        f.val_fraction, m.documents, val.tokens()));
+  }
   if (m.validation_documents == 0) {
     fs::remove_all(tmp, ec);
     throw Error(

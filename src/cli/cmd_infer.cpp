@@ -166,7 +166,7 @@ void run_generate(const GenerateFlags& f) {
     }
     if (text_model) {
       const std::string piece =
-          tok ? tok->decode({token}) : std::string(1, static_cast<char>(token));
+          tok ? tok->decode_generated({token}) : std::string(1, static_cast<char>(token));
       text += piece;
       if (!f.json) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -231,7 +231,7 @@ EvalData explicit_eval_data(const EvalFlags& f, const LoadedModel& m, const std:
   const ModelInput input = model_input(m);
   if (is_token_dataset(f.data)) {
     check_model_reads(c, m.file.metadata(), path, f.data, "this model");
-    const auto text = open_text_source(f.data, T, c.seed);
+    const auto text = open_text_source(f.data, T, c.seed, c.model.vocab);
     return {text->validation(B, T, f.batches), fmt::format("the validation split of {}", f.data)};
   }
   if (input == ModelInput::StrideIds)
@@ -282,23 +282,26 @@ void run_eval(const EvalFlags& f) {
         "{} came without its data (fp8lm import): give --data FILE (text) or a token dataset",
         path));
   } else {
-    const auto text = open_text_source(c.data, c.model.seq_len, c.seed);
+    const auto text = open_text_source(c.data, c.model.seq_len, c.seed, c.model.vocab);
     const double loss =
         mean_loss(model.model(), text->validation(c.batch_size, c.model.seq_len, f.batches));
     j = {{"data", fmt::format("the validation split of {}", c.data)},
          {"loss", loss},
          {"perplexity", std::exp(loss)}};
   }
+  const double loss = j["loss"].get<double>();
   if (f.json) {
     fmt::print("{}\n", j.dump());
-    return;
+  } else {
+    fmt::print("loss {:.4f} · perplexity {:.4f}", loss, j["perplexity"].get<double>());
+    if (j.contains("stride_accuracy"))
+      fmt::print(" · stride accuracy {:.4f}", j["stride_accuracy"].get<double>());
+    if (j.contains("data")) fmt::print(" · on {}", j["data"].get<std::string>());
+    fmt::print("\n");
   }
-  fmt::print("loss {:.4f} · perplexity {:.4f}", j["loss"].get<double>(),
-             j["perplexity"].get<double>());
-  if (j.contains("stride_accuracy"))
-    fmt::print(" · stride accuracy {:.4f}", j["stride_accuracy"].get<double>());
-  if (j.contains("data")) fmt::print(" · on {}", j["data"].get<std::string>());
-  fmt::print("\n");
+  // A loss that is no number measures nothing: the model is broken, not merely bad.
+  if (!std::isfinite(loss))
+    throw Error(fmt::format("{}: the loss is {}; the model's outputs are not finite", path, loss));
 }
 
 }  // namespace

@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
+#include "io/block_scales.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "nn/precision_map.h"
@@ -19,23 +22,35 @@ namespace {
 
 struct InspectFlags {
   std::string target;
-  int64_t layer = -1;
+  std::optional<int64_t> layer;  // all when not given
   int64_t last = 4;
   bool json = false;
 };
 
 // The exponent histogram as a one-line bar chart, lowest exponent first.
-std::string sparkline(const nlohmann::json& exponents, int lo, int hi) {
+std::string sparkline(const std::map<int, int64_t>& exponents) {
   static const char* kBars[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
   int64_t most = 1;
-  for (const auto& [e, n] : exponents.items()) most = std::max(most, n.get<int64_t>());
+  for (const auto& [e, n] : exponents) most = std::max(most, n);
   std::string out;
-  for (int e = lo; e <= hi; ++e) {
-    const std::string key = std::to_string(e);
-    const int64_t n = exponents.contains(key) ? exponents[key].get<int64_t>() : 0;
+  if (exponents.empty()) return out;
+  for (int e = exponents.begin()->first; e <= exponents.rbegin()->first; ++e) {
+    const auto it = exponents.find(e);
+    const int64_t n = it == exponents.end() ? 0 : it->second;
     out += kBars[n == 0 ? 0 : 1 + (n * 7) / most];
   }
   return out;
+}
+
+// The exponent below which half the blocks lie (0 when there are none).
+int median_exponent(const std::map<int, int64_t>& exponents) {
+  int64_t total = 0, seen = 0;
+  for (const auto& [e, n] : exponents) total += n;
+  for (const auto& [e, n] : exponents) {
+    seen += n;
+    if (2 * seen >= total) return e;
+  }
+  return 0;
 }
 
 // Block-scaled recipes (issue 14): per GEMM and tensor role, what the last recorded casts did.
@@ -45,6 +60,7 @@ void print_block_scales(const InspectFlags& f, const Safetensors& file, const Tr
   const auto blocks = nlohmann::json::parse(file.metadata().at("block_scales"), nullptr, false);
   if (blocks.is_discarded() || !blocks.is_object())
     throw Error(fmt::format("{}: block_scales is not a JSON object", path));
+  const BlockScaleRecord stats = block_scales_from_json(blocks, path);
   if (f.json) {
     fmt::print("{}\n", nlohmann::json{{"file", path},
                                       {"step", step},
@@ -60,42 +76,28 @@ void print_block_scales(const InspectFlags& f, const Safetensors& file, const Tr
       "value clipped; flushed: blocks whose non-zero values all became 0\n");
   for (const std::string& gemm : gemm_names(c.model.n_layers)) {
     int layer = -1;
-    if (std::sscanf(gemm.c_str(), "layers.%d.", &layer) == 1 && f.layer >= 0 && layer != f.layer)
+    if (std::sscanf(gemm.c_str(), "layers.%d.", &layer) == 1 && f.layer && layer != *f.layer)
       continue;
     if (std::find(kept.begin(), kept.end(), gemm) != kept.end()) {
       fmt::print("{} · bf16 (precision map)\n", gemm);
       continue;
     }
-    if (!blocks.contains(gemm)) continue;
+    const auto it = stats.find(gemm);
+    if (it == stats.end()) continue;
     fmt::print("{}\n", gemm);
-    for (const auto& [role, st] : blocks[gemm].items()) {
-      const nlohmann::json& e = st["exponents"];
-      int lo = 0, hi = 0, median = 0;
-      int64_t total = 0, seen = 0;
-      bool first = true;
-      for (const auto& [k, n] : e.items()) {
-        const int x = std::stoi(k);
-        lo = first ? x : std::min(lo, x), hi = first ? x : std::max(hi, x), first = false;
-        total += n.get<int64_t>();
-      }
-      for (int x = lo; x <= hi && total > 0; ++x) {
-        const std::string key = std::to_string(x);
-        seen += e.contains(key) ? e[key].get<int64_t>() : 0;
-        if (2 * seen >= total) {
-          median = x;
-          break;
-        }
-      }
-      const double n = std::max<double>(1, st["blocks"].get<double>());
+    for (const auto& [role, st] : it->second) {
+      const auto& e = st.exponents;
+      const int lo = e.empty() ? 0 : e.begin()->first, hi = e.empty() ? 0 : e.rbegin()->first;
+      const double n = std::max<double>(1, static_cast<double>(st.blocks));
       fmt::print(
           "  {:<22} {:>7} blocks · 2^{}..2^{} median 2^{} [{}] · saturated {:.2f}% · "
           "flushed {:.2f}% · zero {:.2f}%{}\n",
-          role, st["blocks"].get<int64_t>(), lo, hi, median, sparkline(e, lo, hi),
-          100 * st["saturated"].get<double>() / n, 100 * st["flushed"].get<double>() / n,
-          100 * st["zero"].get<double>() / n,
-          c.recipe.kind == ScalingKind::Nvfp4
-              ? fmt::format(" · tensor scale {:g}", st["tensor_scale"].get<double>())
-              : "");
+          role, st.blocks, lo, hi, median_exponent(e), sparkline(e),
+          100 * static_cast<double>(st.saturated_blocks) / n,
+          100 * static_cast<double>(st.flushed_blocks) / n,
+          100 * static_cast<double>(st.zero_blocks) / n,
+          c.recipe.kind == ScalingKind::Nvfp4 ? fmt::format(" · tensor scale {:g}", st.tensor_scale)
+                                              : "");
     }
   }
 }
@@ -108,8 +110,9 @@ void run_inspect(const InspectFlags& f) {
     throw Error(fmt::format("{}: not an fp8lm model file", path));
   warn_unverified(path, file.metadata());
   const TrainConfig c = train_config_from_json(file.metadata().at("config"), path);
-  if (f.layer >= c.model.n_layers) {
-    throw Error(fmt::format("--layer {}: the model has {} layers", f.layer, c.model.n_layers));
+  if (f.layer && (*f.layer < 0 || *f.layer >= c.model.n_layers)) {
+    throw Error(
+        fmt::format("--layer {}: the model's layers are 0 to {}", *f.layer, c.model.n_layers - 1));
   }
   const std::string step = file.metadata().count("step") ? file.metadata().at("step") : "?";
   const int64_t skipped =
@@ -174,7 +177,7 @@ void run_inspect(const InspectFlags& f) {
     }
   }
   for (int64_t i = 0; i < c.model.n_layers; ++i) {
-    if (f.layer >= 0 && i != f.layer) continue;
+    if (f.layer && i != *f.layer) continue;
     for (const char* gemm : {"qkv", "proj", "fc1", "fc2"}) {
       const std::string name = fmt::format("layers.{}.{}", i, gemm);
       if (!f.json) {
@@ -237,7 +240,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("target", f->target, "a model file or a run directory")
       ->type_name("MODEL")
       ->required();
-  cmd->add_option("--layer", f->layer, "only this layer");
+  cmd->add_option("--layer", f->layer, "only this layer (default: all)");
   cmd->add_option("--last", f->last, "amax history entries shown (default 4)");
   cmd->add_flag("--json", f->json, "print JSON");
   cmd->callback([f] {

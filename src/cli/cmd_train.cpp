@@ -1,6 +1,7 @@
 // fp8lm train: parses the run's configuration (built-in stride demo < --config FILE.json <
 // flags), trains with a progress bar, prints the result and writes DIR/summary.json.
 #include <fmt/format.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "cli/model_text.h"
 #include "cli/parse.h"
 #include "dist/communicator.h"
+#include "dist/rank_agreement.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
@@ -154,23 +156,6 @@ void print_result(const TrainConfig& c, const TrainResult& r) {
   }
 }
 
-// --out DIR: a new directory, or an empty one. A run is continued with --resume, and anything
-// else a user keeps there is not touched.
-void check_new_run_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  if (!fs::exists(dir)) return;
-  if (!fs::is_directory(dir)) throw Error(fmt::format("--out {}: a file, not a directory", dir));
-  if (fs::exists(dir + "/config.json")) {
-    throw Error(fmt::format(
-        "{} already holds a run; resume it with --resume {} or choose another --out", dir, dir));
-  }
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().filename() == ".lock") continue;  // left by a run that failed to start
-    throw Error(fmt::format(
-        "--out {}: the directory is not empty and not an fp8lm run; choose another", dir));
-  }
-}
-
 bool has_checkpoints(const std::string& dir) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir + "/checkpoints")) return false;
@@ -206,11 +191,7 @@ std::unique_ptr<Trainer> resume_run(const std::string& dir, const DeviceSpec& de
 }
 
 // The run-directory flags, before anything is read or written.
-void check_run_flags(const TrainFlags& f, CLI::App* app) {
-  for (const char* flag : {"--out", "--resume"}) {
-    if (app->get_option(flag)->count() > 0 && app->get_option(flag)->as<std::string>().empty())
-      throw Error(fmt::format("{} needs a directory", flag));
-  }
+void check_run_flags(const TrainFlags& f) {
   if (!f.out.empty() && !f.resume.empty())
     throw Error("--out and --resume name the run twice; --resume DIR continues DIR");
   if (f.no_save && (!f.out.empty() || !f.resume.empty()))
@@ -233,12 +214,24 @@ void check_run_flags(const TrainFlags& f, CLI::App* app) {
                             f.collective_timeout));
 }
 
+// The run's result, and its exit status: 1 when it did not end well (its summary says why too).
+int ended(const TrainConfig& c, const TrainResult& r, const std::string& dir) {
+  print_result(c, r);
+  if (!dir.empty())
+    fmt::print("wrote {0}/summary.json, {0}/model.safetensors, {0}/report.html\n", dir);
+  if (r.failure.empty()) return 0;
+  std::fflush(stdout);
+  fmt::print(stderr, "error: the run did not end well: {}\n", r.failure);
+  return 1;
+}
+
 // What a rank other than 0 records: nothing (rank 0 writes the run directory).
 class Follower final : public RunRecorder {
  public:
   void step(Trainer&, const StepRecord&) override {}
   void checkpoint(Trainer&) override {}
   void stopped(Trainer&) override {}
+  void trained(Trainer&, const TrainResult&) override {}
   void finished(Trainer&, const TrainResult&) override {}
 };
 
@@ -269,6 +262,37 @@ int follow(Trainer& trainer, const std::string& dir, const TrainFlags& f, CLI::A
   return 0;
 }
 
+// More threads than the machine has CPUs only queue behind each other (a run of --threads
+// 10000 trains at a few tokens a second): refused when a run starts. A resumed run keeps its
+// own, whatever machine it resumes on.
+void check_threads(const TrainConfig& c) {
+  const int cpus = omp_get_num_procs();
+  if (c.threads > cpus)
+    throw Error(
+        fmt::format("--threads {} is more than the {} CPUs this process may use; give {} "
+                    "or fewer (0: all of them)",
+                    c.threads, cpus, cpus));
+}
+
+// What every rank of a run must agree on, before anything is built or written: the run's own
+// flags and, for a new run, each setting's value. The device is left out: ranks may name their
+// own GPU (cuda:N).
+std::vector<NamedValue> agreed_settings(const TrainFlags& f, const TrainConfig* c) {
+  std::vector<NamedValue> v = {{"--out", f.out},
+                               {"--resume", f.resume},
+                               {"--init", f.init},
+                               {"--no-save", f.no_save ? "true" : "false"},
+                               {"--checkpoint-every", std::to_string(f.checkpoint_every)},
+                               {"--keep-checkpoints", std::to_string(f.keep_checkpoints)},
+                               {"--stop-after", std::to_string(f.stop_after)},
+                               {"--collective-timeout", fmt::format("{}", f.collective_timeout)},
+                               {"--no-fusion", f.no_fusion ? "true" : "false"}};
+  if (c) {
+    for (const Setting& s : train_settings()) v.emplace_back(s.flag(), s.get(*c));
+  }
+  return v;
+}
+
 // A new run directory under runs/, named by the time it starts: runs/20261203-142501 (-2, -3
 // when a run of the same second has it).
 std::string new_run_dir() {
@@ -296,7 +320,7 @@ void apply_config_run(TrainFlags& f, CLI::App* app, const nlohmann::json& run) {
 }
 
 int run_train(TrainFlags f, CLI::App* app) {
-  check_run_flags(f, app);
+  check_run_flags(f);
   // Nothing thrown away: a run without --out is saved under runs/ (--no-save: nothing kept).
   const bool named_here = f.out.empty() && f.resume.empty() && !f.no_save;
   if (named_here) f.out = new_run_dir();
@@ -308,7 +332,9 @@ int run_train(TrainFlags f, CLI::App* app) {
     std::signal(SIGTERM, request_stop);
   }
   std::unique_ptr<Trainer> trainer;
-  std::unique_ptr<RunLock> lock;  // held until the process is done with the directory
+  // Held until the process is done with the directory: one writer per run.
+  std::unique_ptr<RunLock> lock;
+  std::unique_ptr<NewRunDir> claim;
   // Under mpirun, rank 0 leads: it alone prints and writes the run directory (every rank
   // trains and holds the same model).
   const bool lead = world().rank() == 0;
@@ -321,12 +347,17 @@ int run_train(TrainFlags f, CLI::App* app) {
     }
     if (!f.config.empty()) throw Error("--resume continues the run's own config; drop --config");
     if (parse_only()) return 0;
+    // A directory that is no run gets no lock file; one that is, is locked before it is read.
+    require_ranks_agree(world(), agreed_settings(f, nullptr));
     if (!std::filesystem::exists(f.resume + "/config.json"))
       throw Error(fmt::format("--resume {}: not an fp8lm run (no config.json)", f.resume));
     if (lead) lock = std::make_unique<RunLock>(f.resume);
     // Before any checkpoint is tried: data that is gone or changed is the reason to give.
     check_run_data(f.resume, read_run_record(f.resume), f.allow_data_change);
     trainer = resume_run(f.resume, parse_device(f.device), lead);
+    if (f.stop_after > 0 && f.stop_after <= trainer->steps_done())
+      throw Error(fmt::format("--stop-after {}: the run is already at step {}; give a later step",
+                              f.stop_after, trainer->steps_done()));
   } else {
     TrainConfig c;
     std::set<std::string> set;
@@ -334,7 +365,7 @@ int run_train(TrainFlags f, CLI::App* app) {
       nlohmann::json config_run;
       set = apply_config_file(c, f.config, config_run);
       apply_config_run(f, app, config_run);
-      check_run_flags(f, app);
+      check_run_flags(f);
     }
     for (const auto& [setting, text] : given) {
       apply_setting(c, *setting, text);
@@ -366,16 +397,16 @@ int run_train(TrainFlags f, CLI::App* app) {
     }
     check_fp8_only_settings(c);
     c.validate();
+    check_threads(c);
     if (parse_only()) return 0;
-    if (!f.out.empty() && lead) check_new_run_dir(f.out);
-    // Before the run directory is made: a config the trainer refuses (data that is not a file,
-    // a model too large for the memory) leaves nothing behind.
+    require_ranks_agree(world(), agreed_settings(f, &c));
+    // --out DIR: a new directory, or an empty one, claimed before anything else. A config
+    // the trainer refuses (data that is not a file, a model too large for the memory) undoes
+    // the claim and leaves nothing behind.
+    if (!f.out.empty() && lead) claim = std::make_unique<NewRunDir>(f.out);
     trainer = std::make_unique<Trainer>(c);
     if (!init.empty()) apply_model_tensors(Safetensors::read(init), trainer->model());
-    if (!f.out.empty() && lead) {
-      std::filesystem::create_directories(f.out);
-      lock = std::make_unique<RunLock>(f.out);
-    }
+    if (claim) claim->keep();
   }
   trainer->set_fusion(!f.no_fusion);  // how kernels run, not what the run is: not saved
   const TrainConfig& c = trainer->config();
@@ -413,8 +444,7 @@ int run_train(TrainFlags f, CLI::App* app) {
 
   if (dir.empty()) {
     while (!trainer->done()) print_progress(trainer->train_step());
-    print_result(c, trainer->finish());
-    return 0;
+    return ended(c, trainer->finish(), "");
   }
   const RunSettings settings = run_settings(f, app, dir);
   const RunSchedule schedule{settings.checkpoint_every, f.stop_after};
@@ -426,9 +456,7 @@ int run_train(TrainFlags f, CLI::App* app) {
                trainer->steps_done(), dir);
     return g_signal ? 128 + g_signal.load() : 0;
   }
-  print_result(c, r);
-  fmt::print("wrote {0}/summary.json, {0}/model.safetensors, {0}/report.html\n", dir);
-  return 0;
+  return ended(c, r, dir);
 }
 
 }  // namespace

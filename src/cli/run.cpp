@@ -4,10 +4,15 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <filesystem>
+#include <new>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "cli/cli_reference.h"
@@ -65,6 +70,21 @@ std::string unknown_argument(const CLI::App& app) {
                      near.empty() ? "" : fmt::format(" (did you mean {}?)", near), path);
 }
 
+// An option given an empty value ("--data ''", a variable that was never set) names nothing:
+// refused, rather than read as "not given" (the default) or as a file named "".
+void require_values(const CLI::App& cmd) {
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->count() == 0 || o->get_expected_min() == 0) continue;  // not given, or a switch
+    for (const std::string& value : o->results()) {
+      if (!value.empty()) continue;
+      const std::string name = o->get_lnames().empty() ? o->get_name() : "--" + o->get_lnames()[0];
+      throw Error(fmt::format("{} was given an empty value; give a {}", name,
+                              o->get_type_name().empty() ? "value" : o->get_type_name()));
+    }
+  }
+  for (const CLI::App* sub : cmd.get_subcommands()) require_values(*sub);
+}
+
 }  // namespace
 
 void set_parse_only(bool on) {
@@ -77,11 +97,25 @@ bool parse_only() {
 
 namespace {
 
+std::string filesystem_failure(const std::filesystem::filesystem_error& e) {
+  const std::string path = e.path1().empty() ? "" : e.path1().string() + ": ";
+  const std::string other = e.path2().empty() ? "" : fmt::format(" (to {})", e.path2().string());
+  return fmt::format("{}{}{}", path, e.code().message(), other);
+}
+
 // An error's line: on a rank other than 0 of an mpirun launch, it names the rank.
 void print_error(const std::string& what) {
   const Launch launch = detect_launch();
   fmt::print(stderr, "error: {}{}\n",
              launch.rank > 0 ? fmt::format("rank {}: ", launch.rank) : std::string(), what);
+}
+
+bool g_output_failure_reported = false;
+
+void print_output_failure(int err) {
+  if (g_output_failure_reported) return;
+  g_output_failure_reported = true;
+  print_error(fmt::format("cannot write the output: {}", std::strerror(err)));
 }
 
 int run_command(int argc, char** argv) {
@@ -101,6 +135,7 @@ int run_command(int argc, char** argv) {
   add_tokenizer_command(app);
   add_data_command(app);
   add_hf_commands(app);
+  app.parse_complete_callback([&app] { require_values(app); });
   // Hidden: the Markdown of every command's options (docs/reference/cli.md is its output).
   app.add_subcommand("cli-reference", "")->group("")->callback([&app] {
     fmt::print("{}", cli_reference(app));
@@ -143,7 +178,20 @@ int run_command(int argc, char** argv) {
   } catch (const fp8lm::Error& e) {
     print_error(e.what());
     return -1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A directory that cannot be made or written (read-only, a dangling link, /dev/full/x):
+    // the user's condition, named by its path and the system's reason.
+    print_error(filesystem_failure(e));
+    return -1;
+  } catch (const std::bad_alloc&) {
+    print_error("out of memory: the model or data is too large for this machine's memory");
+    return -1;
   } catch (const std::exception& e) {
+    if (std::ferror(stdout)) {  // fmt's write to stdout failed, and says why
+      const auto* failed = dynamic_cast<const std::system_error*>(&e);
+      print_output_failure(failed ? failed->code().value() : EIO);
+      return -1;
+    }
     print_error(fmt::format("internal: {}", e.what()));
     return -1;
   }
@@ -153,11 +201,19 @@ int run_command(int argc, char** argv) {
 }  // namespace
 
 int run(int argc, char** argv) {
-  const int code = run_command(argc, argv);
-  if (code >= 0) return code;
-  // A rank that fails ends them all: the others would wait for it in their next collective.
-  abort_world_on_error(1);
-  return 1;
+  int code = run_command(argc, argv);
+  // Output that did not reach its file (a full disk, a closed pipe, /dev/full) is a failure,
+  // not a result: a script reading it would get nothing, or half of it.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    print_output_failure(errno ? errno : EIO);
+    code = code > 0 ? code : -1;
+  }
+  // A rank that fails, or cannot parse its flags, ends them all: the others would wait for it
+  // in their next collective (and rank 0 must not go on to write the run's directory).
+  if (code >= 0 && code != 2) return code;
+  abort_world_on_error(code < 0 ? 1 : code);
+  return code < 0 ? 1 : code;
 }
 
 }  // namespace fp8lm::cli

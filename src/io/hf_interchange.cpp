@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -195,15 +197,26 @@ void write_text(const std::string& path, const std::string& text) {
   write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
 }
 
-template <class T>
-T field(const Json& j, const char* key, const std::string& origin) {
+// A size as config.json writes it: an integer from 0 to INT64_MAX, read as written (1e300 or
+// 2^64 is not cast to some other integer).
+int64_t size_value(const Json& v, const char* key, const std::string& origin) {
+  const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t{INT64_MAX}
+                                         : v.is_number_integer() && v.get<int64_t>() >= 0;
+  if (!ok)
+    throw Error(fmt::format("{}: config.json '{}' is {}, not an integer from 0 to {}", origin, key,
+                            v.dump(), INT64_MAX));
+  return v.get<int64_t>();
+}
+
+int64_t field(const Json& j, const char* key, const std::string& origin) {
   if (!j.contains(key) || j[key].is_null())
     throw Error(fmt::format("{}: config.json has no '{}'", origin, key));
-  try {
-    return j[key].get<T>();
-  } catch (const Json::exception&) {
-    throw Error(fmt::format("{}: config.json '{}' has the wrong type", origin, key));
-  }
+  return size_value(j[key], key, origin);
+}
+
+// An optional size: its value when present, else fallback.
+int64_t field_or(const Json& j, const char* key, int64_t fallback, const std::string& origin) {
+  return j.contains(key) && !j[key].is_null() ? size_value(j[key], key, origin) : fallback;
 }
 
 // A field this engine has one value for: absent, or equal to it.
@@ -225,13 +238,13 @@ GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& ori
   GPTConfig m;
   const auto eps_rule = "fp8lm's norms use 1e-5";
   if (a == HfArchitecture::Gpt2) {
-    m.vocab = field<int64_t>(j, "vocab_size", origin);
-    m.seq_len = field<int64_t>(j, "n_positions", origin);
-    m.d_model = field<int64_t>(j, "n_embd", origin);
-    m.n_layers = field<int64_t>(j, "n_layer", origin);
-    m.n_heads = field<int64_t>(j, "n_head", origin);
-    m.ffn = j.contains("n_inner") && !j["n_inner"].is_null() ? j["n_inner"].get<int64_t>()
-                                                             : 4 * m.d_model;
+    m.vocab = field(j, "vocab_size", origin);
+    m.seq_len = field(j, "n_positions", origin);
+    m.d_model = field(j, "n_embd", origin);
+    m.n_layers = field(j, "n_layer", origin);
+    m.n_heads = field(j, "n_head", origin);
+    // 4 x n_embd by default (saturated: a width that large is refused by the model's check).
+    m.ffn = field_or(j, "n_inner", std::min(m.d_model, INT64_MAX / 4) * 4, origin);
     const auto act = j.value("activation_function", std::string("gelu_new"));
     if (act == "relu") {
       m.activation = Activation::Relu;
@@ -247,13 +260,13 @@ GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& ori
     require(j, "tie_word_embeddings", true, origin, "GPT2LMHeadModel's head is tied");
     return m;
   }
-  m.vocab = field<int64_t>(j, "vocab_size", origin);
-  m.seq_len = field<int64_t>(j, "max_position_embeddings", origin);
-  m.d_model = field<int64_t>(j, "hidden_size", origin);
-  m.n_layers = field<int64_t>(j, "num_hidden_layers", origin);
-  m.n_heads = field<int64_t>(j, "num_attention_heads", origin);
-  m.n_kv_heads = j.value("num_key_value_heads", m.n_heads);
-  m.ffn = field<int64_t>(j, "intermediate_size", origin);
+  m.vocab = field(j, "vocab_size", origin);
+  m.seq_len = field(j, "max_position_embeddings", origin);
+  m.d_model = field(j, "hidden_size", origin);
+  m.n_layers = field(j, "num_hidden_layers", origin);
+  m.n_heads = field(j, "num_attention_heads", origin);
+  m.n_kv_heads = field_or(j, "num_key_value_heads", m.n_heads, origin);
+  m.ffn = field(j, "intermediate_size", origin);
   m.activation = Activation::Swiglu;
   m.normalization = Normalization::RMSNorm;
   m.rope_theta = j.value("rope_theta", 10000.0);

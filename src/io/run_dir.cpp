@@ -231,6 +231,9 @@ void write_summary(const std::string& dir, const Trainer& trainer, const TrainRe
             {"fp8_fallbacks", fp8_fallbacks_json(r.fp8_fallbacks)},
             {"parameters", c.model.parameter_count()},
             {"world_size", trainer.ranks().size()}};
+  // A run that did not end well says why; "ok" is what a script checks.
+  j["ok"] = r.failure.empty();
+  if (!r.failure.empty()) j["failure"] = r.failure;
   if (r.stride_task) {
     j["stride_accuracy"] = r.stride_accuracy;
   } else {
@@ -385,8 +388,11 @@ void RunDirectory::stopped(Trainer&) {
   write_report(dir_);
 }
 
-void RunDirectory::finished(Trainer& trainer, const TrainResult& result) {
+void RunDirectory::trained(Trainer& trainer, const TrainResult&) {
   trainer_model_file(trainer, stamp_).write(dir_ + "/model.safetensors");
+}
+
+void RunDirectory::finished(Trainer& trainer, const TrainResult& result) {
   write_summary(dir_, trainer, result);
   write_report(dir_);
 }

@@ -41,6 +41,7 @@ class RunDirectory : public RunRecorder {
   void step(Trainer& trainer, const StepRecord& record) override;
   void checkpoint(Trainer& trainer) override;  // checkpoints/step-NNNNNN, then `latest`
   void stopped(Trainer& trainer) override;
+  void trained(Trainer& trainer, const TrainResult& result) override;
   void finished(Trainer& trainer, const TrainResult& result) override;
   const std::string& dir() const { return dir_; }
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "fp8lm/error.h"
@@ -38,6 +39,69 @@ RunLock::RunLock(const std::string& dir) {
 
 RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// DIR holds nothing but a lock file (one left by a run that failed to start is no run).
+void require_no_run(const std::string& dir) {
+  if (fs::exists(dir + "/config.json")) {
+    throw Error(fmt::format(
+        "{} already holds a run; resume it with --resume {} or choose another --out", dir, dir));
+  }
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename() == ".lock") continue;
+    throw Error(fmt::format(
+        "--out {}: the directory is not empty and not an fp8lm run; choose another", dir));
+  }
+}
+
+}  // namespace
+
+NewRunDir::NewRunDir(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(dir, ec)) && !fs::is_directory(dir, ec))
+    throw Error(fmt::format(
+        "--out {}: {}", dir,
+        fs::exists(dir, ec) ? "a file, not a directory" : "a link to nothing (dangling symlink)"));
+  if (!fs::exists(dir, ec)) {
+    const fs::path parent = fs::path(dir).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    made_ = fs::create_directory(dir, ec);
+    if (ec)
+      throw Error(fmt::format("--out {}: cannot create the directory: {}", dir, ec.message()));
+  }
+  made_lock_ = !fs::exists(dir + "/.lock", ec);
+  try {
+    lock_ = std::make_unique<RunLock>(dir);
+  } catch (...) {
+    if (made_) fs::remove(dir, ec);  // only when still empty: another process may be in it
+    throw;
+  }
+  try {
+    require_no_run(dir);
+  } catch (...) {
+    undo();
+    throw;
+  }
+}
+
+// The lock file goes while still held, so no other process locks it on its way out; a
+// directory or lock file that was there before stays.
+void NewRunDir::undo() {
+  std::error_code ignored;
+  if (made_) {
+    fs::remove_all(dir_, ignored);
+  } else if (made_lock_) {
+    fs::remove(dir_ + "/.lock", ignored);
+  }
+  lock_.reset();
+}
+
+NewRunDir::~NewRunDir() {
+  if (!kept_) undo();
 }
 
 }  // namespace fp8lm

@@ -419,14 +419,14 @@ Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::s
 void Safetensors::read_checksums(const nlohmann::json& header) {
   checksums_ = checked_checksums(header, metadata_, origin_);
   if (checksums_.empty()) return;
+  for (const auto& [name, sum] : checksums_) {
+    if (!tensors_.count(name))
+      throw Error(
+          fmt::format("{}: tensor '{}' is missing (its checksum is listed)", origin_, name));
+  }
   for (const auto& [name, t] : tensors_) {
     if (!checksums_.count(name))
       throw Error(fmt::format("{}: tensor '{}' has no checksum", origin_, name));
-  }
-  for (const auto& [name, sum] : checksums_) {
-    if (!tensors_.count(name))
-      throw Error(fmt::format("{}: its checksum list names tensor '{}', which is not in the file",
-                              origin_, name));
   }
 }
 

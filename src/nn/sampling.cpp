@@ -12,7 +12,9 @@
 namespace fp8lm {
 
 void Sampling::validate() const {
-  if (!std::isfinite(temperature) || temperature < 0.0f)
+  if (!std::isfinite(temperature))
+    throw Error(fmt::format("--temperature {} is not a finite number", temperature));
+  if (temperature < 0.0f)
     throw Error(fmt::format("--temperature {} must be 0 (greedy) or more", temperature));
   if (top_k < 0) throw Error(fmt::format("--top-k {} is negative (0: no cut)", top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f))

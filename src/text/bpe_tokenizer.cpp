@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <sstream>
+#include <unordered_set>
 
 #include "fp8lm/error.h"
 #include "text/byte_level.h"
@@ -110,6 +111,30 @@ struct BpeTokenizer::Impl {
     for (const std::string_view p : pieces) encode_piece(p, out);
   }
 
+  // The bytes of ids, each one a token id.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const {
+    std::string out;
+    for (const int32_t id : ids) {
+      const std::string& t = tokens[static_cast<size_t>(id)];
+      const int8_t kind = is_added[static_cast<size_t>(id)];
+      if (kind) {
+        if (!(skip_special && kind == 2)) out += t;
+        continue;
+      }
+      for (size_t i = 0; i < t.size();) {
+        const CodePoint c = next_code_point(t, i);
+        const int b = c.valid ? code_point_to_byte(c.value) : -1;
+        if (b >= 0) {
+          out += static_cast<char>(b);
+        } else {
+          out.append(t, i, c.length);  // not in the byte-level alphabet: kept as written
+        }
+        i += c.length;
+      }
+    }
+    return out;
+  }
+
   // The added token that starts at text[i], longest first; null where none does.
   const AddedToken* added_at(std::string_view text, size_t i) const {
     const AddedToken* best = nullptr;
@@ -141,8 +166,42 @@ BpeTokenizer::BpeTokenizer(std::unordered_map<std::string, int32_t> vocab,
     if (a.content.empty()) throw Error(fmt::format("tokenizer: added token {} is empty", a.id));
     top = std::max(top, a.id);
   }
+  // Every id names one token, 0 to the largest without a gap: an id shared by two tokens, or
+  // one that names none, decodes to something other than what was encoded (or to nothing). An
+  // added token may repeat its vocabulary entry (GPT-2's <|endoftext|> is in both), nothing else.
+  // The ids are checked before anything is sized by the largest.
+  std::unordered_set<int32_t> ids;
+  for (const auto& [token, id] : m.vocab) ids.insert(id);
+  for (const AddedToken& a : added) ids.insert(a.id);
+  if (top >= 0 && static_cast<size_t>(top) >= ids.size()) {
+    int32_t gap = 0;  // among the first ids.size() + 1, by counting
+    while (ids.contains(gap)) ++gap;
+    throw Error(
+        fmt::format("tokenizer: no token has id {} (ids run 0 to {}): ids have gaps", gap, top));
+  }
   m.tokens.resize(static_cast<size_t>(top + 1));
-  for (const auto& [token, id] : m.vocab) m.tokens[static_cast<size_t>(id)] = token;
+  std::vector<bool> named(m.tokens.size(), false);
+  for (const auto& [token, id] : m.vocab) {
+    const auto i = static_cast<size_t>(id);
+    if (named[i])
+      throw Error(fmt::format("tokenizer: tokens '{}' and '{}' both have id {}",
+                              std::min(token, m.tokens[i]), std::max(token, m.tokens[i]), id));
+    m.tokens[i] = token;
+    named[i] = true;
+  }
+  std::vector<const AddedToken*> added_at(m.tokens.size(), nullptr);
+  for (const AddedToken& a : added) {
+    const auto i = static_cast<size_t>(a.id);
+    if (const AddedToken* other = added_at[i]; other && other->content != a.content)
+      throw Error(fmt::format("tokenizer: added tokens '{}' and '{}' both have id {}",
+                              other->content, a.content, a.id));
+    if (named[i] && !added_at[i] && m.tokens[i] != a.content &&
+        m.tokens[i] != Impl::spell(a.content))
+      throw Error(fmt::format("tokenizer: added token '{}' has id {}, the id of token '{}'",
+                              a.content, a.id, m.tokens[i]));
+    added_at[i] = &a;
+    named[i] = true;
+  }
   m.byte_token.fill(-1);
   for (int b = 0; b < 256; ++b) {
     std::string s;
@@ -197,29 +256,25 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
 }
 
 std::string BpeTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
-  const Impl& m = *impl_;
-  std::string out;
-  for (const int32_t id : ids) {
+  for (const int32_t id : ids)
     if (id < 0 || id >= vocab_size())
       throw Error(fmt::format("decode: {} is not a token id (0 to {})", id, vocab_size() - 1));
-    const std::string& t = m.tokens[static_cast<size_t>(id)];
-    const int8_t added = m.is_added[static_cast<size_t>(id)];
-    if (added) {
-      if (!(skip_special && added == 2)) out += t;
+  return impl_->decode(ids, skip_special);
+}
+
+std::string BpeTokenizer::decode_generated(const std::vector<int32_t>& ids) const {
+  std::string out;
+  std::vector<int32_t> known;
+  for (const int32_t id : ids) {
+    if (id >= 0 && id < vocab_size()) {
+      known.push_back(id);
       continue;
     }
-    for (size_t i = 0; i < t.size();) {
-      const CodePoint c = next_code_point(t, i);
-      const int b = c.valid ? code_point_to_byte(c.value) : -1;
-      if (b >= 0) {
-        out += static_cast<char>(b);
-      } else {
-        out.append(t, i, c.length);  // not in the byte-level alphabet: kept as written
-      }
-      i += c.length;
-    }
+    out += impl_->decode(known, false);
+    known.clear();
+    out += fmt::format("<|id {}|>", id);
   }
-  return out;
+  return out + impl_->decode(known, false);
 }
 
 int64_t BpeTokenizer::vocab_size() const {
@@ -256,16 +311,25 @@ nlohmann::json read_json(const std::string& path) {
   return j;
 }
 
+// A token's id as the file writes it: an integer from 0 to INT32_MAX (read as written, so that
+// 2^31 is not taken for a negative number nor 5.5 for 5).
+int32_t token_id_of(const nlohmann::json& id, const std::string& what) {
+  const bool ok = id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
+                                          : id.is_number_integer() && id.get<int64_t>() >= 0 &&
+                                                id.get<int64_t>() <= INT32_MAX;
+  if (!ok)
+    throw Error(
+        fmt::format("{} has id {}, not an integer from 0 to {}", what, id.dump(), INT32_MAX));
+  return static_cast<int32_t>(id.get<int64_t>());
+}
+
 std::unordered_map<std::string, int32_t> read_vocab(const nlohmann::json& v,
                                                     const std::string& where) {
   if (!v.is_object())
     throw Error(fmt::format("{}: the vocabulary is not an object of token ids", where));
   std::unordered_map<std::string, int32_t> vocab;
-  for (const auto& [token, id] : v.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      throw Error(fmt::format("{}: token '{}' has no valid id", where, token));
-    vocab.emplace(token, id.get<int32_t>());
-  }
+  for (const auto& [token, id] : v.items())
+    vocab.emplace(token, token_id_of(id, fmt::format("{}: token '{}'", where, token)));
   return vocab;
 }
 
@@ -284,6 +348,18 @@ void expect_default(const nlohmann::json& obj, const char* field, const nlohmann
                     const std::string& where) {
   if (!obj.contains(field) || obj[field].is_null() || obj[field] == ok) return;
   throw Error(fmt::format("{}: {} = {} is not supported", where, field, obj[field].dump()));
+}
+
+// The tokenizer made, its errors naming the file it came from.
+template <class Make>
+BpeTokenizer in_file(const std::string& path, Make make) {
+  try {
+    return make();
+  } catch (const Error& e) {
+    std::string_view what = e.what();
+    if (what.starts_with("tokenizer: ")) what.remove_prefix(11);
+    throw Error(fmt::format("{}: {}", path, what));
+  }
 }
 
 }  // namespace
@@ -328,18 +404,19 @@ BpeTokenizer BpeTokenizer::from_hf_json(const std::string& path) {
   }
   std::vector<AddedToken> added;
   for (const auto& a : j.value("added_tokens", nlohmann::json::array())) {
-    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
-        !a.contains("content") || !a["content"].is_string())
+    if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["content"].is_string())
       throw Error(fmt::format("{}: added token {} has no id and content", path, a.dump()));
     const std::string at =
         fmt::format("{}: added token '{}'", path, a["content"].get<std::string>());
     for (const char* f : {"single_word", "lstrip", "rstrip"}) expect_default(a, f, false, at);
     added.push_back(
-        {a["id"].get<int32_t>(), a["content"].get<std::string>(), a.value("special", false)});
+        {token_id_of(a["id"], at), a["content"].get<std::string>(), a.value("special", false)});
   }
   const bool ignore_merges = model.value("ignore_merges", false);
-  return BpeTokenizer(std::move(vocab), merges, std::move(added),
-                      pre.value("add_prefix_space", false), ignore_merges);
+  return in_file(path, [&] {
+    return BpeTokenizer(std::move(vocab), merges, std::move(added),
+                        pre.value("add_prefix_space", false), ignore_merges);
+  });
 }
 
 BpeTokenizer BpeTokenizer::from_gpt2_files(const std::string& vocab_json,
@@ -359,7 +436,8 @@ BpeTokenizer BpeTokenizer::from_gpt2_files(const std::string& vocab_json,
   std::vector<AddedToken> added;
   const auto eot = vocab.find("<|endoftext|>");
   if (eot != vocab.end()) added.push_back({eot->second, eot->first, true});
-  return BpeTokenizer(std::move(vocab), merges, std::move(added));
+  return in_file(vocab_json,
+                 [&] { return BpeTokenizer(std::move(vocab), merges, std::move(added)); });
 }
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {

@@ -45,6 +45,10 @@ class BpeTokenizer {
   void encode(std::string_view text, std::vector<int32_t>& out) const;  // appends
   // The bytes the ids stand for; added tokens as their text (special ones too unless skipped).
   std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
+  // As decode, for what a model generated: a model's vocabulary may be padded past its
+  // tokenizer's (a multiple of 64, as GPT-2's 50257 to 50304), and an id beyond the tokenizer
+  // is written as <|id N|> rather than refused.
+  std::string decode_generated(const std::vector<int32_t>& ids) const;
 
   int64_t vocab_size() const;  // one past the largest id
   std::optional<int32_t> token_id(std::string_view token) const;

@@ -155,8 +155,12 @@ std::string TextData::decode(const std::vector<int32_t>& ids) const {
 }
 
 std::unique_ptr<TextSource> open_text_source(const std::string& path, int64_t seq_len,
-                                             uint64_t seed) {
-  if (is_token_dataset(path)) return std::make_unique<TokenDataset>(path, seq_len, seed);
+                                             uint64_t seed, int64_t model_vocab) {
+  if (is_token_dataset(path))
+    return std::make_unique<TokenDataset>(path, seq_len, seed, model_vocab);
+  if (model_vocab < 256)
+    throw Error(fmt::format("{}: byte-level text needs a vocabulary of 256; the model's is {}",
+                            path, model_vocab));
   return std::make_unique<TextData>(path, seq_len, 0.1, seed);
 }
 

@@ -67,9 +67,11 @@ class TextSource {
 std::vector<Batch> consecutive_batches(const std::vector<int32_t>& ids, int64_t begin, int64_t B,
                                        int64_t T, int64_t max_batches);
 
-// A token dataset directory (manifest.json) or a byte-level text file.
+// A token dataset directory (manifest.json) or a byte-level text file, for a model of
+// model_vocab tokens: where the data meets the model, every id it can hold must lie below that
+// (a dataset's vocabulary, or 256 for bytes); Error otherwise.
 std::unique_ptr<TextSource> open_text_source(const std::string& path, int64_t seq_len,
-                                             uint64_t seed);
+                                             uint64_t seed, int64_t model_vocab);
 
 class TextData : public TextSource {
  public:

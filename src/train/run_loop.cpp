@@ -52,7 +52,11 @@ RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& 
     }
   }
   checkpoint();
-  TrainResult r = trainer.finish();
+  // The model is kept before anything that could fail after training (its evaluation, a
+  // sample's decoding) runs: a finished run is never lost to what comes after.
+  TrainResult r = trainer.end_training();
+  recorder.trained(trainer, r);
+  trainer.evaluate(r);
   recorder.finished(trainer, r);
   if (result) *result = std::move(r);
   return RunEnd::Finished;

@@ -31,7 +31,9 @@ class RunRecorder {
   virtual void checkpoint(Trainer& trainer) = 0;
   // The run stops with a checkpoint written before (resumable) ...
   virtual void stopped(Trainer& trainer) = 0;
-  // ... or ends: the checkpoint, then the evaluation's result.
+  // ... or ends: the checkpoint, the trained model (before its evaluation, which could fail),
+  // then the evaluation's result.
+  virtual void trained(Trainer& trainer, const TrainResult& result) = 0;
   virtual void finished(Trainer& trainer, const TrainResult& result) = 0;
 };
 

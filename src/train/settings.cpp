@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "core/closest_name.h"
 #include "core/parse_number.h"
@@ -32,6 +33,15 @@ int to_int32(Text flag, Text v) {
   return static_cast<int>(x);
 }
 
+// Whether a number's digits (before any exponent) are all zeros: "0", "-0.00", "0e5".
+bool writes_zero(Text v) {
+  for (const char ch : v) {
+    if (ch == 'e' || ch == 'E') break;
+    if (ch >= '1' && ch <= '9') return false;
+  }
+  return true;
+}
+
 template <class T>
 T to_real(Text flag, Text v) {
   T x = 0;
@@ -41,6 +51,11 @@ T to_real(Text flag, Text v) {
     throw Error(fmt::format("{} '{}' is not a finite number", flag, v));
   }
   if (!std::isfinite(x)) throw Error(fmt::format("{} '{}' is not a finite number", flag, v));
+  // A value below the type's smallest becomes 0, and a check would then report "0".
+  if (x == 0 && !writes_zero(v))
+    throw Error(fmt::format("{} {} is below the smallest {} ({})", flag, v,
+                            std::is_same_v<T, float> ? "float" : "double",
+                            std::numeric_limits<T>::denorm_min()));
   return x;
 }
 
@@ -264,7 +279,12 @@ const std::vector<Setting>& table() {
      }},
     {"seed", "training", SettingType::Int, "random seed (weights and data order)", {},
      SHOW_INT(seed),
-     [](TrainConfig& c, Text v) { c.seed = static_cast<uint64_t>(to_int(g_label, v)); }},
+     [](TrainConfig& c, Text v) {
+       // A negative seed would wrap to a huge one: refused rather than quietly another seed.
+       const int64_t seed = to_int(g_label, v);
+       if (seed < 0) throw Error(fmt::format("{} {} must be 0 or more", g_label, v));
+       c.seed = static_cast<uint64_t>(seed);
+     }},
     {"max-skipped-steps", "training", SettingType::Int,
      "non-finite steps skipped in a row before the run stops", {}, SHOW_INT(max_skipped_steps),
      INT(max_skipped_steps),

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +30,30 @@ struct ShardHeader {
   uint64_t reserved;
 };
 static_assert(sizeof(ShardHeader) == kShardHeaderBytes);
+
+// The index of the first of n tokens of type T at data that is not below limit; n where none
+// is. A chunk's maximum first (a loop the compiler vectorizes), the chunk searched only when it
+// holds one: the check costs a pass over the mapped file at memory speed, once per open.
+template <class T>
+int64_t first_not_below(const uint8_t* data, int64_t n, uint64_t limit) {
+  constexpr int64_t kChunk = 1 << 16;
+  for (int64_t c = 0; c < n; c += kChunk) {
+    const int64_t end = std::min(n, c + kChunk);
+    T top = 0;
+    for (int64_t i = c; i < end; ++i) {
+      T v;
+      std::memcpy(&v, data + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+      top = std::max(top, v);
+    }
+    if (top < limit) continue;
+    for (int64_t i = c; i < end; ++i) {
+      T v;
+      std::memcpy(&v, data + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+      if (v >= limit) return i;
+    }
+  }
+  return n;
+}
 
 }  // namespace
 
@@ -75,7 +101,7 @@ void ShardWriter::finish() {
   fs::rename(tmp_, path_);
 }
 
-MappedShard::MappedShard(const std::string& path) : path_(path) {
+MappedShard::MappedShard(const std::string& path, int64_t vocab) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw Error(fmt::format("{}: cannot be read", path));
   struct stat st {};
@@ -111,6 +137,16 @@ MappedShard::MappedShard(const std::string& path) : path_(path) {
                             size, h.count, want));
   count_ = static_cast<int64_t>(h.count);
   data_ = static_cast<const uint8_t*>(base_) + kShardHeaderBytes;
+  const auto limit = static_cast<uint64_t>(vocab);
+  const int64_t bad = token_bytes_ == 2 ? first_not_below<uint16_t>(data_, count_, limit)
+                                        : first_not_below<uint32_t>(data_, count_, limit);
+  if (bad < count_) {
+    uint32_t id = 0;  // as stored: an id of 2^31 or more is no negative number
+    std::memcpy(&id, data_ + bad * token_bytes_, static_cast<size_t>(token_bytes_));
+    throw Error(
+        fmt::format("{}: token {} (byte offset {}) is id {}, not below the vocabulary size {}",
+                    path, bad, kShardHeaderBytes + bad * token_bytes_, id, vocab));
+  }
 }
 
 MappedShard::~MappedShard() {
@@ -156,8 +192,22 @@ ShardManifest read_manifest(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: {}", path, e.what()));
   }
-  if (m.vocab_size < 1 || m.eot < 0 || m.eot >= m.vocab_size || m.train.empty())
-    throw Error(fmt::format("{}: vocab_size, eot or the train shards are not valid", path));
+  if (m.token_bytes != 2 && m.token_bytes != 4)
+    throw Error(fmt::format("{}: token_bytes {} is not a token size shards have (2 or 4)", path,
+                            m.token_bytes));
+  // A token is an int32 id; two bytes hold ids below 65536.
+  const int64_t widest = m.token_bytes == 2 ? int64_t{1} << 16 : int64_t{INT32_MAX} + 1;
+  if (m.vocab_size < 1 || m.vocab_size > widest)
+    throw Error(fmt::format("{}: vocab_size {} is not 1 to {} (token_bytes {})", path, m.vocab_size,
+                            widest, m.token_bytes));
+  if (m.eot < 0 || m.eot >= m.vocab_size)
+    throw Error(
+        fmt::format("{}: eot {} is not a token id (0 to {})", path, m.eot, m.vocab_size - 1));
+  if (m.train.empty()) throw Error(fmt::format("{}: no train shards", path));
+  for (const auto& [file, n] : m.train)
+    if (n < 0) throw Error(fmt::format("{}: {} has {} tokens", path, file, n));
+  if (m.validation.second < 0)
+    throw Error(fmt::format("{}: {} has {} tokens", path, m.validation.first, m.validation.second));
   return m;
 }
 
@@ -183,23 +233,43 @@ void write_manifest(const std::string& dir, const ShardManifest& m) {
   fs::rename(path + ".tmp", path);
 }
 
-TokenDataset::TokenDataset(const std::string& dir, int64_t seq_len, uint64_t seed)
+TokenDataset::TokenDataset(const std::string& dir, int64_t seq_len, uint64_t seed,
+                           int64_t model_vocab)
     : manifest_(read_manifest(dir)), rng_(seed) {
-  int64_t total = 0;
-  for (const auto& [file, n] : manifest_.train) {
-    auto shard = std::make_unique<MappedShard>((fs::path(dir) / file).string());
+  const int64_t vocab = manifest_.vocab_size;
+  if (vocab > model_vocab)
+    throw Error(
+        fmt::format("{}: its vocabulary {} is beyond the model's {}", dir, vocab, model_vocab));
+  // The tokenizer now, not when a sample is decoded after the last step.
+  const std::string tokenizer = (fs::path(dir) / manifest_.tokenizer).string();
+  try {
+    tokenizer_ = std::make_unique<text::BpeTokenizer>(text::BpeTokenizer::load(tokenizer));
+  } catch (const Error& e) {
+    throw Error(fmt::format("token dataset {}: its tokenizer: {}", dir, e.what()));
+  }
+  if (tokenizer_->vocab_size() != vocab)
+    throw Error(fmt::format("{}: {} tokens where the dataset's manifest says vocab_size {}",
+                            tokenizer, tokenizer_->vocab_size(), vocab));
+  const auto open = [&](const std::string& file, int64_t n) {
+    auto shard = std::make_unique<MappedShard>((fs::path(dir) / file).string(), vocab);
     if (shard->size() != n)
       throw Error(fmt::format("{}: {} tokens where the manifest says {}", file, shard->size(), n));
+    if (shard->token_bytes() != manifest_.token_bytes)
+      throw Error(fmt::format("{}: {} bytes per token where the manifest says {}", file,
+                              shard->token_bytes(), manifest_.token_bytes));
+    return shard;
+  };
+  int64_t total = 0;
+  for (const auto& [file, n] : manifest_.train) {
+    train_.push_back(open(file, n));
     starts_.push_back(total);
     total += n;
-    train_.push_back(std::move(shard));
   }
   starts_.push_back(total);
-  val_ = std::make_unique<MappedShard>((fs::path(dir) / manifest_.validation.first).string());
+  val_ = open(manifest_.validation.first, manifest_.validation.second);
   if (total < seq_len + 1 || val_->size() < seq_len + 1)
     throw Error(fmt::format("{}: {} train and {} validation tokens are too few for --seq-len {}",
                             dir, total, val_->size(), seq_len));
-  tokenizer_path_ = (fs::path(dir) / manifest_.tokenizer).string();
 }
 
 TokenDataset::~TokenDataset() = default;
@@ -258,7 +328,7 @@ std::vector<int32_t> TokenDataset::validation_prompt(int64_t n) const {
 }
 
 std::string TokenDataset::decode(const std::vector<int32_t>& ids) const {
-  return text::BpeTokenizer::load(tokenizer_path_).decode(ids);
+  return tokenizer_->decode_generated(ids);
 }
 
 }  // namespace fp8lm

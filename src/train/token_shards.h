@@ -5,6 +5,8 @@
 // each document's tokens are followed by the end-of-text token. manifest.json names the shards
 // (train-NNNNN.tok, val.tok), their token counts, the vocabulary size, the end-of-text id and the
 // tokenizer (a copy, tokenizer.json, beside them). Training reads the shards memory-mapped.
+// Everything a dataset holds is checked once, when it is opened: every token id lies below the
+// vocabulary, the tokenizer is there and is the vocabulary; a step reads without checks.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,6 +15,9 @@
 #include "train/data.h"
 
 namespace fp8lm {
+namespace text {
+class BpeTokenizer;
+}
 
 inline constexpr char kShardMagic[8] = {'F', 'P', '8', 'L', 'M', 'T', 'O', 'K'};
 inline constexpr uint32_t kShardVersion = 1;
@@ -36,14 +41,16 @@ class ShardWriter {
 };
 
 // A shard mapped read-only. Throws Error naming the file for a wrong magic, version or token
-// size, or a size that is not the header's count of tokens.
+// size, a size that is not the header's count of tokens, or a token id not below vocab (the
+// first such one: its index, byte offset and id).
 class MappedShard {
  public:
-  explicit MappedShard(const std::string& path);
+  MappedShard(const std::string& path, int64_t vocab);
   ~MappedShard();
   MappedShard(const MappedShard&) = delete;
   MappedShard& operator=(const MappedShard&) = delete;
   int64_t size() const { return count_; }
+  int token_bytes() const { return token_bytes_; }
   int32_t operator[](int64_t i) const;
 
  private:
@@ -65,7 +72,8 @@ struct ShardManifest {
   std::string tokenizer = "tokenizer.json";
 };
 
-// dir/manifest.json; Error naming the field that is missing or wrong.
+// dir/manifest.json; Error naming the field that is missing or wrong (a token size the reader
+// has no width for, a vocabulary beyond it, an end-of-text id outside the vocabulary).
 ShardManifest read_manifest(const std::string& dir);
 void write_manifest(const std::string& dir, const ShardManifest& m);
 // Whether path is a directory holding a manifest.json (a token dataset, not a text file).
@@ -74,10 +82,12 @@ bool is_token_dataset(const std::string& path);
 // Training batches from a token dataset: windows of T + 1 tokens at uniformly drawn starts over
 // the train shards taken as one stream (the draw from the seed's generator, whose state is the
 // dataset's position: resume continues with the exact next batch), and consecutive validation
-// windows from val.tok.
+// windows from val.tok. model_vocab is the vocabulary of the model that reads it: a dataset
+// whose vocabulary is beyond it is refused, as are shards whose ids are beyond the dataset's,
+// and a tokenizer that is missing or of another vocabulary size.
 class TokenDataset : public TextSource {
  public:
-  TokenDataset(const std::string& dir, int64_t seq_len, uint64_t seed);
+  TokenDataset(const std::string& dir, int64_t seq_len, uint64_t seed, int64_t model_vocab);
   ~TokenDataset() override;
   Batch next_train(int64_t B, int64_t T) override;
   std::vector<Batch> validation(int64_t B, int64_t T, int64_t max_batches) const override;
@@ -94,7 +104,7 @@ class TokenDataset : public TextSource {
   std::vector<std::unique_ptr<MappedShard>> train_;
   std::vector<int64_t> starts_;  // each train shard's first position in the stream
   std::unique_ptr<MappedShard> val_;
-  std::string tokenizer_path_;
+  std::unique_ptr<text::BpeTokenizer> tokenizer_;
   std::mt19937_64 rng_;
 };
 

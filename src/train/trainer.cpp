@@ -56,6 +56,11 @@ void TrainConfig::validate() const {
         "--disable-rht",
         model.seq_len));
   }
+  // The run's sample after the last step: a prompt of half the sequence, then what follows.
+  if (!data.empty() && evaluate && model.seq_len < 2)
+    throw Error(fmt::format(
+        "--seq-len {} leaves the sample of a text run no prompt: give 2 or more (or --no-evaluate)",
+        model.seq_len));
   if (!data.empty() && is_token_dataset(data)) {
     const int64_t needed = read_manifest(data).vocab_size;
     if (model.vocab < needed)
@@ -173,7 +178,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator& ranks) : cfg_(cfg), comm_
   if (cfg_.data.empty()) {
     stride_ = std::make_unique<StrideTask>(cfg_.model.vocab, cfg_.max_stride, cfg_.seed);
   } else {
-    text_ = open_text_source(cfg_.data, cfg_.model.seq_len, cfg_.seed);
+    text_ = open_text_source(cfg_.data, cfg_.model.seq_len, cfg_.seed, cfg_.model.vocab);
   }
   model_ = std::make_unique<GPT>(cfg_.model, cfg_.seed);
   kept_in_bf16_ = apply_precision_map(*model_, cfg_.precision_map);
@@ -486,7 +491,7 @@ void Trainer::restore_progress(TrainProgress p) {
   }
 }
 
-TrainResult Trainer::finish() {
+TrainResult Trainer::end_training() {
   // The run's model whole on every rank, FP32 masters included, for whoever takes it.
   if (zero_sharded() && cfg_.fp8_weights) all_gather_weights(false);
   TrainResult result;
@@ -494,20 +499,39 @@ TrainResult Trainer::finish() {
   result.stride_task = stride_ != nullptr;
   result.steps = step_;
   result.seconds = seconds_;
-  const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
+  const int64_t T = cfg_.model.seq_len;
   result.tokens_per_s =
       seconds_ > 0 ? static_cast<double>(step_ * cfg_.sequences_per_step() * T) / seconds_ : 0.0;
   result.losses = losses_;
   result.skipped_steps = skipped_steps_;
   result.fp8_fallbacks = fallbacks_;
   result.final_loss = final_loss(losses_);
-  if (!cfg_.evaluate) return result;
+  // A run that ended on skipped steps ended on a model whose loss was not finite: its figures
+  // from before are not the model's, whatever the mean of the finite ones says.
+  if (consecutive_skips_ > 0) {
+    result.final_loss = NAN;
+    result.failure = fmt::format(
+        "the last {} of {} steps were skipped, their loss or gradients not finite{}",
+        consecutive_skips_, step_, skip_reason_.empty() ? "" : fmt::format(" ({})", skip_reason_));
+  }
+  for (Parameter* p : model_->parameters()) {
+    if (result.failure.empty() && !all_finite(p->values()))
+      result.failure = fmt::format("the model's weight {} is not finite", p->name);
+  }
+  return result;
+}
+
+void Trainer::evaluate(TrainResult& result) {
+  if (!cfg_.evaluate) return;
+  const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
   const InferenceScope scope(precision_.precision, cfg_.recipe);
   if (stride_) {
     result.stride_accuracy = stride_accuracy(*model_, cfg_);
   } else {
     const auto val = text_->validation(B, T, 8);
     result.val_loss = static_cast<float>(mean_loss(*model_, val));
+    if (!std::isfinite(result.val_loss) && result.failure.empty())
+      result.failure = fmt::format("the validation loss is {}", result.val_loss);
     const std::vector<int32_t> prompt = text_->validation_prompt(std::min<int64_t>(16, T / 2));
     const auto P = static_cast<int64_t>(prompt.size());
     std::vector<int32_t> all = prompt;
@@ -517,6 +541,11 @@ TrainResult Trainer::finish() {
     all.insert(all.end(), gen.begin(), gen.end());
     result.sample = text_->decode(all);
   }
+}
+
+TrainResult Trainer::finish() {
+  TrainResult result = end_training();
+  evaluate(result);
   return result;
 }
 

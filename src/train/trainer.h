@@ -57,7 +57,11 @@ class Trainer {
   // and FP8 state as they were) and counted. Throws SkipLimitReached at the limit.
   StepStats train_step();
   bool done() const { return step_ >= cfg_.steps; }
-  // Evaluation (unless cfg.evaluate is false) and the summary of the run so far.
+  // The summary of the run so far, with why it did not end well (result.failure: it ended on
+  // skipped steps, or its weights are not finite) ...
+  TrainResult end_training();
+  // ... then its evaluation added (unless cfg.evaluate is false). finish() is both.
+  void evaluate(TrainResult& result);
   TrainResult finish();
 
   const TrainConfig& config() const { return cfg_; }
