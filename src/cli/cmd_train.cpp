@@ -280,6 +280,7 @@ void check_threads(const TrainConfig& c) {
 std::vector<NamedValue> agreed_settings(const TrainFlags& f, const TrainConfig* c) {
   std::vector<NamedValue> v = {{"--out", f.out},
                                {"--resume", f.resume},
+                               {"--allow-data-change", f.allow_data_change ? "true" : "false"},
                                {"--init", f.init},
                                {"--no-save", f.no_save ? "true" : "false"},
                                {"--checkpoint-every", std::to_string(f.checkpoint_every)},

@@ -67,7 +67,7 @@ FileEnds file_ends(const std::string& path, uint64_t end_bytes) {
   return f;
 }
 
-std::string text(const nlohmann::json& j, const char* key) {
+std::string field_text(const nlohmann::json& j, const char* key) {
   return j.contains(key) ? j[key].dump() : "none";
 }
 
@@ -92,14 +92,16 @@ std::string data_changes(const nlohmann::json& recorded, const nlohmann::json& n
   if (was_dataset != now.contains("manifest_xxh3"))
     return was_dataset ? "a token dataset then, not now" : "a text file then, a token dataset now";
   std::vector<std::string> changes;
-  const auto differs = [&](const char* key) { return text(recorded, key) != text(now, key); };
+  const auto differs = [&](const char* key) {
+    return field_text(recorded, key) != field_text(now, key);
+  };
   if (was_dataset) {
     if (differs("manifest_xxh3")) changes.push_back("its manifest.json");
     if (differs("tokenizer_xxh3")) changes.push_back("its tokenizer");
   } else {
     if (differs("size"))
-      changes.push_back(
-          fmt::format("size {} -> {} bytes", text(recorded, "size"), text(now, "size")));
+      changes.push_back(fmt::format("size {} -> {} bytes", field_text(recorded, "size"),
+                                    field_text(now, "size")));
     if (differs("mtime_ns")) changes.push_back("modification time");
     if (differs("xxh3_ends")) changes.push_back("the content of its first or last MiB");
   }
