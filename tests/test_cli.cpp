@@ -454,9 +454,9 @@ TEST(Cli, OutOfRangeAndNegativeFlagsAreRefusedByName) {
       {"generate --checkpoint " + model + " --prompt 1 --max-new-tokens 9223372036854775806",
        "exceed the position table"},
       // Issue 12 (6): what is not a file, a data file with no end, a model beyond the memory.
-      {"train --data /dev/zero", "/dev/zero: not a regular file (a device or pipe has no end)"},
-      {"train --data " + run, "a directory, not a data file"},
-      {"train --config /dev/zero", "/dev/zero: not a regular file (a config is a JSON file)"},
+      {"train --data /dev/zero", "--data /dev/zero: is a device, not a file"},
+      {"train --data " + run, "is a directory, not a file"},
+      {"train --config /dev/zero", "--config /dev/zero: is a device, not a file"},
       {"train --d-model 65536 --n-heads 64 --ffn 262144 --n-layers 64",
        "this model needs about 56003.1 GiB to train (3298602123264 parameters"},
       {"fp8 encode --format e4m3 --scale 1e-40 1",

@@ -201,5 +201,16 @@ TEST(Hostile, D20_StopAfterAStepAlreadyPastIsRefused) {
   EXPECT_TRUE(after == before);
 }
 
+// D17: a value holding a NUL (or any control byte) is quoted whole, escaped, on one line.
+TEST(Hostile, D17_AControlByteInAValueIsEscapedNotATruncation) {
+  const std::string dir = fresh("d17_nul");
+  write_text(dir + "/nul.json", R"({"recipe": "mx\u0000fp8\nmore"})");
+  const CliResult r = fp8lm(kTinyTrain + " --config nul.json --out r", "", "cd " + dir + " &&");
+  EXPECT_EQ(r.status, 1);
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("mx\\x00fp8\\x0amore"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir + "/r"));
+}
+
 }  // namespace
 }  // namespace fp8lm

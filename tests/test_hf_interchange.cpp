@@ -129,7 +129,7 @@ std::string edited_fixture(const char* arch, const std::function<void(Json&)>& e
 }
 
 TEST(HfInterchange, BadDirectoriesAndModelsAreRefusedByName) {
-  expect_error([] { import_hf("/nonexistent/hf"); }, "config.json: cannot open");
+  expect_error([] { import_hf("/nonexistent/hf"); }, "config.json: cannot be read: No such file or directory");
   expect_error(
       [] { import_hf(edited_fixture("llama", [](Json& j) { j["model_type"] = "bert"; })); },
       "model_type \"bert\" is not gpt2 or llama");

@@ -299,7 +299,7 @@ TEST(Training, BadConfigNamesTheProblem) {
   c = small_demo();
   c.data = "/nonexistent/fp8lm.txt";
   c.model.vocab = 256;
-  expect_error(c, "cannot open");
+  expect_error(c, "/nonexistent/fp8lm.txt: cannot be read: No such file or directory");
   const std::string empty = testing::TempDir() + "fp8lm_empty.txt";
   std::ofstream(empty).close();
   c.data = empty;

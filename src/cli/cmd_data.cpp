@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "core/counter_rng.h"
+#include "core/input_file.h"
 #include "fp8lm/error.h"
 #include "io/new_dir.h"
 #include "text/bpe_tokenizer.h"
@@ -36,11 +37,9 @@ class DocumentReader {
  public:
   DocumentReader(const std::vector<std::string>& files, bool split_lines)
       : files_(files), split_lines_(split_lines) {
-    for (const std::string& f : files) {
-      std::error_code ec;
-      if (!fs::is_regular_file(f, ec)) throw Error(fmt::format("{}: not a readable file", f));
-      total_bytes_ += static_cast<int64_t>(fs::file_size(f));
-    }
+    // Every input checked before any is read: an unreadable last file fails at once.
+    for (const std::string& f : files)
+      total_bytes_ += static_cast<int64_t>(InputFile(f, "").size());
   }
   int64_t total_bytes() const { return total_bytes_; }
   int64_t bytes_read() const { return bytes_read_; }
@@ -50,24 +49,23 @@ class DocumentReader {
     docs.clear();
     size_t bytes = 0;
     while (bytes < (16u << 20) && docs.size() < 65536) {
-      if (!in_.is_open() || in_.peek() == EOF) {
-        if (in_.is_open()) in_.close();
+      if (!in_ || in_->peek() == EOF) {
+        in_.reset();
         if (next_file_ == files_.size()) break;
         path_ = files_[next_file_++];
-        in_.open(path_, std::ios::binary);
-        if (!in_) throw Error(fmt::format("{}: cannot be read", path_));
+        in_ = std::make_unique<InputStream>(path_, "");
         line_ = 0;
         jsonl_ = path_.ends_with(".jsonl");
         if (!jsonl_ && !split_lines_) {  // the whole file is one document
-          docs.emplace_back(std::istreambuf_iterator<char>(in_), std::istreambuf_iterator<char>());
+          docs.emplace_back(std::istreambuf_iterator<char>(*in_), std::istreambuf_iterator<char>());
           bytes += docs.back().size();
           bytes_read_ += static_cast<int64_t>(docs.back().size());
-          in_.close();
+          in_.reset();
           continue;
         }
       }
       std::string line;
-      std::getline(in_, line);
+      std::getline(*in_, line);
       ++line_;
       bytes_read_ += static_cast<int64_t>(line.size()) + 1;
       if (line.empty()) continue;
@@ -85,7 +83,7 @@ class DocumentReader {
   const std::vector<std::string>& files_;
   bool split_lines_;
   size_t next_file_ = 0;
-  std::ifstream in_;
+  std::unique_ptr<InputStream> in_;
   std::string path_;
   int64_t line_ = 0, total_bytes_ = 0, bytes_read_ = 0;
   bool jsonl_ = false;

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/model_text.h"
 #include "cli/parse.h"
+#include "core/input_file.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "text/bpe_tokenizer.h"
@@ -237,8 +238,7 @@ EvalData explicit_eval_data(const EvalFlags& f, const LoadedModel& m, const std:
   if (input == ModelInput::StrideIds)
     throw Error("--data: this model was trained on the stride task, not text");
   const std::optional<ModelTokenizer> tok = model_tokenizer(m, path, f.tokenizer);
-  if (!fs::is_regular_file(f.data)) throw Error(fmt::format("--data {}: not a file", f.data));
-  const std::string bytes = file_bytes(f.data);
+  const std::string bytes = read_input_file(f.data, "--data", kTextFileBytes);
   std::vector<int32_t> ids;
   if (input == ModelInput::Bytes) {
     ids.assign(reinterpret_cast<const unsigned char*>(bytes.data()),

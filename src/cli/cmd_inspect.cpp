@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/parse.h"
+#include "core/json.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "io/block_scales.h"
@@ -57,9 +58,8 @@ int median_exponent(const std::map<int, int64_t>& exponents) {
 void print_block_scales(const InspectFlags& f, const Safetensors& file, const TrainConfig& c,
                         const std::string& path, const std::string& step,
                         const nlohmann::json& map_json, const std::vector<std::string>& kept) {
-  const auto blocks = nlohmann::json::parse(file.metadata().at("block_scales"), nullptr, false);
-  if (blocks.is_discarded() || !blocks.is_object())
-    throw Error(fmt::format("{}: block_scales is not a JSON object", path));
+  const auto blocks = parse_json(file.metadata().at("block_scales"), path + ": block_scales");
+  if (!blocks.is_object()) throw Error(fmt::format("{}: block_scales is not a JSON object", path));
   const BlockScaleRecord stats = block_scales_from_json(blocks, path);
   if (f.json) {
     fmt::print("{}\n", nlohmann::json{{"file", path},

@@ -4,15 +4,15 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/parse.h"
+#include "core/input_file.h"
 #include "fp8lm/error.h"
+#include "io/safetensors.h"
 #include "text/bpe_tokenizer.h"
 #include "text/bpe_trainer.h"
 
@@ -28,17 +28,14 @@ struct TokenizerFlags {
 std::string read_input(const TokenizerFlags& f) {
   if (!f.file.empty() && !f.text.empty()) throw Error("give the text or --file, not both");
   if (f.file.empty()) return f.text;
-  std::ifstream in(f.file, std::ios::binary);
-  if (!in) throw Error(fmt::format("--file {}: cannot be read", f.file));
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return read_input_file(f.file, "--file", kTextFileBytes);
 }
 
 // --jsonl: a document per line ({"text": ...}), its ids printed as a JSON list per line, in
 // order; the documents are encoded on every thread.
 void encode_jsonl(const text::BpeTokenizer& tok, const TokenizerFlags& f) {
   if (f.file.empty()) throw Error("--jsonl reads --file");
-  std::ifstream in(f.file, std::ios::binary);
-  if (!in) throw Error(fmt::format("--file {}: cannot be read", f.file));
+  InputStream in(f.file, "--file");
   std::vector<std::string> docs;
   int64_t line_no = 0;
   for (std::string line; std::getline(in, line);) {
@@ -88,9 +85,8 @@ struct TrainFlags {
 // about 1 MiB cut after a newline (a piece of the pre-tokenizer never spans one, except a run
 // of white space, whose count the cut may split).
 void read_documents(const std::string& path, std::vector<std::string>& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot be read", path));
   if (path.ends_with(".jsonl")) {
+    InputStream in(path, "");
     int64_t n = 0;
     for (std::string line; std::getline(in, line);) {
       ++n;
@@ -98,7 +94,7 @@ void read_documents(const std::string& path, std::vector<std::string>& out) {
     }
     return;
   }
-  const std::string all{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string all = read_input_file(path, "", kTextFileBytes);
   constexpr size_t kPiece = 1 << 20;
   for (size_t at = 0; at < all.size();) {
     size_t end = std::min(all.size(), at + kPiece);
@@ -129,13 +125,8 @@ void run_train(const TrainFlags& f) {
     all.merge_counts(mine);
   }
   const std::string json = all.train();
-  const std::string tmp = f.out + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << json;
-    if (!out.flush()) throw Error(fmt::format("--out {}: cannot be written", f.out));
-  }
-  fs::rename(tmp, f.out);
+  // Written whole or not at all, with the reason when it cannot be (a full disk, ulimit -f).
+  write_file_atomic(f.out, {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
   const text::BpeTokenizer tok = text::BpeTokenizer::from_hf_json(f.out);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("learnt a vocabulary of {} from {:.2f} MB ({} distinct pieces) in {:.1f}s; wrote {}\n",

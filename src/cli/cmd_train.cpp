@@ -21,6 +21,8 @@
 #include "cli/commands.h"
 #include "cli/model_text.h"
 #include "cli/parse.h"
+#include "core/input_file.h"
+#include "core/json.h"
 #include "dist/communicator.h"
 #include "dist/rank_agreement.h"
 #include "fp8lm/error.h"
@@ -93,17 +95,8 @@ std::string block_features(const GPTConfig& m) {
 // ("run") goes into `run`.
 std::set<std::string> apply_config_file(TrainConfig& c, const std::string& path,
                                         nlohmann::json& run) {
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
-    throw Error(fmt::format("{}: not a regular file (a config is a JSON file)", path));
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot open the config file", path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(fmt::format("{}: not valid JSON (byte {})", path, e.byte));
-  }
+  const nlohmann::json j =
+      parse_json(read_input_file(path, "--config", kJsonFileBytes), "--config " + path);
   if (j.is_object() && j.contains("run")) run = j["run"];
   return apply_settings_json(c, j, path, {"run"});
 }
@@ -168,8 +161,7 @@ bool has_checkpoints(const std::string& dir) {
 std::unique_ptr<Trainer> resume_run(const std::string& dir, const DeviceSpec& device, bool lead) {
   std::unique_ptr<Trainer> trainer;
   if (!has_checkpoints(dir)) {
-    std::ifstream in(dir + "/config.json");
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    const std::string text = read_input_file(dir + "/config.json", "", kJsonFileBytes);
     TrainConfig c = train_config_from_json(text, dir + "/config.json");
     c.device = device;
     c.validate();

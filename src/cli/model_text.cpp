@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
+#include "core/input_file.h"
 #include "fp8lm/error.h"
 #include "train/token_shards.h"
 
@@ -24,16 +23,10 @@ bool same_tokenizer(const std::string& a, const std::string& b) {
   std::error_code ec;
   if (fs::equivalent(a, b, ec)) return true;
   if (!fs::is_regular_file(a) || !fs::is_regular_file(b)) return false;
-  return file_bytes(a) == file_bytes(b);
+  return read_input_file(a, "", kTokenizerFileBytes) == read_input_file(b, "", kTokenizerFileBytes);
 }
 
 }  // namespace
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open", path));
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
 
 ModelInput model_input(const TrainConfig& c, const std::map<std::string, std::string>& metadata) {
   if (!c.data.empty()) return is_token_dataset(c.data) ? ModelInput::Tokens : ModelInput::Bytes;

@@ -10,9 +10,6 @@ namespace fp8lm::cli {
 
 enum class ModelInput { StrideIds, Bytes, Tokens };
 
-// A file's whole contents; Error "<path>: cannot open".
-std::string file_bytes(const std::string& path);
-
 // From a model file's config and metadata: a model of a token dataset, or one imported from
 // Hugging Face (which comes without its data), reads token ids.
 ModelInput model_input(const TrainConfig& c, const std::map<std::string, std::string>& metadata);

@@ -10,6 +10,7 @@
 #include <string>
 #include <system_error>
 
+#include "core/json.h"
 #include "fp8lm/error.h"
 #include "io/run_dir.h"
 
@@ -47,7 +48,8 @@ std::vector<int32_t> parse_token_ids(std::string_view text, int64_t vocab, std::
 }
 
 std::string jsonl_text(const std::string& line, const std::string& path, int64_t line_no) {
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  const std::string where = fmt::format("{} line {}", path, line_no);
+  const nlohmann::json j = parse_json(line, where);
   if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
     throw Error(fmt::format("{} line {}: not a JSON object with a \"text\" string", path, line_no));
   return j["text"].get<std::string>();

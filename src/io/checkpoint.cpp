@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "core/finite.h"
+#include "core/json.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "io/warning.h"
@@ -128,12 +129,7 @@ std::string train_config_to_json(const TrainConfig& c) {
 }
 
 TrainConfig train_config_from_json(const std::string& text, const std::string& origin) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::exception&) {
-    throw Error(fmt::format("{}: the stored config is not valid JSON", origin));
-  }
+  const Json j = parse_json(text, origin);
   if (!j.is_object())
     throw Error(fmt::format("{}: the stored config is not a JSON object", origin));
   TrainConfig c;
@@ -151,7 +147,7 @@ nlohmann::json fp8_fallbacks_json(const std::vector<Fp8Fallback>& fallbacks) {
 
 std::vector<Fp8Fallback> fp8_fallbacks_from_json(const std::string& text,
                                                  const std::string& origin) {
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const Json j = parse_json(text, origin + ": fp8_fallbacks");
   std::vector<Fp8Fallback> out;
   const auto bad = [&] { return Error(fmt::format("{}: 'fp8_fallbacks' is damaged", origin)); };
   if (!j.is_array()) throw bad();

@@ -1,6 +1,5 @@
 #include "io/data_fingerprint.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,10 +7,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <xxhash.h>
 
+#include "core/input_file.h"
 #include "fp8lm/error.h"
 #include "train/token_shards.h"
 
@@ -26,44 +27,38 @@ struct FileEnds {
   std::string xxh3;  // of the first kEnd bytes then the last kEnd (the whole of a small file)
 };
 
-// A regular file only: non-blocking, so that a FIFO given as data is refused, not waited on.
 FileEnds file_ends(const std::string& path, uint64_t end_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  const InputFile file(path, "");  // a regular file only: a FIFO given as data never blocks
+  const int fd = file.fd();
   struct stat sb {};
-  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-    throw Error(fmt::format("{}: not a regular file", path));
+  if (::fstat(fd, &sb) != 0)
+    throw Error(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
   FileEnds f;
-  f.size = static_cast<uint64_t>(sb.st_size);
+  f.size = file.size();
   f.mtime_ns = int64_t{sb.st_mtim.tv_sec} * 1000000000 + sb.st_mtim.tv_nsec;
-  XXH3_state_t* state = XXH3_createState();
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                       &XXH3_freeState);
   if (!state) throw std::bad_alloc();
-  XXH3_64bits_reset(state);
+  XXH3_64bits_reset(state.get());
   std::vector<uint8_t> buf(static_cast<size_t>(std::min(end_bytes, f.size)));
   const auto hash_range = [&](uint64_t offset, uint64_t n) {
     for (size_t got = 0; got < n;) {
       const ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(offset + got));
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) {
-        XXH3_freeState(state);
         throw Error(fmt::format("{}: cannot read: {}", path,
                                 r < 0 ? std::strerror(errno) : "the file shrank while read"));
       }
       got += static_cast<size_t>(r);
     }
-    XXH3_64bits_update(state, buf.data(), n);
+    XXH3_64bits_update(state.get(), buf.data(), n);
   };
   hash_range(0, buf.size());
   if (f.size > end_bytes) {  // the last MiB, or what follows the first
     const uint64_t from = std::max(end_bytes, f.size - end_bytes);
     hash_range(from, f.size - from);
   }
-  f.xxh3 = fmt::format("{:016x}", XXH3_64bits_digest(state));
-  XXH3_freeState(state);
+  f.xxh3 = fmt::format("{:016x}", XXH3_64bits_digest(state.get()));
   return f;
 }
 

@@ -12,6 +12,8 @@
 #include <optional>
 
 #include "core/bf16.h"
+#include "core/input_file.h"
+#include "core/json.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "io/hf_special_tokens.h"
@@ -236,6 +238,7 @@ void require(const Json& j, const char* key, const T& want, const std::string& o
 
 GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& origin) {
   GPTConfig m;
+  const std::string where = origin + "/config.json";
   const auto eps_rule = "fp8lm's norms use 1e-5";
   if (a == HfArchitecture::Gpt2) {
     m.vocab = field(j, "vocab_size", origin);
@@ -245,7 +248,7 @@ GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& ori
     m.n_heads = field(j, "n_head", origin);
     // 4 x n_embd by default (saturated: a width that large is refused by the model's check).
     m.ffn = field_or(j, "n_inner", std::min(m.d_model, INT64_MAX / 4) * 4, origin);
-    const auto act = j.value("activation_function", std::string("gelu_new"));
+    const auto act = json_value<std::string>(j, "activation_function", "gelu_new", where);
     if (act == "relu") {
       m.activation = Activation::Relu;
     } else if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
@@ -269,9 +272,9 @@ GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& ori
   m.ffn = field(j, "intermediate_size", origin);
   m.activation = Activation::Swiglu;
   m.normalization = Normalization::RMSNorm;
-  m.rope_theta = j.value("rope_theta", 10000.0);
+  m.rope_theta = json_value<double>(j, "rope_theta", 10000.0, where);
   m.bias = false;
-  m.tied_head = j.value("tie_word_embeddings", false);
+  m.tied_head = json_value<bool>(j, "tie_word_embeddings", false, where);
   require(j, "hidden_act", std::string("silu"), origin, "fp8lm's SwiGLU gates with SiLU");
   require(j, "rms_norm_eps", kNormEpsDecimal, origin, eps_rule);
   require(j, "rope_scaling", Json(), origin, "fp8lm has plain rotary embeddings");
@@ -358,17 +361,9 @@ void export_hf(GPT& model, const std::string& dir, const HfExportOptions& option
 
 HfModel import_hf(const std::string& dir) {
   const std::string config_path = dir + "/config.json";
-  std::ifstream in(config_path);
-  if (!in)
-    throw Error(
-        fmt::format("{}: cannot open (a Hugging Face model directory has one)", config_path));
-  Json j;
-  try {
-    j = Json::parse(in);
-  } catch (const Json::exception&) {
-    throw Error(fmt::format("{}: not valid JSON", config_path));
-  }
-  const std::string type = j.is_object() ? j.value("model_type", std::string()) : "";
+  const Json j = read_json_file(config_path, kJsonFileBytes);
+  const std::string type =
+      j.is_object() ? json_value<std::string>(j, "model_type", "", config_path) : "";
   if (type.empty())
     throw Error(fmt::format("{}: no model_type; not a Hugging Face model's config", config_path));
   if (type != "gpt2" && type != "llama") {

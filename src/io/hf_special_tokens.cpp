@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "core/input_file.h"
+#include "core/json.h"
 #include "fp8lm/error.h"
 
 namespace fp8lm {
@@ -25,16 +26,13 @@ constexpr std::array<std::string_view, 3> kPadNames = {"<pad>", "<|pad|>", "[PAD
 class TokenTable {
  public:
   explicit TokenTable(const std::string& path) : path_(path) {
-    std::ifstream in(path);
-    if (!in) throw Error(fmt::format("{}: cannot open the tokenizer", path));
-    j_ = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j_.is_discarded()) throw Error(fmt::format("{}: not valid JSON", path));
+    j_ = read_json_file(path, kTokenizerFileBytes);
     if (!j_.is_object()) throw Error(fmt::format("{}: not a tokenizer.json", path));
   }
 
   std::optional<HfToken> by_content(std::string_view content) const {
     for (const Json& t : added())
-      if (t.value("content", std::string()) == content) return token(t);
+      if (content_of(t) == content) return token(t);
     const Json* v = vocab();
     if (v && v->contains(content) && (*v)[std::string(content)].is_number_unsigned())
       return HfToken{(*v)[std::string(content)].get<int32_t>(), std::string(content)};
@@ -43,7 +41,7 @@ class TokenTable {
 
   std::optional<HfToken> by_id(int32_t id) const {
     for (const Json& t : added())
-      if (t.value("id", -1) == id) return token(t);
+      if (token(t).id == id) return token(t);
     if (const Json* v = vocab())
       for (const auto& [content, i] : v->items())
         if (i.is_number_unsigned() && i.get<int32_t>() == id) return HfToken{id, content};
@@ -68,7 +66,8 @@ class TokenTable {
     }
     for (const Json& t : added())
       for (const std::string_view name : kPadNames)
-        if (t.value("special", false) && t.value("content", std::string()) == name) return token(t);
+        if (json_value<bool>(t, "special", false, path_ + ": added token") && content_of(t) == name)
+          return token(t);
     return std::nullopt;
   }
 
@@ -84,6 +83,9 @@ class TokenTable {
     if (!j_.contains("model") || !j_["model"].is_object()) return nullptr;
     const Json& m = j_["model"];
     return m.contains("vocab") && m["vocab"].is_object() ? &m["vocab"] : nullptr;
+  }
+  std::string content_of(const Json& t) const {
+    return json_value<std::string>(t, "content", "", path_ + ": added token");
   }
   HfToken token(const Json& t) const {
     if (!t.contains("id") || !t["id"].is_number_unsigned() || t["id"].get<uint64_t>() > INT32_MAX ||

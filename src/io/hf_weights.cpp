@@ -2,15 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include <xxhash.h>
 
 #include "core/bf16.h"
 #include "core/fp16.h"
+#include "core/input_file.h"
+#include "core/json.h"
 #include "fp8lm/error.h"
 
 namespace fp8lm {
@@ -40,11 +44,15 @@ uint64_t value_bytes(const std::string& dtype) {
 }
 
 std::vector<uint8_t> read_range(const std::string& path, uint64_t offset, uint64_t n) {
-  std::ifstream in(path, std::ios::binary);
+  const InputFile in(path, "");
   std::vector<uint8_t> bytes(n);
-  in.seekg(static_cast<std::streamoff>(offset));
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(n));
-  if (!in) throw Error(fmt::format("{}: cannot read {} bytes at {}", path, n, offset));
+  for (uint64_t done = 0; done < n;) {
+    const ssize_t r =
+        ::pread(in.fd(), bytes.data() + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) throw Error(fmt::format("{}: cannot read {} bytes at {}", path, n, offset));
+    done += static_cast<uint64_t>(r);
+  }
   return bytes;
 }
 
@@ -55,7 +63,7 @@ std::map<std::string, std::string> checksums_of(const Json& header, const std::s
   const Json& meta = header["__metadata__"];
   if (!meta.contains("xxh3_64")) return out;
   const Json sums = meta["xxh3_64"].is_string()
-                        ? Json::parse(meta["xxh3_64"].get<std::string>(), nullptr, false)
+                        ? parse_json(meta["xxh3_64"].get<std::string>(), path + ": xxh3_64")
                         : Json();
   if (!sums.is_object()) throw Error(fmt::format("{}: its checksum list is damaged", path));
   for (const auto& [name, sum] : sums.items())
@@ -65,17 +73,16 @@ std::map<std::string, std::string> checksums_of(const Json& header, const std::s
 
 // The tensors of one safetensors file, from its header; Error naming what is malformed.
 std::map<std::string, HfWeights::Tensor> read_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw Error(fmt::format("{}: not a file", path));
-  const uint64_t size = fs::file_size(path, ec);
-  if (ec || size < 8)
+  const uint64_t size = InputFile(path, "").size();
+  if (size < 8)
     throw Error(fmt::format("{}: {} bytes is too short for a safetensors file", path, size));
   uint64_t n = 0;
   std::memcpy(&n, read_range(path, 0, 8).data(), 8);  // little-endian, as the format is
   if (n > kMaxHeader || n > size - 8)
     throw Error(fmt::format("{}: header length {} does not fit; not a safetensors file", path, n));
   const std::vector<uint8_t> text = read_range(path, 8, n);
-  const Json header = Json::parse(text.begin(), text.end(), nullptr, false);
+  const Json header =
+      parse_json({reinterpret_cast<const char*>(text.data()), text.size()}, path + ": header");
   if (!header.is_object()) throw Error(fmt::format("{}: its header is not a JSON object", path));
 
   auto file = std::make_shared<HfWeights::File>();
@@ -126,10 +133,7 @@ bool is_plain_file_name(const std::string& s) {
 
 std::map<std::string, HfWeights::Tensor> read_index(const std::string& dir) {
   const std::string index = dir + "/model.safetensors.index.json";
-  std::ifstream in(index);
-  if (!in) throw Error(fmt::format("{}: cannot open", index));
-  const Json j = Json::parse(in, nullptr, false);
-  if (j.is_discarded()) throw Error(fmt::format("{}: not valid JSON", index));
+  const Json j = read_json_file(index, kJsonFileBytes);
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     throw Error(fmt::format("{}: no weight_map object", index));
   std::map<std::string, std::map<std::string, HfWeights::Tensor>> shards;

@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <vector>
 
+#include "core/input_file.h"
+#include "core/json.h"
+#include "core/parse_number.h"
 #include "fp8lm/error.h"
 #include "io/safetensors.h"
 
@@ -18,6 +22,7 @@ namespace fp8lm {
 namespace {
 
 using Json = nlohmann::json;
+namespace fs = std::filesystem;
 
 struct Series {
   std::string name;
@@ -195,76 +200,105 @@ std::string block_heatmap(const std::map<std::string, std::vector<BlockCell>>& r
 }  // namespace
 
 void write_report(const std::string& dir) {
-  std::ifstream in(dir + "/metrics.jsonl");
-  if (!in) throw Error(fmt::format("{}: no metrics.jsonl to report on", dir));
+  const std::string metrics = dir + "/metrics.jsonl";
+  if (!fs::exists(metrics)) throw Error(fmt::format("{}: no metrics.jsonl to report on", dir));
+  InputStream in(metrics, "");
   Series loss{"train", {}, {}}, val{"validation", {}, {}}, tps{"tokens/s", {}, {}},
       lr{"lr", {}, {}}, gn{"grad norm", {}, {}}, comm{"ms per step", {}, {}};
   // layer -> quantity (amax | scale | saturated) -> series "gemm slot"
   std::map<int, std::map<std::string, std::map<std::string, Series>>> fp8;
   std::vector<int64_t> skipped;
-  std::vector<std::pair<double, std::string>> fallbacks;  // step, the record as JSON
-  std::map<std::string, std::vector<BlockCell>> blocks;   // "gemm role" -> cells by step
+  struct Fallback {
+    double step;
+    std::string gemm, slot, reason;
+  };
+  std::vector<Fallback> fallbacks;
+  std::map<std::string, std::vector<BlockCell>> blocks;  // "gemm role" -> cells by step
+  // A line that does not read is left out of the charts and named on the page: the report is
+  // written at the end of a run, which it must not fail.
+  int64_t line_no = 0, unread = 0;
+  std::string first_unread;
   for (std::string line; std::getline(in, line);) {
-    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("step")) continue;
-    const double step = j["step"].get<double>();
-    if (j.contains("skipped")) skipped.push_back(static_cast<int64_t>(step));
-    if (j.contains("fp8_fallback") && j["fp8_fallback"].is_array()) {
-      for (const Json& f : j["fp8_fallback"]) fallbacks.push_back({step, f.dump()});
-    }
-    const auto add = [&](Series& s, const char* key) {
-      if (j.contains(key) && j[key].is_number())
-        s.x.push_back(step), s.y.push_back(j[key].get<double>());
-    };
-    add(loss, "loss"), add(val, "val_loss"), add(tps, "tokens_per_s"), add(lr, "lr"),
-        add(gn, "grad_norm"), add(comm, "comm_seconds");
-    if (j.contains("block_scales") && j["block_scales"].is_object()) {
-      for (const auto& [gemm, roles] : j["block_scales"].items()) {
-        for (const auto& [role, st] : roles.items()) {
-          BlockCell cell{step};
-          int64_t total = 0, seen = 0;
-          std::map<int, int64_t> hist;
-          const Json exponents = st.value("exponents", Json::object());
-          for (const auto& [e, n] : exponents.items())
-            hist[std::stoi(e)] = n.get<int64_t>(), total += n.get<int64_t>();
-          for (const auto& [e, n] : hist) {
-            seen += n;
-            if (2 * seen >= total) {
-              cell.median = e;
-              break;
+    const std::string where = fmt::format("{} line {}", metrics, ++line_no);
+    try {
+      const Json j = parse_json(line, where);
+      if (!j.is_object() || !j.contains("step")) continue;
+      const double step = json_require<double>(j, "step", where);
+      if (j.contains("skipped")) skipped.push_back(static_cast<int64_t>(step));
+      if (j.contains("fp8_fallback") && j["fp8_fallback"].is_array()) {
+        for (const Json& f : j["fp8_fallback"]) {
+          const std::string at = where + ": fp8_fallback";
+          fallbacks.push_back({step, json_value<std::string>(f, "gemm", "?", at),
+                               json_value<std::string>(f, "slot", "?", at),
+                               json_value<std::string>(f, "reason", "?", at)});
+        }
+      }
+      const auto add = [&](Series& s, const char* key) {
+        if (j.contains(key) && j[key].is_number())
+          s.x.push_back(step), s.y.push_back(j[key].get<double>());
+      };
+      add(loss, "loss"), add(val, "val_loss"), add(tps, "tokens_per_s"), add(lr, "lr"),
+          add(gn, "grad_norm"), add(comm, "comm_seconds");
+      if (j.contains("block_scales") && j["block_scales"].is_object()) {
+        for (const auto& [gemm, roles] : j["block_scales"].items()) {
+          if (!roles.is_object())
+            throw Error(fmt::format("{}: block_scales {}: not an object", where, gemm));
+          for (const auto& [role, st] : roles.items()) {
+            const std::string at = fmt::format("{}: block_scales {} {}", where, gemm, role);
+            BlockCell cell{step};
+            int64_t total = 0, seen = 0;
+            std::map<int, int64_t> hist;
+            const Json exponents = st.is_object() ? st.value("exponents", Json::object()) : Json();
+            if (!exponents.is_object()) throw Error(fmt::format("{}: no exponents object", at));
+            for (const auto& [e, n] : exponents.items()) {
+              // A scale's power of two: within a double's exponents.
+              const std::optional<int64_t> exp = parse_int(e);
+              if (!exp || *exp < -1100 || *exp > 1100)
+                throw Error(fmt::format("{}: exponent '{}' is not one from -1100 to 1100", at, e));
+              const auto count = json_as<uint32_t>(n, fmt::format("{}: exponent {}", at, e));
+              hist[static_cast<int>(*exp)] += count, total += count;
             }
+            for (const auto& [e, n] : hist) {
+              seen += n;
+              if (2 * seen >= total) {
+                cell.median = e;
+                break;
+              }
+            }
+            const double n = std::max(1.0, json_value<double>(st, "blocks", 1.0, at));
+            cell.saturated = json_value<double>(st, "saturated", 0.0, at) / n;
+            cell.flushed = json_value<double>(st, "flushed", 0.0, at) / n;
+            blocks[gemm + " " + role].push_back(cell);
           }
-          const double n = std::max(1.0, st.value("blocks", 1.0));
-          cell.saturated = st.value("saturated", 0.0) / n;
-          cell.flushed = st.value("flushed", 0.0) / n;
-          blocks[gemm + " " + role].push_back(cell);
         }
       }
-    }
-    if (!j.contains("fp8")) continue;
-    for (const auto& [gemm, slots] : j["fp8"].items()) {
-      int layer = 0;
-      char name[16] = {};
-      if (std::sscanf(gemm.c_str(), "layers.%d.%15s", &layer, name) != 2) continue;
-      for (const char* slot : {"input", "weight", "grad_output"}) {
-        if (!slots.contains(slot)) continue;
-        const Json& s = slots[slot];
-        const std::string label = fmt::format("{} {}", name, slot);
-        for (const char* q : {"amax", "scale", "saturated"}) {
-          if (!s.contains(q) || !s[q].is_number()) continue;
-          Series& series = fp8[layer][q][label];
-          series.name = label;
-          series.x.push_back(step);
-          series.y.push_back(s[q].get<double>() * (std::string(q) == "saturated" ? 100.0 : 1.0));
+      if (!j.contains("fp8") || !j["fp8"].is_object()) continue;
+      for (const auto& [gemm, slots] : j["fp8"].items()) {
+        int layer = 0;
+        char name[16] = {};
+        if (std::sscanf(gemm.c_str(), "layers.%d.%15s", &layer, name) != 2) continue;
+        for (const char* slot : {"input", "weight", "grad_output"}) {
+          if (!slots.contains(slot)) continue;
+          const Json& s = slots[slot];
+          const std::string label = fmt::format("{} {}", name, slot);
+          for (const char* q : {"amax", "scale", "saturated"}) {
+            if (!s.contains(q) || !s[q].is_number()) continue;
+            Series& series = fp8[layer][q][label];
+            series.name = label;
+            series.x.push_back(step);
+            series.y.push_back(s[q].get<double>() * (std::string(q) == "saturated" ? 100.0 : 1.0));
+          }
         }
       }
+    } catch (const Error& e) {
+      if (unread++ == 0) first_unread = e.what();
     }
   }
   std::string summary = "{}", config = "{}";
-  if (std::ifstream s(dir + "/summary.json"); s)
-    summary = std::string(std::istreambuf_iterator<char>(s), {});
-  if (std::ifstream c(dir + "/config.json"); c)
-    config = std::string(std::istreambuf_iterator<char>(c), {});
+  if (fs::exists(dir + "/summary.json"))
+    summary = read_input_file(dir + "/summary.json", "", kJsonFileBytes);
+  if (fs::exists(dir + "/config.json"))
+    config = read_input_file(dir + "/config.json", "", kJsonFileBytes);
 
   std::ostringstream html;
   html
@@ -281,11 +315,13 @@ void write_report(const std::string& dir) {
          << " steps skipped</b> (loss or gradients not finite; no update made): "
          << fmt::format("{}", fmt::join(skipped, ", ")) << "</p>";
   }
-  for (const auto& [step, record] : fallbacks) {
-    const Json f = Json::parse(record);
-    html << "<p><b>" << escape(f.value("gemm", "?")) << " fell back to BF16</b> at step " << step
-         << " (slot " << escape(f.value("slot", "?")) << ": " << escape(f.value("reason", "?"))
-         << ")</p>";
+  for (const Fallback& f : fallbacks) {
+    html << "<p><b>" << escape(f.gemm) << " fell back to BF16</b> at step " << f.step << " (slot "
+         << escape(f.slot) << ": " << escape(f.reason) << ")</p>";
+  }
+  if (unread > 0) {
+    html << "<p><b>" << unread
+         << " lines of metrics.jsonl left out</b>, the first: " << escape(first_unread) << "</p>";
   }
   html << "<div class=\"row\">";
   html << line_chart("loss (train and validation)", {loss, val});

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/input_file.h"
+#include "core/json.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/data_fingerprint.h"
@@ -26,13 +28,6 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_text_atomic(const std::string& path, const std::string& text) {
   write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
@@ -51,18 +46,22 @@ Json fp8_snapshot(GPT& model) {
 }
 
 // Keeps metrics lines of steps up to `step` (a resumed run rewrites what came after).
-void truncate_metrics(const std::string& path, int64_t step) {
-  if (!fs::exists(path)) return;
-  std::ifstream in(path);
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number() &&
-        j["step"].get<int64_t>() <= step) {
-      kept += line + "\n";
+// metrics.jsonl's lines up to `step`, the ones a resumed run keeps (empty when there is no
+// file): read before anything in the run is written, so an unreadable file changes nothing.
+std::string metrics_kept(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return "";
+  InputStream in(path, "");
+  std::string kept;
+  int64_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    const std::string where = fmt::format("{} line {}", path, ++n);
+    try {  // a line that is not a step's record is dropped
+      if (json_require<int64_t>(parse_json(line, where), "step", where) <= step)
+        kept += line + "\n";
+    } catch (const Error&) {
     }
   }
-  write_text_atomic(path, kept);
+  return kept;
 }
 
 // Appends a whole line or nothing: a failed write (a full disk) is cut back off, so the file
@@ -127,7 +126,13 @@ std::string latest_name(const std::string& run_dir, std::string& why_not) {
     why_not = "checkpoints/latest is missing";
     return "";
   }
-  std::string name = read_text(latest);
+  std::string name;
+  try {
+    name = read_input_file(latest, "", kLineFileBytes);
+  } catch (const Error& e) {
+    why_not = e.what();
+    return "";
+  }
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   if (!checkpoint_step(name)) {
     why_not = fmt::format("checkpoints/latest names '{}', not one of this run's checkpoints",
@@ -262,7 +267,9 @@ std::unique_ptr<Trainer> resume_trainer(const std::string& checkpoint_dir) {
 
 RunSettings read_run_settings(const std::string& dir) {
   RunSettings s;
-  const Json j = Json::parse(read_text(dir + "/config.json"), nullptr, false);
+  const std::string path = dir + "/config.json";
+  if (!fs::exists(path)) return s;
+  const Json j = read_json_file(path, kJsonFileBytes);
   if (!j.is_object() || !j.contains("run") || !j["run"].is_object()) return s;
   const Json& run = j["run"];
   if (run.contains("checkpoint_every") && run["checkpoint_every"].is_number_integer())
@@ -275,7 +282,7 @@ RunSettings read_run_settings(const std::string& dir) {
 
 RunRecord read_run_record(const std::string& run_dir) {
   const std::string path = run_dir + "/config.json";
-  const Json j = Json::parse(read_text(path), nullptr, false);
+  const Json j = read_json_file(path, kJsonFileBytes);
   if (!j.is_object()) throw Error(fmt::format("{}: not a JSON object", path));
   RunRecord r;
   r.config = j;
@@ -310,6 +317,8 @@ std::string resolve_model_file(const std::string& run_or_model, std::string& not
 
 RunDirectory::RunDirectory(std::string dir, Trainer& trainer, RunSettings settings)
     : dir_(std::move(dir)), keep_(settings.keep_checkpoints) {
+  const std::string metrics_path = dir_ + "/metrics.jsonl";
+  const std::string kept = metrics_kept(metrics_path, trainer.steps_done());
   fs::create_directories(dir_);
   remove_partial_checkpoints(dir_);
   // A resumed run keeps its id; a new one, or one from before ids, is given one now.
@@ -324,8 +333,7 @@ RunDirectory::RunDirectory(std::string dir, Trainer& trainer, RunSettings settin
                    {"id", stamp_.run_id}};
   if (!data.is_null()) config["run"]["data"] = data;
   write_text_atomic(dir_ + "/config.json", config.dump(2) + "\n");
-  const std::string metrics_path = dir_ + "/metrics.jsonl";
-  truncate_metrics(metrics_path, trainer.steps_done());
+  write_text_atomic(metrics_path, kept);
   metrics_fd_ = ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (metrics_fd_ < 0)
     throw Error(fmt::format("{}: cannot open: {}", metrics_path, std::strerror(errno)));

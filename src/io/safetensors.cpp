@@ -19,6 +19,8 @@
 #include "core/bf16.h"
 #include "core/finite.h"
 #include "core/fp8_dtype.h"
+#include "core/input_file.h"
+#include "core/json.h"
 #include "fp8lm/error.h"
 
 namespace fp8lm {
@@ -60,12 +62,8 @@ uint64_t header_length(std::span<const uint8_t> first8, uint64_t file_size,
 }
 
 nlohmann::json header_json(std::span<const uint8_t> text, const std::string& origin) {
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::exception&) {
-    throw Error(fmt::format("{}: header is not valid JSON", origin));
-  }
+  const nlohmann::json header =
+      parse_json({reinterpret_cast<const char*>(text.data()), text.size()}, origin + ": header");
   if (!header.is_object()) throw Error(fmt::format("{}: header is not a JSON object", origin));
   return header;
 }
@@ -113,7 +111,7 @@ std::map<std::string, std::string> checked_checksums(const nlohmann::json& heade
     }
     return {};
   }
-  const auto sums = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  const auto sums = parse_json(it->second, origin + ": " + std::string(kChecksumKey));
   const auto damaged = [&] {
     return Error(fmt::format("{}: its checksum list is damaged", origin));
   };
@@ -145,15 +143,9 @@ std::map<std::string, std::string> checked_checksums(const nlohmann::json& heade
 
 // A descriptor of the regular file at path, and its size; Error (naming it) otherwise.
 int open_regular_file(const std::string& path, uint64_t& size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct stat sb {};
-  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    ::close(fd);
-    throw Error(fmt::format("{}: not a file", path));
-  }
-  size = static_cast<uint64_t>(sb.st_size);
-  return fd;
+  InputFile file(path, "");
+  size = file.size();
+  return file.release();
 }
 
 // path.tmp, written and then renamed over path; removed if anything fails before that, so a

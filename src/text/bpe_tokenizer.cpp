@@ -4,12 +4,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <sstream>
 #include <unordered_set>
 
+#include "core/input_file.h"
+#include "core/json.h"
 #include "fp8lm/error.h"
 #include "text/byte_level.h"
 #include "text/pretokenize.h"
@@ -304,11 +305,7 @@ const std::vector<AddedToken>& BpeTokenizer::added_tokens() const {
 namespace {
 
 nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot be read", path));
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded()) throw Error(fmt::format("{}: not valid JSON", path));
-  return j;
+  return read_json_file(path, kTokenizerFileBytes);
 }
 
 // A token's id as the file writes it: an integer from 0 to INT32_MAX (read as written, so that
@@ -369,7 +366,7 @@ BpeTokenizer BpeTokenizer::from_hf_json(const std::string& path) {
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
     throw Error(fmt::format("{}: no \"model\" object (not a Hugging Face tokenizer.json)", path));
   const nlohmann::json& model = j["model"];
-  const std::string type = model.value("type", "BPE");
+  const std::string type = json_value<std::string>(model, "type", "BPE", path + ": model");
   if (type != "BPE") throw Error(fmt::format("{}: model type '{}' is not BPE", path, type));
   const std::string where = path + ": model";
   expect_default(model, "dropout", 0.0, where);
@@ -378,16 +375,19 @@ BpeTokenizer BpeTokenizer::from_hf_json(const std::string& path) {
   expect_default(model, "end_of_word_suffix", "", where);
   expect_default(model, "unk_token", nullptr, where);
   if (j.contains("normalizer") && !j["normalizer"].is_null())
-    throw Error(fmt::format("{}: normalizer '{}' is not supported", path,
-                            j["normalizer"].value("type", "?")));
+    throw Error(
+        fmt::format("{}: normalizer '{}' is not supported", path,
+                    json_value<std::string>(j["normalizer"], "type", "?", path + ": normalizer")));
   const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json());
-  if (!pre.is_object() || pre.value("type", "") != "ByteLevel")
+  if (!pre.is_object() ||
+      json_value<std::string>(pre, "type", "", path + ": pre_tokenizer") != "ByteLevel")
     throw Error(fmt::format("{}: pre_tokenizer {} is not ByteLevel", path, pre.dump()));
   expect_default(pre, "use_regex", true, path + ": pre_tokenizer");
   const nlohmann::json post = j.value("post_processor", nlohmann::json());
-  if (!post.is_null() && post.value("type", "") != "ByteLevel")
+  if (!post.is_null() &&
+      json_value<std::string>(post, "type", "", path + ": post_processor") != "ByteLevel")
     throw Error(fmt::format("{}: post_processor '{}' is not supported (it would add tokens)", path,
-                            post.value("type", "?")));
+                            json_value<std::string>(post, "type", "?", path)));
 
   auto vocab = read_vocab(model.value("vocab", nlohmann::json()), where + ".vocab");
   std::vector<std::pair<std::string, std::string>> merges;
@@ -409,21 +409,21 @@ BpeTokenizer BpeTokenizer::from_hf_json(const std::string& path) {
     const std::string at =
         fmt::format("{}: added token '{}'", path, a["content"].get<std::string>());
     for (const char* f : {"single_word", "lstrip", "rstrip"}) expect_default(a, f, false, at);
-    added.push_back(
-        {token_id_of(a["id"], at), a["content"].get<std::string>(), a.value("special", false)});
+    added.push_back({token_id_of(a["id"], at), a["content"].get<std::string>(),
+                     json_value<bool>(a, "special", false, at)});
   }
-  const bool ignore_merges = model.value("ignore_merges", false);
+  const bool ignore_merges = json_value<bool>(model, "ignore_merges", false, where);
+  const bool prefix_space =
+      json_value<bool>(pre, "add_prefix_space", false, path + ": pre_tokenizer");
   return in_file(path, [&] {
-    return BpeTokenizer(std::move(vocab), merges, std::move(added),
-                        pre.value("add_prefix_space", false), ignore_merges);
+    return BpeTokenizer(std::move(vocab), merges, std::move(added), prefix_space, ignore_merges);
   });
 }
 
 BpeTokenizer BpeTokenizer::from_gpt2_files(const std::string& vocab_json,
                                            const std::string& merges_txt) {
   auto vocab = read_vocab(read_json(vocab_json), vocab_json);
-  std::ifstream in(merges_txt, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot be read", merges_txt));
+  InputStream in(merges_txt, "");
   std::vector<std::pair<std::string, std::string>> merges;
   int64_t n = 0;
   for (std::string line; std::getline(in, line);) {

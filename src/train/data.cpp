@@ -2,11 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
+#include "core/input_file.h"
 #include "fp8lm/error.h"
 #include "train/token_shards.h"
 
@@ -87,16 +85,8 @@ std::vector<bool> StrideTask::continues_stride(const std::vector<int32_t>& promp
 
 TextData::TextData(const std::string& path, int64_t seq_len, double val_fraction, uint64_t seed)
     : rng_(seed) {
-  // Only a regular file has an end: a device (/dev/zero), a pipe or a directory is refused
-  // before anything is read.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(fmt::format("{}: a directory, not a data file", path));
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
-    throw Error(fmt::format("{}: not a regular file (a device or pipe has no end)", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open the data file", path));
-  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  const std::string text = read_input_file(path, "--data", kTextFileBytes);
+  bytes_.assign(text.begin(), text.end());
   if (bytes_.empty()) throw Error(fmt::format("{}: the data file is empty", path));
   const auto n = static_cast<int64_t>(bytes_.size());
   split_ = n - static_cast<int64_t>(static_cast<double>(n) * val_fraction);

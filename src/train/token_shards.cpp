@@ -13,6 +13,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.h"
+#include "core/json.h"
 #include "fp8lm/error.h"
 #include "text/bpe_tokenizer.h"
 
@@ -102,20 +104,11 @@ void ShardWriter::finish() {
 }
 
 MappedShard::MappedShard(const std::string& path, int64_t vocab) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(fmt::format("{}: cannot be read", path));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(fmt::format("{}: not a regular file", path));
-  }
-  const auto size = static_cast<size_t>(st.st_size);
-  if (size < static_cast<size_t>(kShardHeaderBytes)) {
-    ::close(fd);
+  const InputFile file(path, "");
+  const auto size = static_cast<size_t>(file.size());
+  if (size < static_cast<size_t>(kShardHeaderBytes))
     throw Error(fmt::format("{}: {} bytes, shorter than a shard's header", path, size));
-  }
-  base_ = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
+  base_ = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
   if (base_ == MAP_FAILED) {
     base_ = nullptr;
     throw Error(fmt::format("{}: cannot be mapped", path));
@@ -172,10 +165,8 @@ bool is_token_dataset(const std::string& path) {
 
 ShardManifest read_manifest(const std::string& dir) {
   const std::string path = (fs::path(dir) / "manifest.json").string();
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot be read", path));
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object() || j.value("format", "") != "fp8lm-token-shards")
+  const nlohmann::json j = read_json_file(path, kJsonFileBytes);
+  if (!j.is_object() || !j.contains("format") || j["format"] != "fp8lm-token-shards")
     throw Error(fmt::format("{}: not an fp8lm token dataset manifest", path));
   ShardManifest m;
   try {
