@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "io/safetensors.h"
+
 namespace fp8lm::test {
 
 inline std::string header_of(const std::vector<uint8_t>& bytes) {
@@ -50,9 +52,22 @@ inline void write_bytes(const std::string& path, const std::vector<uint8_t>& byt
              static_cast<std::streamsize>(bytes.size()));
 }
 
-// Sets (or, with nullopt, removes) a metadata key of a safetensors file in place.
+// The header's own checksum made right again after an edit: the file as if fp8lm had written
+// it so (a bug's output, or a deliberate forgery), to test what is checked beyond checksums.
+inline void reseal(std::vector<uint8_t>& bytes) {
+  nlohmann::json h = nlohmann::json::parse(header_of(bytes));
+  nlohmann::json sums = nlohmann::json::parse(h["__metadata__"]["xxh3_64"].get<std::string>());
+  sums["__header__"] = header_checksum(h);
+  h["__metadata__"]["xxh3_64"] = sums.dump();
+  set_header(bytes, h.dump());
+}
+
+enum class Seal { Keep, Break };
+
+// Sets (or, with nullopt, removes) a metadata key of a safetensors file in place; Seal::Keep
+// makes the header's checksum match the edit, Seal::Break leaves it as an editor would.
 inline void set_metadata(const std::string& path, const std::string& key,
-                         const std::optional<std::string>& value) {
+                         const std::optional<std::string>& value, Seal seal = Seal::Keep) {
   std::vector<uint8_t> bytes = read_bytes(path);
   nlohmann::json h = nlohmann::json::parse(header_of(bytes));
   if (value) {
@@ -61,13 +76,26 @@ inline void set_metadata(const std::string& path, const std::string& key,
     h["__metadata__"].erase(key);
   }
   set_header(bytes, h.dump());
+  if (seal == Seal::Keep && h["__metadata__"].contains("xxh3_64")) reseal(bytes);
   write_bytes(path, bytes);
 }
 
-// A file as another tool writes it: no checksums.
+// A file as another tool (or an fp8lm before checksums) writes it: no checksums, no format
+// version.
 inline void without_checksums(std::vector<uint8_t>& bytes) {
   nlohmann::json h = nlohmann::json::parse(header_of(bytes));
   h["__metadata__"].erase("xxh3_64");
+  h["__metadata__"].erase("fp8lm_format_version");
+  set_header(bytes, h.dump());
+}
+
+// A file as an fp8lm before issue 30 wrote it: tensor checksums only, no format version.
+inline void as_format_version_1(std::vector<uint8_t>& bytes) {
+  nlohmann::json h = nlohmann::json::parse(header_of(bytes));
+  nlohmann::json sums = nlohmann::json::parse(h["__metadata__"]["xxh3_64"].get<std::string>());
+  sums.erase("__header__");
+  h["__metadata__"]["xxh3_64"] = sums.dump();
+  h["__metadata__"].erase("fp8lm_format_version");
   set_header(bytes, h.dump());
 }
 

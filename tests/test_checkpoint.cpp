@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -14,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "io/run_dir.h"
 #include "io/safetensors.h"
+#include "io/warning.h"
 #include "run_util.h"
 #include "safetensors_edit.h"
 
@@ -339,12 +341,165 @@ TEST(Checkpoint, DamagedOrForeignFilesAreRefused) {
         replace_in_header(b, "\"wpe\":{\"data_offsets\"", "\"wpe_renamed\":{\"data_offsets\"");
       },
       "no tensor 'wpe'");
+  // Metadata edited and resealed, as a writer's bug would leave it: still checked.
   expect_refused(
-      good, [](auto& b) { replace_in_header(b, "\\\"d_model\\\": 32", "\\\"d_model\\\": 64"); },
+      good,
+      [](auto& b) {
+        replace_in_header(b, "\\\"d_model\\\": 32", "\\\"d_model\\\": 64");
+        reseal(b);
+      },
       "shape");
   expect_refused(
-      good, [](auto& b) { replace_in_header(b, "\"format\":\"fp8lm\"", "\"format\":\"other\""); },
+      good,
+      [](auto& b) {
+        replace_in_header(b, "\"format\":\"fp8lm\"", "\"format\":\"other\"");
+        reseal(b);
+      },
       "not an fp8lm model file");
+  // Issue 30 (D22): bytes after the last tensor.
+  expect_refused(
+      good, [](auto& b) { b.push_back(0); }, "1 bytes after the last tensor's data");
+}
+
+// Issue 30 (D10): what the metadata says (the config a model is built from, a checkpoint's
+// progress) is covered by the checksum with the tensors; an edit by hand is refused, and so is
+// a file of this version whose checksum list was deleted.
+TEST(Checkpoint, EditedMetadataIsRefusedByTheChecksum) {
+  const std::string dir = test::fresh_dir("edited_meta");
+  Trainer t(tiny(Precision::Fp32));
+  t.train_step();
+  save_trainer(t, dir);
+  const std::string model = dir + "/model.safetensors", state = dir + "/train_state.safetensors";
+  const std::vector<uint8_t> good_model = read_bytes(model), good_state = read_bytes(state);
+  const std::string changed =
+      ": its header (the metadata or the tensor table) does not match "
+      "its checksum: the file was changed after fp8lm wrote it";
+  const std::vector<std::pair<std::string, nlohmann::json>> edits = {
+      {"lr", 0.3}, {"steps", 160}, {"rope_theta", 500.0}, {"normalization", "rmsnorm"}};
+  for (const auto& [key, value] : edits) {
+    SCOPED_TRACE(key);
+    std::vector<uint8_t> bytes = good_model;
+    nlohmann::json h = nlohmann::json::parse(header_of(bytes));
+    nlohmann::json config = nlohmann::json::parse(h["__metadata__"]["config"].get<std::string>());
+    ASSERT_TRUE(config.contains(key));
+    config[key] = value;
+    h["__metadata__"]["config"] = config.dump(2);
+    set_header(bytes, h.dump());
+    write_bytes(model, bytes);
+    try {
+      resume_trainer(dir);
+      ADD_FAILURE() << "resumed an edited config";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), model + changed);
+    }
+    EXPECT_THROW(load_model(model), Error);
+  }
+  write_bytes(model, good_model);
+  for (const char* key : {"step", "adamw_steps", "seconds", "skipped_steps"}) {
+    SCOPED_TRACE(key);
+    set_metadata(state, key, "7", Seal::Break);
+    try {
+      resume_trainer(dir);
+      ADD_FAILURE() << "resumed an edited " << key;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), state + changed);
+    }
+    write_bytes(state, good_state);
+  }
+  // The checksum list deleted and a bit flipped in wte: not read as a file without checksums.
+  std::vector<uint8_t> bytes = good_model;
+  bytes[data_offset(bytes, "wte") + 2] ^= 0x04;
+  write_bytes(model, bytes);
+  set_metadata(model, "xxh3_64", std::nullopt, Seal::Break);
+  try {
+    load_model(model);
+    ADD_FAILURE() << "loaded a flipped bit without its checksum list";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), model +
+                                         ": its checksum list (metadata 'xxh3_64') is missing: "
+                                         "the file was changed after fp8lm wrote it");
+  }
+  write_bytes(model, good_model);
+  EXPECT_NO_THROW(resume_trainer(dir));
+}
+
+// Issue 30 (D10): a checkpoint's progress is checked before it is resumed: a step beyond the
+// run's steps, a negative one ("internal: basic_string::_M_create" before), counts that do not
+// add up. The files are resealed: what is checked is the values, not the checksum.
+TEST(Checkpoint, ProgressOutOfRangeIsRefused) {
+  const std::string dir = test::fresh_dir("progress");
+  Trainer t(tiny(Precision::Fp32));  // 16 steps
+  for (int i = 0; i < 3; ++i) t.train_step();
+  save_trainer(t, dir);
+  const std::string model = dir + "/model.safetensors", state = dir + "/train_state.safetensors";
+  const std::vector<uint8_t> good_model = read_bytes(model), good_state = read_bytes(state);
+  const struct {
+    std::map<std::string, std::string> edits;
+    std::string why;
+  } cases[] = {
+      {{{"step", "20"}}, "step 20 is beyond the run's 16 steps"},
+      {{{"step", "-3"}}, "step -3 is negative"},
+      {{{"adamw_steps", "2"}}, "adamw_steps 2 is not its step 3 less its 0 skipped steps"},
+      {{{"adamw_steps", "-1"}}, "adamw_steps -1 is not its step 3 less its 0 skipped steps"},
+      {{{"seconds", "-1"}}, "seconds -1 is not a time of 0 or more"},
+      {{{"seconds", "inf"}}, "seconds inf is not a time of 0 or more"},
+      {{{"skipped_steps", "4"}}, "skipped_steps 4 is not between 0 and its step 3"},
+      {{{"skipped_steps", "1"}, {"adamw_steps", "2"}, {"consecutive_skips", "2"}},
+       "consecutive_skips 2 is not between 0 and its skipped_steps 1"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.why);
+    for (const auto& [key, value] : c.edits) {
+      set_metadata(state, key, value);
+      if (key == "step") set_metadata(model, key, value);  // both files name the step
+    }
+    try {
+      resume_trainer(dir);
+      ADD_FAILURE() << "resumed";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), state + ": " + c.why);
+    }
+    write_bytes(model, good_model);
+    write_bytes(state, good_state);
+  }
+  // A model file alone (eval, generate): its step is checked too.
+  set_metadata(model, "step", "-3");
+  try {
+    load_model(model);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), model + ": step -3 is negative");
+  }
+  write_bytes(model, good_model);
+  EXPECT_EQ(resume_trainer(dir)->steps_done(), 3);
+}
+
+// Issue 30 (D10): files of older versions (tensor checksums only, or none) still load, with a
+// line saying what could not be verified.
+TEST(Checkpoint, OlderFilesLoadWithAWarning) {
+  std::vector<std::string> warnings;
+  set_warning_sink([&](const std::string& w) { warnings.push_back(w); });
+  const std::string path = test::fresh_dir("older") + ".safetensors";
+  Trainer t(tiny(Precision::Fp32));
+  trainer_model_file(t).write(path);
+  const std::vector<uint8_t> good = read_bytes(path);
+  std::vector<uint8_t> bytes = good;
+  as_format_version_1(bytes);
+  write_bytes(path, bytes);
+  EXPECT_NO_THROW(load_model(path));
+  bytes = good;
+  without_checksums(bytes);
+  write_bytes(path, bytes);
+  EXPECT_NO_THROW(load_model(path));
+  write_bytes(path, good);
+  EXPECT_NO_THROW(load_model(path));
+  set_warning_sink({});
+  EXPECT_EQ(warnings,
+            (std::vector<std::string>{
+                path + ": written by an older fp8lm: its metadata (config, step) has no checksum "
+                       "and is not verified",
+                path + ": has no checksums (an older fp8lm or another tool wrote it): damage to "
+                       "it cannot be detected"}));
 }
 
 TEST(Checkpoint, WritesAreAtomicAndLeaveNoTempFiles) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,94 @@ TEST(Safetensors, TensorReaderReadsInPiecesAndChecksAtTheEnd) {
   TensorReader unchecked(f, "with_nan", TensorReader::Check::Checksum);
   unchecked.read(home);
   EXPECT_TRUE(unchecked.finish());
+}
+
+// Issue 30 (D22): the header's offsets cover the data exactly, as the format requires; bytes
+// that belong to no tensor, after the last one or between two, are refused by their count.
+TEST(Safetensors, BytesThatBelongToNoTensorAreRefused) {
+  const std::string path = write_mixed("trailing");
+  const std::vector<uint8_t> good = read_bytes(path);
+  std::vector<uint8_t> bad = good;
+  bad.insert(bad.end(), {'e', 'x', 't', 'r', 'a'});
+  write_bytes(path, bad);
+  try {
+    (void)Safetensors::read(path);
+    ADD_FAILURE() << "read a file with 5 trailing bytes";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path + ": 5 bytes after the last tensor's data belong to no tensor");
+  }
+  // A gap: the first tensor's range starts 8 bytes in (the data grown to keep the sizes).
+  bad = good;
+  nlohmann::json h = nlohmann::json::parse(header_of(bad));
+  for (auto& [name, entry] : h.items()) {
+    if (name == "__metadata__") continue;
+    for (auto& o : entry["data_offsets"]) o = o.get<uint64_t>() + 8;
+  }
+  set_header(bad, h.dump());
+  const size_t data_start = bad.size() - (good.size() - 8 - header_of(good).size());
+  bad.insert(bad.begin() + static_cast<long>(data_start), 8, 0);
+  reseal(bad);
+  write_bytes(path, bad);
+  try {
+    (void)Safetensors::read(path);
+    ADD_FAILURE() << "read a file with a gap before its first tensor";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": 8 bytes at data offset 0 belong to no tensor");
+  }
+  write_bytes(path, good);
+  EXPECT_NO_THROW((void)Safetensors::read(path));
+}
+
+// Issue 30 (D10): the checksum list covers the header too (the tensor table and the metadata),
+// and a file of this format version without it is refused, not read as another tool's file.
+TEST(Safetensors, TheHeaderIsCheckedAndItsChecksumIsRequired) {
+  const std::string path = write_mixed("sealed");
+  const std::vector<uint8_t> good = read_bytes(path);
+  EXPECT_EQ(Safetensors::read(path).integrity(), Integrity::Sealed);
+  EXPECT_EQ(Safetensors::read_metadata(path).at("fp8lm_format_version"), "2");
+  const auto refused = [&](const std::string& needle) {
+    for (const bool header_only : {false, true}) {
+      try {
+        if (header_only) {
+          (void)Safetensors::read_metadata(path);
+        } else {
+          (void)Safetensors::read(path);
+        }
+        ADD_FAILURE() << "read: " << needle;
+      } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), path + ": " + needle);
+      }
+    }
+  };
+  set_metadata(path, "note", "added by hand", Seal::Break);
+  refused(
+      "its header (the metadata or the tensor table) does not match its checksum: the file was "
+      "changed after fp8lm wrote it");
+  write_bytes(path, good);
+  std::vector<uint8_t> bytes = good;
+  replace_in_header(bytes, "\"shape\":[3]", "\"shape\":[1,3]");  // the same bytes, reshaped
+  write_bytes(path, bytes);
+  refused(
+      "its header (the metadata or the tensor table) does not match its checksum: the file was "
+      "changed after fp8lm wrote it");
+  write_bytes(path, good);
+  set_metadata(path, "xxh3_64", std::nullopt, Seal::Break);
+  refused(
+      "its checksum list (metadata 'xxh3_64') is missing: the file was changed after fp8lm "
+      "wrote it");
+  write_bytes(path, good);
+  set_metadata(path, "fp8lm_format_version", "3");
+  refused("written by a newer fp8lm (file format version 3; this one reads up to 2)");
+  // Older files: tensor checksums only, or none at all, are read as they are.
+  bytes = good;
+  as_format_version_1(bytes);
+  write_bytes(path, bytes);
+  EXPECT_EQ(Safetensors::read(path).integrity(), Integrity::TensorsOnly);
+  bytes = good;
+  without_checksums(bytes);
+  write_bytes(path, bytes);
+  EXPECT_EQ(Safetensors::read(path).integrity(), Integrity::None);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "core/json.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
@@ -26,14 +27,6 @@ struct InspectFlags {
   int64_t last = 4;
   bool json = false;
 };
-
-// A run directory's final model, else its latest checkpoint; or a model file itself.
-std::string model_path(const std::string& target) {
-  namespace fs = std::filesystem;
-  if (!fs::is_directory(target)) return target;
-  if (fs::exists(target + "/model.safetensors")) return target + "/model.safetensors";
-  return latest_checkpoint(target) + "/model.safetensors";
-}
 
 // The exponent histogram as a one-line bar chart, lowest exponent first.
 std::string sparkline(const std::map<int, int64_t>& exponents) {
@@ -111,10 +104,11 @@ void print_block_scales(const InspectFlags& f, const Safetensors& file, const Tr
 
 void run_inspect(const InspectFlags& f) {
   if (f.last < 0) throw Error(fmt::format("--last {} must be 0 or more", f.last));
-  const std::string path = model_path(f.target);
+  const std::string path = model_file_path(f.target);
   const Safetensors file = Safetensors::read(path);
   if (!file.metadata().count("config"))
     throw Error(fmt::format("{}: not an fp8lm model file", path));
+  warn_unverified(path, file.metadata());
   const TrainConfig c = train_config_from_json(file.metadata().at("config"), path);
   if (f.layer && (*f.layer < 0 || *f.layer >= c.model.n_layers)) {
     throw Error(

@@ -45,6 +45,7 @@ struct TrainFlags {
   std::set<std::string> negated;              // switches given as --no-NAME
   bool no_save = false;
   bool no_fusion = false;
+  bool allow_data_change = false;  // --resume on data that changed since the run recorded it
   std::string device = "auto";
   double collective_timeout = kDefaultCollectiveTimeout;
 };
@@ -190,6 +191,8 @@ void check_run_flags(const TrainFlags& f) {
         fmt::format("--no-save keeps nothing; drop {}", f.out.empty() ? "--resume" : "--out"));
   if (f.no_save && (f.checkpoint_every > 0 || f.stop_after > 0))
     throw Error("--checkpoint-every and --stop-after write checkpoints; drop --no-save");
+  if (f.allow_data_change && f.resume.empty())
+    throw Error("--allow-data-change goes with --resume DIR (a run whose data changed)");
   if (!f.init.empty() && !f.resume.empty())
     throw Error("--init starts a new run from a model's weights; --resume continues a run");
   if (f.keep_checkpoints < 1)
@@ -269,6 +272,7 @@ void check_threads(const TrainConfig& c) {
 std::vector<NamedValue> agreed_settings(const TrainFlags& f, const TrainConfig* c) {
   std::vector<NamedValue> v = {{"--out", f.out},
                                {"--resume", f.resume},
+                               {"--allow-data-change", f.allow_data_change ? "true" : "false"},
                                {"--init", f.init},
                                {"--no-save", f.no_save ? "true" : "false"},
                                {"--checkpoint-every", std::to_string(f.checkpoint_every)},
@@ -341,6 +345,8 @@ int run_train(TrainFlags f, CLI::App* app) {
     if (!std::filesystem::exists(f.resume + "/config.json"))
       throw Error(fmt::format("--resume {}: not an fp8lm run (no config.json)", f.resume));
     if (lead) lock = std::make_unique<RunLock>(f.resume);
+    // Before any checkpoint is tried: data that is gone or changed is the reason to give.
+    check_run_data(f.resume, read_run_record(f.resume), f.allow_data_change);
     trainer = resume_run(f.resume, parse_device(f.device), lead);
     if (f.stop_after > 0 && f.stop_after <= trainer->steps_done())
       throw Error(fmt::format("--stop-after {}: the run is already at step {}; give a later step",
@@ -477,6 +483,9 @@ void add_train_command(CLI::App& app) {
       ->add_option("--resume", flags->resume,
                    "continue the run in this directory from its latest checkpoint")
       ->type_name("DIR");
+  train->add_flag("--allow-data-change", flags->allow_data_change,
+                  "with --resume: continue though the training data changed since the run "
+                  "recorded it");
   text(train->add_option("--checkpoint-every", flags->checkpoint_every,
                          "write a checkpoint every N steps (0: at the end only)"),
        "INT", "0");

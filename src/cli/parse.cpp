@@ -12,6 +12,7 @@
 
 #include "core/json.h"
 #include "fp8lm/error.h"
+#include "io/run_dir.h"
 
 namespace fp8lm::cli {
 
@@ -55,8 +56,10 @@ std::string jsonl_text(const std::string& line, const std::string& path, int64_t
 }
 
 std::string model_file_path(const std::string& run_or_model) {
-  return std::filesystem::is_directory(run_or_model) ? run_or_model + "/model.safetensors"
-                                                     : run_or_model;
+  std::string note;
+  const std::string path = resolve_model_file(run_or_model, note);
+  if (!note.empty()) fmt::print(stderr, "{}\n", note);
+  return path;
 }
 
 }  // namespace fp8lm::cli

@@ -20,7 +20,8 @@ uint8_t parse_code(std::string_view token);
 std::vector<int32_t> parse_token_ids(std::string_view text, int64_t vocab, std::string_view flag);
 // The "text" string of one JSONL line (a document); Error naming the file and line otherwise.
 std::string jsonl_text(const std::string& line, const std::string& path, int64_t line_no);
-// A model file: a run directory stands for the model.safetensors inside it.
+// A MODEL argument's file (io/run_dir.h resolve_model_file: a run directory stands for its
+// model.safetensors, or before that its latest checkpoint's, then said on stderr).
 std::string model_file_path(const std::string& run_or_model);
 
 }  // namespace fp8lm::cli

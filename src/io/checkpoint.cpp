@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "core/json.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
+#include "io/warning.h"
 #include "nn/precision_map.h"
 #include "train/adamw.h"
 #include "train/settings.h"
@@ -88,6 +90,38 @@ void load_fp8_state(const Safetensors& st, Linear& l) {
   l.set_fp8_meta(meta);
 }
 
+// A model's step: from 0 to the run's steps.
+void check_step(const std::string& origin, int64_t step, int64_t steps) {
+  if (step < 0) throw Error(fmt::format("{}: step {} is negative", origin, step));
+  if (step > steps)
+    throw Error(fmt::format("{}: step {} is beyond the run's {} steps", origin, step, steps));
+}
+
+// What a training state's progress must be: each count within the steps taken and consistent
+// with the others (a step is either an AdamW update or skipped), a time that is a time.
+void check_progress(const std::string& origin, const TrainProgress& p, int64_t adamw_steps,
+                    int64_t steps) {
+  check_step(origin, p.step, steps);
+  if (p.skipped_steps < 0 || p.skipped_steps > p.step) {
+    throw Error(fmt::format("{}: skipped_steps {} is not between 0 and its step {}", origin,
+                            p.skipped_steps, p.step));
+  }
+  if (p.consecutive_skips < 0 || p.consecutive_skips > p.skipped_steps) {
+    throw Error(fmt::format("{}: consecutive_skips {} is not between 0 and its skipped_steps {}",
+                            origin, p.consecutive_skips, p.skipped_steps));
+  }
+  if (adamw_steps != p.step - p.skipped_steps) {
+    throw Error(fmt::format("{}: adamw_steps {} is not its step {} less its {} skipped steps",
+                            origin, adamw_steps, p.step, p.skipped_steps));
+  }
+  if (!std::isfinite(p.seconds) || p.seconds < 0)
+    throw Error(fmt::format("{}: seconds {} is not a time of 0 or more", origin, p.seconds));
+  if (static_cast<int64_t>(p.losses.size()) != p.step) {
+    throw Error(
+        fmt::format("{}: it holds {} losses for its {} steps", origin, p.losses.size(), p.step));
+  }
+}
+
 }  // namespace
 
 std::string train_config_to_json(const TrainConfig& c) {
@@ -126,6 +160,25 @@ std::vector<Fp8Fallback> fp8_fallbacks_from_json(const std::string& text,
                    f["reason"].get<std::string>(), f["step"].get<int64_t>()});
   }
   return out;
+}
+
+void warn_unverified(const std::string& path, const std::map<std::string, std::string>& meta) {
+  switch (metadata_integrity(meta)) {
+    case Integrity::Sealed:
+      return;
+    case Integrity::TensorsOnly:
+      warn(
+          fmt::format("{}: written by an older fp8lm: its metadata (config, step) has no "
+                      "checksum and is not verified",
+                      path));
+      return;
+    case Integrity::None:
+      warn(
+          fmt::format("{}: has no checksums (an older fp8lm or another tool wrote it): damage "
+                      "to it cannot be detected",
+                      path));
+      return;
+  }
 }
 
 template <class T>
@@ -202,6 +255,8 @@ SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
     meta["fp8_fallbacks"] = fp8_fallbacks_json(info.fp8_fallbacks).dump();
   if (const Json blocks = block_scales_json(model); !blocks.is_null())
     meta["block_scales"] = blocks.dump();
+  if (!info.run_id.empty()) meta["run_id"] = info.run_id;
+  if (!info.data.empty()) meta["data"] = info.data;
   return st;
 }
 
@@ -259,6 +314,7 @@ void save_checkpoint(const std::string& dir, GPT& model, const AdamW& opt,
   meta["consecutive_skips"] = std::to_string(progress.consecutive_skips);
   meta["skip_reason"] = progress.skip_reason;
   meta["fp8_saturated_steps"] = fmt::format("{}", fmt::join(progress.saturated_steps, ","));
+  if (!info.run_id.empty()) meta["run_id"] = info.run_id;
   // The training state first: a model file is only ever beside a complete state.
   state.write(dir + "/train_state.safetensors");
   model_file(model, info).write(dir + "/model.safetensors");
@@ -303,6 +359,7 @@ std::vector<float> block_scaled_weight(const Safetensors& file, GPT& model, cons
 }  // namespace
 
 void apply_model_tensors(const Safetensors& file, GPT& model) {
+  warn_unverified(file.origin(), file.metadata());
   std::vector<Parameter*> params = model.parameters();
   std::ranges::sort(params, {}, [&](const Parameter* p) { return file.position(p->name); });
   for (Parameter* p : params) {
@@ -365,6 +422,8 @@ LoadedModel load_model(const std::string& path) {
   }
   m.config = train_config_from_json(meta.at("config"), path);
   m.config.model.validate();
+  if (meta.count("step"))
+    check_step(path, metadata_number<int64_t>(m.file, "step"), m.config.steps);
   m.model = std::make_unique<GPT>(m.config.model, m.config.seed);
   apply_precision_map(*m.model, m.config.precision_map);
   m.model->init_fp8(m.config.recipe.delayed);
@@ -373,11 +432,58 @@ LoadedModel load_model(const std::string& path) {
 }
 
 TrainConfig checkpoint_config(const std::string& dir) {
-  const auto meta = Safetensors::read_metadata(dir + "/model.safetensors");
-  if (!meta.count("config"))
-    throw Error(fmt::format("{}/model.safetensors: not an fp8lm checkpoint", dir));
+  const std::string path = dir + "/model.safetensors";
+  const auto meta = Safetensors::read_metadata(path);
+  if (!meta.count("config")) throw Error(fmt::format("{}: not an fp8lm checkpoint", path));
+  warn_unverified(path, meta);
   return train_config_from_json(meta.at("config"), dir);
 }
+
+namespace {
+
+// A training state's progress from its metadata, checked against the run's steps (from its
+// model file's config) before any large tensor is read.
+TrainProgress read_progress(const Safetensors& state, const Safetensors& model_file,
+                            int64_t& adamw_steps) {
+  const auto& meta = state.metadata();
+  for (const char* key : {"step", "adamw_steps", "seconds", "data_state"}) {
+    if (!meta.count(key))
+      throw Error(fmt::format("{}: no '{}' in its metadata", state.origin(), key));
+  }
+  TrainProgress p;
+  p.step = metadata_number<int64_t>(state, "step");
+  p.seconds = metadata_number<double>(state, "seconds");
+  p.losses = state.at("losses").to_f32();
+  p.data_state = meta.at("data_state");
+  if (meta.count("skipped_steps")) {  // checkpoints written before skipping have none
+    p.skipped_steps = metadata_number<int64_t>(state, "skipped_steps");
+    p.consecutive_skips = metadata_number<int64_t>(state, "consecutive_skips");
+    p.skip_reason = meta.at("skip_reason");
+  }
+  if (meta.count("fp8_saturated_steps") && !meta.at("fp8_saturated_steps").empty()) {
+    std::string_view text = meta.at("fp8_saturated_steps");
+    while (!text.empty()) {  // comma-separated counts, one per GEMM
+      const size_t comma = std::min(text.find(','), text.size());
+      int64_t v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + comma, v);
+      if (ec != std::errc() || end != text.data() + comma)
+        throw Error(fmt::format("{}: metadata 'fp8_saturated_steps' is damaged", state.origin()));
+      p.saturated_steps.push_back(v);
+      text.remove_prefix(std::min(comma + 1, text.size()));
+    }
+  }
+  adamw_steps = metadata_number<int64_t>(state, "adamw_steps");
+  const auto& model_meta = model_file.metadata();
+  if (!model_meta.count("config"))
+    throw Error(fmt::format("{}: not an fp8lm checkpoint", model_file.origin()));
+  const TrainConfig config = train_config_from_json(model_meta.at("config"), model_file.origin());
+  check_progress(state.origin(), p, adamw_steps, config.steps);
+  if (model_meta.count("fp8_fallbacks"))
+    p.fp8_fallbacks = fp8_fallbacks_from_json(model_meta.at("fp8_fallbacks"), model_file.origin());
+  return p;
+}
+
+}  // namespace
 
 TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
   // Checked tensor by tensor as they are loaded: the trainer loaded into is dropped if one is
@@ -393,6 +499,19 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
                     "step {}: not one checkpoint",
                     dir, model_step, state_step));
   }
+  const auto run_of = [](const Safetensors& f) {
+    const auto it = f.metadata().find("run_id");
+    return it == f.metadata().end() ? std::string("none") : it->second;
+  };
+  if (run_of(model_file) != run_of(state)) {
+    throw Error(
+        fmt::format("{}: model.safetensors is of run {}, train_state.safetensors of run "
+                    "{}: not one checkpoint",
+                    dir, run_of(model_file).substr(0, 64), run_of(state).substr(0, 64)));
+  }
+  warn_unverified(state.origin(), state.metadata());
+  int64_t adamw_steps = 0;
+  TrainProgress progress = read_progress(state, model_file, adamw_steps);
   apply_model_tensors(model_file, model);
   // Each read once from the file straight into its home, checked on the way, in the file's
   // order.
@@ -428,39 +547,8 @@ TrainProgress load_checkpoint(const std::string& dir, GPT& model, AdamW& opt) {
           fmt::format("{}: tensor '{}' holds values that are not finite", state.origin(), l.name));
     }
   }
-  const auto& meta = state.metadata();
-  for (const char* key : {"step", "adamw_steps", "seconds", "data_state"}) {
-    if (!meta.count(key))
-      throw Error(fmt::format("{}: no '{}' in its metadata", state.origin(), key));
-  }
-  opt.set_steps(metadata_number<int64_t>(state, "adamw_steps"));
-  TrainProgress p;
-  p.step = metadata_number<int64_t>(state, "step");
-  p.seconds = metadata_number<double>(state, "seconds");
-  p.losses = state.at("losses").to_f32();
-  p.data_state = meta.at("data_state");
-  if (meta.count("skipped_steps")) {  // checkpoints written before skipping have none
-    p.skipped_steps = metadata_number<int64_t>(state, "skipped_steps");
-    p.consecutive_skips = metadata_number<int64_t>(state, "consecutive_skips");
-    p.skip_reason = meta.at("skip_reason");
-  }
-  if (model_file.metadata().count("fp8_fallbacks")) {
-    p.fp8_fallbacks =
-        fp8_fallbacks_from_json(model_file.metadata().at("fp8_fallbacks"), model_file.origin());
-  }
-  if (meta.count("fp8_saturated_steps") && !meta.at("fp8_saturated_steps").empty()) {
-    std::string_view text = meta.at("fp8_saturated_steps");
-    while (!text.empty()) {  // comma-separated counts, one per GEMM
-      const size_t comma = std::min(text.find(','), text.size());
-      int64_t v = 0;
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + comma, v);
-      if (ec != std::errc() || end != text.data() + comma)
-        throw Error(fmt::format("{}: metadata 'fp8_saturated_steps' is damaged", state.origin()));
-      p.saturated_steps.push_back(v);
-      text.remove_prefix(std::min(comma + 1, text.size()));
-    }
-  }
-  return p;
+  opt.set_steps(adamw_steps);
+  return progress;
 }
 
 }  // namespace fp8lm

@@ -4,6 +4,7 @@
 // header's metadata) and a
 // training-state file beside it (AdamW moments, FP32 masters of FP8 weights, losses, data
 // position). Model files alone serve generate, eval and inspect.
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -30,6 +31,10 @@ struct CheckpointInfo {
   // Data-parallel ranks that trained it (in the metadata when > 1): its FP8 amaxes were
   // max-reduced across them before every update, and every rank held this state.
   int world_size = 1;
+  // The run that wrote it and the fingerprint of its data, JSON (io/run_identity.h; in the
+  // metadata when set).
+  std::string run_id;
+  std::string data;
 };
 
 // The automatic fallback's record as JSON ([{gemm, slot, reason, step}]), and back (Error
@@ -70,6 +75,10 @@ LoadedModel load_model(const std::string& path);
 // the key when it is missing or not a number.
 template <class T>
 T metadata_number(const Safetensors& file, const std::string& key);
+
+// A warning (io/warning.h) when the file's checksums do not cover all of it (an older fp8lm's,
+// or another tool's file): what could not be verified.
+void warn_unverified(const std::string& path, const std::map<std::string, std::string>& meta);
 
 // Applies a model file's tensors (weights and FP8 state) to a model built from its config;
 // Error naming a tensor that holds a non-finite value.

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -16,7 +17,9 @@
 #include "core/json.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
+#include "io/data_fingerprint.h"
 #include "io/report.h"
+#include "io/warning.h"
 #include "nn/fp8_slots.h"
 
 namespace fp8lm {
@@ -93,19 +96,27 @@ void remove_partial_checkpoints(const std::string& run_dir) {
   for (const fs::path& p : partial) fs::remove_all(p);
 }
 
-CheckpointInfo checkpoint_info(const Trainer& trainer) {
+CheckpointInfo checkpoint_info(const Trainer& trainer, const RunStamp& stamp) {
   return {trainer.config(),
           trainer.precision().label(),
           trainer.precision().precision == Precision::Fp8,
           trainer.steps_done(),
           trainer.skipped_steps(),
           trainer.fp8_fallbacks(),
-          trainer.ranks().size()};
+          trainer.ranks().size(),
+          stamp.run_id,
+          stamp.data};
 }
 
 }  // namespace
 
 namespace {
+
+// A checkpoint that is not the run's own: resume stops rather than fall back past it.
+class ForeignCheckpoint : public Error {
+ public:
+  using Error::Error;
+};
 
 // What checkpoints/latest names, if it is one of the run's own step-NNNNNN directories (never a
 // path elsewhere); else why not.
@@ -170,6 +181,13 @@ std::string latest_checkpoint(const std::string& run_dir) {
 }
 
 ResumedRun resume_newest_checkpoint(const std::string& run_dir) {
+  const RunRecord run = read_run_record(run_dir);
+  if (run.id.empty()) {
+    warn(
+        fmt::format("{}: written by an fp8lm before run ids: its checkpoints are taken as its "
+                    "own when their config is the run's",
+                    run_dir));
+  }
   std::string why_not;
   std::vector<std::string> names = checkpoint_names(run_dir);
   const std::string latest = latest_name(run_dir, why_not);
@@ -181,7 +199,18 @@ ResumedRun resume_newest_checkpoint(const std::string& run_dir) {
   for (const std::string& name : names) {
     const std::string dir = run_dir + "/checkpoints/" + name;
     try {
+      // (A link is refused before anything is read through it.)
+      const auto meta = fs::is_symlink(dir)
+                            ? std::map<std::string, std::string>{}
+                            : Safetensors::read_metadata(dir + "/model.safetensors");
+      try {
+        check_own_checkpoint(dir, meta, run);
+      } catch (const Error& e) {
+        throw ForeignCheckpoint(e.what());
+      }
       return {resume_trainer(dir), dir, why_not};
+    } catch (const ForeignCheckpoint&) {
+      throw;
     } catch (const Error& e) {
       failures.push_back(fmt::format("{} does not load: {}", name, e.what()));
       if (why_not.empty()) why_not = failures.back();
@@ -218,13 +247,13 @@ void write_summary(const std::string& dir, const Trainer& trainer, const TrainRe
   write_text_atomic(dir + "/summary.json", j.dump(2) + "\n");
 }
 
-SafetensorsWriter trainer_model_file(Trainer& trainer) {
-  return model_file(trainer.model(), checkpoint_info(trainer));
+SafetensorsWriter trainer_model_file(Trainer& trainer, const RunStamp& stamp) {
+  return model_file(trainer.model(), checkpoint_info(trainer, stamp));
 }
 
-void save_trainer(Trainer& trainer, const std::string& checkpoint_dir) {
+void save_trainer(Trainer& trainer, const std::string& checkpoint_dir, const RunStamp& stamp) {
   GPT& model = trainer.model();
-  save_checkpoint(checkpoint_dir, model, trainer.optimizer(), checkpoint_info(trainer),
+  save_checkpoint(checkpoint_dir, model, trainer.optimizer(), checkpoint_info(trainer, stamp),
                   trainer.progress());
 }
 
@@ -251,16 +280,58 @@ RunSettings read_run_settings(const std::string& dir) {
   return s;
 }
 
+RunRecord read_run_record(const std::string& run_dir) {
+  const std::string path = run_dir + "/config.json";
+  const Json j = read_json_file(path, kJsonFileBytes);
+  if (!j.is_object()) throw Error(fmt::format("{}: not a JSON object", path));
+  RunRecord r;
+  r.config = j;
+  if (!j.contains("run") || !j["run"].is_object()) return r;
+  const Json& run = j["run"];
+  if (run.contains("id")) {
+    if (!run["id"].is_string() || run["id"].get<std::string>().empty())
+      throw Error(fmt::format("{}: its run id is not a string", path));
+    r.id = run["id"].get<std::string>();
+  }
+  if (run.contains("data")) r.data = run["data"];
+  return r;
+}
+
+std::string resolve_model_file(const std::string& run_or_model, std::string& note) {
+  note.clear();
+  if (!fs::is_directory(run_or_model)) return run_or_model;
+  const std::string final_model = run_or_model + "/model.safetensors";
+  if (fs::exists(final_model)) return final_model;
+  // The checkpoint `latest` names, else the newest there is (latest lost, the run killed).
+  std::string why_not, name = latest_name(run_or_model, why_not);
+  if (name.empty()) {
+    const std::vector<std::string> names = checkpoint_names(run_or_model);
+    if (names.empty()) return final_model;  // not a run, or one without a checkpoint yet
+    name = names.front();
+  }
+  const std::string path = run_or_model + "/checkpoints/" + name + "/model.safetensors";
+  note = fmt::format("using {}: {} has no model.safetensors yet (a run still training or stopped)",
+                     path, run_or_model);
+  return path;
+}
+
 RunDirectory::RunDirectory(std::string dir, Trainer& trainer, RunSettings settings)
     : dir_(std::move(dir)), keep_(settings.keep_checkpoints) {
   const std::string metrics_path = dir_ + "/metrics.jsonl";
   const std::string kept = metrics_kept(metrics_path, trainer.steps_done());
   fs::create_directories(dir_);
   remove_partial_checkpoints(dir_);
+  // A resumed run keeps its id; a new one, or one from before ids, is given one now.
+  if (fs::exists(dir_ + "/config.json")) stamp_.run_id = read_run_record(dir_).id;
+  if (stamp_.run_id.empty()) stamp_.run_id = new_run_id();
+  const Json data = data_fingerprint(trainer.config().data);
+  if (!data.is_null()) stamp_.data = data.dump();
   Json config = Json::parse(train_config_to_json(trainer.config()));
   config["run"] = {{"checkpoint_every", settings.checkpoint_every},
                    {"keep_checkpoints", settings.keep_checkpoints},
-                   {"world_size", trainer.ranks().size()}};
+                   {"world_size", trainer.ranks().size()},
+                   {"id", stamp_.run_id}};
+  if (!data.is_null()) config["run"]["data"] = data;
   write_text_atomic(dir_ + "/config.json", config.dump(2) + "\n");
   write_text_atomic(metrics_path, kept);
   metrics_fd_ = ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -306,7 +377,7 @@ void RunDirectory::checkpoint(Trainer& trainer) {
   const std::string partial = root + "/" + kPartialPrefix + name;
   fs::remove_all(partial);
   try {
-    save_trainer(trainer, partial);
+    save_trainer(trainer, partial, stamp_);
   } catch (...) {
     std::error_code ignored;  // the write's own error is the one to report
     fs::remove_all(partial, ignored);
@@ -326,7 +397,7 @@ void RunDirectory::stopped(Trainer&) {
 }
 
 void RunDirectory::trained(Trainer& trainer, const TrainResult&) {
-  trainer_model_file(trainer).write(dir_ + "/model.safetensors");
+  trainer_model_file(trainer, stamp_).write(dir_ + "/model.safetensors");
 }
 
 void RunDirectory::finished(Trainer& trainer, const TrainResult& result) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "io/run_identity.h"
 #include "io/safetensors.h"
 #include "train/run_loop.h"
 
@@ -24,6 +25,13 @@ struct RunSettings {
 // The settings a run directory's config.json holds (the defaults where it holds none).
 RunSettings read_run_settings(const std::string& dir);
 
+// What a run writes into each of its files beside the model (io/run_identity.h): its id and
+// its data's fingerprint (JSON); empty outside a run directory.
+struct RunStamp {
+  std::string run_id;
+  std::string data;
+};
+
 class RunDirectory : public RunRecorder {
  public:
   RunDirectory(std::string dir, Trainer& trainer, RunSettings settings = {});
@@ -39,16 +47,25 @@ class RunDirectory : public RunRecorder {
 
  private:
   std::string dir_;
+  RunStamp stamp_;  // this run's id (kept from config.json on a resume) and data
   int keep_;
   int metrics_fd_ = -1;  // metrics.jsonl, appended a whole line per write
 };
 
 // A trainer's checkpoint (save_checkpoint of io/checkpoint.h with the trainer's model,
 // optimizer and progress), and a trainer rebuilt from one.
-void save_trainer(Trainer& trainer, const std::string& checkpoint_dir);
+void save_trainer(Trainer& trainer, const std::string& checkpoint_dir, const RunStamp& stamp = {});
 std::unique_ptr<Trainer> resume_trainer(const std::string& checkpoint_dir);
 // The model file of a trainer's model.
-SafetensorsWriter trainer_model_file(Trainer& trainer);
+SafetensorsWriter trainer_model_file(Trainer& trainer, const RunStamp& stamp = {});
+
+// What the run directory's config.json says of the run: its id, data fingerprint and settings.
+RunRecord read_run_record(const std::string& run_dir);
+
+// What a MODEL argument names: a model file itself; for a run directory its model.safetensors
+// once written, else the model of its latest checkpoint (a run still training, or stopped), and
+// then `note` says so.
+std::string resolve_model_file(const std::string& run_or_model, std::string& note);
 
 // The step a checkpoints/ directory's name stands for (step-NNNNNN: six to 18 digits); nullopt
 // for any other name.
@@ -62,7 +79,9 @@ std::string latest_checkpoint(const std::string& run_dir);
 
 // A run's trainer from the checkpoint `latest` names; when that is missing, damaged, outside the
 // run or fails to load or verify, from the newest step-* checkpoint that loads. `fallback` says
-// why `latest`'s was not used (empty when it was). Error listing every failure when none loads.
+// why `latest`'s was not used (empty when it was). Error listing every failure when none loads;
+// Error at once for a checkpoint that is not the run's own (check_own_checkpoint): another
+// run's state is not a fallback.
 struct ResumedRun {
   std::unique_ptr<Trainer> trainer;
   std::string checkpoint;

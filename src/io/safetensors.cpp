@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include <xxhash.h>
 
@@ -32,6 +34,17 @@ constexpr const char* kChecksumKey = "xxh3_64";
 
 std::string hex64(uint64_t v) {
   return fmt::format("{:016x}", v);
+}
+
+// The checksum list's entry for the header itself (no tensor has a name starting "__").
+constexpr const char* kHeaderEntry = "__header__";
+
+// A length-prefixed string into a hash: no two sequences of strings feed the same bytes.
+void feed(XXH3_state_t* state, std::string_view text) {
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
+  XXH3_64bits_update(state, length, sizeof length);
+  XXH3_64bits_update(state, text.data(), text.size());
 }
 
 // The header's length from the file's first 8 bytes; Error unless it fits in the file.
@@ -66,6 +79,66 @@ std::map<std::string, std::string> metadata_of(const nlohmann::json& header,
     meta[k] = v.get<std::string>();
   }
   return meta;
+}
+
+// The checksum list of a header, by tensor, once the header's own entry in it is verified.
+// A file of format version 2 must have both; older files and other tools' may have neither
+// (an empty list) or the tensors' only.
+std::map<std::string, std::string> checked_checksums(const nlohmann::json& header,
+                                                     const std::map<std::string, std::string>& meta,
+                                                     const std::string& origin) {
+  const auto version = meta.find(kFormatVersionKey);
+  const bool sealed = version != meta.end();
+  if (sealed && version->second != std::to_string(kFormatVersion)) {
+    const std::string& text = version->second;
+    int v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc() && end == text.data() + text.size() && v > kFormatVersion) {
+      throw Error(
+          fmt::format("{}: written by a newer fp8lm (file format version {}; this one "
+                      "reads up to {})",
+                      origin, v, kFormatVersion));
+    }
+    throw Error(fmt::format("{}: unknown file format version '{}'", origin, text.substr(0, 40)));
+  }
+  const auto it = meta.find(kChecksumKey);
+  if (it == meta.end()) {
+    if (sealed) {
+      throw Error(
+          fmt::format("{}: its checksum list (metadata '{}') is missing: the file was "
+                      "changed after fp8lm wrote it",
+                      origin, kChecksumKey));
+    }
+    return {};
+  }
+  const auto sums = parse_json(it->second, origin + ": " + std::string(kChecksumKey));
+  const auto damaged = [&] {
+    return Error(fmt::format("{}: its checksum list is damaged", origin));
+  };
+  if (!sums.is_object()) throw damaged();
+  std::map<std::string, std::string> out;
+  for (const auto& [name, sum] : sums.items()) {
+    if (!sum.is_string()) throw damaged();
+    out[name] = sum.get<std::string>();
+  }
+  const auto own = out.find(kHeaderEntry);
+  if (own == out.end()) {
+    if (sealed) {
+      throw Error(
+          fmt::format("{}: its checksum list has no entry for the header: the file was "
+                      "changed after fp8lm wrote it",
+                      origin));
+    }
+    return out;
+  }
+  if (own->second != header_checksum(header)) {
+    throw Error(
+        fmt::format("{}: its header (the metadata or the tensor table) does not match "
+                    "its checksum: the file was changed after fp8lm wrote it",
+                    origin));
+  }
+  out.erase(own);
+  return out;
 }
 
 // A descriptor of the regular file at path, and its size; Error (naming it) otherwise.
@@ -243,7 +316,9 @@ std::map<std::string, std::string> Safetensors::read_metadata(const std::string&
   };
   try {
     const uint64_t n = header_length(read_at(0, 8), size, path);
-    const auto meta = metadata_of(header_json(read_at(8, n), path), path);
+    const nlohmann::json header = header_json(read_at(8, n), path);
+    const auto meta = metadata_of(header, path);
+    checked_checksums(header, meta, path);
     ::close(fd);
     return meta;
   } catch (...) {
@@ -313,7 +388,19 @@ Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::s
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].first < ranges[i - 1].second) throw fail("tensor data ranges overlap");
   }
-  st.read_checksums();
+  // The tensors cover the data exactly, as the format requires: bytes that belong to no tensor
+  // are not what fp8lm wrote (an appended payload, a file cut and patched).
+  uint64_t covered = 0;
+  for (const auto& [begin, end] : ranges) {
+    if (begin > covered)
+      throw fail(
+          fmt::format("{} bytes at data offset {} belong to no tensor", begin - covered, covered));
+    covered = end;
+  }
+  if (covered < data.size())
+    throw fail(fmt::format("{} bytes after the last tensor's data belong to no tensor",
+                           data.size() - covered));
+  st.read_checksums(header);
   // A file held in memory is small (a fuzzer's input, a test's bytes): checked whole at once.
   if (fd < 0)
     for (const auto& [name, t] : st.tensors_) st.verify(name, t);
@@ -321,22 +408,45 @@ Safetensors Safetensors::parse_views(std::span<const uint8_t> file, const std::s
 }
 
 // Files without checksums (written before them, or by other tools) are read as they are.
-void Safetensors::read_checksums() {
-  const auto it = metadata_.find(kChecksumKey);
-  if (it == metadata_.end()) return;
-  const auto sums = parse_json(it->second, origin_ + ": " + std::string(kChecksumKey));
-  if (!sums.is_object()) throw Error(fmt::format("{}: its checksum list is damaged", origin_));
-  for (const auto& [name, sum] : sums.items())
+void Safetensors::read_checksums(const nlohmann::json& header) {
+  checksums_ = checked_checksums(header, metadata_, origin_);
+  if (checksums_.empty()) return;
+  for (const auto& [name, sum] : checksums_) {
     if (!tensors_.count(name))
       throw Error(
           fmt::format("{}: tensor '{}' is missing (its checksum is listed)", origin_, name));
-  if (sums.size() != tensors_.size())
-    throw Error(fmt::format("{}: its checksum list is damaged (a tensor has none)", origin_));
-  for (const auto& [name, t] : tensors_) {
-    if (!sums.contains(name) || !sums[name].is_string())
-      throw Error(fmt::format("{}: tensor '{}' has no checksum", origin_, name));
-    checksums_[name] = sums[name].get<std::string>();
   }
+  for (const auto& [name, t] : tensors_) {
+    if (!checksums_.count(name))
+      throw Error(fmt::format("{}: tensor '{}' has no checksum", origin_, name));
+  }
+}
+
+Integrity metadata_integrity(const std::map<std::string, std::string>& metadata) {
+  if (metadata.count(kFormatVersionKey)) return Integrity::Sealed;
+  return metadata.count(kChecksumKey) ? Integrity::TensorsOnly : Integrity::None;
+}
+
+std::string header_checksum(const nlohmann::json& header) {
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                       &XXH3_freeState);
+  if (!state) throw std::bad_alloc();
+  XXH3_64bits_reset(state.get());
+  // An object's items come in key order.
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    feed(state.get(), name);
+    feed(state.get(), entry.dump());
+  }
+  feed(state.get(), "__metadata__");
+  if (header.contains("__metadata__") && header["__metadata__"].is_object()) {
+    for (const auto& [key, value] : header["__metadata__"].items()) {
+      if (key == kChecksumKey) continue;
+      feed(state.get(), key);
+      feed(state.get(), value.is_string() ? value.get<std::string>() : value.dump());
+    }
+  }
+  return hex64(XXH3_64bits_digest(state.get()));
 }
 
 void Safetensors::verify(const std::string& name, const TensorData& t) const {
@@ -513,8 +623,12 @@ void SafetensorsWriter::write(const std::string& path) const {
       offset += size;
     }
     nlohmann::json meta(metadata_);
-    meta[kChecksumKey] = nlohmann::json(sums).dump();
+    meta[kFormatVersionKey] = std::to_string(kFormatVersion);
+    meta.erase(kChecksumKey);
     header["__metadata__"] = meta;
+    std::map<std::string, std::string> all = sums;
+    all[kHeaderEntry] = header_checksum(header);
+    header["__metadata__"][kChecksumKey] = nlohmann::json(all).dump();
     std::string text = header.dump();
     text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
     std::string out(8, '\0');

@@ -9,9 +9,14 @@
 // each large tensor once into its home through a TensorReader.
 //
 // Integrity: the metadata key "xxh3_64" holds every tensor's XXH3-64 (16 hex digits, a JSON
-// object by name). The reader validates the header, and every tensor's checksum before handing
-// out its view, so a truncated, corrupted or foreign file is a one-line Error, never a crash,
-// and a flipped bit is an Error naming the tensor.
+// object by name) and, under "__header__", the XXH3-64 of the header itself (the tensor table
+// and every other metadata entry), so that neither the data nor what the metadata says of it
+// (a model's config, a checkpoint's step) changes unseen. Files of format version 2
+// ("fp8lm_format_version", what every file written now says) must carry both; older files and
+// other tools' load without them (integrity() says what was verified). The reader validates
+// the header, and every tensor's checksum before handing out its view, so a truncated,
+// corrupted or foreign file is a one-line Error, never a crash, and a flipped bit is an Error
+// naming the tensor.
 #include <sys/types.h>
 
 #include <cstdint>
@@ -23,9 +28,29 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/dtype.h"
 
 namespace fp8lm {
+
+// The metadata key of the file format's version, and the version this build writes. A file
+// without the key is of version 1 (written before the header was checksummed).
+inline constexpr const char* kFormatVersionKey = "fp8lm_format_version";
+inline constexpr int kFormatVersion = 2;
+
+// What a file's checksums cover.
+enum class Integrity {
+  Sealed,       // the header and every tensor (version 2)
+  TensorsOnly,  // every tensor but not the metadata (version 1: fp8lm before issue 30)
+  None,         // nothing (an fp8lm older still, or another tool)
+};
+// Of a file's metadata as the reader returned it (the reader has verified what it claims).
+Integrity metadata_integrity(const std::map<std::string, std::string>& metadata);
+
+// The XXH3-64 (hex) of a safetensors header: every tensor entry and every metadata entry but
+// the checksum list itself, in name order.
+std::string header_checksum(const nlohmann::json& header);
 
 struct TensorData {
   DType dtype = DType::F32;
@@ -85,7 +110,7 @@ class Safetensors {
   static Safetensors parse(std::span<const uint8_t> file, const std::string& origin);
   // Maps the file; Error if it is not a regular file or fails validation.
   static Safetensors read(const std::string& path, Verify verify = Verify::AtOpen);
-  // Only the header's metadata (no tensor is read or verified).
+  // Only the header's metadata (no tensor is read or verified; the header's own checksum is).
   static std::map<std::string, std::string> read_metadata(const std::string& path);
 
   bool contains(const std::string& name) const { return tensors_.count(name) > 0; }
@@ -104,13 +129,14 @@ class Safetensors {
   uint64_t position(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& origin() const { return origin_; }
+  Integrity integrity() const { return metadata_integrity(metadata_); }
 
  private:
   friend class TensorReader;
   static Safetensors parse_views(std::span<const uint8_t> file, const std::string& origin,
                                  std::shared_ptr<const void> storage, int fd);
   const TensorData& entry(const std::string& name) const;  // unverified; Error when missing
-  void read_checksums();
+  void read_checksums(const nlohmann::json& header);
   void verify(const std::string& name, const TensorData& t) const;
   // Error unless the digest is the tensor's checksum; then it counts as verified.
   void check_digest(const std::string& name, uint64_t digest) const;
