@@ -13,7 +13,8 @@ import tempfile
 import time
 
 KILLS = 20
-TINY = ["--precision", "fp8", "--steps", "150", "--vocab", "16", "--seq-len", "12", "--d-model", "32",
+STEPS = 150
+TINY = ["--precision", "fp8", "--steps", str(STEPS), "--vocab", "16", "--seq-len", "12", "--d-model", "32",
         "--n-layers", "2", "--n-heads", "2", "--ffn", "64", "--batch-size", "4", "--threads", "2",
         "--checkpoint-every", "1", "--keep-checkpoints", "2"]
 
@@ -27,6 +28,16 @@ def tensors(path):
     body = data[8 + n:]
     return {name: body[t["data_offsets"][0]:t["data_offsets"][1]]
             for name, t in header.items() if name != "__metadata__"}
+
+
+def last_step(run):
+    """The last step metrics.jsonl records (0 before the first)."""
+    try:
+        with open(os.path.join(run, "metrics.jsonl"), "rb") as f:
+            lines = f.read().splitlines()
+        return json.loads(lines[-1])["step"] if lines else 0
+    except (OSError, ValueError, KeyError):
+        return 0
 
 
 def writing(run):
@@ -52,13 +63,19 @@ def main(binary):
             if os.path.exists(os.path.join(run, "config.json")):
                 cmd = [binary, "train", "--resume", run]
             p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            # Kills spread over the run (whatever this machine's speed): past a step drawn
+            # from the kill's share of the steps, then at a random moment, or the moment a
+            # checkpoint's write has begun.
+            share = STEPS // (KILLS + 2)
+            target = (kills + 1) * share + random.randrange(share)
+            deadline = time.time() + 60
+            while time.time() < deadline and last_step(run) < target and p.poll() is None:
+                time.sleep(0.002)
             if kills % 2 == 0:
-                time.sleep(random.uniform(0.05, 0.5))
-            else:  # the moment a checkpoint's write has begun
-                time.sleep(random.uniform(0.0, 0.2))
-                deadline = time.time() + 5
+                time.sleep(random.uniform(0.0, 0.02))
+            else:
                 while time.time() < deadline and not writing(run) and p.poll() is None:
-                    time.sleep(0.001)
+                    time.sleep(0.0005)
             if p.poll() is not None:
                 _, err = p.communicate()
                 if p.returncode != 0:
