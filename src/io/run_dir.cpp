@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
+#include "io/metrics_file.h"
 #include "io/report.h"
 #include "nn/fp8_slots.h"
 
@@ -40,23 +41,6 @@ Json fp8_snapshot(GPT& model) {
                            {"flushed", st.flushed_fraction}};
   }
   return j;
-}
-
-// Keeps metrics lines of steps up to `step` (a resumed run rewrites what came after).
-void truncate_metrics(const std::string& path, int64_t step) {
-  if (!fs::exists(path)) return;
-  InputStream in(path, "");
-  std::string kept;
-  int64_t n = 0;
-  for (std::string line; std::getline(in, line);) {
-    const std::string where = fmt::format("{} line {}", path, ++n);
-    try {  // a line that is not a step's record is dropped
-      if (json_require<int64_t>(parse_json(line, where), "step", where) <= step)
-        kept += line + "\n";
-    } catch (const Error&) {
-    }
-  }
-  write_text_atomic(path, kept);
 }
 
 // Appends a whole line or nothing: a failed write (a full disk) is cut back off, so the file
