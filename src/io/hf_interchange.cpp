@@ -271,10 +271,10 @@ void export_hf(GPT& model, const std::string& dir, const HfExportOptions& option
 }
 
 HfModel import_hf(const std::string& dir) {
-  const HfConfig hf = read_hf_config(dir);
-  const HfArchitecture a = hf.architecture;
+  const HfConfig read = read_hf_config(dir);
+  const HfArchitecture a = read.architecture;
   HfModel out;
-  out.config.model = hf.model;
+  out.config.model = read.model;
   const HfWeights file = HfWeights::open(dir);
   out.model = std::make_unique<GPT>(out.config.model, 0);
   std::map<std::string, Parameter*> params;
