@@ -206,6 +206,10 @@ TEST(TokenDataset, ItsManifestTokenizerAndIdsAreCheckedWhenOpened) {
   expect_error([&] { read_manifest(dir); }, "vocab_size 70000 is not 1 to 65536 (token_bytes 2)");
   with("\"eot\": 0", "\"eot\": 300");
   expect_error([&] { read_manifest(dir); }, "eot 300 is not a token id (0 to 299)");
+  // Found by fuzz_token_shards: a number beyond the field's type was converted with undefined
+  // behaviour (UBSan); now it is refused naming the field.
+  with("\"eot\": 0", "\"eot\": 3.3e39");
+  expect_error([&] { read_manifest(dir); }, "\"eot\" is 3.3e+39, not an integer");
   with("\"token_bytes\": 2", "\"token_bytes\": 4");
   expect_error([&] { TokenDataset(dir, 16, 1, 300); },
                "train-00000.tok: 2 bytes per token where the manifest says 4");

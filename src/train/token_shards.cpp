@@ -169,20 +169,24 @@ ShardManifest read_manifest(const std::string& dir) {
   if (!j.is_object() || !j.contains("format") || j["format"] != "fp8lm-token-shards")
     throw Error(fmt::format("{}: not an fp8lm token dataset manifest", path));
   ShardManifest m;
-  try {
-    m.vocab_size = j.at("vocab_size").get<int64_t>();
-    m.eot = j.at("eot").get<int32_t>();
-    m.token_bytes = j.at("token_bytes").get<int>();
-    for (const auto& s : j.at("train"))
-      m.train.emplace_back(s.at("file").get<std::string>(), s.at("tokens").get<int64_t>());
-    m.validation = {j.at("validation").at("file").get<std::string>(),
-                    j.at("validation").at("tokens").get<int64_t>()};
-    m.documents = j.value("documents", int64_t{0});
-    m.validation_documents = j.value("validation_documents", int64_t{0});
-    m.tokenizer = j.value("tokenizer", std::string("tokenizer.json"));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: {}", path, e.what()));
-  }
+  // Each field through core/json's checked reads: a number out of the type's range (an eot of
+  // 1e39) is an error naming the field, never a conversion with undefined behaviour.
+  m.vocab_size = json_require<int64_t>(j, "vocab_size", path);
+  m.eot = json_require<int32_t>(j, "eot", path);
+  m.token_bytes = json_require<int>(j, "token_bytes", path);
+  if (!j.contains("train") || !j["train"].is_array())
+    throw Error(fmt::format("{}: \"train\" is not a list of shards", path));
+  const std::string train = path + ": train";
+  for (const auto& s : j["train"])
+    m.train.emplace_back(json_require<std::string>(s, "file", train),
+                         json_require<int64_t>(s, "tokens", train));
+  const std::string validation = path + ": validation";
+  const nlohmann::json& v = j.contains("validation") ? j["validation"] : nlohmann::json();
+  m.validation = {json_require<std::string>(v, "file", validation),
+                  json_require<int64_t>(v, "tokens", validation)};
+  m.documents = json_value<int64_t>(j, "documents", 0, path);
+  m.validation_documents = json_value<int64_t>(j, "validation_documents", 0, path);
+  m.tokenizer = json_value<std::string>(j, "tokenizer", "tokenizer.json", path);
   if (m.token_bytes != 2 && m.token_bytes != 4)
     throw Error(fmt::format("{}: token_bytes {} is not a token size shards have (2 or 4)", path,
                             m.token_bytes));
