@@ -216,6 +216,10 @@ TEST(TokenDataset, ItsManifestTokenizerAndIdsAreCheckedWhenOpened) {
   expect_error([&] { read_manifest(dir); }, "'../val.tok' is not a file name in the dataset's");
   with("\"train-00000.tok\"", "\"/dev/zero\"");
   expect_error([&] { read_manifest(dir); }, "'/dev/zero' is not a file name in the dataset's");
+  // Found by fuzz_token_shards: a number beyond the field's type was converted with undefined
+  // behaviour (UBSan); now it is refused naming the field.
+  with("\"eot\": 0", "\"eot\": 3.3e39");
+  expect_error([&] { read_manifest(dir); }, "\"eot\" is 3.3e+39, not an integer");
   with("\"token_bytes\": 2", "\"token_bytes\": 4");
   expect_error([&] { TokenDataset(dir, 16, 1, 300); },
                "train-00000.tok: 2 bytes per token where the manifest says 4");

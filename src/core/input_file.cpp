@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "fp8lm/error.h"
@@ -37,7 +38,7 @@ std::string byte_size_text(int64_t bytes) {
   double v = static_cast<double>(bytes) / 1024;
   int u = 0;
   while (v >= 1024 && u < 5) v /= 1024, ++u;
-  return fmt::format("{:.{}f} {}", v, v < 10 && v != static_cast<int64_t>(v) ? 1 : 0, units[u]);
+  return fmt::format("{:.{}f} {}", v, v < 10 && v != std::floor(v) ? 1 : 0, units[u]);
 }
 
 InputFile::InputFile(const std::string& path, std::string_view what)

@@ -50,7 +50,7 @@ struct MxScaleLanes {
 template <Fp8Format F>
 struct MxStore {
   const Fp8Lanes<F> encoder{true};
-  const Fp8RoundLanes<F> round;
+  const Fp8RoundLanes<F> round{};
 
   void operator()(uint8_t* codes, bf16_t* out, __m512 v, __m512 b, __mmask16 live) const {
     const __m512i u = _mm512_castps_si512(v);

@@ -73,7 +73,7 @@ void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const 
 
 template <Fp8Format F>
 void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, int64_t n) {
-  const Fp8RoundLanes<F> round;
+  const Fp8RoundLanes<F> round{};
   const int64_t body = n - n % 8;
   for (int64_t i = 0; i < body; i += 8) {
     const __m256 v = round.value(_mm256_castps_si256(_mm256_loadu_ps(x + i)));

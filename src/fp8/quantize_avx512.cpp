@@ -147,7 +147,7 @@ void expand_to_bf16_avx512(bf16_t* out, const uint8_t* codes, const float* scale
 
 template <Fp8Format F>
 void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, int64_t n) {
-  const Fp8RoundLanes<F> round;
+  const Fp8RoundLanes<F> round{};
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = live_lanes(n - i);
     const __m512 v = round.value(_mm512_castps_si512(_mm512_maskz_loadu_ps(live, x + i)));

@@ -11,12 +11,11 @@
 
 #include "core/dtype.h"
 #include "fp8lm/recipe.h"
+#include "io/hf_config.h"
 #include "nn/gpt.h"
 #include "train/trainer.h"
 
 namespace fp8lm {
-
-enum class HfArchitecture { Gpt2, Llama };
 
 // GPT-2's blocks (LayerNorm, GELU or ReLU, learned positions, biases, a tied head, as many
 // key/value heads as query heads) or Llama's (RMSNorm, SwiGLU, rotary embeddings, no biases);

@@ -18,6 +18,7 @@
 #include "fp8lm/error.h"
 #include "io/checkpoint.h"
 #include "io/data_fingerprint.h"
+#include "io/metrics_file.h"
 #include "io/report.h"
 #include "io/warning.h"
 #include "nn/fp8_slots.h"
@@ -43,25 +44,6 @@ Json fp8_snapshot(GPT& model) {
                            {"flushed", st.flushed_fraction}};
   }
   return j;
-}
-
-// Keeps metrics lines of steps up to `step` (a resumed run rewrites what came after).
-// metrics.jsonl's lines up to `step`, the ones a resumed run keeps (empty when there is no
-// file): read before anything in the run is written, so an unreadable file changes nothing.
-std::string metrics_kept(const std::string& path, int64_t step) {
-  if (!fs::exists(path)) return "";
-  InputStream in(path, "");
-  std::string kept;
-  int64_t n = 0;
-  for (std::string line; std::getline(in, line);) {
-    const std::string where = fmt::format("{} line {}", path, ++n);
-    try {  // a line that is not a step's record is dropped
-      if (json_require<int64_t>(parse_json(line, where), "step", where) <= step)
-        kept += line + "\n";
-    } catch (const Error&) {
-    }
-  }
-  return kept;
 }
 
 // Appends a whole line or nothing: a failed write (a full disk) is cut back off, so the file

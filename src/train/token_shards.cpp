@@ -181,7 +181,8 @@ ShardManifest read_manifest(const std::string& dir) {
   if (!j.is_object() || !j.contains("format") || j["format"] != "fp8lm-token-shards")
     throw Error(fmt::format("{}: not an fp8lm token dataset manifest", path));
   ShardManifest m;
-  // Typed: a fractional, huge or mistyped count is named, not cast to some other number.
+  // Each field through core/json's checked reads: a number out of the type's range (an eot of
+  // 1e39) is an error naming the field, never a conversion with undefined behaviour.
   m.vocab_size = json_require<int64_t>(j, "vocab_size", path);
   m.eot = json_require<int32_t>(j, "eot", path);
   m.token_bytes = json_require<int>(j, "token_bytes", path);
