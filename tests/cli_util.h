@@ -59,13 +59,14 @@ inline const std::string kTinyModel =
     "--vocab 16 --seq-len 12 --d-model 32 --n-layers 1 --n-heads 2 --ffn 64 --batch-size 4 "
     "--threads 2 --device cpu";
 
+// A file's bytes, whole (text or not).
 inline std::string read_text(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
 inline void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
+  std::ofstream(path, std::ios::binary) << text;
 }
 
 // A fresh empty directory under the test temp dir.

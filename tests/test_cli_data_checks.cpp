@@ -19,22 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::vector<std::string> listing(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 const std::string kSmall =
     " --seq-len 16 --d-model 16 --n-layers 1 --n-heads 1 --ffn 32 --batch-size 2 --threads 1 "
     "--device cpu --steps 2";
@@ -49,7 +33,7 @@ class DataChecks : public testing::Test {
     fs::create_directories(dir_);
     std::string text;
     for (int i = 0; i < 300; ++i) text += "the cat " + std::to_string(i % 13) + " sat on a mat.\n";
-    write_bytes(dir_ + "/corpus.txt", text);
+    write_text(dir_ + "/corpus.txt", text);
     ASSERT_EQ(fp8lm("data prepare " + dir_ + "/corpus.txt --split-lines --tokenizer " + kTok +
                     " --out " + dir_ + "/tokens")
                   .status,
@@ -68,10 +52,10 @@ class DataChecks : public testing::Test {
   }
   // Two bytes 0xff 0xff, a token of id 65535, at token i of a shard.
   static void put_65535(const std::string& shard, int64_t i) {
-    std::string b = bytes_of(shard);
+    std::string b = read_text(shard);
     b[static_cast<size_t>(32 + 2 * i)] = '\xff';
     b[static_cast<size_t>(32 + 2 * i + 1)] = '\xff';
-    write_bytes(shard, b);
+    write_text(shard, b);
   }
 
   static inline const std::string kTok = FP8LM_SOURCE_DIR "/tests/data/tokenizer/tokenizer.json";
@@ -120,9 +104,9 @@ TEST_F(DataChecks, ADatasetWithoutItsTokenizerOrWithAnOddTokenSizeStopsBeforeSte
       << r.err;
   EXPECT_EQ(r.out.find("step "), std::string::npos) << r.out;
   ds = copy("three_bytes");
-  std::string manifest = bytes_of(ds + "/manifest.json");
+  std::string manifest = read_text(ds + "/manifest.json");
   manifest.replace(manifest.find("\"token_bytes\": 2"), 16, "\"token_bytes\": 3");
-  write_bytes(ds + "/manifest.json", manifest);
+  write_text(ds + "/manifest.json", manifest);
   r = fp8lm("train --data " + ds + kSmall + " --no-save");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("token_bytes 3 is not a token size shards have (2 or 4)"), std::string::npos)
@@ -169,10 +153,10 @@ TEST_F(DataChecks, PrepareRefusesAWordAsEndOfTextAndAnEmptyTrainSplit) {
 
 // D20: a tokenizer whose ids repeat was read, decoding to other text than it encoded.
 TEST_F(DataChecks, ATokenizerWithARepeatedIdIsRefusedByName) {
-  nlohmann::json j = nlohmann::json::parse(bytes_of(kTok));
+  nlohmann::json j = nlohmann::json::parse(read_text(kTok));
   j["model"]["vocab"]["zzzz"] = 7;
   const std::string tok = dir_ + "/dup.json";
-  write_bytes(tok, j.dump());
+  write_text(tok, j.dump());
   const CliResult r = fp8lm("tokenizer encode --tokenizer " + tok + " hello");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find(tok + ": tokens '"), std::string::npos) << r.err;
@@ -199,7 +183,7 @@ TEST_F(DataChecks, InspectRefusesDamagedBlockScalesAndALayerOutsideTheModel) {
     test::set_header(bytes, h.dump());
     test::reseal(bytes);  // the header's checksum made to match: the reader's own checks are tested
     const std::string path = dir_ + "/" + name;
-    test::write_bytes(path, bytes);
+    test::write_text(path, bytes);
     return path;
   };
   CliResult r = fp8lm("inspect " + with_exponents("neg.safetensors", {{"0", -5}}));
@@ -222,7 +206,7 @@ TEST_F(DataChecks, InspectRefusesDamagedBlockScalesAndALayerOutsideTheModel) {
 // 1e-50 as "--lr 0", --temperature inf as below 0.
 TEST_F(DataChecks, ValuesAreReportedAsWritten) {
   fs::create_directories(dir_ + "/hf");
-  write_bytes(dir_ + "/hf/config.json",
+  write_text(dir_ + "/hf/config.json",
               R"({"model_type": "gpt2", "vocab_size": 256, "n_positions": 16, "n_embd": 1e300,
                   "n_layer": 1, "n_head": 1})");
   CliResult r = fp8lm("import " + dir_ + "/hf --out " + dir_ + "/imported");

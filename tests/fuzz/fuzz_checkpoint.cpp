@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "core/input_file.h"
 #include "core/json.h"
 #include "fp8lm/error.h"
 #include "fuzz_files.h"
