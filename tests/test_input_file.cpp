@@ -12,33 +12,19 @@
 
 #include "core/input_file.h"
 #include "fp8lm/error.h"
+#include "test_util.h"
 
 namespace fp8lm {
 namespace {
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = testing::TempDir() + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using test::fresh_dir;
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
-// The message of the Error f throws; fails the test when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return "";
-}
+using test::error_of;
 
 TEST(InputFile, ReadsARegularFileWhole) {
   const std::string dir = fresh_dir("fp8lm_input_regular");

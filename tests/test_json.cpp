@@ -7,6 +7,7 @@
 
 #include "core/json.h"
 #include "fp8lm/error.h"
+#include "test_util.h"
 
 namespace fp8lm {
 namespace {
@@ -19,16 +20,7 @@ std::string nested(int depth) {
   return s;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return "";
-}
+using test::error_of;
 
 TEST(Json, ParsesNestingUpToTheLimit) {
   const nlohmann::json j = parse_json(nested(kMaxJsonDepth), "f.json");

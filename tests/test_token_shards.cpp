@@ -15,12 +15,7 @@ namespace fp8lm {
 namespace {
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = testing::TempDir() + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using test::fresh_dir;
 
 TEST(TokenShards, WrittenTokensMapBackAtEitherWidth) {
   const std::string dir = fresh_dir("fp8lm_shards_rt");
