@@ -340,8 +340,8 @@ int run_train(TrainFlags f, CLI::App* app) {
     }
     if (!f.config.empty()) throw Error("--resume continues the run's own config; drop --config");
     if (parse_only()) return 0;
-    // A directory that is no run gets no lock file; one that is, is locked before it is read.
     require_ranks_agree(world(), agreed_settings(f, nullptr));
+    // A directory that is no run gets no lock file; one that is, is locked before it is read.
     if (!std::filesystem::exists(f.resume + "/config.json"))
       throw Error(fmt::format("--resume {}: not an fp8lm run (no config.json)", f.resume));
     if (lead) lock = std::make_unique<RunLock>(f.resume);
