@@ -183,7 +183,7 @@ TEST_F(DataChecks, InspectRefusesDamagedBlockScalesAndALayerOutsideTheModel) {
     test::set_header(bytes, h.dump());
     test::reseal(bytes);  // the header's checksum made to match: the reader's own checks are tested
     const std::string path = dir_ + "/" + name;
-    test::write_text(path, bytes);
+    test::write_bytes(path, bytes);
     return path;
   };
   CliResult r = fp8lm("inspect " + with_exponents("neg.safetensors", {{"0", -5}}));
