@@ -42,8 +42,9 @@ BlockScaleRecord block_scales_from_json(const Json& j, const std::string& origin
   for (const auto& [gemm, roles] : j.items()) {
     if (!roles.is_object())
       throw Error(fmt::format("{}: block_scales '{}' is not an object of roles", origin, gemm));
-    for (const auto& [role, st] : roles.items()) {
+    for (const auto& [role, role_stats] : roles.items()) {
       const std::string where = fmt::format("{}: block_scales {} {}", origin, gemm, role);
+      const Json& st = role_stats;  // a lambda may not capture a structured binding (clang 14)
       if (!st.is_object()) throw Error(fmt::format("{} is not an object", where));
       const auto field = [&](const char* key) -> const Json& {
         if (!st.contains(key)) throw Error(fmt::format("{} has no '{}'", where, key));
