@@ -129,7 +129,8 @@ std::string edited_fixture(const char* arch, const std::function<void(Json&)>& e
 }
 
 TEST(HfInterchange, BadDirectoriesAndModelsAreRefusedByName) {
-  expect_error([] { import_hf("/nonexistent/hf"); }, "config.json: cannot be read: No such file or directory");
+  expect_error([] { import_hf("/nonexistent/hf"); },
+               "config.json: cannot be read: No such file or directory");
   expect_error(
       [] { import_hf(edited_fixture("llama", [](Json& j) { j["model_type"] = "bert"; })); },
       "model_type \"bert\" is not gpt2 or llama");
@@ -433,6 +434,10 @@ TEST(HfInterchange, ShardErrorsNameTheShardTensorOrDtype) {
     index["weight_map"]["transformer.wte.weight"] = "../model.safetensors";
     std::ofstream(dir + "/model.safetensors.index.json") << index.dump();
     expect_error([&] { import_hf(dir); }, "not a file beside it");
+    // Found by fuzz_hf_import: a name too long to look up threw filesystem_error.
+    index["weight_map"]["transformer.wte.weight"] = std::string(5000, 'x');
+    std::ofstream(dir + "/model.safetensors.index.json") << index.dump();
+    expect_error([&] { import_hf(dir); }, "is missing (File name too long)");
   }
   {
     // A dtype of the same width as F32 that is no float format fp8lm reads.

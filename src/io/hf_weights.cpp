@@ -145,8 +145,12 @@ std::map<std::string, HfWeights::Tensor> read_index(const std::string& dir) {
     }
     const std::string shard = f.get<std::string>();
     if (!shards.count(shard)) {
-      if (!fs::exists(dir + "/" + shard))
-        throw Error(fmt::format("{}: its shard {} is missing", index, shard));
+      // Not the throwing fs::exists: a name the system cannot look up (too long) is the
+      // index's error, named as such.
+      std::error_code ec;
+      if (!fs::exists(dir + "/" + shard, ec))
+        throw Error(fmt::format("{}: its shard {} is missing{}", index, shard.substr(0, 80),
+                                ec ? fmt::format(" ({})", ec.message()) : ""));
       shards[shard] = read_file(dir + "/" + shard);
     }
     const auto it = shards[shard].find(name);
