@@ -98,6 +98,14 @@ inline std::map<std::string, std::string> files_of(const std::string& dir) {
   return m;
 }
 
+// A run directory's files as files_of gives them, but for .lock: it holds the pid of the last
+// process to train there, which changes with every attempt.
+inline std::map<std::string, std::string> run_files(const std::string& dir) {
+  std::map<std::string, std::string> m = files_of(dir);
+  m.erase(".lock");
+  return m;
+}
+
 inline std::vector<std::string> lines(const std::string& s) {
   std::vector<std::string> v;
   std::istringstream in(s);

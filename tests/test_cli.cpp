@@ -321,7 +321,7 @@ TEST(Cli, ResumeFallsBackToTheNewestCheckpointThatLoads) {
   std::filesystem::copy(pristine, dir, std::filesystem::copy_options::recursive);
   for (const char* step : {"step-000001", "step-000002", "step-000003"})
     flip_a_bit(dir + "/checkpoints/" + step + "/model.safetensors");
-  auto before = files_of(dir);
+  const auto before = run_files(dir);
   const CliResult r = fp8lm("train --resume " + dir);
   EXPECT_EQ(r.status, 1);
   ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
@@ -329,10 +329,7 @@ TEST(Cli, ResumeFallsBackToTheNewestCheckpointThatLoads) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("step-000001 does not load"), std::string::npos) << r.err;
-  auto after = files_of(dir);
-  before.erase(".lock");  // holds the pid of the last process to train here
-  after.erase(".lock");
-  EXPECT_TRUE(after == before) << "the run's files changed";
+  EXPECT_TRUE(run_files(dir) == before) << "the run's files changed";
 }
 
 TEST(Cli, OutRefusesADirectoryThatIsNotARun) {

@@ -207,7 +207,7 @@ TEST_F(DataChecks, InspectRefusesDamagedBlockScalesAndALayerOutsideTheModel) {
 TEST_F(DataChecks, ValuesAreReportedAsWritten) {
   fs::create_directories(dir_ + "/hf");
   write_text(dir_ + "/hf/config.json",
-              R"({"model_type": "gpt2", "vocab_size": 256, "n_positions": 16, "n_embd": 1e300,
+             R"({"model_type": "gpt2", "vocab_size": 256, "n_positions": 16, "n_embd": 1e300,
                   "n_layer": 1, "n_head": 1})");
   CliResult r = fp8lm("import " + dir_ + "/hf --out " + dir_ + "/imported");
   EXPECT_EQ(r.status, 1);

@@ -189,16 +189,13 @@ TEST(Hostile, D20_NonsenseValuesAreRefused) {
 TEST(Hostile, D20_StopAfterAStepAlreadyPastIsRefused) {
   const std::string dir = fresh("d20_stop") + "/r";
   ASSERT_EQ(fp8lm("train " + kTinyModel + " --steps 4 --stop-after 3 --out " + dir).status, 0);
-  auto before = files_of(dir);
-  before.erase(".lock");  // the pid of the last process to lock it
+  const auto before = run_files(dir);
   const CliResult r = fp8lm("train --resume " + dir + " --stop-after 2");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("--stop-after 2: the run is already at step 3; give a later step"),
             std::string::npos)
       << r.err;
-  auto after = files_of(dir);
-  after.erase(".lock");
-  EXPECT_TRUE(after == before);
+  EXPECT_TRUE(run_files(dir) == before);
 }
 
 // D17: a value holding a NUL (or any control byte) is quoted whole, escaped, on one line.

@@ -44,7 +44,7 @@ std::string run_id(const std::string& run) {
 // was.
 void expect_resume_refused(const std::string& run, const std::string& needle,
                            const std::string& flags = "") {
-  auto before = files_of(run);
+  const auto before = run_files(run);
   const CliResult r = fp8lm("train --resume " + run + flags);
   EXPECT_EQ(r.status, 1) << r.out;
   // One error line (after any warning about an older run).
@@ -56,10 +56,7 @@ void expect_resume_refused(const std::string& run, const std::string& needle,
       << r.err;
   EXPECT_NE(err.back().find(needle), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("internal"), std::string::npos) << r.err;
-  auto after = files_of(run);
-  before.erase(".lock");  // holds the pid of the last process to train here
-  after.erase(".lock");
-  EXPECT_TRUE(after == before) << "the run's files changed";
+  EXPECT_TRUE(run_files(run) == before) << "the run's files changed";
 }
 
 // Issue 30 (D11): another run's checkpoint copied or linked into checkpoints/ was resumed,

@@ -195,26 +195,29 @@ TEST(TokenDataset, ItsManifestTokenizerAndIdsAreCheckedWhenOpened) {
     t.replace(t.find(from), from.size(), to);
     std::ofstream(dir + "/manifest.json") << t;
   };
-  with("\"token_bytes\": 2", "\"token_bytes\": 3");
-  expect_error([&] { read_manifest(dir); }, "token_bytes 3 is not a token size shards have");
-  with("\"vocab_size\": 300", "\"vocab_size\": 70000");
-  expect_error([&] { read_manifest(dir); }, "vocab_size 70000 is not 1 to 65536 (token_bytes 2)");
-  with("\"eot\": 0", "\"eot\": 300");
-  expect_error([&] { read_manifest(dir); }, "eot 300 is not a token id (0 to 299)");
-  // Typed fields: a fraction or a number beyond the field's type is named, not cast.
-  with("\"eot\": 0", "\"eot\": 0.5");
-  expect_error([&] { read_manifest(dir); }, "\"eot\" is 0.5, not an integer");
-  with("\"eot\": 0", "\"eot\": 1e20");
-  expect_error([&] { read_manifest(dir); }, "\"eot\" is 1e+20, not an integer");
-  // A shard's name is a file in the dataset's directory, not a path elsewhere.
-  with("\"val.tok\"", "\"../val.tok\"");
-  expect_error([&] { read_manifest(dir); }, "'../val.tok' is not a file name in the dataset's");
-  with("\"train-00000.tok\"", "\"/dev/zero\"");
-  expect_error([&] { read_manifest(dir); }, "'/dev/zero' is not a file name in the dataset's");
-  // Found by fuzz_token_shards: a number beyond the field's type was converted with undefined
-  // behaviour (UBSan); now it is refused naming the field.
-  with("\"eot\": 0", "\"eot\": 3.3e39");
-  expect_error([&] { read_manifest(dir); }, "\"eot\" is 3.3e+39, not an integer");
+  struct Damage {
+    const char* from;
+    const char* to;
+    const char* says;
+  };
+  for (const Damage& d : std::vector<Damage>{
+           {"\"token_bytes\": 2", "\"token_bytes\": 3",
+            "token_bytes 3 is not a token size shards have"},
+           {"\"vocab_size\": 300", "\"vocab_size\": 70000",
+            "vocab_size 70000 is not 1 to 65536 (token_bytes 2)"},
+           {"\"eot\": 0", "\"eot\": 300", "eot 300 is not a token id (0 to 299)"},
+           // Typed fields: a fraction or a number beyond the field's type is named, not cast.
+           {"\"eot\": 0", "\"eot\": 0.5", "\"eot\" is 0.5, not an integer"},
+           {"\"eot\": 0", "\"eot\": 1e20", "\"eot\" is 1e+20, not an integer"},
+           // Found by fuzz_token_shards: converted to int32 with undefined behaviour (UBSan).
+           {"\"eot\": 0", "\"eot\": 3.3e39", "\"eot\" is 3.3e+39, not an integer"},
+           // A shard's name is a file in the dataset's directory, not a path elsewhere.
+           {"\"val.tok\"", "\"../val.tok\"", "'../val.tok' is not a file name in the dataset's"},
+           {"\"train-00000.tok\"", "\"/dev/zero\"",
+            "'/dev/zero' is not a file name in the dataset's"}}) {
+    with(d.from, d.to);
+    expect_error([&] { read_manifest(dir); }, d.says);
+  }
   with("\"token_bytes\": 2", "\"token_bytes\": 4");
   expect_error([&] { TokenDataset(dir, 16, 1, 300); },
                "train-00000.tok: 2 bytes per token where the manifest says 4");

@@ -151,16 +151,21 @@ void expect_error(const std::string& json_text, const std::string& needle) {
   }
 }
 
+// The test tokenizer.json, to edit into malformed ones.
+nlohmann::json test_tokenizer_json() {
+  std::ifstream in(kData + "/tokenizer.json");
+  return nlohmann::json::parse(in);
+}
+
+std::string edited(nlohmann::json j, const std::function<void(nlohmann::json&)>& edit) {
+  edit(j);
+  return j.dump();
+}
+
 TEST(BpeTokenizer, MalformedFilesNameTheProblem) {
-  nlohmann::json good;
-  {
-    std::ifstream in(kData + "/tokenizer.json");
-    good = nlohmann::json::parse(in);
-  }
+  const nlohmann::json good = test_tokenizer_json();
   const auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
-    nlohmann::json j = good;
-    edit(j);
-    return j.dump();
+    return edited(good, edit);
   };
   expect_error("{ not json", "not valid JSON");
   expect_error("{}", "no \"model\"");
@@ -195,15 +200,9 @@ TEST(BpeTokenizer, MalformedFilesNameTheProblem) {
 // than it encoded; each is refused naming the tokens and ids, and an id of 2^31 is out of range,
 // not "negative".
 TEST(BpeTokenizer, IdsThatDoNotNameOneTokenEachAreRefused) {
-  nlohmann::json good;
-  {
-    std::ifstream in(kData + "/tokenizer.json");
-    good = nlohmann::json::parse(in);
-  }
+  const nlohmann::json good = test_tokenizer_json();
   const auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
-    nlohmann::json j = good;
-    edit(j);
-    return j.dump();
+    return edited(good, edit);
   };
   const std::string a = good["model"]["vocab"].begin().key();
   const int32_t a_id = good["model"]["vocab"].begin().value().get<int32_t>();

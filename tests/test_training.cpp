@@ -213,17 +213,23 @@ TEST(Generation, KvCacheEqualsFullRecomputation) {
   }
 }
 
-TEST(Training, TextDataTrainsAndReportsValidationLoss) {
-  const std::string path = testing::TempDir() + "fp8lm_text.txt";
+// The small demo on bytes of text: a file of `sentences` repeated sentences under the temp dir.
+TrainConfig small_text_demo(const std::string& name, int sentences) {
+  const std::string path = testing::TempDir() + name;
   {
     std::ofstream out(path);
-    for (int i = 0; i < 400; ++i) out << "the quick brown fox jumps over the lazy dog. ";
+    for (int i = 0; i < sentences; ++i) out << "the quick brown fox jumps over the lazy dog. ";
   }
   TrainConfig c = small_demo();
   c.model.vocab = 256;
   c.model.seq_len = 32;
-  c.steps = 40;
   c.data = path;
+  return c;
+}
+
+TEST(Training, TextDataTrainsAndReportsValidationLoss) {
+  TrainConfig c = small_text_demo("fp8lm_text.txt", 400);
+  c.steps = 40;
   const TrainResult r = train(c);
   EXPECT_FALSE(r.stride_task);
   EXPECT_TRUE(std::isfinite(r.val_loss));
@@ -246,16 +252,8 @@ TEST(Training, TheModelIsRecordedBeforeItIsEvaluated) {
       calls.push_back(r.sample.empty() ? "finished unevaluated" : "finished");
     }
   };
-  const std::string path = testing::TempDir() + "fp8lm_text_recorded.txt";
-  {
-    std::ofstream out(path);
-    for (int i = 0; i < 100; ++i) out << "the quick brown fox jumps over the lazy dog. ";
-  }
-  TrainConfig c = small_demo();
-  c.model.vocab = 256;
-  c.model.seq_len = 32;
+  TrainConfig c = small_text_demo("fp8lm_text_recorded.txt", 100);
   c.steps = 2;
-  c.data = path;
   Trainer trainer(c);
   Recorder recorder;
   TrainResult r;

@@ -32,6 +32,10 @@ std::string label_of(const std::string& path, std::string_view what) {
 
 }  // namespace
 
+bool is_plain_file_name(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos;
+}
+
 std::string byte_size_text(int64_t bytes) {
   if (bytes < 1024) return fmt::format("{} bytes", bytes);
   const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

@@ -69,6 +69,10 @@ class InputStream : public std::istream {
   Buffer buffer_;
 };
 
+// A name a file list gives (an HF index's shard, a dataset's shard or tokenizer) that is a file
+// in the list's own directory: not empty, ".", ".." or a path ("../x", "/dev/zero").
+bool is_plain_file_name(std::string_view name);
+
 // "12.5 MiB": a byte count as the errors give it.
 std::string byte_size_text(int64_t bytes);
 

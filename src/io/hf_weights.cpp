@@ -126,11 +126,6 @@ std::map<std::string, HfWeights::Tensor> read_file(const std::string& path) {
   return out;
 }
 
-// A shard's name as the index gives it: a file beside the index, nowhere else.
-bool is_plain_file_name(const std::string& s) {
-  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos;
-}
-
 std::map<std::string, HfWeights::Tensor> read_index(const std::string& dir) {
   const std::string index = dir + "/model.safetensors.index.json";
   const Json j = read_json_file(index, kJsonFileBytes);

@@ -168,7 +168,7 @@ namespace {
 // A dataset's files lie in its directory: a name with a path in it ("../../etc/passwd",
 // "/dev/zero") would read a file that is not the dataset's.
 std::string file_in_dataset(const std::string& name, const std::string& what) {
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+  if (!is_plain_file_name(name))
     throw Error(fmt::format("{}: '{}' is not a file name in the dataset's directory", what, name));
   return name;
 }
