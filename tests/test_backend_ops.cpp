@@ -13,6 +13,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/bf16.h"
@@ -336,24 +337,18 @@ struct ActCase {
   }
 };
 
-const ActCase kActCases[] = {
-    {Activation::Gelu, 7, 33, DType::F32, true},     {Activation::Gelu, 16, 32, DType::E4M3, false},
-    {Activation::Relu, 16, 64, DType::E4M3, true},   {Activation::Relu, 4, 40, DType::BF16, false},
-    {Activation::Swiglu, 5, 48, DType::BF16, true},  {Activation::Swiglu, 6, 17, DType::F32, false},
-    {Activation::Swiglu, 16, 32, DType::E5M2, true},
-};
-
-// The reference activation and its derivative (kernels/cpu/activations.h's ref twins).
-void ref_act_forward(Activation act, float* y, const float* h, int64_t rows, int64_t F) {
-  if (act == Activation::Gelu) return cpu::ref::gelu_forward(y, h, rows * F);
-  if (act == Activation::Relu) return cpu::ref::relu_forward(y, h, rows * F);
-  cpu::ref::swiglu_forward(y, h, rows, F);
-}
-void ref_act_backward(Activation act, float* dh, const float* dy, const float* h, int64_t rows,
-                      int64_t F) {
-  if (act == Activation::Gelu) return cpu::ref::gelu_backward(dh, dy, h, rows * F);
-  if (act == Activation::Relu) return cpu::ref::relu_backward(dh, dy, h, rows * F);
-  cpu::ref::swiglu_backward(dh, dy, h, rows, F);
+// Every activation of FP8LM_ACTIVATIONS in every output dtype, with and without a bias.
+std::vector<ActCase> act_cases() {
+  std::vector<ActCase> cases;
+  for (std::string_view name : activation_names()) {
+    const Activation a = parse_activation(name);
+    cases.push_back({a, 7, 33, DType::F32, true});
+    cases.push_back({a, 6, 17, DType::F32, false});
+    cases.push_back({a, 16, 32, DType::E4M3, false});
+    cases.push_back({a, 16, 64, DType::E5M2, true});
+    cases.push_back({a, 5, 48, DType::BF16, true});
+  }
+  return cases;
 }
 
 TEST(BackendOps, ActivationsAgreeWithTheReferenceOnEveryBackend) {
@@ -364,9 +359,9 @@ TEST(BackendOps, ActivationsAgreeWithTheReferenceOnEveryBackend) {
   const auto tol = [&](double w) { return unit * (1 + std::fabs(w)); };
   for (const BackendUnderTest& bt : present_backends()) {
     Backend& be = bt.be;
-    for (const ActCase& c : kActCases) {
+    for (const ActCase& c : act_cases()) {
       SCOPED_TRACE(be.name() + " " + c.name());
-      const int64_t h_cols = c.act == Activation::Swiglu ? 2 * c.F : c.F, n = c.rows * c.F;
+      const int64_t h_cols = activation_input_width(c.act, c.F), n = c.rows * c.F;
       const Vec h0 = test::random_normal(c.rows * h_cols, 8), bias = test::random_normal(h_cols, 9);
       Vec h_want = h0;  // the bias added in float, as every backend adds it
       if (c.bias) {
@@ -374,7 +369,7 @@ TEST(BackendOps, ActivationsAgreeWithTheReferenceOnEveryBackend) {
           for (int64_t j = 0; j < h_cols; ++j) h_want[r * h_cols + j] += bias[j];
       }
       Vec want(static_cast<size_t>(n));
-      ref_act_forward(c.act, want.data(), h_want.data(), c.rows, c.F);
+      cpu::ref::act_forward(want.data(), h_want.data(), c.act, c.rows, c.F);
 
       Produced y(be, c.out, n);
       Buf<float> h(be, h0);
@@ -385,7 +380,7 @@ TEST(BackendOps, ActivationsAgreeWithTheReferenceOnEveryBackend) {
 
       const Vec dy = test::random_normal(n, 10);
       Vec dh_want(h_want.size());
-      ref_act_backward(c.act, dh_want.data(), dy.data(), h_want.data(), c.rows, c.F);
+      cpu::ref::act_backward(dh_want.data(), dy.data(), h_want.data(), c.act, c.rows, c.F);
       Buf<float> dh(be, h_want.size());
       const Buf<float> d_dy(be, dy);
       be.act_backward(dh.data(), d_dy.data(), h.data(), c.act, c.rows, c.F);

@@ -1,9 +1,10 @@
-// CUDA bias + activation (GELU, ReLU, SwiGLU) in every output precision, their backward, the
-// bias gradient and the element-wise adds, against the CPU kernels on the same inputs.
+// CUDA bias + activation (every activation of FP8LM_ACTIVATIONS) in every output precision, their
+// backward, the bias gradient and the element-wise adds, against the CPU kernels on the same
+// inputs.
 //
-// The device GELU and SwiGLU take the steps of the CPU's portable twins (cpu::scalar, the same
-// exp and constants, no fused multiply-adds), so they are held to those twins' bits; ReLU, the
-// bias and the adds are exact anyway. The kernels the CPU backend dispatches to may be the
+// The device kernels run each activation's functor (kernels/activation_ops.h), as the CPU's
+// portable twins (cpu::scalar) do, so they are held to those twins' bits; ReLU, the bias and
+// the adds are exact anyway. The kernels the CPU backend dispatches to may be the
 // AVX-512 twins, which fuse multiply-adds; against those the bounds of the CPU's own
 // Avx512AgreesWithScalar test apply (8 (1 + |u|) units of 2^-24), and an FP8 code may then
 // differ by one step where the two FP32 values straddle a rounding midpoint.
@@ -15,15 +16,17 @@
 #include <iterator>
 #include <limits>
 #include <numbers>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "cuda_compare.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/activations.h"
-#include "kernels/cpu/activations_isa.h"
 #include "kernels/cpu/casts.h"
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/types.h"
 #include "test_util.h"
 
 namespace fp8lm {
@@ -42,10 +45,16 @@ const Shape kShapes[] = {{1, 64}, {7, 100}, {64, 768}, {130, 2048}, {3, 4100}, {
 
 enum class Out { F32, E4M3, E5M2, BF16 };
 const Out kOuts[] = {Out::F32, Out::E4M3, Out::E5M2, Out::BF16};
-const Activation kActs[] = {Activation::Gelu, Activation::Relu, Activation::Swiglu};
+// Every activation of FP8LM_ACTIVATIONS.
+std::vector<Activation> all_activations() {
+  std::vector<Activation> acts;
+  for (std::string_view name : activation_names()) acts.push_back(parse_activation(name));
+  return acts;
+}
+const std::vector<Activation> kActs = all_activations();
 
-const char* act_name(Activation a) {
-  return a == Activation::Gelu ? "gelu" : a == Activation::Relu ? "relu" : "swiglu";
+std::string act_name(Activation a) {
+  return std::string(activation_name(a));
 }
 Fp8Format format_of(Out o) {
   return o == Out::E5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3;
@@ -54,7 +63,7 @@ bool is_fp8(Out o) {
   return o == Out::E4M3 || o == Out::E5M2;
 }
 int64_t in_cols(Activation a, int64_t C) {
-  return a == Activation::Swiglu ? 2 * C : C;
+  return activation_input_width(a, C);
 }
 // Scales at which some outputs of N(0, 3) pre-activations saturate and some flush.
 float scale_for(Out o) {
@@ -90,38 +99,20 @@ Vec make_h(int64_t rows, int64_t cols, uint32_t seed) {
 // The CPU's scalar twin of act on pre-activations h [rows, in_cols(C)] -> y [rows, C].
 Vec twin_forward(Activation act, const Vec& h, int64_t rows, int64_t C) {
   Vec y(rows * C);
-  if (act == Activation::Gelu) cpu::scalar::gelu_row(y.data(), h.data(), rows * C);
-  if (act == Activation::Relu) cpu::relu_forward(y.data(), h.data(), rows * C);
-  if (act == Activation::Swiglu) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* hr = h.data() + r * 2 * C;
-      cpu::scalar::swiglu_row(y.data() + r * C, hr, hr + C, C);
-    }
-  }
+  cpu::scalar::act_forward(y.data(), h.data(), act, rows, C);
   return y;
 }
 
 Vec twin_backward(Activation act, const Vec& dy, const Vec& h, int64_t rows, int64_t C) {
   Vec dh(rows * in_cols(act, C));
-  if (act == Activation::Gelu)
-    cpu::scalar::gelu_backward_row(dh.data(), dy.data(), h.data(), rows * C);
-  if (act == Activation::Relu) cpu::relu_backward(dh.data(), dy.data(), h.data(), rows * C);
-  if (act == Activation::Swiglu) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* hr = h.data() + r * 2 * C;
-      float* dr = dh.data() + r * 2 * C;
-      cpu::scalar::swiglu_backward_row(dr, dr + C, dy.data() + r * C, hr, hr + C, C);
-    }
-  }
+  cpu::scalar::act_backward(dh.data(), dy.data(), h.data(), act, rows, C);
   return dh;
 }
 
 // What the CPU backend runs (dispatched, maybe AVX-512): h += bias, y = act(h).
 Vec dispatched_forward(Activation act, Vec h, const Vec& bias, int64_t rows, int64_t C) {
   Vec y(rows * C);
-  if (act == Activation::Gelu) cpu::bias_gelu_forward(y.data(), h.data(), bias.data(), rows, C);
-  if (act == Activation::Relu) cpu::bias_relu_forward(y.data(), h.data(), bias.data(), rows, C);
-  if (act == Activation::Swiglu) cpu::bias_swiglu_forward(y.data(), h.data(), bias.data(), rows, C);
+  cpu::bias_act_forward(y.data(), h.data(), bias.data(), act, rows, C);
   return y;
 }
 
@@ -129,12 +120,7 @@ CastStats dispatched_forward_fp8(std::vector<uint8_t>& codes, Activation act, Ve
                                  const Vec& bias, int64_t rows, int64_t C, float scale,
                                  Fp8Format f) {
   codes.resize(rows * C);
-  uint8_t* q = codes.data();
-  if (act == Activation::Gelu)
-    return cpu::bias_gelu_forward_fp8(q, scale, f, h.data(), bias.data(), rows, C);
-  if (act == Activation::Relu)
-    return cpu::bias_relu_forward_fp8(q, scale, f, h.data(), bias.data(), rows, C);
-  return cpu::bias_swiglu_forward_fp8(q, scale, f, h.data(), bias.data(), rows, C);
+  return cpu::bias_act_forward_fp8(codes.data(), scale, f, h.data(), bias.data(), act, rows, C);
 }
 
 // |u| of GELU's tanh argument, which scales how far the AVX-512 twin may stray (see above).
@@ -310,10 +296,7 @@ TEST(CudaActivations, ActBackwardMatchesCpu) {
       expect_same_floats(got, twin_backward(act, dy, h, sh.rows, sh.C), "dh vs scalar twin");
 
       Vec want(hn);
-      if (act == Activation::Gelu) cpu::gelu_backward(want.data(), dy.data(), h.data(), n);
-      if (act == Activation::Relu) cpu::relu_backward(want.data(), dy.data(), h.data(), n);
-      if (act == Activation::Swiglu)
-        cpu::swiglu_backward(want.data(), dy.data(), h.data(), sh.rows, sh.C);
+      cpu::act_backward(want.data(), dy.data(), h.data(), act, sh.rows, sh.C);
       // Bounds relative to the scale of the terms (|dy|, and |b| for SwiGLU's da), not to the
       // result, which passes through zero (GELU's gradient at -0.75, da at a = -1.28).
       constexpr double kUlp = 0x1p-24;

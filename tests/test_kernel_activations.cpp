@@ -1,7 +1,9 @@
-// Bias, GELU, ReLU and SwiGLU: the fast kernels against the double-precision reference, the
-// reference backwards against finite differences, the fused producers (FP8 and FP32) against
-// the unfused sequence bit for bit, and the same bits for any thread count. The scalar and
-// AVX-512 row bodies are also tested directly, against the reference and each other.
+// The bias and every activation of FP8LM_ACTIVATIONS: the fast kernels against the
+// double-precision reference (GELU, ReLU and SwiGLU with bounds derived for each; every
+// activation, GeGLU included, on every backend in test_backend_ops), the reference backwards
+// against finite differences, the fused producers (FP8 and FP32) against the unfused sequence
+// bit for bit, and the same bits for any thread count. The portable twins and the AVX-512
+// rows are also tested directly, against the reference and each other.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -12,11 +14,14 @@
 #include <functional>
 #include <numbers>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "kernels/activation_ops.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/activations_isa.h"
+#include "kernels/types.h"
 #include "test_util.h"
 
 namespace fp8lm {
@@ -28,7 +33,7 @@ using test::same_bits;
 using Codes = std::vector<uint8_t>;
 
 const int64_t kColumns[] = {1, 7, 64, 1023, 4096};
-// Flat sizes, the last above the kernels' threshold for threads.
+// Row lengths, the last longer than any model's.
 const int64_t kLengths[] = {1, 7, 1023, 4096, 100003};
 
 constexpr double kUlp = 0x1p-24;
@@ -36,12 +41,6 @@ const double kSqrt2OverPi = std::sqrt(2.0 / std::numbers::pi);
 
 double gelu_u(double x) {
   return kSqrt2OverPi * (x + 0.044715 * x * x * x);
-}
-double gelu_double(double x) {
-  return 0.5 * x * (1.0 + std::tanh(gelu_u(x)));
-}
-double silu_double(double a) {
-  return a / (1.0 + std::exp(-a));
 }
 
 TEST(AddBias, MatchesReferenceExactly) {
@@ -92,6 +91,20 @@ TEST(BiasReference, BackwardMatchesFiniteDifferences) {
                 1e-6 * (1 + std::fabs(dbias[c])));
 }
 
+// Every activation of the list, in its order.
+std::vector<Activation> all_activations() {
+  std::vector<Activation> acts;
+  for (std::string_view name : activation_names()) acts.push_back(parse_activation(name));
+  return acts;
+}
+
+// The kernels on a flat n values (one row of n): h += nothing, y = act(h).
+Vec forward(Activation act, const Vec& x, int64_t F) {
+  Vec h = x, y(static_cast<size_t>(F));
+  cpu::bias_act_forward(y.data(), h.data(), nullptr, act, 1, F);
+  return y;
+}
+
 // GELU: the fast kernel evaluates 0.5 (1 + tanh u) as 1 / (1 + exp(-2u)); a rounding error of
 // u (a few units of 2^-24 relative) moves that by about |u| times as much, so the tolerance
 // is 8 (1 + |u|) units relative. The reference (tanh form in double) itself cancels in
@@ -99,9 +112,9 @@ TEST(BiasReference, BackwardMatchesFiniteDifferences) {
 TEST(GeluForward, MatchesReference) {
   for (int64_t n : kLengths) {
     const Vec x = random_normal(n, static_cast<uint32_t>(n), 0.0f, 3.0f);
-    Vec y(n), y_ref(n);
-    cpu::gelu_forward(y.data(), x.data(), n);
-    cpu::ref::gelu_forward(y_ref.data(), x.data(), n);
+    const Vec y = forward(Activation::Gelu, x, n);
+    Vec y_ref(n);
+    cpu::ref::act_forward(y_ref.data(), x.data(), Activation::Gelu, 1, n);
     for (int64_t i = 0; i < n; ++i) {
       const double tol = 8 * (1 + std::fabs(gelu_u(x[i]))) * kUlp * std::fabs(y_ref[i]) + 1e-15;
       ASSERT_NEAR(y[i], y_ref[i], tol) << "n=" << n << " x=" << x[i];
@@ -114,8 +127,8 @@ TEST(GeluBackward, MatchesReferenceAndOverwritesDx) {
     const Vec x = random_normal(n, static_cast<uint32_t>(n), 0.0f, 3.0f);
     const Vec dy = random_normal(n, static_cast<uint32_t>(n) + 1);
     Vec dx(n, NAN), dx_ref(n);  // NaN: a kernel that added to dx would keep it
-    cpu::gelu_backward(dx.data(), dy.data(), x.data(), n);
-    cpu::ref::gelu_backward(dx_ref.data(), dy.data(), x.data(), n);
+    cpu::act_backward(dx.data(), dy.data(), x.data(), Activation::Gelu, 1, n);
+    cpu::ref::act_backward(dx_ref.data(), dy.data(), x.data(), Activation::Gelu, 1, n);
     // gelu' is at most about 1.13 in size and its terms no larger, so errors are absolute
     // relative to |dy|, with the same (1 + |u|) growth as forward.
     for (int64_t i = 0; i < n; ++i) {
@@ -125,54 +138,22 @@ TEST(GeluBackward, MatchesReferenceAndOverwritesDx) {
   }
 }
 
-TEST(GeluReference, BackwardMatchesFiniteDifferences) {
-  const int64_t n = 64;
-  const Vec w = random_normal(n, 7), xf = random_normal(n, 8, 0.0f, 3.0f);
-  std::vector<double> x(xf.begin(), xf.end());
-  auto loss = [&] {
-    double l = 0.0;
-    for (int64_t i = 0; i < n; ++i) l += gelu_double(x[i]) * w[i];
-    return l;
-  };
-  Vec dx(n);
-  cpu::ref::gelu_backward(dx.data(), w.data(), xf.data(), n);
-  for (size_t i = 0; i < x.size(); ++i)
-    EXPECT_NEAR(dx[i], test::central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i]))) << x[i];
-}
-
 TEST(Relu, MatchesReferenceExactly) {
   for (int64_t n : kLengths) {
     Vec x = random_normal(n, static_cast<uint32_t>(n));
     x[0] = NAN;  // passes through forward, zero gradient
     const Vec dy = random_normal(n, static_cast<uint32_t>(n) + 1);
-    Vec y(n), y_ref(n), dx(n, NAN), dx_ref(n);
-    cpu::relu_forward(y.data(), x.data(), n);
-    cpu::ref::relu_forward(y_ref.data(), x.data(), n);
-    cpu::relu_backward(dx.data(), dy.data(), x.data(), n);
-    cpu::ref::relu_backward(dx_ref.data(), dy.data(), x.data(), n);
+    Vec y_ref(n), dx(n, NAN), dx_ref(n);
+    const Vec y = forward(Activation::Relu, x, n);
+    cpu::ref::act_forward(y_ref.data(), x.data(), Activation::Relu, 1, n);
+    cpu::act_backward(dx.data(), dy.data(), x.data(), Activation::Relu, 1, n);
+    cpu::ref::act_backward(dx_ref.data(), dy.data(), x.data(), Activation::Relu, 1, n);
     EXPECT_TRUE(std::isnan(y[0]));
     EXPECT_EQ(dx[0], 0.0f);
     // No arithmetic at all: selections only.
     EXPECT_TRUE(same_bits(y, y_ref)) << n;
     EXPECT_TRUE(same_bits(dx, dx_ref)) << n;
   }
-}
-
-TEST(ReluReference, BackwardMatchesFiniteDifferences) {
-  const int64_t n = 64;
-  const Vec w = random_normal(n, 9);
-  Vec xf = random_normal(n, 10);
-  for (auto& v : xf) v = v < 0 ? v - 0.01f : v + 0.01f;  // keep the kink out of reach of h
-  std::vector<double> x(xf.begin(), xf.end());
-  auto loss = [&] {
-    double l = 0.0;
-    for (int64_t i = 0; i < n; ++i) l += std::max(x[i], 0.0) * w[i];
-    return l;
-  };
-  Vec dx(n);
-  cpu::ref::relu_backward(dx.data(), w.data(), xf.data(), n);
-  for (size_t i = 0; i < x.size(); ++i)
-    EXPECT_NEAR(dx[i], test::central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i])));
 }
 
 // SwiGLU: sigmoid's exp carries the relative error of a into s by up to |a| times, hence the
@@ -183,11 +164,11 @@ TEST(SwiGlu, MatchesReference) {
     const int64_t rows = 5;
     const Vec x = random_normal(rows * 2 * F, static_cast<uint32_t>(F), 0.0f, 3.0f);
     const Vec dy = random_normal(rows * F, static_cast<uint32_t>(F) + 1);
-    Vec y(rows * F), y_ref(rows * F), dx(rows * 2 * F, NAN), dx_ref(rows * 2 * F);
-    cpu::swiglu_forward(y.data(), x.data(), rows, F);
-    cpu::ref::swiglu_forward(y_ref.data(), x.data(), rows, F);
-    cpu::swiglu_backward(dx.data(), dy.data(), x.data(), rows, F);
-    cpu::ref::swiglu_backward(dx_ref.data(), dy.data(), x.data(), rows, F);
+    Vec y(rows * F), y_ref(rows * F), dx(rows * 2 * F, NAN), dx_ref(rows * 2 * F), h = x;
+    cpu::bias_act_forward(y.data(), h.data(), nullptr, Activation::Swiglu, rows, F);
+    cpu::ref::act_forward(y_ref.data(), x.data(), Activation::Swiglu, rows, F);
+    cpu::act_backward(dx.data(), dy.data(), x.data(), Activation::Swiglu, rows, F);
+    cpu::ref::act_backward(dx_ref.data(), dy.data(), x.data(), Activation::Swiglu, rows, F);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t j = 0; j < F; ++j) {
         const double a = x[r * 2 * F + j], b = x[r * 2 * F + F + j], g = dy[r * F + j];
@@ -204,42 +185,52 @@ TEST(SwiGlu, MatchesReference) {
   }
 }
 
-TEST(SwiGluReference, BackwardMatchesFiniteDifferences) {
-  const int64_t rows = 3, F = 9;
-  const Vec w = random_normal(rows * F, 11), xf = random_normal(rows * 2 * F, 12, 0.0f, 3.0f);
-  std::vector<double> x(xf.begin(), xf.end());
-  auto loss = [&] {
-    double l = 0.0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < F; ++j)
-        l += silu_double(x[r * 2 * F + j]) * x[r * 2 * F + F + j] * w[r * F + j];
-    return l;
-  };
-  Vec dx(rows * 2 * F);
-  cpu::ref::swiglu_backward(dx.data(), w.data(), xf.data(), rows, F);
-  for (size_t i = 0; i < x.size(); ++i)
-    EXPECT_NEAR(dx[i], test::central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i]))) << i;
+// The reference's backward (what every fast kernel is held to) against central differences
+// of its own forward in double, for every activation: a gated one's gate and value both.
+// Inputs stay 0.01 away from 0, where ReLU's kink would meet the difference's step.
+TEST(ActivationReference, BackwardMatchesFiniteDifferences) {
+  for (const Activation act : all_activations()) {
+    SCOPED_TRACE(activation_name(act));
+    const int64_t rows = 3, F = 9, in = activation_input_width(act, F);
+    const bool gated = in != F;
+    const Vec w = random_normal(rows * F, 11);
+    Vec xf = random_normal(rows * in, 12, 0.0f, 3.0f);
+    for (auto& v : xf) v = v < 0 ? v - 0.01f : v + 0.01f;
+    std::vector<double> x(xf.begin(), xf.end());
+    auto loss = [&] {
+      double l = 0.0;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < F; ++j) {
+          const double gate = x[r * in + j], value = gated ? x[r * in + F + j] : 1.0;
+          l += cpu::ref::act_value(act, gate, value) * w[r * F + j];
+        }
+      }
+      return l;
+    };
+    Vec dx(rows * in);
+    cpu::ref::act_backward(dx.data(), w.data(), xf.data(), act, rows, F);
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_NEAR(dx[i], test::central_difference(x, i, loss), 1e-6 * (1 + std::fabs(dx[i]))) << i;
+  }
 }
 
-TEST(PointwiseKernels, WorkInPlace) {
+// dh may alias dy for an ungated activation (activations.h).
+TEST(ActivationBackward, UngatedWorksInPlace) {
   const int64_t n = 1031;
   const Vec x = random_normal(n, 13, 0.0f, 3.0f), dy = random_normal(n, 14);
-  Vec y(n), inplace = x;
-  cpu::gelu_forward(y.data(), x.data(), n);
-  cpu::gelu_forward(inplace.data(), inplace.data(), n);
-  EXPECT_TRUE(same_bits(y, inplace));
-  Vec dx(n), dinplace = dy;
-  cpu::gelu_backward(dx.data(), dy.data(), x.data(), n);
-  cpu::gelu_backward(dinplace.data(), dinplace.data(), x.data(), n);
-  EXPECT_TRUE(same_bits(dx, dinplace));
-  inplace = x;
-  cpu::relu_forward(y.data(), x.data(), n);
-  cpu::relu_forward(inplace.data(), inplace.data(), n);
-  EXPECT_TRUE(same_bits(y, inplace));
+  for (const Activation act : all_activations()) {
+    if (activation_gated(act)) continue;
+    SCOPED_TRACE(activation_name(act));
+    Vec dx(n), inplace = dy;
+    cpu::act_backward(dx.data(), dy.data(), x.data(), act, 1, n);
+    cpu::act_backward(inplace.data(), inplace.data(), x.data(), act, 1, n);
+    EXPECT_TRUE(same_bits(dx, inplace));
+  }
 }
 
-// The row bodies of each instruction set this CPU runs. The kernels above reach only the one
-// the CPU dispatches to; these tests hold every twin to the reference.
+// The row bodies of each instruction set this CPU runs for GELU and SwiGLU: the portable twin
+// (the functors of kernels/activation_ops.h) and, where the CPU has it, AVX-512. The kernels
+// above reach only the one the CPU dispatches to; these tests hold every twin to the reference.
 struct Rows {
   const char* name;
   void (*gelu)(float*, const float*, int64_t);
@@ -249,16 +240,51 @@ struct Rows {
   void (*sigmoid)(float*, const float*, int64_t);
 };
 
+namespace portable {
+void gelu(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = act::Gelu::forward(x[i]);
+}
+void gelu_backward(float* dx, const float* dy, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = act::Gelu::backward(dy[i], x[i]);
+}
+void swiglu(float* y, const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = act::Swiglu::forward(a[i], b[i]);
+}
+void swiglu_backward(float* da, float* db, const float* g, const float* a, const float* b,
+                     int64_t n) {
+  for (int64_t i = 0; i < n; ++i) act::Swiglu::backward(g[i], a[i], b[i], da[i], db[i]);
+}
+void sigmoid(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = act::sigmoid(x[i]);
+}
+}  // namespace portable
+
 std::vector<Rows> runnable_rows() {
-  std::vector<Rows> rows = {{"scalar", cpu::scalar::gelu_row, cpu::scalar::gelu_backward_row,
-                             cpu::scalar::swiglu_row, cpu::scalar::swiglu_backward_row,
-                             cpu::scalar::sigmoid_row}};
+  std::vector<Rows> rows = {{"portable", portable::gelu, portable::gelu_backward, portable::swiglu,
+                             portable::swiglu_backward, portable::sigmoid}};
   if (cpu_features().avx512) {
     rows.push_back({"avx512", cpu::avx512::gelu_row, cpu::avx512::gelu_backward_row,
                     cpu::avx512::swiglu_row, cpu::avx512::swiglu_backward_row,
                     cpu::avx512::sigmoid_row});
   }
   return rows;
+}
+
+// The portable rows are what cpu::scalar runs (and the CUDA kernels): the same bits.
+TEST(ActivationRows, ScalarTwinsRunTheFunctors) {
+  const int64_t F = 1000;
+  const Vec h = random_normal(2 * F, 31, 0.0f, 3.0f), dy = random_normal(F, 32);
+  Vec y(F), want(F), dh(2 * F), want_dh(2 * F);
+  cpu::scalar::act_forward(y.data(), h.data(), Activation::Gelu, 1, F);
+  portable::gelu(want.data(), h.data(), F);
+  EXPECT_TRUE(same_bits(y, want));
+  cpu::scalar::act_forward(y.data(), h.data(), Activation::Swiglu, 1, F);
+  portable::swiglu(want.data(), h.data(), h.data() + F, F);
+  EXPECT_TRUE(same_bits(y, want));
+  cpu::scalar::act_backward(dh.data(), dy.data(), h.data(), Activation::Swiglu, 1, F);
+  portable::swiglu_backward(want_dh.data(), want_dh.data() + F, dy.data(), h.data(), h.data() + F,
+                            F);
+  EXPECT_TRUE(same_bits(dh, want_dh));
 }
 
 // Normal(0, 3) values, a sweep through the range where the gates move, and values past where
@@ -353,11 +379,11 @@ TEST(ActivationRows, Avx512AgreesWithScalar) {
   const int64_t n = static_cast<int64_t>(x.size());
   const Vec dy = random_normal(n, 24);
   Vec y0(n), y1(n), dx0(n), dx1(n), s0(n), s1(n);
-  cpu::scalar::gelu_row(y0.data(), x.data(), n);
+  portable::gelu(y0.data(), x.data(), n);
   cpu::avx512::gelu_row(y1.data(), x.data(), n);
-  cpu::scalar::gelu_backward_row(dx0.data(), dy.data(), x.data(), n);
+  portable::gelu_backward(dx0.data(), dy.data(), x.data(), n);
   cpu::avx512::gelu_backward_row(dx1.data(), dy.data(), x.data(), n);
-  cpu::scalar::sigmoid_row(s0.data(), x.data(), n);
+  portable::sigmoid(s0.data(), x.data(), n);
   cpu::avx512::sigmoid_row(s1.data(), x.data(), n);
   for (int64_t i = 0; i < n; ++i) {
     const double grow = 8 * (1 + std::fabs(gelu_u(x[i]))) * kUlp;
@@ -400,41 +426,17 @@ TEST(ActivationRows, ResultsDoNotDependOnPositionInTheRow) {
   }
 }
 
-enum class Act { Gelu, Relu, SwiGlu };
-
 // The unfused sequence the fused kernels must reproduce: add_bias on h, then the activation
-// into y. h has in_cols = 2 out_cols for SwiGLU.
-void unfused(Act act, Vec& y, Vec& h, const Vec& bias, int64_t rows, int64_t out_cols) {
-  const int64_t in_cols = act == Act::SwiGlu ? 2 * out_cols : out_cols;
-  cpu::add_bias(h.data(), bias.data(), rows, in_cols);
-  if (act == Act::Gelu) cpu::gelu_forward(y.data(), h.data(), rows * out_cols);
-  if (act == Act::Relu) cpu::relu_forward(y.data(), h.data(), rows * out_cols);
-  if (act == Act::SwiGlu) cpu::swiglu_forward(y.data(), h.data(), rows, out_cols);
-}
-
-CastStats fused_fp8(Act act, Codes& y, float scale, Fp8Format f, Vec& h, const Vec& bias,
-                    int64_t rows, int64_t out_cols) {
-  if (act == Act::Gelu)
-    return cpu::bias_gelu_forward_fp8(y.data(), scale, f, h.data(), bias.data(), rows, out_cols);
-  if (act == Act::Relu)
-    return cpu::bias_relu_forward_fp8(y.data(), scale, f, h.data(), bias.data(), rows, out_cols);
-  return cpu::bias_swiglu_forward_fp8(y.data(), scale, f, h.data(), bias.data(), rows, out_cols);
-}
-
-void fused_fp32(Act act, Vec& y, Vec& h, const Vec& bias, int64_t rows, int64_t out_cols) {
-  if (act == Act::Gelu) cpu::bias_gelu_forward(y.data(), h.data(), bias.data(), rows, out_cols);
-  if (act == Act::Relu) cpu::bias_relu_forward(y.data(), h.data(), bias.data(), rows, out_cols);
-  if (act == Act::SwiGlu) cpu::bias_swiglu_forward(y.data(), h.data(), bias.data(), rows, out_cols);
-}
-
-const char* name(Act act) {
-  return act == Act::Gelu ? "gelu" : act == Act::Relu ? "relu" : "swiglu";
+// into y.
+void unfused(Activation act, Vec& y, Vec& h, const Vec& bias, int64_t rows, int64_t F) {
+  cpu::add_bias(h.data(), bias.data(), rows, activation_input_width(act, F));
+  cpu::bias_act_forward(y.data(), h.data(), nullptr, act, rows, F);
 }
 
 TEST(BiasActivationFused, Fp8IsBitIdenticalToUnfusedThenQuantize) {
-  for (Act act : {Act::Gelu, Act::Relu, Act::SwiGlu}) {
+  for (const Activation act : all_activations()) {
     for (int64_t C : kColumns) {
-      const int64_t rows = 9, in_cols = act == Act::SwiGlu ? 2 * C : C;
+      const int64_t rows = 9, in_cols = activation_input_width(act, C);
       const Vec h0 = random_normal(rows * in_cols, static_cast<uint32_t>(C), 0.0f, 2.0f);
       const Vec bias = random_normal(in_cols, static_cast<uint32_t>(C) + 1);
       Vec y(rows * C), h = h0;
@@ -443,12 +445,13 @@ TEST(BiasActivationFused, Fp8IsBitIdenticalToUnfusedThenQuantize) {
         // 1: in range. fp8_max / 2: outputs above 2 saturate (they reach about 8 here).
         // 1e-3: small outputs flush.
         for (float scale : {1.0f, fp8_max(f) / 2.0f, 1e-3f}) {
-          SCOPED_TRACE(testing::Message() << name(act) << " C=" << C << " " << fp8_format_name(f)
-                                          << " scale=" << scale);
+          SCOPED_TRACE(testing::Message() << activation_name(act) << " C=" << C << " "
+                                          << fp8_format_name(f) << " scale=" << scale);
           Codes want(rows * C), got(rows * C, 0xaa);
           const CastStats w = quantize(want.data(), y.data(), rows * C, scale, f);
           Vec hf = h0;
-          const CastStats g = fused_fp8(act, got, scale, f, hf, bias, rows, C);
+          const CastStats g =
+              cpu::bias_act_forward_fp8(got.data(), scale, f, hf.data(), bias.data(), act, rows, C);
           EXPECT_EQ(got, want);
           EXPECT_TRUE(same_bits(hf, h));  // h + bias kept for backward
           test::expect_same_stats(g, w);
@@ -462,16 +465,16 @@ TEST(BiasActivationFused, Fp8IsBitIdenticalToUnfusedThenQuantize) {
 }
 
 TEST(BiasActivationFused, Fp32IsBitIdenticalToUnfused) {
-  for (Act act : {Act::Gelu, Act::Relu, Act::SwiGlu}) {
+  for (const Activation act : all_activations()) {
     for (int64_t C : kColumns) {
-      const int64_t rows = 9, in_cols = act == Act::SwiGlu ? 2 * C : C;
+      const int64_t rows = 9, in_cols = activation_input_width(act, C);
       const Vec h0 = random_normal(rows * in_cols, static_cast<uint32_t>(C) + 2, 0.0f, 2.0f);
       const Vec bias = random_normal(in_cols, static_cast<uint32_t>(C) + 3);
       Vec y(rows * C), h = h0, yf(rows * C), hf = h0;
       unfused(act, y, h, bias, rows, C);
-      fused_fp32(act, yf, hf, bias, rows, C);
-      EXPECT_TRUE(same_bits(yf, y)) << name(act) << " C=" << C;
-      EXPECT_TRUE(same_bits(hf, h)) << name(act) << " C=" << C;
+      cpu::bias_act_forward(yf.data(), hf.data(), bias.data(), act, rows, C);
+      EXPECT_TRUE(same_bits(yf, y)) << activation_name(act) << " C=" << C;
+      EXPECT_TRUE(same_bits(hf, h)) << activation_name(act) << " C=" << C;
     }
   }
 }
@@ -480,31 +483,33 @@ TEST(ActivationDeterminism, SameBitsForAnyThreadCount) {
   const int64_t rows = 67, C = 1023;  // big enough to run in parallel
   const Vec h0 = random_normal(rows * 2 * C, 15, 0.0f, 2.0f), bias = random_normal(2 * C, 16);
   const Vec dy = random_normal(rows * 2 * C, 17);
+  const std::vector<Activation> acts = all_activations();
   struct Result {
-    Vec dbias, gelu_dx, swiglu_dx;
-    Codes codes[3];
-    CastStats stats[3];
+    Vec dbias;
+    std::vector<Vec> dx;
+    std::vector<Codes> codes;
+    std::vector<CastStats> stats;
   };
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
-    Result r{Vec(2 * C, 0.5f), Vec(rows * C), Vec(rows * 2 * C), {}, {}};
+    Result r{Vec(2 * C, 0.5f), {}, {}, {}};
     cpu::bias_backward(r.dbias.data(), dy.data(), rows, 2 * C);
-    cpu::gelu_backward(r.gelu_dx.data(), dy.data(), h0.data(), rows * C);
-    cpu::swiglu_backward(r.swiglu_dx.data(), dy.data(), h0.data(), rows, C);
-    for (Act act : {Act::Gelu, Act::Relu, Act::SwiGlu}) {
-      const int k = static_cast<int>(act);
+    for (const Activation act : acts) {
+      r.dx.emplace_back(rows * activation_input_width(act, C));
+      cpu::act_backward(r.dx.back().data(), dy.data(), h0.data(), act, rows, C);
       Vec h = h0;
-      r.codes[k].resize(rows * C);
-      r.stats[k] = fused_fp8(act, r.codes[k], 300.0f, Fp8Format::E4M3, h, bias, rows, C);
+      r.codes.emplace_back(rows * C);
+      r.stats.push_back(cpu::bias_act_forward_fp8(r.codes.back().data(), 300.0f, Fp8Format::E4M3,
+                                                  h.data(), bias.data(), act, rows, C));
     }
     return r;
   };
   const auto [a, b, c, d] = test::at_thread_counts(run);
   for (const Result* o : {&b, &c, &d}) {
     EXPECT_TRUE(same_bits(o->dbias, a.dbias));
-    EXPECT_TRUE(same_bits(o->gelu_dx, a.gelu_dx));
-    EXPECT_TRUE(same_bits(o->swiglu_dx, a.swiglu_dx));
-    for (int k = 0; k < 3; ++k) {
+    for (size_t k = 0; k < acts.size(); ++k) {
+      SCOPED_TRACE(activation_name(acts[k]));
+      EXPECT_TRUE(same_bits(o->dx[k], a.dx[k]));
       EXPECT_EQ(o->codes[k], a.codes[k]);
       EXPECT_EQ(o->stats[k].amax, a.stats[k].amax);
       EXPECT_EQ(o->stats[k].saturated, a.stats[k].saturated);

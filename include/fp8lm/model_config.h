@@ -6,8 +6,20 @@
 
 namespace fp8lm {
 
-// The MLP's activation. SwiGLU takes [gate | value] rows of 2F columns and gives F.
-enum class Activation : uint8_t { Gelu, Relu, Swiglu };
+// Every activation of the MLP, once: X(enumerator, name, Hugging Face's name for it). The
+// enum, the names, the parser and its error text, the --activation choices and the dispatch to
+// each activation's functor (src/kernels/activation_ops.h, with its math and whether it is
+// gated: SwiGLU takes [gate | value] rows of 2F columns and gives F) all come from this list.
+#define FP8LM_ACTIVATIONS(X)  \
+  X(Gelu, "gelu", "gelu_new") \
+  X(Relu, "relu", "relu")     \
+  X(Swiglu, "swiglu", "silu")
+
+enum class Activation : uint8_t {
+#define FP8LM_ACTIVATION_ENUMERATOR(e, name, hf_name) e,
+  FP8LM_ACTIVATIONS(FP8LM_ACTIVATION_ENUMERATOR)
+#undef FP8LM_ACTIVATION_ENUMERATOR
+};
 
 enum class Normalization : uint8_t { LayerNorm, RMSNorm };
 

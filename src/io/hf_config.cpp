@@ -1,15 +1,19 @@
 #include "io/hf_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "core/input_file.h"
 #include "core/json.h"
 #include "fp8lm/error.h"
+#include "kernels/types.h"
 
 namespace fp8lm {
 namespace {
@@ -53,6 +57,23 @@ void require(const Json& j, const char* key, const T& want, const std::string& o
   if (!same) throw Error(fmt::format("{}: config.json '{}' is {}: {}", origin, key, v.dump(), why));
 }
 
+// The activation config.json names under key (fallback when absent) among fp8lm's gated ones
+// (Llama's MLP: act(gate) * up) or its plain ones (GPT-2's); GELU's tanh form has two names.
+Activation activation_from_hf(const Json& j, const char* key, const char* fallback, bool gated,
+                              const std::string& origin) {
+  std::string hf = json_value<std::string>(j, key, fallback, origin + "/config.json");
+  if (hf == "gelu_pytorch_tanh" && !gated) hf = activation_hf_name(Activation::Gelu);
+  std::vector<std::string> known;
+  for (std::string_view name : activation_names()) {
+    const Activation a = parse_activation(name);
+    if (activation_gated(a) != gated) continue;
+    if (activation_hf_name(a) == hf) return a;
+    known.push_back(fmt::format("{} ({})", activation_hf_name(a), name));
+  }
+  throw Error(fmt::format("{}: config.json '{}' is \"{}\": fp8lm's {} takes {}", origin, key, hf,
+                          gated ? "gated MLP" : "MLP", fmt::join(known, ", ")));
+}
+
 GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& origin) {
   GPTConfig m;
   const std::string where = origin + "/config.json";
@@ -65,15 +86,7 @@ GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& ori
     m.n_heads = field(j, "n_head", origin);
     // 4 x n_embd by default (saturated: a width that large is refused by the model's check).
     m.ffn = field_or(j, "n_inner", std::min(m.d_model, INT64_MAX / 4) * 4, origin);
-    const auto act = json_value<std::string>(j, "activation_function", "gelu_new", where);
-    if (act == "relu") {
-      m.activation = Activation::Relu;
-    } else if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
-      throw Error(
-          fmt::format("{}: config.json 'activation_function' is \"{}\": fp8lm has GELU's "
-                      "tanh form (gelu_new) and relu",
-                      origin, act));
-    }
+    m.activation = activation_from_hf(j, "activation_function", "gelu_new", false, origin);
     require(j, "layer_norm_epsilon", kHfNormEps, origin, eps_rule);
     require(j, "scale_attn_weights", true, origin, "fp8lm scales scores by 1/sqrt(head size)");
     require(j, "scale_attn_by_inverse_layer_idx", false, origin, "fp8lm has no such scaling");
@@ -87,12 +100,11 @@ GPTConfig config_from_hf(const Json& j, HfArchitecture a, const std::string& ori
   m.n_heads = field(j, "num_attention_heads", origin);
   m.n_kv_heads = field_or(j, "num_key_value_heads", m.n_heads, origin);
   m.ffn = field(j, "intermediate_size", origin);
-  m.activation = Activation::Swiglu;
+  m.activation = activation_from_hf(j, "hidden_act", "silu", true, origin);
   m.normalization = Normalization::RMSNorm;
   m.rope_theta = json_value<double>(j, "rope_theta", 10000.0, where);
   m.bias = false;
   m.tied_head = json_value<bool>(j, "tie_word_embeddings", false, where);
-  require(j, "hidden_act", std::string("silu"), origin, "fp8lm's SwiGLU gates with SiLU");
   require(j, "rms_norm_eps", kHfNormEps, origin, eps_rule);
   require(j, "rope_scaling", Json(), origin, "fp8lm has plain rotary embeddings");
   require(j, "attention_bias", false, origin, "fp8lm's Llama blocks have no biases");

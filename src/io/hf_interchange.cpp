@@ -1,6 +1,7 @@
 #include "io/hf_interchange.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstdint>
@@ -126,7 +127,7 @@ Json config_json(const GPTConfig& m, HfArchitecture a, DType dtype) {
             {"n_head", m.n_heads},
             {"n_inner", m.ffn},
             // Our GELU is the tanh form (kernels/activation_constants.h), GPT-2's "gelu_new".
-            {"activation_function", m.activation == Activation::Relu ? "relu" : "gelu_new"},
+            {"activation_function", activation_hf_name(m.activation)},
             {"layer_norm_epsilon", kHfNormEps},
             {"resid_pdrop", 0.0},
             {"embd_pdrop", 0.0},
@@ -147,7 +148,8 @@ Json config_json(const GPTConfig& m, HfArchitecture a, DType dtype) {
           {"rms_norm_eps", kHfNormEps},
           {"rope_theta", m.rope_theta},
           {"rope_scaling", nullptr},
-          {"hidden_act", "silu"},
+          // LlamaMLP: down(act(gate(x)) * up(x)), our gated MLP with act its gate.
+          {"hidden_act", activation_hf_name(m.activation)},
           {"attention_bias", false},
           {"attention_dropout", 0.0},
           {"pretraining_tp", 1},
@@ -199,17 +201,21 @@ void write_text(const std::string& path, const std::string& text) {
 }  // namespace
 
 HfArchitecture hf_architecture(const GPTConfig& m) {
-  const bool gpt2 = m.normalization == Normalization::LayerNorm &&
-                    m.activation != Activation::Swiglu && m.learned_positions() && m.bias &&
-                    m.tied_head && m.kv_heads() == m.n_heads;
+  const bool gated = activation_gated(m.activation);
+  const bool gpt2 = m.normalization == Normalization::LayerNorm && !gated &&
+                    m.learned_positions() && m.bias && m.tied_head && m.kv_heads() == m.n_heads;
   if (gpt2) return HfArchitecture::Gpt2;
-  const bool llama = m.normalization == Normalization::RMSNorm &&
-                     m.activation == Activation::Swiglu && !m.learned_positions() && !m.bias;
+  const bool llama =
+      m.normalization == Normalization::RMSNorm && gated && !m.learned_positions() && !m.bias;
   if (llama) return HfArchitecture::Llama;
-  throw Error(
-      "the model's blocks match neither GPT2LMHeadModel (layernorm, gelu or relu, learned "
-      "positions, biases, tied head, n_kv_heads = n_heads) nor LlamaForCausalLM (rmsnorm, "
-      "swiglu, --rope-theta, no biases)");
+  std::vector<std::string_view> plain, glu;
+  for (std::string_view name : activation_names())
+    (activation_gated(parse_activation(name)) ? glu : plain).push_back(name);
+  throw Error(fmt::format(
+      "the model's blocks match neither GPT2LMHeadModel (layernorm, {}, learned positions, "
+      "biases, tied head, n_kv_heads = n_heads) nor LlamaForCausalLM (rmsnorm, {}, "
+      "--rope-theta, no biases)",
+      fmt::join(plain, " or "), fmt::join(glu, " or ")));
 }
 
 std::string_view hf_class_name(HfArchitecture a) {

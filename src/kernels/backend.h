@@ -57,7 +57,7 @@ class Backend {
                              const float* dy, const float* x, const float* gamma, const float* mean,
                              const float* rstd, int64_t rows, int64_t C) = 0;
   // h += bias (bias null: none, the unfused twin's order), out = act(h). F is the activation's
-  // width; h has 2F columns for SwiGLU.
+  // width; h has activation_input_width(act, F) columns.
   virtual void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act,
                                 int64_t rows, int64_t F) = 0;
   // dh = act'(h) * dy, overwritten.

@@ -4,6 +4,7 @@
 // normalization a fused kernel applies, and how attention's packed rows are laid out.
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "fp8lm/model_config.h"  // Activation, Normalization
 
@@ -12,8 +13,15 @@ namespace fp8lm {
 // op(X) = X (N) or Xᵀ (T); a transposed operand is stored with its dimensions swapped.
 enum class Trans : bool { N = false, T = true };
 
-std::string_view activation_name(Activation a);        // "gelu", "relu", "swiglu"
-Activation parse_activation(std::string_view name);    // throws Error listing the choices
+// From the list FP8LM_ACTIVATIONS (fp8lm/model_config.h).
+std::string_view activation_name(Activation a);           // "gelu", "relu", "swiglu"
+Activation parse_activation(std::string_view name);       // throws Error listing the choices
+const std::vector<std::string_view>& activation_names();  // every name, in the list's order
+std::string_view activation_hf_name(Activation a);        // "gelu_new", "relu", "silu"
+// Whether the activation is gated: it reads [gate | value] rows of 2F columns and gives F.
+bool activation_gated(Activation a);
+// The columns of the MLP's first GEMM for a hidden width ffn: 2 ffn when gated.
+int64_t activation_input_width(Activation a, int64_t ffn);
 std::string_view normalization_name(Normalization n);  // "layernorm", "rmsnorm"
 Normalization parse_normalization(std::string_view name);
 

@@ -12,7 +12,7 @@ LayerNormMLP::LayerNormMLP(const std::string& prefix, int64_t d, int64_t ffn, Ac
       act_(act),
       ffn_(ffn),
       norm_(prefix + ".ln2", d, norm, kNormEps, backend),
-      fc1_(prefix + ".fc1", d, act == Activation::Swiglu ? 2 * ffn : ffn, bias, backend),
+      fc1_(prefix + ".fc1", d, activation_input_width(act, ffn), bias, backend),
       fc2_(prefix + ".fc2", ffn, d, bias, backend) {}
 
 ParameterList LayerNormMLP::parameters() {

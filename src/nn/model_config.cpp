@@ -6,6 +6,7 @@
 
 #include "fp8lm/error.h"
 #include "fp8lm/model_config.h"
+#include "kernels/types.h"
 
 namespace fp8lm {
 
@@ -15,7 +16,7 @@ namespace {
 template <class T>
 T count_parameters(const GPTConfig& c) {
   const T d = static_cast<T>(c.d_model), ffn = static_cast<T>(c.ffn);
-  const T fc1_out = c.activation == Activation::Swiglu ? 2 * ffn : ffn;
+  const T fc1_out = activation_gated(c.activation) ? 2 * ffn : ffn;
   const T norm = c.normalization == Normalization::LayerNorm ? 2 * d : d;
   const T qkv = d + 2 * static_cast<T>(c.n_heads > 0 ? c.kv_width() : 0);
   const T bias = c.bias ? 1 : 0;

@@ -122,7 +122,7 @@ const std::vector<Setting>& table() {
      SHOW_INT(model.n_kv_heads), INT(model.n_kv_heads)},
     {"ffn", "model", SettingType::Int, "MLP hidden width", {}, SHOW_INT(model.ffn), INT(model.ffn)},
     {"activation", "model", SettingType::Choice, "the MLP's activation (Llama: swiglu)",
-     {"gelu", "relu", "swiglu"},
+     activation_names(),
      [](const TrainConfig& c) { return std::string(activation_name(c.model.activation)); },
      [](TrainConfig& c, Text v) {
        c.model.activation = parse_choice(g_label, [&] { return parse_activation(v); });

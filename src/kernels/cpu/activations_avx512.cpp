@@ -1,8 +1,9 @@
 // Built with AVX-512 flags (src/CMakeLists.txt); reached only through activations.cpp's
-// dispatch. The scalar twins in activations.cpp take the same steps with the same constants
-// (activations_isa.h); here the multiply-adds are fused, so the last bits can differ.
+// dispatch. The functors of kernels/activation_ops.h (the portable twins) take the same steps
+// with the same constants; here the multiply-adds are fused, so the last bits can differ.
 #include <immintrin.h>
 
+#include "kernels/activation_constants.h"
 #include "kernels/cpu/activations_isa.h"
 
 namespace fp8lm::cpu::avx512 {

@@ -60,44 +60,6 @@ void produce(const ProducerOut& out, int64_t n, const char* op, Fp32 fp32, Fp8 f
   }
 }
 
-// y = act(h), the bias already in h (the unfused twin's GEMM added it).
-void act_forward(Activation act, float* y, const float* h, int64_t rows, int64_t F) {
-  switch (act) {
-    case Activation::Gelu:
-      return cpu::gelu_forward(y, h, rows * F);
-    case Activation::Relu:
-      return cpu::relu_forward(y, h, rows * F);
-    case Activation::Swiglu:
-      return cpu::swiglu_forward(y, h, rows, F);
-  }
-}
-
-// h += bias, y = act(h) in one pass.
-void bias_act_fp32(Activation act, float* y, float* h, const float* bias, int64_t rows, int64_t F) {
-  switch (act) {
-    case Activation::Gelu:
-      return cpu::bias_gelu_forward(y, h, bias, rows, F);
-    case Activation::Relu:
-      return cpu::bias_relu_forward(y, h, bias, rows, F);
-    case Activation::Swiglu:
-      return cpu::bias_swiglu_forward(y, h, bias, rows, F);
-  }
-}
-
-// h += bias, y = FP8 codes of act(h) * scale in one pass.
-CastStats bias_act_fp8(Activation act, uint8_t* y, float scale, Fp8Format f, float* h,
-                       const float* bias, int64_t rows, int64_t F) {
-  switch (act) {
-    case Activation::Gelu:
-      return cpu::bias_gelu_forward_fp8(y, scale, f, h, bias, rows, F);
-    case Activation::Relu:
-      return cpu::bias_relu_forward_fp8(y, scale, f, h, bias, rows, F);
-    case Activation::Swiglu:
-      break;
-  }
-  return cpu::bias_swiglu_forward_fp8(y, scale, f, h, bias, rows, F);
-}
-
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
@@ -171,32 +133,21 @@ class CpuBackend final : public Backend {
   }
   void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
                         int64_t F) override {
-    const int64_t h_cols = act == Activation::Swiglu ? 2 * F : F;
     // h read (and, with the bias added, written back); the activation out in its dtype.
-    count_traffic(rows * h_cols * (bias ? 8 : 4) + rows * F * out_bytes(out, "bias_act_forward"));
+    count_traffic(rows * activation_input_width(act, F) * (bias ? 8 : 4) +
+                  rows * F * out_bytes(out, "bias_act_forward"));
     produce(
         out, rows * F, "bias_act_forward",
-        [&](float* y) {
-          if (bias) return bias_act_fp32(act, y, h, bias, rows, F);
-          act_forward(act, y, h, rows, F);
-        },
-        // The fused kernels take a null bias (Llama's unbiased MLP).
+        [&](float* y) { cpu::bias_act_forward(y, h, bias, act, rows, F); },
+        // A null bias adds nothing (Llama's unbiased MLP, and the unfused twin's GEMM added it).
         [&](uint8_t* q, float scale, Fp8Format f) {
-          return bias_act_fp8(act, q, scale, f, h, bias, rows, F);
+          return cpu::bias_act_forward_fp8(q, scale, f, h, bias, act, rows, F);
         });
   }
   void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
                     int64_t F) override {
-    const int64_t h_cols = act == Activation::Swiglu ? 2 * F : F;
-    count_traffic(rows * (F + 2 * h_cols) * 4);
-    switch (act) {
-      case Activation::Gelu:
-        return cpu::gelu_backward(dh, dy, h, rows * F);
-      case Activation::Relu:
-        return cpu::relu_backward(dh, dy, h, rows * F);
-      case Activation::Swiglu:
-        return cpu::swiglu_backward(dh, dy, h, rows, F);
-    }
+    count_traffic(rows * (F + 2 * activation_input_width(act, F)) * 4);
+    cpu::act_backward(dh, dy, h, act, rows, F);
   }
 
   void add_bias(float* y, const float* bias, int64_t rows, int64_t C) override {

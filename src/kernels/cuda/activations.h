@@ -1,7 +1,7 @@
 #pragma once
-// Bias + activation on the device (kernels/cpu/activations.h): GELU (tanh form), ReLU and
-// SwiGLU, FP32 math. The forward takes the GEMM output h [rows, C] (or [rows, 2F] for
-// SwiGLU), adds the bias in place (h keeps the pre-activation for backward) and writes the
+// Bias + activation on the device (kernels/cpu/activations.h): every activation's functor
+// (kernels/activation_ops.h), FP32 math. The forward takes the GEMM output h [rows, C] (or
+// [rows, 2C] for a gated one), adds the bias in place (h keeps the pre-activation for backward) and writes the
 // activation as FP32, FP8 (with amax: the next GEMM's input) or BF16, in one pass.
 #include <cuda_runtime_api.h>
 
@@ -14,7 +14,7 @@
 namespace fp8lm::cuda {
 
 // h += bias (bias nullptr: none); out = act(h). C is the activation's output width (F); h
-// has 2F columns for SwiGLU ([gate | up], as the CPU kernel).
+// has 2F columns for a gated activation ([gate | up], as the CPU kernel).
 void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
                       int64_t C, cudaStream_t stream);
 // dh = dact(h) * dy (overwritten), for the saved pre-activation h.
