@@ -11,12 +11,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string_view>
 
 #include "core/bf16.h"
 #include "core/fp16.h"
 #include "fp8lm/error.h"
 #include "io/hf_interchange.h"
 #include "io/safetensors.h"
+#include "kernels/types.h"
 #include "nn/autocast.h"
 #include "safetensors_edit.h"
 #include "test_util.h"
@@ -90,8 +92,21 @@ void randomize(GPT& model) {
 const GPTConfig kGpt2{
     .vocab = 40, .seq_len = 16, .d_model = 32, .n_layers = 2, .n_heads = 4, .ffn = 48};
 
+// GPT-2's blocks with every ungated activation, Llama's with every gated one (GeGLU as Llama's
+// MLP with hidden_act gelu_pytorch_tanh).
+std::vector<GPTConfig> every_activation() {
+  std::vector<GPTConfig> configs;
+  for (std::string_view name : activation_names()) {
+    const Activation a = parse_activation(name);
+    configs.push_back(activation_gated(a) ? llama_config() : kGpt2);
+    configs.back().activation = a;
+  }
+  return configs;
+}
+
 TEST(HfInterchange, ExportThenImportGivesBackEveryWeightBitForBit) {
-  for (const GPTConfig& cfg : {kGpt2, llama_config()}) {
+  for (const GPTConfig& cfg : every_activation()) {
+    SCOPED_TRACE(activation_name(cfg.activation));
     GPT model(cfg, 1);
     randomize(model);
     for (const DType dtype : {DType::F32, DType::BF16}) {
@@ -100,6 +115,7 @@ TEST(HfInterchange, ExportThenImportGivesBackEveryWeightBitForBit) {
       o.dtype = dtype;
       export_hf(model, dir, o);
       const HfModel back = import_hf(dir);
+      EXPECT_EQ(back.config.model.activation, cfg.activation);
       EXPECT_EQ(back.config.model.parameter_count(), cfg.parameter_count());
       const ParameterList a = model.parameters(), b = back.model->parameters();
       ASSERT_EQ(a.size(), b.size());

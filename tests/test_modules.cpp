@@ -8,9 +8,11 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string_view>
 
 #include "test_util.h"
 
+#include "kernels/types.h"
 #include "nn/attention.h"
 #include "nn/gpt.h"
 #include "nn/layernorm_linear.h"
@@ -106,7 +108,8 @@ TEST(LayerNormLinearBackward, MatchesFiniteDifferences) {
 }
 
 TEST(LayerNormMLPBackward, MatchesFiniteDifferencesForEveryActivationAndNorm) {
-  for (Activation act : {Activation::Gelu, Activation::Relu, Activation::Swiglu}) {
+  for (std::string_view name : activation_names()) {
+    const Activation act = parse_activation(name);
     for (Normalization kind : {Normalization::LayerNorm, Normalization::RMSNorm}) {
       LayerNormMLP m("layers.0", 6, 10, act, kind);
       m.fc1().weight().set_values(randn(static_cast<size_t>(m.fc1().weight().numel()), 5, 0.5f));

@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "demo_config.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "kernels/traffic.h"
+#include "kernels/types.h"
 #include "nn/fusion.h"
 #include "train/data.h"
 #include "train/run_loop.h"
@@ -98,23 +100,28 @@ TEST(Training, ShortDemoLearnsUnderEveryBlockScaledRecipe) {
   }
 }
 
-// Llama's blocks learn the demo in every precision and under every recipe: FP8 reaches the
-// new GEMMs (the narrower qkv projection, the unbiased MLP) as it does GPT-2's.
+// Llama's blocks learn the demo in every precision and under every recipe, with every gated
+// activation (SwiGLU, GeGLU): FP8 reaches the new GEMMs (the narrower qkv projection, the
+// unbiased gated MLP) as it does GPT-2's.
 TEST(Training, ShortDemoLearnsWithLlamaBlocksUnderEveryRecipe) {
   const std::pair<Precision, ScalingKind> runs[] = {
       {Precision::Fp32, ScalingKind::Delayed}, {Precision::Bf16, ScalingKind::Delayed},
       {Precision::Fp8, ScalingKind::Delayed},  {Precision::Fp8, ScalingKind::Current},
       {Precision::Fp8, ScalingKind::Block},    {Precision::Fp8, ScalingKind::Mxfp8},
       {Precision::Fp8, ScalingKind::Nvfp4}};
-  for (const auto& [precision, kind] : runs) {
-    TrainConfig c = small_llama_demo();
-    c.precision = precision;
-    c.recipe.kind = kind;
-    const TrainResult r = train(c);
-    const std::string what =
-        fmt::format("{} {}", precision_name(precision), scaling_kind_name(kind));
-    EXPECT_GE(r.stride_accuracy, kind == ScalingKind::Nvfp4 ? 0.9 : 0.99) << what;
-    EXPECT_LT(r.final_loss, r.losses.front() / 3) << what;
+  for (std::string_view name : activation_names()) {
+    if (!activation_gated(parse_activation(name))) continue;
+    for (const auto& [precision, kind] : runs) {
+      TrainConfig c = small_llama_demo();
+      c.model.activation = parse_activation(name);
+      c.precision = precision;
+      c.recipe.kind = kind;
+      const TrainResult r = train(c);
+      const std::string what =
+          fmt::format("{} {} {}", name, precision_name(precision), scaling_kind_name(kind));
+      EXPECT_GE(r.stride_accuracy, kind == ScalingKind::Nvfp4 ? 0.9 : 0.99) << what;
+      EXPECT_LT(r.final_loss, r.losses.front() / 3) << what;
+    }
   }
 }
 
