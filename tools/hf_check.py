@@ -52,6 +52,8 @@ ARCHS = {
     "llama": ["--vocab", "64", "--seq-len", "32", "--d-model", "128", "--n-layers", "2",
               "--n-heads", "8", "--n-kv-heads", "2", "--ffn", "160", *LLAMA],
 }
+# Every other gated activation as Llama's MLP with its hidden_act (GeGLU: gelu_pytorch_tanh).
+ARCHS["llama-geglu"] = [("geglu" if f == "swiglu" else f) for f in ARCHS["llama"]]
 # The fixtures: the smallest models that still have every feature (d16, 4 heads, 2 kv heads).
 TINY = {
     "gpt2": ["--vocab", "32", "--seq-len", "12", "--d-model", "16", "--n-layers", "1",
@@ -59,7 +61,8 @@ TINY = {
     "llama": ["--vocab", "32", "--seq-len", "12", "--d-model", "16", "--n-layers", "1",
               "--n-heads", "4", "--n-kv-heads", "2", "--ffn", "16", *LLAMA],
 }
-CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
+CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM",
+           "llama-geglu": "LlamaForCausalLM"}
 
 
 def sh(*cmd):

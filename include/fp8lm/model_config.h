@@ -13,7 +13,8 @@ namespace fp8lm {
 #define FP8LM_ACTIVATIONS(X)  \
   X(Gelu, "gelu", "gelu_new") \
   X(Relu, "relu", "relu")     \
-  X(Swiglu, "swiglu", "silu")
+  X(Swiglu, "swiglu", "silu") \
+  X(Geglu, "geglu", "gelu_pytorch_tanh")
 
 enum class Activation : uint8_t {
 #define FP8LM_ACTIVATION_ENUMERATOR(e, name, hf_name) e,

@@ -100,6 +100,17 @@ struct Swiglu {
   }
 };
 
+// gelu(a) b: GeGLU (Gemma's MLP, T5 v1.1's), GELU in the tanh form as above. Backward:
+// da = g b gelu'(a), db = g gelu(a).
+struct Geglu {
+  static constexpr bool gated = true;
+  FP8LM_OP static float forward(float a, float b) { return m::mul(gelu(a), b); }
+  FP8LM_OP static void backward(float g, float a, float b, float& da, float& db) {
+    da = m::mul(m::mul(g, b), gelu_grad(a));
+    db = m::mul(g, gelu(a));
+  }
+};
+
 }  // namespace fp8lm::act
 
 namespace fp8lm {

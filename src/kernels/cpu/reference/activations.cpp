@@ -62,6 +62,8 @@ Math math(Activation a) {
       return {false, relu, relu_grad};
     case Activation::Swiglu:
       return {true, silu, silu_grad};
+    case Activation::Geglu:
+      return {true, gelu, gelu_grad};
   }
   throw Error("ref::act_forward: an activation without a reference");
 }
