@@ -6,20 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "fp8lm/fp8_state.h"
 #include "fp8lm/generation.h"
 #include "fp8lm/train_config.h"
 
 namespace fp8lm {
-
-// One FP8 scaling slot of one GEMM, what a TE user reads from fp8_meta
-// (docs/reference/numerics.md).
-struct Fp8SlotState {
-  std::string gemm;  // the GEMM's checkpoint name, e.g. "layers.0.fc1"
-  std::string slot;  // "input", "weight", "output", "grad_output" or "grad_input"
-  float scale = 1.0f, scale_inv = 1.0f;
-  std::vector<float> amax_history;  // [0] accumulates the running step; the rest past steps'
-  double saturated_fraction = 0, flushed_fraction = 0;  // of the slot's last cast
-};
 
 class Trainer;
 class LoadedModelImpl;

@@ -3,7 +3,7 @@
 // the report show them.
 #include <vector>
 
-#include "fp8lm/training.h"
+#include "fp8lm/fp8_state.h"
 #include "nn/gpt.h"
 
 namespace fp8lm {
