@@ -14,7 +14,7 @@
 #include "dist/communicator.h"
 #include "rank_check.h"
 #include "train/adamw.h"
-#include "train/gradient_buckets.h"
+#include "dist/gradient_buckets.h"
 #include "train/trainer.h"
 
 namespace fp8lm {

@@ -17,10 +17,11 @@
 #include <numeric>
 
 #include "core/finite.h"
+#include "dist/gradient_buckets.h"
+#include "dist/optimizer_sharding.h"
 #include "fp8lm/error.h"
 #include "train/adamw.h"
 #include "train/data.h"
-#include "train/gradient_buckets.h"
 #include "train/memory_check.h"
 
 namespace fp8lm {
@@ -182,9 +183,11 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator& ranks) : cfg_(cfg), comm_
   }
   model_ = std::make_unique<GPT>(cfg_.model, cfg_.seed);
   kept_in_bf16_ = apply_precision_map(*model_, cfg_.precision_map);
-  opt_ =
-      std::make_unique<AdamW>(model_->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay},
-                              optimizer_shard(model_->parameters()));
+  if (cfg_.zero != 0 && comm_.size() > 1)
+    zero_ = std::make_unique<OptimizerSharding>(comm_, model_->parameters(), cfg_.bf16_grad_reduce);
+  opt_ = std::make_unique<AdamW>(
+      model_->parameters(), AdamWConfig{.weight_decay = cfg_.weight_decay},
+      zero_ ? OptimizerShard{zero_->begin(), zero_->end()} : OptimizerShard{});
   model_->init_fp8(cfg_.recipe.delayed);
   for (Linear* l : model_->linears()) {
     l->set_fp8_weights(cfg_.fp8_weights);
@@ -309,7 +312,7 @@ StepStats Trainer::train_step() {
     // The gradients are each rank's part of the global mean's already: summed.
     comm_.all_reduce_sum(loss_share, "loss all-reduce");
     if (zero_sharded()) {
-      reduce_scatter_gradients();
+      zero_->reduce_scatter_gradients(model_->parameters());
     } else {
       gradient_buckets().finish();
     }
@@ -603,39 +606,6 @@ std::vector<Batch> Trainer::micro_batches(Batch step) const {
   return out;
 }
 
-namespace {
-
-// Parameters [begin, end)'s buffers (those `of` picks: gradients, weights, moments) copied into
-// one flat host buffer in order, and back.
-template <class Of>
-void pack(const ParameterList& ps, size_t begin, size_t end, Of of, float* flat) {
-  for (size_t i = begin; i < end; ++i) {
-    of(i, *ps[i]).read_bytes([&](std::span<const uint8_t> bytes) {
-      std::memcpy(flat, bytes.data(), bytes.size());
-      flat += bytes.size() / sizeof(float);
-    });
-  }
-}
-template <class Of>
-void unpack(const ParameterList& ps, size_t begin, size_t end, Of of, const float* flat) {
-  for (size_t i = begin; i < end; ++i) {
-    of(i, *ps[i]).fill_bytes([&](std::span<uint8_t> bytes) {
-      std::memcpy(bytes.data(), flat, bytes.size());
-      flat += bytes.size() / sizeof(float);
-    });
-  }
-}
-
-size_t values_in(const ParameterList& ps) {
-  size_t n = 0;
-  for (const Parameter* p : ps) n += static_cast<size_t>(p->numel());  // masters kept or not
-  return n;
-}
-
-constexpr auto kWeights = [](size_t, Parameter& p) -> BackendBuffer<float>& { return p.value; };
-
-}  // namespace
-
 GradientBuckets& Trainer::gradient_buckets() {
   if (!buckets_) {
     DeviceCollectives* device = model_->backend().host_memory() ? nullptr : device_comm_.get();
@@ -646,158 +616,32 @@ GradientBuckets& Trainer::gradient_buckets() {
   return *buckets_;
 }
 
-OptimizerShard Trainer::optimizer_shard(const ParameterList& ps) {
-  const int n = comm_.size();
-  if (cfg_.zero == 0 || n == 1) return {};
-  int64_t total = 0;
-  for (const Parameter* p : ps) total += p->numel();
-  if (total > INT_MAX) {
-    throw Error(
-        fmt::format("--zero 1: {} parameters exceed what one MPI collective counts "
-                    "({}); train without --zero",
-                    total, INT_MAX));
-  }
-  // Runs of whole parameters, in order: rank r's begins at the first parameter with at least
-  // r/n of the values before it.
-  shard_begin_.assign(static_cast<size_t>(n) + 1, ps.size());
-  shard_begin_[0] = 0;
-  int64_t before = 0;
-  size_t r = 1;
-  for (size_t i = 0; i < ps.size(); ++i) {
-    while (r < static_cast<size_t>(n) && before * n >= total * static_cast<int64_t>(r))
-      shard_begin_[r++] = i;
-    before += ps[i]->numel();
-  }
-  shard_values_.assign(static_cast<size_t>(n), 0);
-  for (size_t k = 0; k < static_cast<size_t>(n); ++k)
-    for (size_t i = shard_begin_[k]; i < shard_begin_[k + 1]; ++i)
-      shard_values_[k] += static_cast<int>(ps[i]->numel());
-  const auto me = static_cast<size_t>(comm_.rank());
-  return {shard_begin_[me], shard_begin_[me + 1]};
-}
-
-namespace {
-// One reduce-scatter over flat buffers of the reduction's type (FP32 or BF16).
-template <class T>
-void reduce_scatter(Communicator& ranks, const ParameterList& ps, std::span<const size_t> begin,
-                    std::span<const int> counts, std::vector<T>& all, std::vector<T>& mine) {
-  const auto me = static_cast<size_t>(ranks.rank());
-  all.resize(values_in(ps));
-  mine.resize(static_cast<size_t>(counts[me]));
-  pack_gradients(ps, 0, ps.size(), all.data());
-  ranks.reduce_scatter_sum(std::span<const T>(all), mine, counts, "gradient reduce-scatter");
-  unpack_gradients(ps, begin[me], begin[me + 1], mine.data());
-}
-}  // namespace
-
-void Trainer::reduce_scatter_gradients() {
-  const ParameterList ps = model_->parameters();
-  if (cfg_.bf16_grad_reduce) {
-    reduce_scatter(comm_, ps, shard_begin_, shard_values_, reduce_buffer16_, shard_buffer16_);
-  } else {
-    reduce_scatter(comm_, ps, shard_begin_, shard_values_, reduce_buffer_, shard_buffer_);
-  }
-}
-
-std::vector<Linear*> Trainer::fp8_gathered(const ParameterList& ps) {
-  std::vector<Linear*> out(ps.size(), nullptr);
-  if (!zero_sharded() || !cfg_.fp8_weights) return out;
-  for (Linear* l : model_->linears()) {
-    if (!l->fp8_weights() || l->fell_back_to_bf16()) continue;
-    const auto it = std::find(ps.begin(), ps.end(), &l->weight());
-    if (it != ps.end()) out[static_cast<size_t>(it - ps.begin())] = l;
-  }
-  return out;
-}
-
 void Trainer::all_gather_weights(bool fp8) {
   const ParameterList ps = model_->parameters();
-  const auto me = static_cast<size_t>(comm_.rank());
-  const std::vector<Linear*> as_fp8 = fp8 ? fp8_gathered(ps) : std::vector<Linear*>(ps.size());
-  // What each parameter sends: FP8 codes with the scale and scale_inv they were cast with and
-  // the amax the cast recorded, or its FP32 values.
-  constexpr size_t kScales = 3 * sizeof(float);
-  const auto sent_bytes = [&](size_t i) {
-    const auto n = static_cast<size_t>(ps[i]->numel());
-    return as_fp8[i] ? n + kScales : n * sizeof(float);
-  };
-  const size_t ranks = shard_values_.size();
-  std::vector<size_t> at(ranks + 1, 0);
-  std::vector<int> counts(ranks);
-  for (size_t k = 0; k < ranks; ++k) {
-    size_t bytes = 0;
-    for (size_t i = shard_begin_[k]; i < shard_begin_[k + 1]; ++i) bytes += sent_bytes(i);
-    if (bytes > INT_MAX) {
-      throw Error(
-          fmt::format("--zero 1: rank {}'s {} bytes of weights exceed what one MPI "
-                      "collective counts ({}); use more ranks or train without --zero",
-                      k, bytes, INT_MAX));
-    }
-    counts[k] = static_cast<int>(bytes);
-    at[k + 1] = at[k] + bytes;
-  }
-  // In the buffer the gradients were reduce-scattered in (they are unpacked by now): no second
-  // copy of the model held for the step.
-  reduce_buffer_.resize((at[ranks] + sizeof(float) - 1) / sizeof(float));
-  const std::span<uint8_t> bytes(reinterpret_cast<uint8_t*>(reduce_buffer_.data()), at[ranks]);
-  uint8_t* out = bytes.data() + at[me];
-  for (size_t i = shard_begin_[me]; i < shard_begin_[me + 1]; ++i) {
-    if (Linear* l = as_fp8[i]) {
-      l->requantize_weight(cfg_.recipe);
-      const std::vector<uint8_t> codes = l->fp8_weight_codes();
-      const float scales[] = {l->fp8_weight_scale(), l->fp8_weight_scale_inv(),
-                              l->fp8_weight_amax()};
-      out = std::copy(codes.begin(), codes.end(), out);
-      std::memcpy(out, scales, kScales);
-      out += kScales;
-    } else {
-      ps[i]->value.read_bytes(
-          [&](std::span<const uint8_t> b) { out = std::copy(b.begin(), b.end(), out); });
+  std::vector<Linear*> as_fp8(ps.size(), nullptr);
+  if (fp8 && cfg_.fp8_weights) {
+    for (Linear* l : model_->linears()) {
+      if (!l->fp8_weights() || l->fell_back_to_bf16()) continue;
+      const auto it = std::find(ps.begin(), ps.end(), &l->weight());
+      if (it != ps.end()) as_fp8[static_cast<size_t>(it - ps.begin())] = l;
     }
   }
-  comm_.all_gather(bytes, counts, fp8 ? "FP8 weight all-gather" : "weight all-gather");
-  for (size_t k = 0; k < ranks; ++k) {
-    if (k == me) continue;
-    const uint8_t* in = bytes.data() + at[k];
-    for (size_t i = shard_begin_[k]; i < shard_begin_[k + 1]; ++i) {
-      Parameter& p = *ps[i];
-      const auto n = static_cast<size_t>(p.numel());
-      if (Linear* l = as_fp8[i]) {
-        float scales[3];
-        std::memcpy(scales, in + n, kScales);
-        l->adopt_fp8_weight({in, n}, scales[0], scales[1], scales[2]);
-        p.value.clear();  // its master is the updating rank's alone
-      } else {
-        p.value.resize(n);  // whole again where it was released
-        p.value.fill_bytes([&](std::span<uint8_t> b) {
-          std::memcpy(b.data(), in, b.size());
-          in += b.size();
-        });
-        ++p.version;
-        continue;
-      }
-      in += n + kScales;
-    }
-  }
+  zero_->all_gather_weights(ps, as_fp8, cfg_.recipe,
+                            fp8 ? "FP8 weight all-gather" : "weight all-gather");
 }
 
 void Trainer::gather_optimizer_state() {
   if (!zero_sharded()) return;
   const ParameterList ps = opt_->parameters();
-  const auto me = static_cast<size_t>(comm_.rank());
-  const bool first = me == 0;
+  const bool first = comm_.rank() == 0;
   if (first) opt_->hold_all_moments();
-  std::vector<float> all(first ? values_in(ps) : 0);
-  shard_buffer_.resize(static_cast<size_t>(shard_values_[me]));
-  const auto gather = [&](auto of) {
-    pack(ps, shard_begin_[me], shard_begin_[me + 1], of, shard_buffer_.data());
-    comm_.gather_to_first(shard_buffer_, all, shard_values_, "optimizer state gather");
-    if (first) unpack(ps, 0, ps.size(), of, all.data());
-  };
   for (const bool second : {false, true}) {
-    gather([&](size_t i, Parameter&) -> BackendBuffer<float>& {
-      return second ? opt_->second_moment_buffer(i) : opt_->first_moment_buffer(i);
-    });
+    zero_->gather_to_first(
+        ps,
+        [&](size_t i, Parameter&) -> BackendBuffer<float>& {
+          return second ? opt_->second_moment_buffer(i) : opt_->first_moment_buffer(i);
+        },
+        "optimizer state gather");
   }
   if (!cfg_.fp8_weights) return;
   // The FP32 masters only their updating ranks keep (ZeRO-1's FP8 all-gather), for the model
@@ -809,7 +653,9 @@ void Trainer::gather_optimizer_state() {
       regathered_masters_.push_back(p);
     }
   }
-  gather(kWeights);
+  zero_->gather_to_first(
+      ps, [](size_t, Parameter& p) -> BackendBuffer<float>& { return p.value; },
+      "optimizer state gather");
 }
 
 void Trainer::release_gathered_optimizer_state() {

@@ -32,8 +32,8 @@ struct TrainProgress {
 };
 
 class AdamW;
-struct OptimizerShard;
 class GradientBuckets;
+class OptimizerSharding;
 
 // What train_step throws when max_skipped_steps steps in a row were skipped: an Error naming
 // the step and what went non-finite, carrying that step's figures for whoever records steps.
@@ -144,26 +144,16 @@ class Trainer {
   std::unique_ptr<DeviceCollectives> device_comm_;
   int device_comm_gpu_ = -1;
   Communicator::Traffic traffic() const;
-  // ZeRO-1: each rank's share of the parameters (shard_begin_[r] to shard_begin_[r + 1]) and
-  // its number of values; empty when every rank keeps the whole optimizer state.
-  std::vector<size_t> shard_begin_;
-  std::vector<int> shard_values_;
-  bool zero_sharded() const { return !shard_values_.empty(); }
-  OptimizerShard optimizer_shard(const ParameterList& ps);
-  // ZeRO-1's collectives: this rank's share of the summed gradients, and every rank's updated
-  // weights from the rank that updated them.
-  void reduce_scatter_gradients();
-  // fp8: the weights of FP8 Linears (--fp8-weights) as their codes and scales, cast by the rank
-  // that updated them, which alone keeps their FP32 masters from then on (TE's FP8
-  // all-gather); else every weight in FP32, masters whole on every rank again.
+  // ZeRO-1 (--zero 1 on several ranks; null otherwise).
+  std::unique_ptr<OptimizerSharding> zero_;
+  bool zero_sharded() const { return zero_ != nullptr; }
+  // fp8: the weights of FP8 Linears (--fp8-weights, a GEMM not fallen back to BF16) as their
+  // codes and scales, cast by the rank that updated them, which alone keeps their FP32 masters
+  // from then on (TE's FP8 all-gather); else every weight in FP32, masters whole on every rank
+  // again.
   void all_gather_weights(bool fp8);
-  // For each parameter, its Linear when ZeRO-1 all-gathers its weight in FP8 (--fp8-weights, a
-  // GEMM not fallen back to BF16); null for the rest.
-  std::vector<Linear*> fp8_gathered(const ParameterList& ps);
   std::vector<Parameter*> regathered_masters_;  // on rank 0 for a checkpoint, until released
   AmaxReducer amax_reducer();
-  std::vector<float> reduce_buffer_, shard_buffer_;
-  std::vector<bf16_t> reduce_buffer16_, shard_buffer16_;
 };
 
 // The automatic fallback's saturation rule: a GEMM falls back to BF16 when more than this
