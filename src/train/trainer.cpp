@@ -1,149 +1,30 @@
 #include "train/trainer.h"
 
-#include "nn/fusion.h"
-#include "nn/micro_batch.h"
-#include "nn/precision_map.h"
-#include "train/settings.h"
-#include "train/token_shards.h"
-
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cmath>
-#include <cstring>
-#include <numeric>
 
 #include "core/finite.h"
 #include "dist/gradient_buckets.h"
 #include "dist/optimizer_sharding.h"
 #include "fp8lm/error.h"
+#include "nn/fusion.h"
+#include "nn/micro_batch.h"
+#include "nn/precision_map.h"
 #include "train/adamw.h"
 #include "train/data.h"
+#include "train/fp8_fallback.h"
 #include "train/memory_check.h"
 
 namespace fp8lm {
-
-void TrainConfig::validate() const {
-  model.validate();
-  check_each_setting(*this);  // each setting's own range (train/settings.cpp)
-  if (batch_size > INT64_MAX / grad_accum)
-    throw Error(
-        fmt::format("--batch-size {} x --grad-accum {} is too large", batch_size, grad_accum));
-  if (data.empty() && prompt_len + 1 > model.seq_len) {
-    throw Error(fmt::format("--seq-len {} leaves no room to generate after a {}-token prompt",
-                            model.seq_len, prompt_len));
-  }
-  if (fp8_weights && precision != Precision::Fp8) {
-    throw Error("--fp8-weights needs --precision fp8");
-  }
-  if (fp8_weights && recipe.block_scaled() && zero != 0) {
-    throw Error(
-        fmt::format("--fp8-weights with --recipe {} and --zero 1: block-scaled FP8 weights are not "
-                    "all-gathered yet; use --zero 0",
-                    scaling_kind_name(recipe.kind)));
-  }
-  if (recipe.kind == ScalingKind::Block && !recipe.block.power_2_scale) {
-    throw Error(
-        "--no-power-2-scale: Float8BlockScaling's FP32 scales are emulated only as powers of "
-        "two (a decoded value times any other scale_inv is not exact in BF16)");
-  }
-  // NVFP4's Hadamard transform mixes groups of 16 tokens; every batch has seq_len-token rows.
-  if (recipe.kind == ScalingKind::Nvfp4 && !recipe.nvfp4.disable_rht && model.seq_len % 16 != 0) {
-    throw Error(fmt::format(
-        "--recipe nvfp4: the Hadamard transform needs --seq-len a multiple of 16 (not {}); or "
-        "--disable-rht",
-        model.seq_len));
-  }
-  // The run's sample after the last step: a prompt of half the sequence, then what follows.
-  if (!data.empty() && evaluate && model.seq_len < 2)
-    throw Error(fmt::format(
-        "--seq-len {} leaves the sample of a text run no prompt: give 2 or more (or --no-evaluate)",
-        model.seq_len));
-  if (!data.empty() && is_token_dataset(data)) {
-    const int64_t needed = read_manifest(data).vocab_size;
-    if (model.vocab < needed)
-      throw Error(fmt::format("--vocab {} is below the token dataset's vocabulary {} ({})",
-                              model.vocab, needed, data));
-  } else if (!data.empty() && model.vocab < 256) {
-    throw Error(
-        fmt::format("--vocab {} is too small for byte-level text (needs 256)", model.vocab));
-  }
-}
-
-double stride_accuracy(GPT& model, const TrainConfig& cfg) {
-  StrideTask heldout(cfg.model.vocab, cfg.max_stride, cfg.seed ^ 0x9e3779b97f4a7c15ull);
-  const int64_t B = cfg.eval_prompts, P = cfg.prompt_len, n_new = cfg.model.seq_len - P;
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<int32_t> flat;
-  for (int64_t b = 0; b < B; ++b) {
-    const auto [a, k] = heldout.draw();
-    prompts.push_back(heldout.sequence(a, k, P));
-    flat.insert(flat.end(), prompts.back().begin(), prompts.back().end());
-  }
-  const std::vector<int32_t> out = model.generate(flat.data(), B, P, n_new);
-  int64_t kept = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    const std::vector<int32_t> gen(out.begin() + b * n_new, out.begin() + (b + 1) * n_new);
-    const auto ok =
-        StrideTask::continues_stride(prompts[static_cast<size_t>(b)], gen, cfg.model.vocab);
-    kept += std::count(ok.begin(), ok.end(), true);
-  }
-  return static_cast<double>(kept) / static_cast<double>(B * n_new);
-}
-
-std::vector<Batch> stride_held_out_batches(const TrainConfig& cfg, int64_t batches) {
-  StrideTask task(cfg.model.vocab, cfg.max_stride, cfg.seed ^ 0x5851f42d4c957f2dull);
-  std::vector<Batch> out;
-  for (int64_t i = 0; i < batches; ++i) out.push_back(task.next(cfg.batch_size, cfg.model.seq_len));
-  return out;
-}
-
-namespace {
-// Each batch's mean loss weighted by its sequences.
-template <class BatchLoss>
-double weighted_mean_loss(const std::vector<Batch>& batches, BatchLoss loss) {
-  double sum = 0;
-  int64_t rows = 0;
-  for (const Batch& b : batches) {
-    sum += loss(b) * static_cast<double>(b.B);
-    rows += b.B;
-  }
-  return rows ? sum / static_cast<double>(rows) : 0.0;
-}
-}  // namespace
-
-double mean_loss(GPT& model, const std::vector<Batch>& batches) {
-  return weighted_mean_loss(batches, [&](const Batch& b) {
-    return model.forward(b.tokens.data(), b.targets.data(), b.B, b.T);
-  });
-}
 
 namespace {
 Precision gemm_precision_for(Precision p) {
   // Non-FP8 GEMMs run in BF16 under both bf16 and fp8 (as TE pairs fp8_autocast with BF16).
   return p == Precision::Fp32 ? Precision::Fp32 : Precision::Bf16;
-}
-
-// What went non-finite first in a step: a weight, else the loss, else a gradient in the order
-// backward made them (the head's first). Read only when a step is skipped.
-std::string first_non_finite(GPT& model, float loss) {
-  const ParameterList ps = model.parameters();
-  for (Parameter* p : ps)
-    if (!all_finite(p->values())) return fmt::format("the weight {} is not finite", p->name);
-  if (!std::isfinite(loss)) return fmt::format("the loss is {}", loss);
-  for (auto it = ps.rbegin(); it != ps.rend(); ++it) {
-    const Parameter& p = **it;
-    std::vector<float> g = p.grad.to_host();
-    if (p.bf16_grad()) {
-      g.clear();
-      for (bf16_t x : p.grad16.to_host()) g.push_back(bf16_to_float(x));
-    }
-    if (!all_finite(g)) return fmt::format("the gradient of {} is not finite", p.name);
-  }
-  return "the gradient norm is not finite";
 }
 
 // The mean of the last 50 steps' losses, those of skipped steps left out (NaN if all were).
@@ -336,7 +217,8 @@ StepStats Trainer::train_step() {
   std::vector<Fp8Fallback> fell;
   if (skip) {
     if (fallback)
-      for (const Batch& m : micro) diagnose_non_finite(m, fell);
+      for (const Batch& m : micro)
+        fall_back_non_finite(*model_, comm_, cfg_.recipe, m, step_ + 1, fallback_, fell);
     if (fp8) model_->scaling().roll_back();  // this step's amaxes never happened
     if (consecutive_skips_++ == 0)
       skip_reason_ = fmt::format("step {}: {}", step_ + 1, first_non_finite(*model_, loss));
@@ -350,7 +232,7 @@ StepStats Trainer::train_step() {
       refresh_fp8_weights();
     }
     consecutive_skips_ = 0;
-    if (fallback) watch_saturation(fell);
+    if (fallback) fall_back_saturated(*model_, comm_, step_ + 1, fallback_, fell);
   }
   // A GEMM fallen back to BF16 needs its FP32 master on every rank.
   if (!fell.empty() && zero_sharded() && cfg_.fp8_weights) all_gather_weights(false);
@@ -384,64 +266,6 @@ StepStats Trainer::train_step() {
   return stats;
 }
 
-void Trainer::fall_back(Linear& l, Slot slot, std::string reason, std::vector<Fp8Fallback>& fell) {
-  l.fall_back_to_bf16();
-  const Fp8Fallback f{l.name(), std::string(slot_name(slot)), std::move(reason), step_ + 1};
-  fallbacks_.push_back(f);
-  fell.push_back(f);
-}
-
-void Trainer::diagnose_non_finite(const Batch& batch, std::vector<Fp8Fallback>& fell) {
-  // Forward again on the same batch from the same FP8 state, watching every FP8 GEMM's output:
-  // the first one that is not finite falls back to BF16, and again until none is (a GEMM after a
-  // bad one sees a bad input, so only the first is to blame). A rare path: it costs a forward per
-  // GEMM found.
-  const std::vector<Linear*> linears = model_->linears();
-  for (size_t round = 0; round < linears.size(); ++round) {
-    model_->scaling().roll_back();  // the scales the failed step began with
-    for (Linear* l : linears) l->watch_output(true);
-    {
-      const Autocast autocast(true, cfg_.recipe);
-      model_->forward(batch.tokens.data(), batch.targets.data(), batch.B, batch.T);
-    }
-    // Which GEMMs' outputs were not finite on any rank (each saw its own rows): every rank
-    // then blames the same one, the first in the forward's order (linears() is that order).
-    std::vector<float> broken(linears.size());
-    for (size_t g = 0; g < linears.size(); ++g) {
-      linears[g]->watch_output(false);
-      broken[g] = linears[g]->non_finite_output_order() >= 0 ? 1.0f : 0.0f;
-    }
-    comm_.all_reduce_max(broken, "non-finite GEMM max-reduce");
-    const auto it = std::find(broken.begin(), broken.end(), 1.0f);
-    if (it == broken.end()) return;
-    Linear* first = linears[static_cast<size_t>(it - broken.begin())];
-    fall_back(*first, Slot::Output, "non-finite FP8 output", fell);
-  }
-}
-
-void Trainer::watch_saturation(std::vector<Fp8Fallback>& fell) {
-  std::vector<ScalingStore::Saturation> sat = model_->scaling().saturation();
-  const std::vector<Linear*> linears = model_->linears();
-  if (comm_.size() > 1) {  // the worst rank's fraction, so that every rank decides alike
-    std::vector<float> fractions;
-    for (const auto& s : sat) fractions.push_back(static_cast<float>(s.fraction));
-    comm_.all_reduce_max(fractions, "FP8 saturation max-reduce");
-    for (size_t g = 0; g < sat.size(); ++g) sat[g].fraction = fractions[g];
-  }
-  saturated_steps_.resize(linears.size(), 0);
-  for (size_t g = 0; g < linears.size(); ++g) {
-    if (linears[g]->fell_back_to_bf16()) continue;
-    if (sat[g].fraction <= kFallbackSaturatedFraction) {
-      saturated_steps_[g] = 0;
-    } else if (++saturated_steps_[g] >= kFallbackSaturatedSteps) {
-      fall_back(*linears[g], sat[g].slot,
-                fmt::format("over {:g}% of its values saturated in each of {} steps",
-                            100 * kFallbackSaturatedFraction, kFallbackSaturatedSteps),
-                fell);
-    }
-  }
-}
-
 void Trainer::collect_block_stats(bool on) {
   for (Linear* l : model_->linears()) l->collect_block_stats(on);
 }
@@ -469,11 +293,15 @@ double Trainer::validation_loss(int64_t batches) {
 }
 
 TrainProgress Trainer::progress() const {
-  return {step_,           seconds_,
-          losses_,         stride_ ? stride_->state() : text_->state(),
-          skipped_steps_,  consecutive_skips_,
-          skip_reason_,    fallbacks_,
-          saturated_steps_};
+  return {step_,
+          seconds_,
+          losses_,
+          stride_ ? stride_->state() : text_->state(),
+          skipped_steps_,
+          consecutive_skips_,
+          skip_reason_,
+          fallback_.fallbacks,
+          fallback_.saturated_steps};
 }
 
 void Trainer::restore_progress(TrainProgress p) {
@@ -485,8 +313,8 @@ void Trainer::restore_progress(TrainProgress p) {
   skip_reason_ = std::move(p.skip_reason);
   // The GEMMs themselves were moved back to BF16 when the model file was applied
   // (apply_model_tensors): this is the record of it.
-  fallbacks_ = std::move(p.fp8_fallbacks);
-  saturated_steps_ = std::move(p.saturated_steps);
+  fallback_.fallbacks = std::move(p.fp8_fallbacks);
+  fallback_.saturated_steps = std::move(p.saturated_steps);
   if (stride_) {
     stride_->restore(p.data_state);
   } else {
@@ -507,7 +335,7 @@ TrainResult Trainer::end_training() {
       seconds_ > 0 ? static_cast<double>(step_ * cfg_.sequences_per_step() * T) / seconds_ : 0.0;
   result.losses = losses_;
   result.skipped_steps = skipped_steps_;
-  result.fp8_fallbacks = fallbacks_;
+  result.fp8_fallbacks = fallback_.fallbacks;
   result.final_loss = final_loss(losses_);
   // A run that ended on skipped steps ended on a model whose loss was not finite: its figures
   // from before are not the model's, whatever the mean of the finite ones says.
@@ -562,112 +390,6 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress,
   TrainResult result = trainer.finish();
   if (model_out) *model_out = trainer.release_model();
   return result;
-}
-
-Communicator::Traffic Trainer::traffic() const {
-  Communicator::Traffic t = comm_.traffic();
-  if (device_comm_) {
-    t.seconds += device_comm_->traffic().seconds;
-    t.bytes += device_comm_->traffic().bytes;
-  }
-  return t;
-}
-
-std::string Trainer::collectives() const {
-  if (model_->backend().host_memory()) return comm_.describe();
-  if (device_comm_) return fmt::format("{}; {}", comm_.describe(), device_comm_->describe());
-  return fmt::format(
-      "{}; gradients through host memory: {}", comm_.describe(),
-      nccl_built() ? "ranks share a GPU (NCCL takes one rank per GPU)" : "built without NCCL");
-}
-
-bool Trainer::any_rank(bool asks) const {
-  if (comm_.size() == 1) return asks;
-  float v[] = {asks ? 1.0f : 0.0f};
-  comm_.all_reduce_max(v, "stop request max-reduce");
-  return v[0] > 0;
-}
-
-std::vector<Batch> Trainer::micro_batches(Batch step) const {
-  const int64_t n = comm_.size(), r = comm_.rank(), B = cfg_.batch_size, T = step.T;
-  std::vector<Batch> out;
-  if (n == 1 && step.B == B) {
-    out.push_back(std::move(step));
-    return out;
-  }
-  for (int64_t k = 0; k * B < step.B; ++k) {
-    // Rows [B·r/n, B·(r+1)/n) of micro-batch k: shares differ by at most one row when n does
-    // not divide B.
-    const int64_t lo = k * B + B * r / n, hi = k * B + B * (r + 1) / n;
-    Batch& b = out.emplace_back(Batch{hi - lo, T, {}, {}});
-    b.tokens.assign(step.tokens.begin() + lo * T, step.tokens.begin() + hi * T);
-    b.targets.assign(step.targets.begin() + lo * T, step.targets.begin() + hi * T);
-  }
-  return out;
-}
-
-GradientBuckets& Trainer::gradient_buckets() {
-  if (!buckets_) {
-    DeviceCollectives* device = model_->backend().host_memory() ? nullptr : device_comm_.get();
-    buckets_ = std::make_unique<GradientBuckets>(
-        model_->parameters(), comm_, cfg_.bf16_grad_reduce,
-        static_cast<size_t>(cfg_.grad_bucket_mb * (1 << 20)), device);
-  }
-  return *buckets_;
-}
-
-void Trainer::all_gather_weights(bool fp8) {
-  const ParameterList ps = model_->parameters();
-  std::vector<Linear*> as_fp8(ps.size(), nullptr);
-  if (fp8 && cfg_.fp8_weights) {
-    for (Linear* l : model_->linears()) {
-      if (!l->fp8_weights() || l->fell_back_to_bf16()) continue;
-      const auto it = std::find(ps.begin(), ps.end(), &l->weight());
-      if (it != ps.end()) as_fp8[static_cast<size_t>(it - ps.begin())] = l;
-    }
-  }
-  zero_->all_gather_weights(ps, as_fp8, cfg_.recipe,
-                            fp8 ? "FP8 weight all-gather" : "weight all-gather");
-}
-
-void Trainer::gather_optimizer_state() {
-  if (!zero_sharded()) return;
-  const ParameterList ps = opt_->parameters();
-  const bool first = comm_.rank() == 0;
-  if (first) opt_->hold_all_moments();
-  for (const bool second : {false, true}) {
-    zero_->gather_to_first(
-        ps,
-        [&](size_t i, Parameter&) -> BackendBuffer<float>& {
-          return second ? opt_->second_moment_buffer(i) : opt_->first_moment_buffer(i);
-        },
-        "optimizer state gather");
-  }
-  if (!cfg_.fp8_weights) return;
-  // The FP32 masters only their updating ranks keep (ZeRO-1's FP8 all-gather), for the model
-  // file and train_state on rank 0.
-  if (first) {
-    for (Parameter* p : ps) {
-      if (!p->value.empty()) continue;
-      p->value.resize(static_cast<size_t>(p->numel()));
-      regathered_masters_.push_back(p);
-    }
-  }
-  zero_->gather_to_first(
-      ps, [](size_t, Parameter& p) -> BackendBuffer<float>& { return p.value; },
-      "optimizer state gather");
-}
-
-void Trainer::release_gathered_optimizer_state() {
-  if (!zero_sharded()) return;
-  opt_->release_moments_outside_shard();
-  for (Parameter* p : regathered_masters_) p->value.clear();
-  regathered_masters_.clear();
-}
-
-AmaxReducer Trainer::amax_reducer() {
-  if (comm_.size() == 1) return {};
-  return [this](std::span<float> amaxes) { comm_.all_reduce_max(amaxes, "FP8 amax max-reduce"); };
 }
 
 }  // namespace fp8lm

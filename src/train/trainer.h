@@ -13,6 +13,8 @@
 #include "kernels/device.h"
 #include "nn/gpt.h"
 #include "train/data.h"
+#include "train/evaluation.h"
+#include "train/fp8_fallback.h"
 
 namespace fp8lm {
 
@@ -84,7 +86,7 @@ class Trainer {
   double seconds() const { return seconds_; }
   const std::vector<float>& losses() const { return losses_; }
   int64_t skipped_steps() const { return skipped_steps_; }
-  const std::vector<Fp8Fallback>& fp8_fallbacks() const { return fallbacks_; }
+  const std::vector<Fp8Fallback>& fp8_fallbacks() const { return fallback_.fallbacks; }
   // Block-scaled recipes: whether the next steps' casts record what they did
   // (Linear::block_stats); the run loop turns it on for the steps it snapshots.
   void collect_block_stats(bool on);
@@ -127,12 +129,8 @@ class Trainer {
   int64_t skipped_steps_ = 0, consecutive_skips_ = 0;
   std::string skip_reason_;
   // The automatic BF16 fallback (TrainConfig::fp8_fallback).
-  std::vector<Fp8Fallback> fallbacks_;
-  std::vector<std::string> kept_in_bf16_;
-  std::vector<int64_t> saturated_steps_;
-  void fall_back(Linear& l, Slot slot, std::string reason, std::vector<Fp8Fallback>& fell);
-  void diagnose_non_finite(const Batch& batch, std::vector<Fp8Fallback>& fell);
-  void watch_saturation(std::vector<Fp8Fallback>& fell);
+  Fp8FallbackState fallback_;
+  std::vector<std::string> kept_in_bf16_;  // GEMMs the precision map keeps in BF16
   // This rank's rows of each micro-batch of a step's global batch (the batch itself in one
   // process without accumulation).
   std::vector<Batch> micro_batches(Batch step) const;
@@ -156,19 +154,6 @@ class Trainer {
   AmaxReducer amax_reducer();
 };
 
-// The automatic fallback's saturation rule: a GEMM falls back to BF16 when more than this
-// fraction of one slot's values saturated in each of this many steps in a row.
-inline constexpr double kFallbackSaturatedFraction = 0.01;
-inline constexpr int64_t kFallbackSaturatedSteps = 16;
-
-// Greedy generation from cfg.eval_prompts held-out prompts (a random stream apart from
-// training's): the fraction of generated tokens that continue each prompt's stride.
-double stride_accuracy(GPT& model, const TrainConfig& cfg);
-// The stride task's held-out loss batches: a random stream apart from training's and from the
-// generation prompts, the same for every caller (validation during training, fp8lm eval).
-std::vector<Batch> stride_held_out_batches(const TrainConfig& cfg, int64_t batches);
-// Mean loss over batches (no gradients kept).
-double mean_loss(GPT& model, const std::vector<Batch>& batches);
 // The precision scopes a trained model's forward runs in (FP8 autocast and GEMM precision).
 struct InferenceScope {
   InferenceScope(Precision p, const Fp8Recipe& recipe);
