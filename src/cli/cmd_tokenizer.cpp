@@ -12,6 +12,7 @@
 #include "cli/parse.h"
 #include "core/input_file.h"
 #include "fp8lm/error.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "text/bpe_tokenizer.h"
 #include "text/bpe_trainer.h"

@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
+#include "io/atomic_file.h"
 #include "io/hf_special_tokens.h"
 #include "io/hf_weights.h"
 #include "io/new_dir.h"

@@ -15,6 +15,7 @@
 #include "core/json.h"
 #include "core/parse_number.h"
 #include "fp8lm/error.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 
 namespace fp8lm {

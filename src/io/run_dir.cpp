@@ -16,6 +16,7 @@
 #include "core/input_file.h"
 #include "core/json.h"
 #include "fp8lm/error.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/data_fingerprint.h"
 #include "io/metrics_file.h"

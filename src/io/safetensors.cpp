@@ -30,22 +30,6 @@ constexpr DType kDTypes[] = {DType::F32,  DType::BF16, DType::E4M3,
                              DType::E5M2, DType::I64,  DType::U8};
 // Headers beyond this are not ours and not plausible: refuse before allocating.
 constexpr uint64_t kMaxHeader = 100u << 20;
-constexpr const char* kChecksumKey = "xxh3_64";
-
-std::string hex64(uint64_t v) {
-  return fmt::format("{:016x}", v);
-}
-
-// The checksum list's entry for the header itself (no tensor has a name starting "__").
-constexpr const char* kHeaderEntry = "__header__";
-
-// A length-prefixed string into a hash: no two sequences of strings feed the same bytes.
-void feed(XXH3_state_t* state, std::string_view text) {
-  uint8_t length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
-  XXH3_64bits_update(state, length, sizeof length);
-  XXH3_64bits_update(state, text.data(), text.size());
-}
 
 // The header's length from the file's first 8 bytes; Error unless it fits in the file.
 uint64_t header_length(std::span<const uint8_t> first8, uint64_t file_size,
@@ -81,143 +65,12 @@ std::map<std::string, std::string> metadata_of(const nlohmann::json& header,
   return meta;
 }
 
-// The checksum list of a header, by tensor, once the header's own entry in it is verified.
-// A file of format version 2 must have both; older files and other tools' may have neither
-// (an empty list) or the tensors' only.
-std::map<std::string, std::string> checked_checksums(const nlohmann::json& header,
-                                                     const std::map<std::string, std::string>& meta,
-                                                     const std::string& origin) {
-  const auto version = meta.find(kFormatVersionKey);
-  const bool sealed = version != meta.end();
-  if (sealed && version->second != std::to_string(kFormatVersion)) {
-    const std::string& text = version->second;
-    int v = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec == std::errc() && end == text.data() + text.size() && v > kFormatVersion) {
-      throw Error(
-          fmt::format("{}: written by a newer fp8lm (file format version {}; this one "
-                      "reads up to {})",
-                      origin, v, kFormatVersion));
-    }
-    throw Error(fmt::format("{}: unknown file format version '{}'", origin, text.substr(0, 40)));
-  }
-  const auto it = meta.find(kChecksumKey);
-  if (it == meta.end()) {
-    if (sealed) {
-      throw Error(
-          fmt::format("{}: its checksum list (metadata '{}') is missing: the file was "
-                      "changed after fp8lm wrote it",
-                      origin, kChecksumKey));
-    }
-    return {};
-  }
-  const auto sums = parse_json(it->second, origin + ": " + std::string(kChecksumKey));
-  const auto damaged = [&] {
-    return Error(fmt::format("{}: its checksum list is damaged", origin));
-  };
-  if (!sums.is_object()) throw damaged();
-  std::map<std::string, std::string> out;
-  for (const auto& [name, sum] : sums.items()) {
-    if (!sum.is_string()) throw damaged();
-    out[name] = sum.get<std::string>();
-  }
-  const auto own = out.find(kHeaderEntry);
-  if (own == out.end()) {
-    if (sealed) {
-      throw Error(
-          fmt::format("{}: its checksum list has no entry for the header: the file was "
-                      "changed after fp8lm wrote it",
-                      origin));
-    }
-    return out;
-  }
-  if (own->second != header_checksum(header)) {
-    throw Error(
-        fmt::format("{}: its header (the metadata or the tensor table) does not match "
-                    "its checksum: the file was changed after fp8lm wrote it",
-                    origin));
-  }
-  out.erase(own);
-  return out;
-}
-
 // A descriptor of the regular file at path, and its size; Error (naming it) otherwise.
 int open_regular_file(const std::string& path, uint64_t& size) {
   InputFile file(path, "");
   size = file.size();
   return file.release();
 }
-
-// path.tmp, written and then renamed over path; removed if anything fails before that, so a
-// full disk or a refused tensor keeps no half file.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error(fmt::format("{}: cannot create: {}", tmp_, std::strerror(errno)));
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!done_) ::unlink(tmp_.c_str());
-  }
-  // At `offset`, or appended when it is negative.
-  void write(std::span<const uint8_t> bytes, off_t offset = -1) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t w = offset < 0 ? ::write(fd_, bytes.data() + done, bytes.size() - done)
-                                   : ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
-                                              offset + static_cast<off_t>(done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) fail("write failed");
-      done += static_cast<size_t>(w);
-    }
-    if (offset < 0) {
-      appended_ += static_cast<off_t>(bytes.size());
-      while (appended_ - flushed_ >= kWindow) flush_window();
-    }
-  }
-  void commit() {
-    const int fd = fd_;
-    fd_ = -1;
-    if (::fsync(fd) != 0 || ::close(fd) != 0) fail("cannot flush to disk");
-    rename_into_place(tmp_, path_);
-    done_ = true;
-  }
-
- private:
-  // A large file goes to the disk as it is written, a window at a time, rather than all at the
-  // fsync: the disk streams while the next window is made, and the page cache holds at most
-  // two windows of it (a 7 GB checkpoint would otherwise fill the cache of a machine whose
-  // memory the trainer already uses). Window k is started, then window k-1 waited for and
-  // dropped from the cache.
-  static constexpr off_t kWindow = off_t{64} << 20;
-  void flush_window() {
-    const off_t start = flushed_;
-    sync_range(start, SYNC_FILE_RANGE_WRITE);
-    if (start >= kWindow) {
-      sync_range(start - kWindow,
-                 SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-      ::posix_fadvise(fd_, start - kWindow, kWindow, POSIX_FADV_DONTNEED);
-    }
-    flushed_ += kWindow;
-  }
-  // A file system without sync_file_range leaves it all to the fsync of commit().
-  void sync_range(off_t start, unsigned flags) const {
-    if (::sync_file_range(fd_, start, kWindow, flags) != 0 && errno != EINVAL && errno != ESPIPE &&
-        errno != ENOSYS)
-      fail("write failed");
-  }
-  [[noreturn]] void fail(const char* what) const {
-    throw Error(fmt::format("{}: {}: {}", path_, what, std::strerror(errno)));
-  }
-
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool done_ = false;
-  off_t appended_ = 0, flushed_ = 0;
-};
 
 // A read-only private mapping of a whole file, and the file (for TensorReader's preads).
 struct Mapping {
@@ -229,9 +82,6 @@ struct Mapping {
     if (fd >= 0) ::close(fd);
   }
 };
-
-// A tensor from this size on is written after all the smaller ones.
-constexpr uint64_t kLarge = uint64_t{1} << 20;
 
 // What TensorReader reads from the file at a time: small enough to be hashed and checked
 // while in the cache, large enough that a system call costs nothing beside it (dd's bs=1M).
@@ -422,33 +272,6 @@ void Safetensors::read_checksums(const nlohmann::json& header) {
   }
 }
 
-Integrity metadata_integrity(const std::map<std::string, std::string>& metadata) {
-  if (metadata.count(kFormatVersionKey)) return Integrity::Sealed;
-  return metadata.count(kChecksumKey) ? Integrity::TensorsOnly : Integrity::None;
-}
-
-std::string header_checksum(const nlohmann::json& header) {
-  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                       &XXH3_freeState);
-  if (!state) throw std::bad_alloc();
-  XXH3_64bits_reset(state.get());
-  // An object's items come in key order.
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
-    feed(state.get(), name);
-    feed(state.get(), entry.dump());
-  }
-  feed(state.get(), "__metadata__");
-  if (header.contains("__metadata__") && header["__metadata__"].is_object()) {
-    for (const auto& [key, value] : header["__metadata__"].items()) {
-      if (key == kChecksumKey) continue;
-      feed(state.get(), key);
-      feed(state.get(), value.is_string() ? value.get<std::string>() : value.dump());
-    }
-  }
-  return hex64(XXH3_64bits_digest(state.get()));
-}
-
 void Safetensors::verify(const std::string& name, const TensorData& t) const {
   if (checksums_.empty() || verified_.count(name)) return;
   check_digest(name, XXH3_64bits(t.bytes.data(), t.bytes.size()));
@@ -583,108 +406,6 @@ bool TensorReader::finish() {
   if (file_.fd_ >= 0)
     ::posix_fadvise(file_.fd_, offset_, static_cast<off_t>(t_.bytes.size()), POSIX_FADV_DONTNEED);
   return finite_;
-}
-
-uint64_t SafetensorsWriter::Entry::bytes() const {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return static_cast<uint64_t>(n) * dtype_size(dtype);
-}
-
-void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                            Source source) {
-  entries_[name] = {dtype, std::move(shape), std::move(source)};
-}
-
-void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape,
-                                std::vector<float> v) {
-  add(name, DType::F32, std::move(shape), [v = std::move(v)](const Sink& sink) {
-    sink(std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)));
-  });
-}
-
-void SafetensorsWriter::write(const std::string& path) const {
-  // Small tensors (biases, norms, FP8 scaling state) first, together, then the large ones: a
-  // reader that takes the large tensors front to back then reads each small one from a few
-  // pages it already has, not by a seek between two large ones.
-  std::vector<std::pair<std::string, const Entry*>> layout;
-  for (const auto& [name, e] : entries_) layout.emplace_back(name, &e);
-  std::ranges::stable_sort(layout, {}, [](const auto& ne) { return ne.second->bytes() >= kLarge; });
-  // The header goes first but the checksums are known only after the data: it is written with
-  // placeholders of the same width, then written again in place.
-  const auto header_text = [&](const std::map<std::string, std::string>& sums) {
-    nlohmann::json header = nlohmann::json::object();
-    uint64_t offset = 0;
-    for (const auto& [name, e] : layout) {
-      const uint64_t size = e->bytes();
-      header[name] = {{"dtype", dtype_name(e->dtype)},
-                      {"shape", e->shape},
-                      {"data_offsets", {offset, offset + size}}};
-      offset += size;
-    }
-    nlohmann::json meta(metadata_);
-    meta[kFormatVersionKey] = std::to_string(kFormatVersion);
-    meta.erase(kChecksumKey);
-    header["__metadata__"] = meta;
-    std::map<std::string, std::string> all = sums;
-    all[kHeaderEntry] = header_checksum(header);
-    header["__metadata__"][kChecksumKey] = nlohmann::json(all).dump();
-    std::string text = header.dump();
-    text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
-    std::string out(8, '\0');
-    for (int i = 0; i < 8; ++i)
-      out[static_cast<size_t>(i)] = static_cast<char>(text.size() >> (8 * i));
-    return out + text;
-  };
-  const auto as_bytes = [](const std::string& s) {
-    return std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size());
-  };
-  std::map<std::string, std::string> sums;
-  for (const auto& [name, e] : entries_) sums[name] = hex64(0);
-  const std::string placeholder = header_text(sums);
-
-  AtomicFile file(path);
-  file.write(as_bytes(placeholder));
-  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                       &XXH3_freeState);
-  if (!state) throw std::bad_alloc();
-  for (const auto& [name, e] : layout) {
-    const uint64_t expected = e->bytes();
-    uint64_t written = 0;
-    XXH3_64bits_reset(state.get());
-    e->source([&](std::span<const uint8_t> bytes) {
-      XXH3_64bits_update(state.get(), bytes.data(), bytes.size());
-      file.write(bytes);
-      written += bytes.size();
-    });
-    if (written != expected) {
-      throw Error(fmt::format("internal: tensor '{}' gave {} bytes for {} expected", name, written,
-                              expected));
-    }
-    sums[name] = hex64(XXH3_64bits_digest(state.get()));
-  }
-  const std::string header = header_text(sums);
-  if (header.size() != placeholder.size())
-    throw Error(fmt::format("internal: {}: the header changed size", path));
-  file.write(as_bytes(header), 0);
-  file.commit();
-}
-
-void rename_into_place(const std::string& from, const std::string& to) {
-  if (std::rename(from.c_str(), to.c_str()) != 0)
-    throw Error(fmt::format("{}: cannot rename into place: {}", to, std::strerror(errno)));
-  const std::string dir = std::filesystem::path(to).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
-void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) {
-  AtomicFile file(path);
-  file.write(bytes);
-  file.commit();
 }
 
 }  // namespace fp8lm

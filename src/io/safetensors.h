@@ -8,10 +8,10 @@
 // Reads map the file and view each tensor in place (small tensors, inspection); a load reads
 // each large tensor once into its home through a TensorReader.
 //
-// Integrity: the metadata key "xxh3_64" holds every tensor's XXH3-64 (16 hex digits, a JSON
-// object by name) and, under "__header__", the XXH3-64 of the header itself (the tensor table
-// and every other metadata entry), so that neither the data nor what the metadata says of it
-// (a model's config, a checkpoint's step) changes unseen. Files of format version 2
+// Integrity (io/safetensors_integrity.h): the metadata key "xxh3_64" holds every tensor's XXH3-64
+// (16 hex digits, a JSON object by name) and, under "__header__", the XXH3-64 of the header itself
+// (the tensor table and every other metadata entry), so that neither the data nor what the metadata
+// says of it (a model's config, a checkpoint's step) changes unseen. Files of format version 2
 // ("fp8lm_format_version", what every file written now says) must carry both; older files and
 // other tools' load without them (integrity() says what was verified). The reader validates
 // the header, and every tensor's checksum before handing out its view, so a truncated,
@@ -31,26 +31,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/dtype.h"
+#include "io/safetensors_integrity.h"
 
 namespace fp8lm {
-
-// The metadata key of the file format's version, and the version this build writes. A file
-// without the key is of version 1 (written before the header was checksummed).
-inline constexpr const char* kFormatVersionKey = "fp8lm_format_version";
-inline constexpr int kFormatVersion = 2;
-
-// What a file's checksums cover.
-enum class Integrity {
-  Sealed,       // the header and every tensor (version 2)
-  TensorsOnly,  // every tensor but not the metadata (version 1: fp8lm before issue 30)
-  None,         // nothing (an fp8lm older still, or another tool)
-};
-// Of a file's metadata as the reader returned it (the reader has verified what it claims).
-Integrity metadata_integrity(const std::map<std::string, std::string>& metadata);
-
-// The XXH3-64 (hex) of a safetensors header: every tensor entry and every metadata entry but
-// the checksum list itself, in name order.
-std::string header_checksum(const nlohmann::json& header);
 
 struct TensorData {
   DType dtype = DType::F32;
@@ -177,12 +160,5 @@ class SafetensorsWriter {
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };
-
-// Writes bytes to path atomically: temp file beside it, fsync, rename, fsync of the directory.
-void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes);
-
-// Renames a written file or directory over `to` and fsyncs the directory that holds it, so the
-// new name survives a power cut; Error naming `to` when the rename fails.
-void rename_into_place(const std::string& from, const std::string& to);
 
 }  // namespace fp8lm

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <string>
 
 #include "fp8lm/error.h"
@@ -18,42 +19,47 @@ std::string choice_list(const std::vector<std::string_view>& names) {
   return out;
 }
 
+// FP8LM_ACTIVATIONS as a table: row i is enumerator i's, as the enum counts from 0 in the
+// list's order.
+struct ActivationNames {
+  Activation a;
+  std::string_view name, hf_name;
+};
+constexpr ActivationNames kActivations[] = {
+#define FP8LM_ACTIVATION_ROW(e, name, hf_name) {Activation::e, name, hf_name},
+    FP8LM_ACTIVATIONS(FP8LM_ACTIVATION_ROW)
+#undef FP8LM_ACTIVATION_ROW
+};
+
+const ActivationNames& row(Activation a) {
+  const auto i = static_cast<size_t>(a);
+  if (i >= std::size(kActivations) || kActivations[i].a != a)
+    throw Error(fmt::format("activation {} is not in FP8LM_ACTIVATIONS", i));
+  return kActivations[i];
+}
+
 }  // namespace
 
 std::string_view activation_name(Activation a) {
-  switch (a) {
-#define FP8LM_ACTIVATION_NAME(e, name, hf_name) \
-  case Activation::e:                           \
-    return name;
-    FP8LM_ACTIVATIONS(FP8LM_ACTIVATION_NAME)
-#undef FP8LM_ACTIVATION_NAME
-  }
-  return "?";
+  return row(a).name;
 }
 
 std::string_view activation_hf_name(Activation a) {
-  switch (a) {
-#define FP8LM_ACTIVATION_HF_NAME(e, name, hf_name) \
-  case Activation::e:                              \
-    return hf_name;
-    FP8LM_ACTIVATIONS(FP8LM_ACTIVATION_HF_NAME)
-#undef FP8LM_ACTIVATION_HF_NAME
-  }
-  return "?";
+  return row(a).hf_name;
 }
 
 const std::vector<std::string_view>& activation_names() {
-#define FP8LM_ACTIVATION_NAME(e, name, hf_name) name,
-  static const std::vector<std::string_view> names = {FP8LM_ACTIVATIONS(FP8LM_ACTIVATION_NAME)};
-#undef FP8LM_ACTIVATION_NAME
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> v;
+    for (const ActivationNames& r : kActivations) v.push_back(r.name);
+    return v;
+  }();
   return names;
 }
 
 Activation parse_activation(std::string_view name) {
-#define FP8LM_ACTIVATION_PARSE(e, n, hf_name) \
-  if (name == n) return Activation::e;
-  FP8LM_ACTIVATIONS(FP8LM_ACTIVATION_PARSE)
-#undef FP8LM_ACTIVATION_PARSE
+  for (const ActivationNames& r : kActivations)
+    if (r.name == name) return r.a;
   throw Error(
       fmt::format("unknown activation '{}' (expected {})", name, choice_list(activation_names())));
 }

@@ -13,7 +13,7 @@ namespace fp8lm::cuda {
 
 // core/e8m0.h's e8m0_encode_round_up.
 __host__ __device__ inline uint8_t e8m0_round_up(float x) {
-  const uint32_t u = float_bits(x);
+  const uint32_t u = op_math::bits(x);
   const uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u || (u >> 31 && a != 0)) return 0xff;  // NaN, or a negative scale
   if (a == 0x7f800000u) return 0xfe;
@@ -27,16 +27,17 @@ __host__ __device__ inline uint8_t e8m0_round_up(float x) {
 
 // 2^e for e in [-127, 127] exactly (2^-127 is subnormal).
 __host__ __device__ inline float exp2_exact(int e) {
-  return e > -127 ? bits_float(static_cast<uint32_t>(e + 127) << 23) : bits_float(0x00400000u);
+  return e > -127 ? op_math::from_bits(static_cast<uint32_t>(e + 127) << 23)
+                  : op_math::from_bits(0x00400000u);
 }
 
 // e8m0_decode and e8m0_reciprocal (code 0's reciprocal is 1).
 __host__ __device__ inline float e8m0_value(uint8_t code) {
-  return code == 0xff ? bits_float(0x7fc00000u) : exp2_exact(static_cast<int>(code) - 127);
+  return code == 0xff ? op_math::from_bits(0x7fc00000u) : exp2_exact(static_cast<int>(code) - 127);
 }
 __host__ __device__ inline float e8m0_rcp(uint8_t code) {
   if (code == 0) return 1.0f;
-  return code == 0xff ? bits_float(0x7fc00000u) : exp2_exact(127 - static_cast<int>(code));
+  return code == 0xff ? op_math::from_bits(0x7fc00000u) : exp2_exact(127 - static_cast<int>(code));
 }
 
 // fp8_block_scale (TE's compute_scale_from_amax): fp8_max / amax, FLT_MAX on overflow, 1 for a
@@ -44,11 +45,11 @@ __host__ __device__ inline float e8m0_rcp(uint8_t code) {
 __host__ __device__ inline float block_scale(float amax, float fp8_max, bool power_2_scale,
                                              float amax_epsilon) {
   if (amax < amax_epsilon) amax = amax_epsilon;
-  const uint32_t a = float_bits(amax) & 0x7fffffffu;
+  const uint32_t a = op_math::bits(amax) & 0x7fffffffu;
   if (a == 0 || a >= 0x7f800000u) return 1.0f;
   float scale = fp8_max / amax;
-  if ((float_bits(scale) & 0x7fffffffu) == 0x7f800000u) scale = bits_float(0x7f7fffffu);
-  if (power_2_scale) scale = bits_float(float_bits(scale) & 0xff800000u);
+  if ((op_math::bits(scale) & 0x7fffffffu) == 0x7f800000u) scale = op_math::from_bits(0x7f7fffffu);
+  if (power_2_scale) scale = op_math::from_bits(op_math::bits(scale) & 0xff800000u);
   return scale;
 }
 
@@ -64,11 +65,11 @@ __host__ __device__ inline float fp8_value(uint8_t code) {
   const uint32_t sign = code >> 7, e = (code & 0x7fu) >> man, m = code & ((1u << man) - 1);
   float v;
   if (F == Fp8Format::E5M2 && e == 31) {
-    v = bits_float(0x7f800000u);
+    v = op_math::from_bits(0x7f800000u);
   } else if (e == 0) {
     v = static_cast<float>(m) * exp2_exact(1 - bias - man);
   } else {
-    v = bits_float((e - bias + 127) << 23 | m << (23 - man));
+    v = op_math::from_bits((e - bias + 127) << 23 | m << (23 - man));
   }
   return sign ? -v : v;
 }
@@ -91,8 +92,8 @@ __host__ __device__ inline float e2m1_value(uint8_t code) {
 
 // e2m1_encode: the number of rounding boundaries at or below the magnitude, NaN to 7.
 __host__ __device__ inline uint8_t e2m1_nearest(float x) {
-  const uint32_t u = float_bits(x);
-  const float a = bits_float(u & 0x7fffffffu);
+  const uint32_t u = op_math::bits(x);
+  const float a = op_math::from_bits(u & 0x7fffffffu);
   int m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) +
           (a > 5.0f);
   if ((u & 0x7fffffffu) > 0x7f800000u) m = 7;
@@ -104,10 +105,10 @@ __host__ __device__ inline uint8_t e2m1_nearest(float x) {
 __host__ __device__ inline uint8_t e2m1_stochastic(float x, uint32_t bits) {
   constexpr float kLow[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   constexpr float kInverseStep[8] = {2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 0.5f, 1.0f};
-  const uint32_t u = float_bits(x);
-  const float a = bits_float(u & 0x7fffffffu);
-  const int t = (a >= 0.5f) + (a >= 1.0f) + (a >= 1.5f) + (a >= 2.0f) + (a >= 3.0f) +
-                (a >= 4.0f) + (a >= 6.0f);
+  const uint32_t u = op_math::bits(x);
+  const float a = op_math::from_bits(u & 0x7fffffffu);
+  const int t = (a >= 0.5f) + (a >= 1.0f) + (a >= 1.5f) + (a >= 2.0f) + (a >= 3.0f) + (a >= 4.0f) +
+                (a >= 6.0f);
   const float p = (a - kLow[t]) * kInverseStep[t];
   const float draw = static_cast<float>(bits >> 8) * 0x1p-24f;
   int m = t + (draw < p);

@@ -13,35 +13,15 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "core/fp8_dtype.h"
+#include "kernels/op_math.h"
 
 #ifdef __CUDACC__
 #include "kernels/cuda/reduce.cuh"
 #endif
 
 namespace fp8lm::cuda {
-
-__host__ __device__ inline uint32_t float_bits(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
-
-__host__ __device__ inline float bits_float(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-#endif
-}
 
 struct Fp8Code {
   uint8_t code;
@@ -53,7 +33,7 @@ struct Fp8Code {
 template <Fp8Format F>
 __host__ __device__ inline Fp8Code fp8_encode_sat(float x) {
   constexpr Fp8Consts c = fp8_consts(F);
-  const uint32_t u = float_bits(x);
+  const uint32_t u = op_math::bits(x);
   const uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return {static_cast<uint8_t>(sign | c.nan_code), false, false};
@@ -63,11 +43,11 @@ __host__ __device__ inline Fp8Code fp8_encode_sat(float x) {
     // The magic number's ulp is the subnormal spacing, so the rounded sum counts spacings. An
     // explicit round-to-nearest add: the compiler may not fold or reassociate it.
 #ifdef __CUDA_ARCH__
-    const float sum = __fadd_rn(bits_float(a), c.subnormal_magic);
+    const float sum = __fadd_rn(op_math::from_bits(a), c.subnormal_magic);
 #else
-    const float sum = bits_float(a) + c.subnormal_magic;
+    const float sum = op_math::from_bits(a) + c.subnormal_magic;
 #endif
-    code = float_bits(sum) - c.magic_bits;
+    code = op_math::bits(sum) - c.magic_bits;
     flushed = a != 0 && code == 0;
   } else {
     // Rebias, drop the low mantissa bits with ties to even; a carry bumps the exponent, and
@@ -82,7 +62,7 @@ __host__ __device__ inline Fp8Code fp8_encode_sat(float x) {
 
 // bf16_from_float: round to nearest even, NaN stays a quiet NaN with its sign.
 __host__ __device__ inline uint16_t bf16_round(float x) {
-  uint32_t u = float_bits(x);
+  uint32_t u = op_math::bits(x);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
