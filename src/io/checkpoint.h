@@ -1,9 +1,9 @@
 #pragma once
-// Checkpoints (docs/reference/checkpoint-names.md): the model file (weights with PyTorch's names
-// and [out, in] layout, every GEMM's FP8 state, config, precision, recipe and step in the
-// header's metadata) and a
-// training-state file beside it (AdamW moments, FP32 masters of FP8 weights, losses, data
-// position). Model files alone serve generate, eval and inspect.
+// Checkpoints (docs/reference/checkpoint-names.md): the model file (io/checkpoint.cpp: weights
+// with PyTorch's names and [out, in] layout, every GEMM's FP8 state, config, precision, recipe
+// and step in the header's metadata) and a training-state file beside it (io/train_state.cpp:
+// AdamW moments, FP32 masters of FP8 weights, losses, data position). Model files alone serve
+// generate, eval and inspect.
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -75,6 +75,9 @@ LoadedModel load_model(const std::string& path);
 // the key when it is missing or not a number.
 template <class T>
 T metadata_number(const Safetensors& file, const std::string& key);
+
+// Error naming origin unless step is from 0 to the run's steps.
+void check_step_in_run(const std::string& origin, int64_t step, int64_t steps);
 
 // A warning (io/warning.h) when the file's checksums do not cover all of it (an older fp8lm's,
 // or another tool's file): what could not be verified.
