@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <string>
 
@@ -102,6 +103,17 @@ void NewRunDir::undo() {
 
 NewRunDir::~NewRunDir() {
   if (!kept_) undo();
+}
+
+std::string timestamped_run_dir() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  std::string dir = fmt::format("runs/{}", stamp);
+  for (int n = 2; std::filesystem::exists(dir); ++n) dir = fmt::format("runs/{}-{}", stamp, n);
+  return dir;
 }
 
 }  // namespace fp8lm

@@ -20,6 +20,10 @@ class RunLock {
   int fd_ = -1;
 };
 
+// A name for a new run's directory under runs/, from the time it starts: runs/20261203-142501
+// (-2, -3 when a run of the same second has it).
+std::string timestamped_run_dir();
+
 // A new run's directory, claimed before anything in it is checked or written: made when absent,
 // locked, and only then checked to hold nothing else, so two runs started on one directory
 // cannot both find it empty. Until keep(), destruction undoes the claim (the lock file, and the
