@@ -9,71 +9,16 @@
 #include <limits>
 
 #include "core/closest_name.h"
-#include "core/parse_number.h"
 #include "core/precision.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "kernels/types.h"
+#include "train/setting_values.h"
 
 namespace fp8lm {
 namespace {
 
 using Text = std::string_view;
-
-int64_t to_int(Text flag, Text v) {
-  const std::optional<int64_t> x = parse_int(v);
-  if (!x) throw Error(fmt::format("{} '{}' is not an integer", flag, v));
-  return *x;
-}
-
-// An int field: out of int's range is an error, not a wrapped value.
-int to_int32(Text flag, Text v) {
-  const int64_t x = to_int(flag, v);
-  if (x < INT32_MIN || x > INT32_MAX) throw Error(fmt::format("{} {} is out of range", flag, v));
-  return static_cast<int>(x);
-}
-
-// Whether a number's digits (before any exponent) are all zeros: "0", "-0.00", "0e5".
-bool writes_zero(Text v) {
-  for (const char ch : v) {
-    if (ch == 'e' || ch == 'E') break;
-    if (ch >= '1' && ch <= '9') return false;
-  }
-  return true;
-}
-
-template <class T>
-T to_real(Text flag, Text v) {
-  T x = 0;
-  try {
-    x = std::is_same_v<T, float> ? static_cast<T>(parse_float(v)) : static_cast<T>(parse_double(v));
-  } catch (const Error&) {
-    throw Error(fmt::format("{} '{}' is not a finite number", flag, v));
-  }
-  if (!std::isfinite(x)) throw Error(fmt::format("{} '{}' is not a finite number", flag, v));
-  // A value below the type's smallest becomes 0, and a check would then report "0".
-  if (x == 0 && !writes_zero(v))
-    throw Error(fmt::format("{} {} is below the smallest {} ({})", flag, v,
-                            std::is_same_v<T, float> ? "float" : "double",
-                            std::numeric_limits<T>::denorm_min()));
-  return x;
-}
-
-bool to_bool(Text flag, Text v) {
-  if (v == "true") return true;
-  if (v == "false") return false;
-  throw Error(fmt::format("{} '{}' is not true or false", flag, v));
-}
-
-// A float as its shortest decimal (0.002, not 0.0020000000949949026): what the user wrote, and
-// it reads back to the same float.
-template <class T>
-std::string real_text(T v) {
-  return fmt::format("{}", v);
-}
-std::string bool_text(bool v) {
-  return v ? "true" : "false";
-}
 
 // A choice's parser throws its own message ("unknown recipe 'x' (expected ...)"); the flag
 // goes in front so that the line names where the value came from.
@@ -90,11 +35,13 @@ auto parse_choice(Text flag, F parse) {
 // the flag; a file's key is put in front of them by apply_settings_json.
 thread_local Text g_label;
 
-#define INT(field) [](TrainConfig& c, Text v) { c.field = to_int(g_label, v); }
-#define INT32(field) [](TrainConfig& c, Text v) { c.field = to_int32(g_label, v); }
-#define REAL(field) \
-  [](TrainConfig& c, Text v) { c.field = to_real<std::decay_t<decltype(c.field)>>(g_label, v); }
-#define BOOL(field) [](TrainConfig& c, Text v) { c.field = to_bool(g_label, v); }
+#define INT(field) [](TrainConfig& c, Text v) { c.field = setting_int(g_label, v); }
+#define INT32(field) [](TrainConfig& c, Text v) { c.field = setting_int32(g_label, v); }
+#define REAL(field)                                                      \
+  [](TrainConfig& c, Text v) {                                           \
+    c.field = setting_real<std::decay_t<decltype(c.field)>>(g_label, v); \
+  }
+#define BOOL(field) [](TrainConfig& c, Text v) { c.field = setting_bool(g_label, v); }
 #define SHOW_INT(field) [](const TrainConfig& c) { return std::to_string(c.field); }
 #define SHOW_REAL(field) [](const TrainConfig& c) { return real_text(c.field); }
 #define SHOW_BOOL(field) [](const TrainConfig& c) { return bool_text(c.field); }
@@ -281,7 +228,7 @@ const std::vector<Setting>& table() {
      SHOW_INT(seed),
      [](TrainConfig& c, Text v) {
        // A negative seed would wrap to a huge one: refused rather than quietly another seed.
-       const int64_t seed = to_int(g_label, v);
+       const int64_t seed = setting_int(g_label, v);
        if (seed < 0) throw Error(fmt::format("{} {} must be 0 or more", g_label, v));
        c.seed = static_cast<uint64_t>(seed);
      }},
