@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
       gemm_bf16(Trans::N, Trans::T, n, n, n, 1.0f, a16.data(), b16.data(), 0.0f, c.data());
     });
     const double fp8 = best_gflops(n, reps, [&] {
-      gemm_fp8(Trans::N, Trans::T, n, n, n, 1.0f, a8.data(), Fp8Format::E4M3, b8.data(),
-               Fp8Format::E4M3, 0.0f, c.data());
+      gemm_fp8(Trans::N, Trans::T, n, n, n, 1.0f, a8.data(), DType::E4M3, b8.data(), DType::E4M3,
+               0.0f, c.data());
     });
     engines += fmt::format(R"({}"{}": {{"bf16": {:.1f}, "fp8": {:.1f}}})",
                            engines.empty() ? "" : ", ", engine_name(e), bf16, fp8);

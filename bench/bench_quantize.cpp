@@ -46,7 +46,7 @@ void BM_quantize(benchmark::State& state, Isa isa) {
   std::vector<uint8_t> q(x.size());
   for (auto _ : state) {
     auto stats = fp8lm::quantize(isa, q.data(), x.data(), static_cast<int64_t>(x.size()), 64.0f,
-                                 fp8lm::Fp8Format::E4M3);
+                                 fp8lm::DType::E4M3);
     benchmark::DoNotOptimize(stats);
     benchmark::ClobberMemory();
   }

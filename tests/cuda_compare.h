@@ -24,7 +24,7 @@ inline bool same_float(float a, float b) {
          std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
 }
 
-inline bool is_nan_code(uint8_t code, Fp8Format f) {
+inline bool is_nan_code(uint8_t code, DType f) {
   return std::isnan(fp8_decode(code, f));
 }
 
@@ -52,7 +52,7 @@ inline void expect_same_floats(const std::vector<float>& got, const std::vector<
 }
 
 inline void expect_same_codes(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
-                              Fp8Format f, const char* what) {
+                              DType f, const char* what) {
   expect_all_same(
       got, want,
       [f](uint8_t a, uint8_t b) { return a == b || (is_nan_code(a, f) && is_nan_code(b, f)); },
@@ -72,9 +72,9 @@ struct DeviceFp8 {
   cuda::DeviceBuffer<uint8_t> codes;
   cuda::DeviceBuffer<float> scale, amax;
   cuda::DeviceBuffer<unsigned long long> saturated, flushed;
-  Fp8Format format;
+  DType format;
 
-  DeviceFp8(size_t n, float scale_value, Fp8Format f, float amax0 = 0.0f,
+  DeviceFp8(size_t n, float scale_value, DType f, float amax0 = 0.0f,
             unsigned long long counts0 = 0)
       : codes(n), scale(1), amax(1), saturated(1), flushed(1), format(f) {
     cuda::upload(scale.data(), &scale_value, 1);

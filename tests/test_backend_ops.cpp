@@ -94,10 +94,9 @@ Operand make_operand(DType t, int64_t n, uint32_t seed, float fp8_scale) {
     std::memcpy(o.bytes.data(), h.data(), o.bytes.size());
   } else {
     o.bytes.resize(x.size());
-    quantize(o.bytes.data(), x.data(), n, fp8_scale, fp8_format_of(t));
+    quantize(o.bytes.data(), x.data(), n, fp8_scale, t);
     o.scale_inv = 1.0f / fp8_scale;
-    for (size_t i = 0; i < x.size(); ++i)
-      o.values[i] = fp8_decode(o.bytes[i], fp8_format_of(t)) * o.scale_inv;
+    for (size_t i = 0; i < x.size(); ++i) o.values[i] = fp8_decode(o.bytes[i], t) * o.scale_inv;
   }
   return o;
 }
@@ -226,8 +225,8 @@ class Produced {
   ProducerOut out() {
     if (t_ == DType::F32) return ProducerOut::fp32(reinterpret_cast<float*>(y_.data()));
     if (t_ == DType::BF16) return ProducerOut::bf16(reinterpret_cast<bf16_t*>(y_.data()));
-    return ProducerOut::fp8({y_.data(), scale_.data(), amax_.data(), fp8_format_of(t_),
-                             counts_.data(), counts_.data() + 1});
+    return ProducerOut::fp8(
+        {y_.data(), scale_.data(), amax_.data(), t_, counts_.data(), counts_.data() + 1});
   }
   Vec values() const {
     const std::vector<uint8_t> bytes = y_.to_host();
@@ -240,7 +239,7 @@ class Produced {
         std::memcpy(&h, bytes.data() + i * 2, 2);
         y[i] = bf16_to_float(h);
       } else {
-        y[i] = fp8_decode(bytes[i], fp8_format_of(t_)) / kFp8Scale;
+        y[i] = fp8_decode(bytes[i], t_) / kFp8Scale;
       }
     }
     return y;
@@ -256,7 +255,7 @@ class Produced {
                             : t_ == DType::BF16 ? 0x1p-8
                             : t_ == DType::E4M3 ? 0x1p-4
                                                 : 0x1p-3;
-    const double floor = is_fp8(t_) ? fp8_min_subnormal(fp8_format_of(t_)) / kFp8Scale : 0;
+    const double floor = is_fp8(t_) ? fp8_min_subnormal(t_) / kFp8Scale : 0;
     return half_ulp * std::fabs(w) + floor;
   }
 

@@ -62,21 +62,21 @@ TEST(BlockCast, StripesOverThreadsGiveTheTwinsBitsAndAnExactOperand) {
     if (k.scheme == BlockScheme::Mxfp8) {
       if (k.bc == 1)
         mxfp8_quantize_columnwise_reference(want.data(), want_scales.data(), x.data(), rows, cols,
-                                            Fp8Format::E4M3);
+                                            DType::E4M3);
       else
         mxfp8_quantize_rowwise_reference(want.data(), want_scales.data(), x.data(), rows, cols,
-                                         Fp8Format::E4M3);
+                                         DType::E4M3);
       for (size_t i = 0; i < n; ++i)
-        decoded[i] = fp8_decode(want[i], Fp8Format::E4M3) *
+        decoded[i] = fp8_decode(want[i], DType::E4M3) *
                      e8m0_decode(want_scales[static_cast<size_t>(c.grid.block_of(
                          static_cast<int64_t>(i) / cols, static_cast<int64_t>(i) % cols))]);
       EXPECT_EQ(tensor_scale_inv, 1.0f);
     } else if (k.scheme == BlockScheme::Fp8Block) {
       std::vector<float> s(static_cast<size_t>(c.grid.blocks()));
-      fp8_block_quantize_reference(want.data(), s.data(), x.data(), c.grid, Fp8Format::E4M3, {});
+      fp8_block_quantize_reference(want.data(), s.data(), x.data(), c.grid, DType::E4M3, {});
       std::memcpy(want_scales.data(), s.data(), want_scales.size());
       for (size_t i = 0; i < n; ++i)
-        decoded[i] = fp8_decode(want[i], Fp8Format::E4M3) *
+        decoded[i] = fp8_decode(want[i], DType::E4M3) *
                      s[static_cast<size_t>(c.grid.block_of(static_cast<int64_t>(i) / cols,
                                                            static_cast<int64_t>(i) % cols))];
     } else {
@@ -91,7 +91,7 @@ TEST(BlockCast, StripesOverThreadsGiveTheTwinsBitsAndAnExactOperand) {
             e2m1_decode(want[i]) *
             fp8_decode(want_scales[static_cast<size_t>(c.grid.block_of(
                            static_cast<int64_t>(i) / cols, static_cast<int64_t>(i) % cols))],
-                       Fp8Format::E4M3);
+                       DType::E4M3);
       EXPECT_EQ(tensor_scale_inv, 1.0f / nvfp4_global_encode_scale(amax));
     }
     EXPECT_EQ(codes, want);

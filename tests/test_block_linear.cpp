@@ -42,12 +42,11 @@ std::vector<double> decoded(const Fp8Recipe& r, bool weight, bool columnwise,
     std::vector<uint8_t> s(static_cast<size_t>(g.blocks()));
     if (columnwise)
       mxfp8_quantize_columnwise_reference(codes.data(), s.data(), src.data(), rows, cols,
-                                          Fp8Format::E4M3);
+                                          DType::E4M3);
     else
-      mxfp8_quantize_rowwise_reference(codes.data(), s.data(), src.data(), rows, cols,
-                                       Fp8Format::E4M3);
+      mxfp8_quantize_rowwise_reference(codes.data(), s.data(), src.data(), rows, cols, DType::E4M3);
     for (size_t i = 0; i < n; ++i)
-      out[i] = static_cast<double>(fp8_decode(codes[i], Fp8Format::E4M3)) *
+      out[i] = static_cast<double>(fp8_decode(codes[i], DType::E4M3)) *
                e8m0_decode(s[static_cast<size_t>(
                    g.block_of(static_cast<int64_t>(i) / cols, static_cast<int64_t>(i) % cols))]);
   } else if (r.kind == ScalingKind::Block) {
@@ -55,9 +54,9 @@ std::vector<double> decoded(const Fp8Recipe& r, bool weight, bool columnwise,
                         : columnwise ? fp8_block_columnwise(rows, cols)
                                      : fp8_block_rowwise(rows, cols);
     std::vector<float> s(static_cast<size_t>(g.blocks()));
-    fp8_block_quantize_reference(codes.data(), s.data(), src.data(), g, Fp8Format::E4M3, r.block);
+    fp8_block_quantize_reference(codes.data(), s.data(), src.data(), g, DType::E4M3, r.block);
     for (size_t i = 0; i < n; ++i)
-      out[i] = static_cast<double>(fp8_decode(codes[i], Fp8Format::E4M3)) *
+      out[i] = static_cast<double>(fp8_decode(codes[i], DType::E4M3)) *
                s[static_cast<size_t>(
                    g.block_of(static_cast<int64_t>(i) / cols, static_cast<int64_t>(i) % cols))];
   } else {
@@ -78,7 +77,7 @@ std::vector<double> decoded(const Fp8Recipe& r, bool weight, bool columnwise,
       out[i] = static_cast<double>(e2m1_decode(codes[i])) *
                fp8_decode(s[static_cast<size_t>(g.block_of(static_cast<int64_t>(i) / cols,
                                                            static_cast<int64_t>(i) % cols))],
-                          Fp8Format::E4M3) *
+                          DType::E4M3) *
                tensor;
   }
   return out;

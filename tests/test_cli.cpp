@@ -34,8 +34,8 @@ namespace fp8lm {
 namespace {
 
 TEST(Cli, TableListsAll256CodesWithBitsAndValues) {
-  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-    const CliResult r = fp8lm("fp8 table --format " + std::string(fp8_format_name(f)));
+  for (DType f : {DType::E4M3, DType::E5M2}) {
+    const CliResult r = fp8lm("fp8 table --format " + std::string(dtype_short_name(f)));
     ASSERT_EQ(r.status, 0) << r.err;
     const auto ls = lines(r.out);
     ASSERT_EQ(ls.size(), 256u);

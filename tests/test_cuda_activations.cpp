@@ -56,8 +56,8 @@ const std::vector<Activation> kActs = all_activations();
 std::string act_name(Activation a) {
   return std::string(activation_name(a));
 }
-Fp8Format format_of(Out o) {
-  return o == Out::E5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3;
+DType format_of(Out o) {
+  return o == Out::E5M2 ? DType::E5M2 : DType::E4M3;
 }
 bool is_fp8(Out o) {
   return o == Out::E4M3 || o == Out::E5M2;
@@ -117,8 +117,7 @@ Vec dispatched_forward(Activation act, Vec h, const Vec& bias, int64_t rows, int
 }
 
 CastStats dispatched_forward_fp8(std::vector<uint8_t>& codes, Activation act, Vec h,
-                                 const Vec& bias, int64_t rows, int64_t C, float scale,
-                                 Fp8Format f) {
+                                 const Vec& bias, int64_t rows, int64_t C, float scale, DType f) {
   codes.resize(rows * C);
   return cpu::bias_act_forward_fp8(codes.data(), scale, f, h.data(), bias.data(), act, rows, C);
 }
@@ -145,8 +144,8 @@ void expect_near_dispatched(const Vec& got, const Vec& want,
 
 // FP8 codes from FP32 values that may differ in their last bits: equal, or one code step apart
 // on the same side of zero, and rarely (a midpoint must fall between the two values).
-void expect_codes_near(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
-                       Fp8Format f, const char* what) {
+void expect_codes_near(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, DType f,
+                       const char* what) {
   ASSERT_EQ(got.size(), want.size());
   size_t differ = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -212,7 +211,7 @@ void check_bias_act_forward(Activation act, Out out) {
       expect_same_bf16(to_host(y16.data(), n), want, "y16");
     }
     if (is_fp8(out)) {
-      const Fp8Format f = format_of(out);
+      const DType f = format_of(out);
       std::vector<uint8_t> want(n), near_want;
       const CastStats want_stats = quantize(Isa::Scalar, want.data(), y_twin.data(), n, scale, f);
       const auto got = q.host_codes(n);

@@ -39,11 +39,11 @@ TEST(CudaBlockRules, EqualTheCpuRulesOnTheHost) {
     EXPECT_TRUE(same_bits(cuda::e8m0_value(c), e8m0_decode(c))) << code;
     EXPECT_TRUE(same_bits(cuda::e8m0_rcp(c), e8m0_reciprocal(c))) << code;
     for (const float p : {1.0f, 0x1p-127f, 0x1p-20f, 0x1p40f}) {
-      EXPECT_EQ(cuda::fp8_times_pow2_bf16<Fp8Format::E4M3>(c, p),
-                bf16_from_float(fp8_decode(c, Fp8Format::E4M3) * p))
+      EXPECT_EQ(cuda::fp8_times_pow2_bf16<DType::E4M3>(c, p),
+                bf16_from_float(fp8_decode(c, DType::E4M3) * p))
           << code;
-      EXPECT_EQ(cuda::fp8_times_pow2_bf16<Fp8Format::E5M2>(c, p),
-                bf16_from_float(fp8_decode(c, Fp8Format::E5M2) * p))
+      EXPECT_EQ(cuda::fp8_times_pow2_bf16<DType::E5M2>(c, p),
+                bf16_from_float(fp8_decode(c, DType::E5M2) * p))
           << code;
     }
   }
@@ -62,16 +62,16 @@ TEST(CudaBlockRules, EqualTheCpuRulesOnTheHost) {
                           e2m1_decode(static_cast<uint8_t>(code))));
   for (int code = 0; code < 256; ++code) {
     const auto c = static_cast<uint8_t>(code);
-    if (!cuda::fp8_is_nan<Fp8Format::E4M3>(c)) {
-      EXPECT_EQ(cuda::fp8_value<Fp8Format::E4M3>(c), fp8_decode(c, Fp8Format::E4M3)) << code;
+    if (!cuda::fp8_is_nan<DType::E4M3>(c)) {
+      EXPECT_EQ(cuda::fp8_value<DType::E4M3>(c), fp8_decode(c, DType::E4M3)) << code;
     }
-    EXPECT_EQ(cuda::fp8_is_nan<Fp8Format::E5M2>(c), std::isnan(fp8_decode(c, Fp8Format::E5M2)));
+    EXPECT_EQ(cuda::fp8_is_nan<DType::E5M2>(c), std::isnan(fp8_decode(c, DType::E5M2)));
   }
   for (const float a : float_sweep()) {
     if (std::signbit(a)) continue;  // an amax
     for (const BlockScalingParams p :
          {BlockScalingParams{}, BlockScalingParams{false, 0.0f}, BlockScalingParams{true, 1e-3f}}) {
-      for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2})
+      for (const DType f : {DType::E4M3, DType::E5M2})
         ASSERT_TRUE(same_bits(cuda::block_scale(a, fp8_max(f), p.power_2_scale, p.amax_epsilon),
                               fp8_block_scale(a, f, p)))
             << a;
@@ -119,13 +119,13 @@ TEST(CudaBlockCast, CodesScalesAndOperandMatchTheCpuBitForBit) {
   struct Case {
     BlockScheme scheme;
     int64_t br, bc;
-    Fp8Format f;
+    DType f;
   };
-  for (const Case& k : {Case{BlockScheme::Mxfp8, 1, 32, Fp8Format::E4M3},
-                        Case{BlockScheme::Mxfp8, 32, 1, Fp8Format::E5M2},
-                        Case{BlockScheme::Fp8Block, 1, 128, Fp8Format::E4M3},
-                        Case{BlockScheme::Fp8Block, 128, 1, Fp8Format::E4M3},
-                        Case{BlockScheme::Fp8Block, 128, 128, Fp8Format::E5M2}}) {
+  for (const Case& k :
+       {Case{BlockScheme::Mxfp8, 1, 32, DType::E4M3}, Case{BlockScheme::Mxfp8, 32, 1, DType::E5M2},
+        Case{BlockScheme::Fp8Block, 1, 128, DType::E4M3},
+        Case{BlockScheme::Fp8Block, 128, 1, DType::E4M3},
+        Case{BlockScheme::Fp8Block, 128, 128, DType::E5M2}}) {
     SCOPED_TRACE(std::to_string(k.br) + "x" + std::to_string(k.bc));
     BlockCast c;
     c.scheme = k.scheme;

@@ -18,7 +18,7 @@
 namespace fp8lm {
 namespace {
 
-const Fp8Format kFormats[] = {Fp8Format::E4M3, Fp8Format::E5M2};
+const DType kFormats[] = {DType::E4M3, DType::E5M2};
 // 1 and a power of two move no rounding boundary; 224 and 3.7 push values past the maximum and
 // onto midpoints; 2^-7 flushes small values.
 const float kScales[] = {1.0f, 224.0f, 0.0078125f, 3.7f};
@@ -31,7 +31,7 @@ class DeviceCastState {
         amax_(to_device(std::vector<float>{amax})),
         counts_(to_device(std::vector<unsigned long long>{0, 0})) {}
 
-  Fp8Out out(uint8_t* data, Fp8Format f) {
+  Fp8Out out(uint8_t* data, DType f) {
     Fp8Out o;
     o.data = data;
     o.scale = scale_.data();
@@ -56,7 +56,7 @@ class DeviceCastState {
   DeviceBuffer<unsigned long long> counts_;
 };
 
-std::vector<uint8_t> cpu_codes(const std::vector<float>& x, float scale, Fp8Format f,
+std::vector<uint8_t> cpu_codes(const std::vector<float>& x, float scale, DType f,
                                CastStats* stats = nullptr) {
   std::vector<uint8_t> codes(x.size());
   const CastStats s = quantize(codes.data(), x.data(), static_cast<int64_t>(x.size()), scale, f);
@@ -79,9 +79,9 @@ TEST(CudaQuantize, CodesAmaxAndCountsMatchCpuBitForBit) {
     for (int64_t offset : {int64_t{0}, int64_t{1}}) {
       const auto pool = test::random_with_specials(static_cast<size_t>(n + offset), 11);
       const std::vector<float> x(pool.begin() + offset, pool.end());
-      for (Fp8Format f : kFormats) {
+      for (DType f : kFormats) {
         for (float scale : kScales) {
-          SCOPED_TRACE(testing::Message() << fp8_format_name(f) << " scale " << scale << " n " << n
+          SCOPED_TRACE(testing::Message() << dtype_short_name(f) << " scale " << scale << " n " << n
                                           << " offset " << offset);
           CastStats want;
           const auto want_codes = cpu_codes(x, scale, f, &want);
@@ -109,7 +109,7 @@ TEST(CudaQuantize, AmaxMaxAccumulatesAndNullCountersAreSkipped) {
   DeviceBuffer<uint8_t> d_codes(x.size());
   for (float prior : {0.0f, amax / 2, amax * 2, INFINITY}) {
     DeviceCastState state(1.0f, prior);
-    Fp8Out out = state.out(d_codes.data(), Fp8Format::E4M3);
+    Fp8Out out = state.out(d_codes.data(), DType::E4M3);
     out.saturated = nullptr;
     out.flushed = nullptr;
     cuda::quantize(out, d_x.data(), static_cast<int64_t>(x.size()), nullptr);

@@ -122,21 +122,20 @@ TEST(CudaGemm, Bf16MatchesCpuOnTheSameCodes) {
 
 // FP8 GEMMs, C[M, N] = A[M, K] · B[N, K]ᵀ on codes with device scale_invs.
 struct Fp8Case {
-  Fp8Format fa, fb;
+  DType fa, fb;
 };
 // Forward (activation x weight), dgrad/wgrad (E5M2 gradient in A), and E5M2 in B.
-const Fp8Case kFp8Cases[] = {{Fp8Format::E4M3, Fp8Format::E4M3},
-                             {Fp8Format::E5M2, Fp8Format::E4M3},
-                             {Fp8Format::E4M3, Fp8Format::E5M2}};
+const Fp8Case kFp8Cases[] = {
+    {DType::E4M3, DType::E4M3}, {DType::E5M2, DType::E4M3}, {DType::E4M3, DType::E5M2}};
 
-Vec run_gpu_fp8(int64_t M, int64_t N, int64_t K, const std::vector<uint8_t>& qa, Fp8Format fa,
-                float sa_inv, const std::vector<uint8_t>& qb, Fp8Format fb, float sb_inv,
-                float beta, const Vec& C0) {
+Vec run_gpu_fp8(int64_t M, int64_t N, int64_t K, const std::vector<uint8_t>& qa, DType fa,
+                float sa_inv, const std::vector<uint8_t>& qb, DType fb, float sb_inv, float beta,
+                const Vec& C0) {
   const auto d_A = to_device(qa), d_B = to_device(qb);
   const auto d_sa = to_device(Vec{sa_inv}), d_sb = to_device(Vec{sb_inv});
   auto d_C = to_device(C0);
-  cuda::gemm(Trans::N, Trans::T, M, N, K, 1.0f, {d_A.data(), fp8_dtype(fa), d_sa.data()},
-             {d_B.data(), fp8_dtype(fb), d_sb.data()}, beta, d_C.data(), nullptr);
+  cuda::gemm(Trans::N, Trans::T, M, N, K, 1.0f, {d_A.data(), fa, d_sa.data()},
+             {d_B.data(), fb, d_sb.data()}, beta, d_C.data(), nullptr);
   return to_host(d_C.data(), C0.size());
 }
 
@@ -165,8 +164,8 @@ TEST(CudaGemm, Fp8OnExactlySummableCodesEqualsCpuExactly) {
     quantize(qb.data(), W.data(), static_cast<int64_t>(W.size()), 1.0f, c.fb);
     const float sa_inv = 0.5f, sb_inv = 4.0f;
     for (float beta : {0.0f, 1.0f}) {
-      SCOPED_TRACE(testing::Message()
-                   << fp8_format_name(c.fa) << " x " << fp8_format_name(c.fb) << " beta " << beta);
+      SCOPED_TRACE(testing::Message() << dtype_short_name(c.fa) << " x " << dtype_short_name(c.fb)
+                                      << " beta " << beta);
       Vec want = C0;
       cpu::gemm_fp8(Trans::N, Trans::T, M, N, K, sa_inv * sb_inv, qa.data(), c.fa, qb.data(), c.fb,
                     beta, want.data());
@@ -193,7 +192,7 @@ TEST(CudaGemm, Fp8MatchesCpuOnRandomCodes) {
       dequantize(B.data(), qb.data(), static_cast<int64_t>(B.size()), 1.0f, c.fb);
       const float alpha = (1.0f / sa) * (1.0f / sb);
       SCOPED_TRACE(testing::Message() << s.M << "x" << s.N << "x" << s.K << " "
-                                      << fp8_format_name(c.fa) << " x " << fp8_format_name(c.fb));
+                                      << dtype_short_name(c.fa) << " x " << dtype_short_name(c.fb));
       Vec want = C0;
       cpu::gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, alpha, qa.data(), c.fa, qb.data(), c.fb,
                     1.0f, want.data());

@@ -45,8 +45,8 @@ constexpr float kEps = 1e-5f;
 enum class Norm { Layer, Rms };
 enum class Out { F32, E4M3, E5M2, BF16 };
 
-Fp8Format format_of(Out o) {
-  return o == Out::E5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3;
+DType format_of(Out o) {
+  return o == Out::E5M2 ? DType::E5M2 : DType::E4M3;
 }
 bool is_fp8(Out o) {
   return o == Out::E4M3 || o == Out::E5M2;
@@ -84,7 +84,7 @@ Result run_cpu(Norm norm, Out out, const Inputs& in, Shape sh, bool residual, fl
   float* rstd = res.rstd.data();
   const float *x = in.x.data(), *r = in.r.data(), *g = in.gamma.data(), *b = in.beta.data();
   if (is_fp8(out)) {
-    const Fp8Format f = format_of(out);
+    const DType f = format_of(out);
     res.codes.resize(n);
     uint8_t* q = res.codes.data();
     if (norm == Norm::Layer) {
@@ -246,7 +246,7 @@ TEST(CudaNorms, Fp8StatisticsAccumulate) {
   DeviceBuffer<float> mean(sh.rows), rstd(sh.rows);
   for (const float amax0 : {0.5f, 1e4f}) {
     const unsigned long long counts0 = 1000;
-    DeviceFp8 q(n, 160.0f, Fp8Format::E4M3, amax0, counts0);
+    DeviceFp8 q(n, 160.0f, DType::E4M3, amax0, counts0);
     ProducerOut o;
     o.y8 = q.out();
     cuda::layernorm_forward(o, nullptr, mean.data(), rstd.data(), x.data(), nullptr, g.data(),
@@ -257,7 +257,7 @@ TEST(CudaNorms, Fp8StatisticsAccumulate) {
     EXPECT_EQ(got.flushed, want.stats.flushed);
   }
   // Without amax and counters the codes are still written.
-  DeviceFp8 q(n, 160.0f, Fp8Format::E4M3);
+  DeviceFp8 q(n, 160.0f, DType::E4M3);
   ProducerOut o;
   o.y8 = q.out();
   o.y8.amax = nullptr;
@@ -265,7 +265,7 @@ TEST(CudaNorms, Fp8StatisticsAccumulate) {
   o.y8.flushed = nullptr;
   cuda::layernorm_forward(o, nullptr, mean.data(), rstd.data(), x.data(), nullptr, g.data(),
                           b.data(), sh.rows, sh.C, kEps, nullptr);
-  expect_same_codes(q.host_codes(n), want.codes, Fp8Format::E4M3, "codes");
+  expect_same_codes(q.host_codes(n), want.codes, DType::E4M3, "codes");
 }
 
 TEST(CudaNorms, RejectsAnythingButOneOutput) {

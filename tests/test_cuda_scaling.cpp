@@ -27,7 +27,7 @@ std::vector<ScalingState> random_slots(int n, int H, uint32_t seed) {
   const float specials[] = {0.0f, -0.0f, NAN, INFINITY, FLT_TRUE_MIN, 1e-39f, FLT_MAX, 3e38f};
   std::vector<ScalingState> slots;
   for (int s = 0; s < n; ++s) {
-    ScalingState st(s % 2 ? Fp8Format::E5M2 : Fp8Format::E4M3, H);
+    ScalingState st(s % 2 ? DType::E5M2 : DType::E4M3, H);
     // A third of the slots salted with specials (which dominate a max over a long history),
     // the rest zeros and normal values.
     const bool salted = s % 3 == 0;

@@ -22,24 +22,24 @@ constexpr float kFltMax = std::numeric_limits<float>::max();
 TEST(Fp8BlockScale, EdgesFollowTe) {
   const BlockScalingParams pow2, exact{false, 0.0f};
   for (const auto& p : {pow2, exact}) {
-    EXPECT_EQ(fp8_block_scale(0.0f, Fp8Format::E4M3, p), 1.0f);
-    EXPECT_EQ(fp8_block_scale(INFINITY, Fp8Format::E4M3, p), 1.0f);
-    EXPECT_EQ(fp8_block_scale(NAN, Fp8Format::E4M3, p), 1.0f);
+    EXPECT_EQ(fp8_block_scale(0.0f, DType::E4M3, p), 1.0f);
+    EXPECT_EQ(fp8_block_scale(INFINITY, DType::E4M3, p), 1.0f);
+    EXPECT_EQ(fp8_block_scale(NAN, DType::E4M3, p), 1.0f);
   }
   // 448 / 1e-45 overflows: FLT_MAX, whose power of two below is 2^127.
-  EXPECT_EQ(fp8_block_scale(1e-45f, Fp8Format::E4M3, exact), kFltMax);
-  EXPECT_EQ(fp8_block_scale(1e-45f, Fp8Format::E4M3, pow2), std::ldexp(1.0f, 127));
+  EXPECT_EQ(fp8_block_scale(1e-45f, DType::E4M3, exact), kFltMax);
+  EXPECT_EQ(fp8_block_scale(1e-45f, DType::E4M3, pow2), std::ldexp(1.0f, 127));
   // An epsilon floors the amax (a zero block then gets max / epsilon).
-  EXPECT_EQ(fp8_block_scale(0.0f, Fp8Format::E4M3, {false, 0.5f}), 896.0f);
-  EXPECT_EQ(fp8_block_scale(2.0f, Fp8Format::E4M3, {false, 0.5f}), 224.0f);
+  EXPECT_EQ(fp8_block_scale(0.0f, DType::E4M3, {false, 0.5f}), 896.0f);
+  EXPECT_EQ(fp8_block_scale(2.0f, DType::E4M3, {false, 0.5f}), 224.0f);
   // Without power of two: one FP32 division.
-  EXPECT_EQ(fp8_block_scale(3.0f, Fp8Format::E5M2, exact), 57344.0f / 3.0f);
+  EXPECT_EQ(fp8_block_scale(3.0f, DType::E5M2, exact), 57344.0f / 3.0f);
 }
 
 // Power-of-two scales round down: at amax = max / 2^k the scale is 2^k exactly; one ulp of amax
 // above gives a scale just under 2^k, hence 2^(k-1); one ulp below, just over, hence 2^k.
 TEST(Fp8BlockScale, PowerOfTwoRoundsDownAtEachBoundary) {
-  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (const DType f : {DType::E4M3, DType::E5M2}) {
     for (int k = -100; k <= 100; k += 7) {
       const float at = std::ldexp(fp8_max(f), -k);
       const float s = std::ldexp(1.0f, k);
@@ -54,7 +54,7 @@ TEST(Fp8BlockScale, PowerOfTwoRoundsDownAtEachBoundary) {
 
 // The scale a block must have, derived in double: max / amax (NaN left out), rounded to FP32,
 // overflow to FLT_MAX, then the power of two at or below it.
-float expected_scale(const std::vector<float>& block, Fp8Format f, const BlockScalingParams& p) {
+float expected_scale(const std::vector<float>& block, DType f, const BlockScalingParams& p) {
   double amax = 0;
   for (float v : block)
     if (!std::isnan(v)) amax = std::max(amax, std::fabs(static_cast<double>(v)));
@@ -69,7 +69,7 @@ float expected_scale(const std::vector<float>& block, Fp8Format f, const BlockSc
 // Each block of g against the derivation: its scale_inv is 1 / scale and every code the
 // reference rounding (saturating) of x * scale.
 void expect_blocks(const std::vector<float>& x, const std::vector<uint8_t>& codes,
-                   const std::vector<float>& scale_inv, const BlockGrid& g, Fp8Format f,
+                   const std::vector<float>& scale_inv, const BlockGrid& g, DType f,
                    const BlockScalingParams& p) {
   for_each_block(g, [&](int64_t b, int64_t r0, int64_t c0, int64_t nr, int64_t nc) {
     std::vector<float> block;
@@ -89,7 +89,7 @@ void expect_blocks(const std::vector<float>& x, const std::vector<uint8_t>& code
 TEST(Fp8BlockQuantize, EachGridFollowsTheRuleOnShapesNotMultiplesOf128) {
   const int64_t rows = 130, cols = 300;
   const std::vector<float> x = random_tensor(rows * cols, 5);
-  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (const DType f : {DType::E4M3, DType::E5M2}) {
     for (const BlockScalingParams& p : {BlockScalingParams{}, BlockScalingParams{false, 1e-3f}}) {
       for (const BlockGrid& g : {fp8_block_rowwise(rows, cols), fp8_block_columnwise(rows, cols),
                                  fp8_block_2d(rows, cols)}) {
@@ -119,8 +119,8 @@ TEST(Fp8BlockQuantize, TwoDimensionalBlocksAreTheSameForTheTranspose) {
   const BlockGrid g = fp8_block_2d(rows, cols), gt = fp8_block_2d(cols, rows);
   std::vector<uint8_t> codes(x.size()), codes_t(x.size());
   std::vector<float> s(static_cast<size_t>(g.blocks())), st(s.size());
-  fp8_block_quantize(codes.data(), s.data(), x.data(), g, Fp8Format::E4M3, {});
-  fp8_block_quantize(codes_t.data(), st.data(), xt.data(), gt, Fp8Format::E4M3, {});
+  fp8_block_quantize(codes.data(), s.data(), x.data(), g, DType::E4M3, {});
+  fp8_block_quantize(codes_t.data(), st.data(), xt.data(), gt, DType::E4M3, {});
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       ASSERT_EQ(codes[static_cast<size_t>(r * cols + c)],
@@ -135,7 +135,7 @@ TEST(Fp8BlockQuantize, TwoDimensionalBlocksAreTheSameForTheTranspose) {
 // An outlier sets its block's scale and tiny neighbours flush to zero. Inf: the amax is Inf,
 // the scale 1, and the Inf saturates to max. A NaN is left out of the amax and stays NaN.
 TEST(Fp8BlockQuantize, SpecialBlocks) {
-  const Fp8Format f = Fp8Format::E4M3;
+  const DType f = DType::E4M3;
   std::vector<float> x(5 * kFp8Block, 0.0f);
   for (int64_t i = kFp8Block; i < 2 * kFp8Block; ++i) x[static_cast<size_t>(i)] = 0.3f;
   x[2 * kFp8Block] = 1e30f;
@@ -165,7 +165,7 @@ TEST(Fp8BlockQuantize, SpecialBlocks) {
 TEST(Fp8BlockQuantize, EveryIsaGivesTheTwinsBits) {
   for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{130, 300}, {300, 130}}) {
     const std::vector<float> x = tensor_with_specials(rows, cols, 3, kFp8Block);
-    for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (const DType f : {DType::E4M3, DType::E5M2}) {
       for (const BlockScalingParams& p : {BlockScalingParams{}, BlockScalingParams{false, 1e-6f}}) {
         for (const BlockGrid& g : {fp8_block_rowwise(rows, cols), fp8_block_columnwise(rows, cols),
                                    fp8_block_2d(rows, cols)}) {

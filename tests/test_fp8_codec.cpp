@@ -17,14 +17,14 @@ using Encoder = std::function<uint32_t(float, bool saturate)>;
 
 struct Case {
   std::string name;
-  Fp8Format format;
+  DType format;
   Encoder encode;
 };
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-    const std::string n(fp8_format_name(f));
+  for (DType f : {DType::E4M3, DType::E5M2}) {
+    const std::string n(dtype_short_name(f));
     v.push_back({n + "/reference", f, [f](float x, bool sat) {
                    return minifloat_encode_reference(x, fp8_spec(f), sat);
                  }});
@@ -34,7 +34,7 @@ std::vector<Case> cases() {
   return v;
 }
 
-bool is_nan_code(uint32_t code, Fp8Format f) {
+bool is_nan_code(uint32_t code, DType f) {
   return std::isnan(fp8_decode(static_cast<uint8_t>(code), f));
 }
 
@@ -90,7 +90,7 @@ TEST(Fp8Encode, MidpointsTieToEvenAndNeighboursRoundToNearest) {
 
 TEST(Fp8Encode, BeyondMaxSaturatesOrOverflows) {
   for (const Case& c : cases()) {
-    const bool e4m3 = c.format == Fp8Format::E4M3;
+    const bool e4m3 = c.format == DType::E4M3;
     const uint32_t max = fp8_consts(c.format).max_code;
     const float max_value = fp8_max(c.format);
     // The midpoint between max and the next value the exponent range would allow:
@@ -135,26 +135,26 @@ TEST(Fp8Encode, BitCodecFlagsMatchTheReference) {
   // A sweep over float bit patterns (every 4099th: all exponents, varied mantissas) in both
   // modes: the bit codec's code and saturation flag equal the reference's; flushed is
   // "non-zero, not NaN, became ±0".
-  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (DType f : {DType::E4M3, DType::E5M2}) {
     for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 4099) {
       const float x = std::bit_cast<float>(static_cast<uint32_t>(bits));
       for (bool sat : {true, false}) {
         bool ref_sat = false, got_sat = false, got_flush = false;
         const uint32_t want = minifloat_encode_reference(x, fp8_spec(f), sat, &ref_sat);
-        const uint32_t got = f == Fp8Format::E4M3
-                                 ? fp8_encode<Fp8Format::E4M3>(x, sat, &got_sat, &got_flush)
-                                 : fp8_encode<Fp8Format::E5M2>(x, sat, &got_sat, &got_flush);
-        ASSERT_EQ(got, want) << fp8_format_name(f) << " bits " << bits << " sat " << sat;
-        ASSERT_EQ(got_sat, ref_sat) << fp8_format_name(f) << " bits " << bits;
+        const uint32_t got = f == DType::E4M3
+                                 ? fp8_encode<DType::E4M3>(x, sat, &got_sat, &got_flush)
+                                 : fp8_encode<DType::E5M2>(x, sat, &got_sat, &got_flush);
+        ASSERT_EQ(got, want) << dtype_short_name(f) << " bits " << bits << " sat " << sat;
+        ASSERT_EQ(got_sat, ref_sat) << dtype_short_name(f) << " bits " << bits;
         ASSERT_EQ(got_flush, x != 0 && !std::isnan(x) && (want & 0x7f) == 0) << bits;
       }
     }
   }
 }
 
-TEST(Fp8Format, NamesParse) {
-  EXPECT_EQ(parse_fp8_format("e4m3"), Fp8Format::E4M3);
-  EXPECT_EQ(parse_fp8_format("E5M2"), Fp8Format::E5M2);
+TEST(DType, NamesParse) {
+  EXPECT_EQ(parse_fp8_format("e4m3"), DType::E4M3);
+  EXPECT_EQ(parse_fp8_format("E5M2"), DType::E5M2);
   EXPECT_FALSE(parse_fp8_format("e3m4").has_value());
   EXPECT_FALSE(parse_fp8_format("").has_value());
 }

@@ -43,11 +43,9 @@ TEST(Fp8Linear, OutputIsTheProductOfDecodedOperands) {
     for (int64_t o = 0; o < out; ++o) {
       double acc = 0, mag = 0;
       for (int64_t k = 0; k < in; ++k) {
-        const double a =
-            fp8_decode(fp8_encode(x[r * in + k] * 64.0f, Fp8Format::E4M3), Fp8Format::E4M3);
-        const double b =
-            fp8_decode(fp8_encode(lin.weight().value.host()[o * in + k] * 256.0f, Fp8Format::E4M3),
-                       Fp8Format::E4M3);
+        const double a = fp8_decode(fp8_encode(x[r * in + k] * 64.0f, DType::E4M3), DType::E4M3);
+        const double b = fp8_decode(
+            fp8_encode(lin.weight().value.host()[o * in + k] * 256.0f, DType::E4M3), DType::E4M3);
         acc += a * b;
         mag += std::fabs(a * b);
       }
@@ -91,7 +89,7 @@ TEST(Fp8Linear, ScalingStateAfterScriptedStepsIsHandComputed) {
   EXPECT_EQ(m[Slot::Weight].amax_history, (std::vector<float>{0, 0, 0.5f, 0.5f}));
   EXPECT_EQ(m[Slot::Weight].scale, 896.0f);
   // grad_output is E5M2 under HYBRID: 57344 / max(8, 0.5, 0.25).
-  EXPECT_EQ(m[Slot::GradOutput].format, Fp8Format::E5M2);
+  EXPECT_EQ(m[Slot::GradOutput].format, DType::E5M2);
   EXPECT_EQ(m[Slot::GradOutput].amax_history, (std::vector<float>{0, 8, 0.5f, 0.25f}));
   EXPECT_EQ(m[Slot::GradOutput].scale, 7168.0f);
   EXPECT_EQ(m[Slot::Output].amax_history, (std::vector<float>{0, 0, 0, 0}));  // unused slot

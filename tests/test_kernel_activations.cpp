@@ -441,12 +441,12 @@ TEST(BiasActivationFused, Fp8IsBitIdenticalToUnfusedThenQuantize) {
       const Vec bias = random_normal(in_cols, static_cast<uint32_t>(C) + 1);
       Vec y(rows * C), h = h0;
       unfused(act, y, h, bias, rows, C);
-      for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+      for (DType f : {DType::E4M3, DType::E5M2}) {
         // 1: in range. fp8_max / 2: outputs above 2 saturate (they reach about 8 here).
         // 1e-3: small outputs flush.
         for (float scale : {1.0f, fp8_max(f) / 2.0f, 1e-3f}) {
           SCOPED_TRACE(testing::Message() << activation_name(act) << " C=" << C << " "
-                                          << fp8_format_name(f) << " scale=" << scale);
+                                          << dtype_short_name(f) << " scale=" << scale);
           Codes want(rows * C), got(rows * C, 0xaa);
           const CastStats w = quantize(want.data(), y.data(), rows * C, scale, f);
           Vec hf = h0;
@@ -499,7 +499,7 @@ TEST(ActivationDeterminism, SameBitsForAnyThreadCount) {
       cpu::act_backward(r.dx.back().data(), dy.data(), h0.data(), act, rows, C);
       Vec h = h0;
       r.codes.emplace_back(rows * C);
-      r.stats.push_back(cpu::bias_act_forward_fp8(r.codes.back().data(), 300.0f, Fp8Format::E4M3,
+      r.stats.push_back(cpu::bias_act_forward_fp8(r.codes.back().data(), 300.0f, DType::E4M3,
                                                   h.data(), bias.data(), act, rows, C));
     }
     return r;

@@ -98,19 +98,19 @@ TEST(GemmBf16, MatchesReferenceOnTheRoundedOperands) {
 TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
   for_each_engine([] {
     for (const Shape& s : kShapes) {
-      for (Fp8Format fb : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+      for (DType fb : {DType::E4M3, DType::E5M2}) {
         const auto X = test::random_normal(s.M * s.K, 6), W = test::random_normal(s.K * s.N, 7);
         std::vector<uint8_t> qa(X.size()), qb(W.size());
         const float sa = 64.0f, sb = 16.0f;
-        quantize(qa.data(), X.data(), static_cast<int64_t>(X.size()), sa, Fp8Format::E4M3);
+        quantize(qa.data(), X.data(), static_cast<int64_t>(X.size()), sa, DType::E4M3);
         quantize(qb.data(), W.data(), static_cast<int64_t>(W.size()), sb, fb);
         std::vector<float> A(X.size()), B(W.size());
-        dequantize(A.data(), qa.data(), static_cast<int64_t>(A.size()), 1.0f, Fp8Format::E4M3);
+        dequantize(A.data(), qa.data(), static_cast<int64_t>(A.size()), 1.0f, DType::E4M3);
         dequantize(B.data(), qb.data(), static_cast<int64_t>(B.size()), 1.0f, fb);
         std::vector<float> C(static_cast<size_t>(s.M * s.N)), want = C;
         const float alpha = (1.0f / sa) * (1.0f / sb);
-        gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, alpha, qa.data(), Fp8Format::E4M3, qb.data(),
-                 fb, 0.0f, C.data());
+        gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, alpha, qa.data(), DType::E4M3, qb.data(), fb,
+                 0.0f, C.data());
         ref::gemm(Trans::N, Trans::T, s.M, s.N, s.K, alpha, A.data(), B.data(), 0.0f, want.data());
         expect_within_fp32_accumulation(C, A, B, Trans::N, Trans::T, s.M, s.N, s.K, alpha, want);
       }
@@ -128,8 +128,8 @@ TEST(GemmOperands, DispatchesToTheTypedKernelBitForBit) {
   fp32_to_bf16(x16.data(), X.data(), static_cast<int64_t>(X.size()));
   fp32_to_bf16(w16.data(), W.data(), static_cast<int64_t>(W.size()));
   std::vector<uint8_t> qx(X.size()), qw(W.size());
-  quantize(qx.data(), X.data(), static_cast<int64_t>(X.size()), 32.0f, Fp8Format::E4M3);
-  quantize(qw.data(), W.data(), static_cast<int64_t>(W.size()), 8.0f, Fp8Format::E5M2);
+  quantize(qx.data(), X.data(), static_cast<int64_t>(X.size()), 32.0f, DType::E4M3);
+  quantize(qw.data(), W.data(), static_cast<int64_t>(W.size()), 8.0f, DType::E5M2);
   const float sx = 1.0f / 32.0f, sw = 1.0f / 8.0f;
   const auto n = static_cast<size_t>(s.M * s.N);
   std::vector<float> got(n, 1.0f), want(n, 1.0f);
@@ -145,8 +145,8 @@ TEST(GemmOperands, DispatchesToTheTypedKernelBitForBit) {
   gemm(Trans::N, Trans::T, s.M, s.N, s.K, 0.5f, {qx.data(), DType::E4M3, &sx},
        {qw.data(), DType::E5M2, &sw}, 0.0f, got.data());
   EXPECT_EQ(traffic_bytes(), gemm_traffic(s.M, s.N, s.K, 1, 1, false));
-  gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, 0.5f * sx * sw, qx.data(), Fp8Format::E4M3, qw.data(),
-           Fp8Format::E5M2, 0.0f, want.data());
+  gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, 0.5f * sx * sw, qx.data(), DType::E4M3, qw.data(),
+           DType::E5M2, 0.0f, want.data());
   EXPECT_TRUE(test::same_bits(got, want));
   EXPECT_THROW(gemm(Trans::N, Trans::T, s.M, s.N, s.K, 1.0f, {X.data(), DType::F32},
                     {w16.data(), DType::BF16}, 0.0f, got.data()),
@@ -161,8 +161,8 @@ TEST(GemmOperands, DispatchesToTheTypedKernelBitForBit) {
 struct CastSet {
   const char* name;
   void (*bf16_to_f32)(float*, const bf16_t*, int64_t);
-  void (*fp8_to_f32)(float*, const uint8_t*, int64_t, Fp8Format);
-  void (*fp8_to_bf16)(bf16_t*, const uint8_t*, int64_t, Fp8Format);
+  void (*fp8_to_f32)(float*, const uint8_t*, int64_t, DType);
+  void (*fp8_to_bf16)(bf16_t*, const uint8_t*, int64_t, DType);
   void (*fp32_to_bf16)(bf16_t*, const float*, int64_t);
 };
 
@@ -240,8 +240,8 @@ TEST(GemmStats, CountTheFlopsOfEveryProduct) {
   std::vector<uint8_t> qa(A.size(), 0x38), qb(B.size(), 0x38);
   reset_gemm_stats();
   gemm_f32(Trans::N, Trans::N, 16, 4, 8, 1.0f, A.data(), B.data(), 0.0f, C.data());
-  gemm_fp8(Trans::N, Trans::N, 16, 4, 8, 1.0f, qa.data(), Fp8Format::E4M3, qb.data(),
-           Fp8Format::E4M3, 0.0f, C.data());
+  gemm_fp8(Trans::N, Trans::N, 16, 4, 8, 1.0f, qa.data(), DType::E4M3, qb.data(), DType::E4M3, 0.0f,
+           C.data());
   gemm_f32(Trans::N, Trans::N, 0, 4, 8, 1.0f, A.data(), B.data(), 0.0f, C.data());  // empty
   EXPECT_EQ(gemm_stats().flops, 2 * (2.0 * 16 * 4 * 8));
   EXPECT_GT(gemm_stats().seconds, 0.0);
@@ -261,7 +261,7 @@ std::vector<uint8_t> code_pattern(int64_t n) {
 // FP8 code (NaN codes stay NaN, their sign kept), and BF16 patterns from every exponent, at lengths
 // that leave vector tails.
 TEST(Upcast, Fp8CodesDecodeExactly) {
-  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (DType f : {DType::E4M3, DType::E5M2}) {
     for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{256}, int64_t{40000}}) {
       const std::vector<uint8_t> codes = code_pattern(n);
       std::vector<float> want(codes.size());
@@ -286,7 +286,7 @@ TEST(Upcast, Fp8CodesDecodeExactly) {
 // An FP8 value is exact in BF16, so the vector decode to BF16 equals the BF16 of the reference
 // decode bit for bit, NaN codes included (their sign kept), at lengths that leave tails.
 TEST(Upcast, Fp8CodesToBf16EqualTheReferenceBits) {
-  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (DType f : {DType::E4M3, DType::E5M2}) {
     for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{256}, int64_t{40000}}) {
       const std::vector<uint8_t> codes = code_pattern(n);
       for (const CastSet& c : cast_sets()) {

@@ -179,7 +179,7 @@ TEST(LayerNormFp8, FusedIsBitIdenticalToForwardThenQuantize) {
     Vec y(rows * C), mean(rows), rstd(rows);
     cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), in.x.data(), in.gamma.data(),
                            in.beta.data(), rows, C, kEps);
-    for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (DType f : {DType::E4M3, DType::E5M2}) {
       // 1: in range. fp8_max / 2: |y| > 2 saturates (y reaches about 4 here). 1e-3: many
       // small values flush in E4M3.
       for (float scale : {1.0f, fp8_max(f) / 2.0f, 1e-3f}) {
@@ -190,7 +190,7 @@ TEST(LayerNormFp8, FusedIsBitIdenticalToForwardThenQuantize) {
             cpu::layernorm_forward_fp8(got.data(), scale, f, mean2.data(), rstd2.data(),
                                        in.x.data(), in.gamma.data(), in.beta.data(), rows, C, kEps);
         SCOPED_TRACE(testing::Message()
-                     << "C=" << C << " " << fp8_format_name(f) << " scale=" << scale);
+                     << "C=" << C << " " << dtype_short_name(f) << " scale=" << scale);
         EXPECT_EQ(got, want);
         EXPECT_TRUE(same_bits(mean2, mean));
         EXPECT_TRUE(same_bits(rstd2, rstd));
@@ -224,10 +224,10 @@ TEST(AddLayerNorm, FusedAddIsBitIdenticalToAddThenLayerNorm) {
     EXPECT_TRUE(same_bits(rstd2, rstd));
     const float scale = 8.0f;
     std::vector<uint8_t> want(rows * C), got(rows * C, 0xaa);
-    const CastStats w = quantize(want.data(), y.data(), rows * C, scale, Fp8Format::E4M3);
+    const CastStats w = quantize(want.data(), y.data(), rows * C, scale, DType::E4M3);
     Vec s3(rows * C);
     const CastStats g = cpu::add_layernorm_forward_fp8(
-        s3.data(), got.data(), scale, Fp8Format::E4M3, mean2.data(), rstd2.data(), in.x.data(),
+        s3.data(), got.data(), scale, DType::E4M3, mean2.data(), rstd2.data(), in.x.data(),
         r.data(), in.gamma.data(), in.beta.data(), rows, C, kEps);
     EXPECT_TRUE(same_bits(s3, sum));
     EXPECT_EQ(got, want);
@@ -257,7 +257,7 @@ TEST(LayerNormDeterminism, SameBitsForAnyThreadCount) {
                            in.beta.data(), rows, C, kEps);
     cpu::layernorm_backward(r.dx.data(), r.dgamma.data(), r.dbeta.data(), in.dy.data(), in.x.data(),
                             in.gamma.data(), r.mean.data(), r.rstd.data(), rows, C);
-    r.stats = cpu::layernorm_forward_fp8(r.codes.data(), 100.0f, Fp8Format::E4M3, r.mean.data(),
+    r.stats = cpu::layernorm_forward_fp8(r.codes.data(), 100.0f, DType::E4M3, r.mean.data(),
                                          r.rstd.data(), in.x.data(), in.gamma.data(),
                                          in.beta.data(), rows, C, kEps);
     return r;

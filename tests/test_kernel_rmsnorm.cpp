@@ -147,7 +147,7 @@ TEST(RmsNormFp8, FusedIsBitIdenticalToForwardThenQuantize) {
     const Inputs in = make_inputs(rows, C, static_cast<uint32_t>(C) + 300);
     Vec y(rows * C), rstd(rows);
     cpu::rmsnorm_forward(y.data(), rstd.data(), in.x.data(), in.gamma.data(), rows, C, kEps);
-    for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (DType f : {DType::E4M3, DType::E5M2}) {
       // 1: in range. fp8_max / 2: |y| > 2 saturates (y reaches about 4 here). 1e-3: many
       // small values flush in E4M3.
       for (float scale : {1.0f, fp8_max(f) / 2.0f, 1e-3f}) {
@@ -157,7 +157,7 @@ TEST(RmsNormFp8, FusedIsBitIdenticalToForwardThenQuantize) {
         const CastStats g = cpu::rmsnorm_forward_fp8(got.data(), scale, f, rstd2.data(),
                                                      in.x.data(), in.gamma.data(), rows, C, kEps);
         SCOPED_TRACE(testing::Message()
-                     << "C=" << C << " " << fp8_format_name(f) << " scale=" << scale);
+                     << "C=" << C << " " << dtype_short_name(f) << " scale=" << scale);
         EXPECT_EQ(got, want);
         EXPECT_TRUE(same_bits(rstd2, rstd));
         test::expect_same_stats(g, w);
@@ -187,10 +187,10 @@ TEST(AddRmsNorm, FusedAddIsBitIdenticalToAddThenRmsNorm) {
     EXPECT_TRUE(same_bits(y2, y));
     EXPECT_TRUE(same_bits(rstd2, rstd));
     std::vector<uint8_t> want(rows * C), got(rows * C, 0xaa);
-    const CastStats w = quantize(want.data(), y.data(), rows * C, 8.0f, Fp8Format::E4M3);
+    const CastStats w = quantize(want.data(), y.data(), rows * C, 8.0f, DType::E4M3);
     Vec s3(rows * C);
     const CastStats g =
-        cpu::add_rmsnorm_forward_fp8(s3.data(), got.data(), 8.0f, Fp8Format::E4M3, rstd2.data(),
+        cpu::add_rmsnorm_forward_fp8(s3.data(), got.data(), 8.0f, DType::E4M3, rstd2.data(),
                                      x.data(), r.data(), gamma.data(), rows, C, 1e-5f);
     EXPECT_TRUE(same_bits(s3, sum));
     EXPECT_EQ(got, want);
@@ -217,7 +217,7 @@ TEST(RmsNormDeterminism, SameBitsForAnyThreadCount) {
     cpu::rmsnorm_forward(r.y.data(), r.rstd.data(), in.x.data(), in.gamma.data(), rows, C, kEps);
     cpu::rmsnorm_backward(r.dx.data(), r.dgamma.data(), in.dy.data(), in.x.data(), in.gamma.data(),
                           r.rstd.data(), rows, C);
-    r.stats = cpu::rmsnorm_forward_fp8(r.codes.data(), 100.0f, Fp8Format::E4M3, r.rstd.data(),
+    r.stats = cpu::rmsnorm_forward_fp8(r.codes.data(), 100.0f, DType::E4M3, r.rstd.data(),
                                        in.x.data(), in.gamma.data(), rows, C, kEps);
     return r;
   };

@@ -26,7 +26,7 @@ namespace {
 // where the division is exact up to one rounding), clamped to E8M0's range. TE multiplies amax
 // by 1/max rounded to FP32; the two differ only where amax / max lands within an FP32 rounding
 // of a power of two, which these random tensors never do (checked: the test would show it).
-uint8_t expected_scale(const std::vector<float>& block, Fp8Format f) {
+uint8_t expected_scale(const std::vector<float>& block, DType f) {
   double amax = 0;
   for (float v : block)
     if (!std::isnan(v)) amax = std::max(amax, std::fabs(static_cast<double>(v)));
@@ -37,7 +37,7 @@ uint8_t expected_scale(const std::vector<float>& block, Fp8Format f) {
 // decoded value is within half a step of x (relative 2^-(mantissa bits + 1)), or x / scale
 // rounded beyond max and saturated.
 void expect_block(const std::vector<float>& block, const uint8_t* codes, int64_t stride,
-                  uint8_t scale, Fp8Format f) {
+                  uint8_t scale, DType f) {
   EXPECT_EQ(scale, expected_scale(block, f));
   const double s = std::ldexp(1.0, static_cast<int>(scale) - 127);
   for (size_t i = 0; i < block.size(); ++i) {
@@ -53,7 +53,7 @@ void expect_block(const std::vector<float>& block, const uint8_t* codes, int64_t
 }
 
 TEST(Mxfp8, RowwiseBlocksFollowTheScaleRuleAndRoundEachValue) {
-  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (const DType f : {DType::E4M3, DType::E5M2}) {
     const int64_t rows = 5, cols = 75;  // 32 + 32 + 11
     const std::vector<float> x = random_tensor(rows * cols, 7);
     std::vector<uint8_t> codes(x.size()), scales(static_cast<size_t>(rows * mx_blocks(cols)));
@@ -77,7 +77,7 @@ TEST(Mxfp8, RowwiseBlocksFollowTheScaleRuleAndRoundEachValue) {
 // the FP32 values: its codes differ from a transpose of the row-wise copy's wherever a
 // column's block has another amax than the row's.
 TEST(Mxfp8, ColumnwiseBlocksAreQuantizedFromTheFp32Tensor) {
-  const Fp8Format f = Fp8Format::E4M3;
+  const DType f = DType::E4M3;
   const int64_t rows = 70, cols = 40;
   const std::vector<float> x = random_tensor(rows * cols, 11);
   std::vector<uint8_t> codes(x.size()), scales(static_cast<size_t>(mx_blocks(rows) * cols));
@@ -103,7 +103,7 @@ TEST(Mxfp8, ColumnwiseBlocksAreQuantizedFromTheFp32Tensor) {
 // one outlier sets the block's scale and small neighbours flush to zero; a NaN is left out of
 // the amax and stays NaN; an Inf makes the scale 2^127 and saturates.
 TEST(Mxfp8, SpecialBlocks) {
-  const Fp8Format f = Fp8Format::E4M3;
+  const DType f = DType::E4M3;
   std::vector<float> x(4 * kMxBlock, 0.0f);
   x[kMxBlock] = 1e30f;     // block 1: an outlier
   x[kMxBlock + 1] = 1.0f;  //   and a value it flushes
@@ -128,7 +128,7 @@ TEST(Mxfp8, SpecialBlocks) {
 // sprinkled in, on shapes whose rows and columns are not multiples of 32.
 TEST(Mxfp8, EveryIsaGivesTheTwinsBits) {
   const std::vector<float> x = tensor_with_specials(37, 70, 3);
-  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (const DType f : {DType::E4M3, DType::E5M2}) {
     for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{37, 70}, {70, 37}}) {
       std::vector<uint8_t> want(x.size()), got(x.size());
       std::vector<uint8_t> want_s(static_cast<size_t>(rows * mx_blocks(cols))),
@@ -140,7 +140,7 @@ TEST(Mxfp8, EveryIsaGivesTheTwinsBits) {
       mxfp8_quantize_columnwise_reference(want_c.data(), want_cs.data(), x.data(), rows, cols, f);
       for (const Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
         if (!isa_supported(isa)) continue;
-        SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(fp8_format_name(f)));
+        SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_short_name(f)));
         mxfp8_quantize_rowwise(isa, got.data(), got_s.data(), x.data(), rows, cols, f);
         EXPECT_EQ(got_s, want_s);
         EXPECT_EQ(got, want);
@@ -181,11 +181,11 @@ TEST(Mxfp8, OperandCastGivesTheTwinsBitsWithOrWithoutCodes) {
         if (r < rows) x[static_cast<size_t>(r * cols + cols / 2)] = j == 0 ? edge[k] : 0.0f;
       }
     }
-    for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (const DType f : {DType::E4M3, DType::E5M2}) {
       for (const BlockGrid& g :
            {BlockGrid{rows, cols, 1, kMxBlock}, BlockGrid{rows, cols, kMxBlock, 1}}) {
         SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " " +
-                     std::string(fp8_format_name(f)) +
+                     std::string(dtype_short_name(f)) +
                      (g.block_rows == 1 ? " rowwise" : " columnwise"));
         const auto n = static_cast<size_t>(rows * cols);
         std::vector<uint8_t> want(n), want_s(static_cast<size_t>(g.blocks()));

@@ -48,9 +48,9 @@ void expect_blocks(const std::vector<float>& x, const std::vector<uint8_t>& code
       for (int64_t c = c0; c < c0 + nc; ++c)
         amax = std::fmax(amax, std::fabs(x[static_cast<size_t>(r * g.cols + c)]));
     const auto block = static_cast<uint8_t>(
-        minifloat_encode_reference(amax * (s * (1.0f / 6.0f)), fp8_spec(Fp8Format::E4M3), true));
+        minifloat_encode_reference(amax * (s * (1.0f / 6.0f)), fp8_spec(DType::E4M3), true));
     ASSERT_EQ(scales[static_cast<size_t>(b)], block) << b;
-    const float m = std::fmin(1.0f / (fp8_decode(block, Fp8Format::E4M3) * (1.0f / s)), FLT_MAX);
+    const float m = std::fmin(1.0f / (fp8_decode(block, DType::E4M3) * (1.0f / s)), FLT_MAX);
     for (int64_t r = r0; r < r0 + nr; ++r)
       for (int64_t c = c0; c < c0 + nc; ++c) {
         const size_t i = static_cast<size_t>(r * g.cols + c);
@@ -194,7 +194,7 @@ void expect_operand_cast_matches_twins(const std::vector<float>& x, const BlockG
     for (int64_t r = 0; r < g.rows; ++r)
       for (int64_t c = 0; c < g.cols; ++c) {
         const auto i = static_cast<size_t>(r * g.cols + c);
-        const float b = fp8_decode(want_s[static_cast<size_t>(g.block_of(r, c))], Fp8Format::E4M3);
+        const float b = fp8_decode(want_s[static_cast<size_t>(g.block_of(r, c))], DType::E4M3);
         ASSERT_EQ(bf16_to_float(operand[i]), e2m1_decode(want[i]) * b) << r << "," << c;
       }
   }

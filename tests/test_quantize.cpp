@@ -24,7 +24,7 @@ std::vector<Isa> simd_isas() {
 
 TEST(Quantize, ScalarMatchesReferenceCodesAmaxAndCounts) {
   const auto x = test::random_with_specials(20000, 1);
-  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (DType f : {DType::E4M3, DType::E5M2}) {
     for (float scale : {1.0f, 224.0f, 0.0078125f, 3.7f}) {
       for (bool sat : {true, false}) {
         std::vector<uint8_t> codes(x.size());
@@ -54,7 +54,7 @@ TEST(Quantize, ScalarMatchesReferenceCodesAmaxAndCounts) {
 TEST(Quantize, SimdMatchesScalarBitForBitAtEveryLength) {
   const auto pool = test::random_with_specials(1025 + 1, 2);
   for (Isa isa : simd_isas()) {
-    for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (DType f : {DType::E4M3, DType::E5M2}) {
       for (bool sat : {true, false}) {
         for (int64_t n = 0; n <= 1025; ++n) {
           const float* x = pool.data() + (n % 2);  // odd starts: unaligned loads
@@ -79,11 +79,10 @@ TEST(Quantize, AmaxIgnoresNanAndCountsInf) {
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     if (!isa_supported(isa)) continue;
     std::vector<uint8_t> codes(4);
-    EXPECT_EQ(quantize(isa, codes.data(), x.data(), 4, 1.0f, Fp8Format::E4M3).amax, 3.0f)
+    EXPECT_EQ(quantize(isa, codes.data(), x.data(), 4, 1.0f, DType::E4M3).amax, 3.0f)
         << isa_name(isa);
     EXPECT_EQ(absmax(isa, x.data(), 4), 3.0f) << isa_name(isa);
-    EXPECT_EQ(quantize(isa, codes.data(), with_inf.data(), 3, 1.0f, Fp8Format::E5M2).amax,
-              INFINITY);
+    EXPECT_EQ(quantize(isa, codes.data(), with_inf.data(), 3, 1.0f, DType::E5M2).amax, INFINITY);
     EXPECT_EQ(absmax(isa, with_inf.data(), 3), INFINITY) << isa_name(isa);
     EXPECT_EQ(absmax(isa, x.data(), 0), 0.0f) << isa_name(isa);
   }
@@ -101,7 +100,7 @@ TEST(Quantize, AbsmaxSimdMatchesScalarAtEveryLength) {
 TEST(Dequantize, EveryIsaDecodesTimesScaleInv) {
   std::vector<uint8_t> codes(1025 + 3);
   for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7 + 3);
-  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (DType f : {DType::E4M3, DType::E5M2}) {
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
       if (!isa_supported(isa)) continue;
       for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 255, 1025}) {
@@ -141,11 +140,11 @@ TEST(ExpandToBf16, EverySimdIsaMatchesTheScalarTwinBitForBit) {
     codes[i] = static_cast<uint8_t>(i * 37 + 5);
     scale[i] = scales[(i / 3) % 8];
   }
-  for (const CodeFormat f : {CodeFormat::E4M3, CodeFormat::E5M2, CodeFormat::E2M1}) {
-    const int size = f == CodeFormat::E2M1 ? 16 : 256;
-    const float* table = f == CodeFormat::E2M1   ? kE2M1Values.data()
-                         : f == CodeFormat::E4M3 ? fp8_decode_table(Fp8Format::E4M3).data()
-                                                 : fp8_decode_table(Fp8Format::E5M2).data();
+  for (const DType f : {DType::E4M3, DType::E5M2, DType::E2M1}) {
+    const int size = f == DType::E2M1 ? 16 : 256;
+    const float* table = f == DType::E2M1   ? kE2M1Values.data()
+                         : f == DType::E4M3 ? fp8_decode_table(DType::E4M3).data()
+                                            : fp8_decode_table(DType::E5M2).data();
     std::vector<uint8_t> c = codes;
     for (uint8_t& v : c) v = static_cast<uint8_t>(v % size);
     for (int64_t n = 0; n <= kMax; n += n < 40 ? 1 : 197) {
@@ -171,7 +170,7 @@ TEST(Fp8CastToBf16, EverySimdIsaMatchesTheScalarTwinBitForBit) {
   // Random values with the specials, then each format's rounding ties between neighbouring
   // values (and one float either side), the saturation edges and a sweep of float bit patterns.
   auto x = test::random_with_specials(1100, 5);
-  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (const DType f : {DType::E4M3, DType::E5M2}) {
     for (int code = 0; code < 0x7e; ++code) {
       const float lo = fp8_decode(static_cast<uint8_t>(code), f);
       const float hi = fp8_decode(static_cast<uint8_t>(code + 1), f);
@@ -186,7 +185,7 @@ TEST(Fp8CastToBf16, EverySimdIsaMatchesTheScalarTwinBitForBit) {
   std::vector<float> scale(x.size());
   const float scales[] = {1.0f, 0x1p-127f, 0x1p120f, 0x1p-140f, 0x1p-3f, 0x1p7f};
   for (size_t i = 0; i < scale.size(); ++i) scale[i] = scales[(i / 5) % 6];
-  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (const DType f : {DType::E4M3, DType::E5M2}) {
     std::vector<int64_t> lengths;  // every tail shape, then longer ones, then all of x
     for (int64_t n = 0; n < 40; ++n) lengths.push_back(n);
     for (int64_t n = 43; n < static_cast<int64_t>(x.size()) - 1; n = 2 * n + 3)

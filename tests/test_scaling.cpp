@@ -22,7 +22,7 @@ std::vector<float> history(const ScalingState& s) {
 }
 
 TEST(DelayedScaling, HandWorkedSequenceLength4) {
-  ScalingState s(Fp8Format::E4M3, 4);
+  ScalingState s(DType::E4M3, 4);
   const DelayedScaling r{.margin = 0, .format = Format::E4M3, .amax_history_len = 4};
   EXPECT_EQ(s.scale, 1.0f);  // step 1 uses scale 1
   s.record_amax(2.0f);
@@ -74,7 +74,7 @@ TEST(DelayedScaling, ScaleValuesMarginsAndOverflow) {
   EXPECT_EQ(compute_scale(1e-39f, 448.0f, 0, 1.0f), FLT_MAX);  // 4.5e41 overflows float
   EXPECT_EQ(compute_scale(FLT_TRUE_MIN, 57344.0f, 2, 1.0f), FLT_MAX);
   EXPECT_EQ(compute_scale(FLT_MAX, 448.0f, 30, 1.0f), FLT_MIN);  // underflow keeps scale_inv finite
-  ScalingState s(Fp8Format::E4M3, 1);
+  ScalingState s(DType::E4M3, 1);
   s.set_scale(FLT_MAX);
   EXPECT_GT(s.scale_inv, 0.0f);
   EXPECT_TRUE(std::isfinite(s.scale_inv));
@@ -196,12 +196,12 @@ TEST(DelayedScaling, AmaxesAreReducedAcrossProcessesBeforeTheUpdate) {
 TEST(Fp8Meta, SlotFormatsFollowTheRecipe) {
   Fp8Meta hybrid(Format::Hybrid, 16), e4m3(Format::E4M3, 16);
   for (Slot s : {Slot::Input, Slot::Weight, Slot::Output}) {
-    EXPECT_EQ(hybrid[s].format, Fp8Format::E4M3);
+    EXPECT_EQ(hybrid[s].format, DType::E4M3);
     EXPECT_EQ(hybrid[s].amax_history.size(), 16u);
   }
   for (Slot s : {Slot::GradOutput, Slot::GradInput}) {
-    EXPECT_EQ(hybrid[s].format, Fp8Format::E5M2);
-    EXPECT_EQ(e4m3[s].format, Fp8Format::E4M3);
+    EXPECT_EQ(hybrid[s].format, DType::E5M2);
+    EXPECT_EQ(e4m3[s].format, DType::E4M3);
   }
   EXPECT_EQ(hybrid.slots(Direction::Forward).size(), 3u);
   EXPECT_EQ(hybrid.slots(Direction::Backward).size(), 2u);
@@ -210,13 +210,13 @@ TEST(Fp8Meta, SlotFormatsFollowTheRecipe) {
 }
 
 TEST(ScalingState, CastUsesTheScaleAndRecordsAmaxAndLosses) {
-  ScalingState s(Fp8Format::E4M3, 4);
+  ScalingState s(DType::E4M3, 4);
   s.set_scale(100.0f);
   const std::vector<float> x = {1.0f, -5.0f, 1e-6f, 0.0f};  // 500 saturates; 1e-4 flushes
   std::vector<uint8_t> codes(4);
   s.cast(codes.data(), x.data(), 4);
   EXPECT_EQ(s.amax_history[0], 5.0f);
-  EXPECT_EQ(codes[0], fp8_encode(100.0f, Fp8Format::E4M3));
+  EXPECT_EQ(codes[0], fp8_encode(100.0f, DType::E4M3));
   EXPECT_EQ(codes[1], 0xfe);
   EXPECT_EQ(s.last_cast.n, 4);
   EXPECT_DOUBLE_EQ(s.last_cast.saturated_fraction(), 0.25);
@@ -224,12 +224,12 @@ TEST(ScalingState, CastUsesTheScaleAndRecordsAmaxAndLosses) {
 }
 
 TEST(CurrentScaling, ScaleComesFromTheTensorItself) {
-  ScalingState s(Fp8Format::E5M2, 1);
+  ScalingState s(DType::E5M2, 1);
   const std::vector<float> x = {0.5f, -2.0f, 1.0f};
   std::vector<uint8_t> codes(3), want(3);
   cast_current_scaling(s, CurrentScaling{.margin = 1}, codes.data(), x.data(), 3);
   EXPECT_EQ(s.scale, 14336.0f);  // 57344 / 2 / 2^1
-  quantize(Isa::Scalar, want.data(), x.data(), 3, 14336.0f, Fp8Format::E5M2);
+  quantize(Isa::Scalar, want.data(), x.data(), 3, 14336.0f, DType::E5M2);
   EXPECT_EQ(codes, want);
   const std::vector<float> zeros = {0.0f, 0.0f};
   cast_current_scaling(s, CurrentScaling{}, codes.data(), zeros.data(), 2);

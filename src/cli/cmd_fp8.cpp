@@ -42,9 +42,9 @@ Json json_float(float v) {
 
 // A format the command shows: E4M3 and E5M2 (FP8 values), E2M1 (NVFP4's values, 16 codes)
 // and E8M0 (the MX block scales: no sign, no mantissa).
-struct CodeFormat {
+struct ShownFormat {
   std::string name;
-  std::optional<Fp8Format> fp8;  // E4M3 or E5M2
+  std::optional<DType> fp8;  // E4M3 or E5M2
   bool e2m1 = false, e8m0 = false;
   int codes() const { return e2m1 ? 16 : 256; }
   float decode(uint8_t code) const {
@@ -70,10 +70,12 @@ struct CodeFormat {
   }
 };
 
-CodeFormat code_format(std::string_view name) {
-  if (auto f = parse_fp8_format(name)) return {std::string(fp8_format_name(*f)), *f};
-  if (name == "e2m1" || name == "E2M1") return {"e2m1", std::nullopt, true, false};
-  if (name == "e8m0" || name == "E8M0") return {"e8m0", std::nullopt, false, true};
+ShownFormat shown_format(std::string_view name) {
+  const std::optional<DType> d = parse_dtype(name);
+  const std::string shown(d ? dtype_short_name(*d) : "");
+  if (d && is_fp8(*d)) return {shown, *d};
+  if (d == DType::E2M1) return {shown, std::nullopt, true, false};
+  if (d == DType::E8M0) return {shown, std::nullopt, false, true};
   throw Error(
       fmt::format("--format: unknown format '{}' (expected e4m3, e5m2, e2m1 or e8m0)", name));
 }
@@ -129,7 +131,7 @@ class RowPrinter {
 };
 
 void run_table(const Fp8Options& o) {
-  const CodeFormat f = code_format(o.format);
+  const ShownFormat f = shown_format(o.format);
   RowPrinter out(o.json);
   for (int c = 0; c < f.codes(); ++c) {
     const auto code = static_cast<uint8_t>(c);
@@ -149,7 +151,7 @@ std::vector<float> all_values(const Fp8Options& o) {
 
 // One block quantized as the block-scaled recipes do it: MXFP8 for E4M3/E5M2 (one E8M0 scale,
 // fp8/mx_quantize.h), NVFP4 for E2M1 with the block as the whole tensor (fp8/nvfp4_quantize.h).
-void run_block(const Fp8Options& o, const CodeFormat& f) {
+void run_block(const Fp8Options& o, const ShownFormat& f) {
   if (f.e8m0) throw Error("--block quantizes e4m3, e5m2 or e2m1 values (e8m0 is the MX scale)");
   if (o.scale != "1") throw Error("--block sets the scale itself: drop --scale");
   if (o.no_saturate)
@@ -204,7 +206,7 @@ void run_block(const Fp8Options& o, const CodeFormat& f) {
 }
 
 void run_encode(const Fp8Options& o) {
-  const CodeFormat f = code_format(o.format);
+  const ShownFormat f = shown_format(o.format);
   if (o.block) {
     run_block(o, f);
     return;
@@ -252,7 +254,7 @@ void run_encode(const Fp8Options& o) {
 }
 
 void run_decode(const Fp8Options& o) {
-  const CodeFormat f = code_format(o.format);
+  const ShownFormat f = shown_format(o.format);
   RowPrinter out(o.json);
   for_each_value(o.values, [&](const std::string& t) {
     const uint8_t code = parse_code(t);

@@ -202,7 +202,7 @@ void run_inspect(const InspectFlags& f) {
           const auto [lo, hi] = std::minmax_element(h.begin() + (len > 1 ? 1 : 0), h.end());
           const std::vector<float> tail(h.end() - std::min<int64_t>(f.last, len), h.end());
           const Slot slot = slots[d == Direction::Forward ? 0 : 1][s];
-          const auto fmt8 = fp8_format_name(tensor_format(recipe_format, d));
+          const auto fmt8 = dtype_short_name(tensor_format(recipe_format, d));
           const auto k = static_cast<size_t>(s);
           if (f.json) {
             out["gemms"].push_back({{"gemm", name},

@@ -10,26 +10,24 @@
 #include <optional>
 #include <string_view>
 
+#include "core/dtype.h"
 #include "core/minifloat.h"
 
 namespace fp8lm {
 
-enum class Fp8Format : uint8_t { E4M3, E5M2 };
+// Accepts e4m3 / e5m2 in any case (dtype_short_name's names); nullopt for anything else.
+std::optional<DType> parse_fp8_format(std::string_view name);
 
-std::string_view fp8_format_name(Fp8Format f);
-// Accepts e4m3 / e5m2 in any case; nullopt for anything else.
-std::optional<Fp8Format> parse_fp8_format(std::string_view name);
-
-constexpr const MinifloatSpec& fp8_spec(Fp8Format f) {
-  return f == Fp8Format::E4M3 ? kE4M3Spec : kE5M2Spec;
+constexpr const MinifloatSpec& fp8_spec(DType f) {
+  return f == DType::E4M3 ? kE4M3Spec : kE5M2Spec;
 }
 // Largest finite magnitude: 448 (E4M3), 57344 (E5M2).
-constexpr float fp8_max(Fp8Format f) {
-  return f == Fp8Format::E4M3 ? 448.0f : 57344.0f;
+constexpr float fp8_max(DType f) {
+  return f == DType::E4M3 ? 448.0f : 57344.0f;
 }
 // Smallest positive (subnormal) value: 2^-9 (E4M3), 2^-16 (E5M2).
-constexpr float fp8_min_subnormal(Fp8Format f) {
-  return f == Fp8Format::E4M3 ? 0x1p-9f : 0x1p-16f;
+constexpr float fp8_min_subnormal(DType f) {
+  return f == DType::E4M3 ? 0x1p-9f : 0x1p-16f;
 }
 
 // Bit-level constants of a format, shared by the scalar and SIMD encoders.
@@ -44,15 +42,15 @@ struct Fp8Consts {
   uint32_t nan_code;       // produced for NaN inputs
 };
 
-constexpr Fp8Consts fp8_consts(Fp8Format f) {
-  if (f == Fp8Format::E4M3)
+constexpr Fp8Consts fp8_consts(DType f) {
+  if (f == DType::E4M3)
     return {20, 120u << 23, 0x3c800000u, 0x1p14f, 0x46800000u, 0x7e, 0x7f, 0x7f};
   return {21, 112u << 23, 0x38800000u, 0x1p7f, 0x43000000u, 0x7b, 0x7c, 0x7e};
 }
 
 // Encodes one float. *saturated / *flushed (optional) report overflow past max (or ±Inf) and
 // a non-zero input that became ±0.
-template <Fp8Format F>
+template <DType F>
 inline uint8_t fp8_encode(float x, bool saturate = true, bool* saturated = nullptr,
                           bool* flushed = nullptr) {
   constexpr Fp8Consts c = fp8_consts(F);
@@ -81,15 +79,15 @@ inline uint8_t fp8_encode(float x, bool saturate = true, bool* saturated = nullp
   return static_cast<uint8_t>(sign | code);
 }
 
-inline uint8_t fp8_encode(float x, Fp8Format f, bool saturate = true) {
-  return f == Fp8Format::E4M3 ? fp8_encode<Fp8Format::E4M3>(x, saturate)
-                              : fp8_encode<Fp8Format::E5M2>(x, saturate);
+inline uint8_t fp8_encode(float x, DType f, bool saturate = true) {
+  return f == DType::E4M3 ? fp8_encode<DType::E4M3>(x, saturate)
+                          : fp8_encode<DType::E5M2>(x, saturate);
 }
 
 // All 256 decoded values of a format (exact; NaN codes decode to NaN).
-const std::array<float, 256>& fp8_decode_table(Fp8Format f);
+const std::array<float, 256>& fp8_decode_table(DType f);
 
-inline float fp8_decode(uint8_t code, Fp8Format f) {
+inline float fp8_decode(uint8_t code, DType f) {
   return fp8_decode_table(f)[code];
 }
 

@@ -68,7 +68,7 @@ std::vector<float> block_decode(const BlockCast& c, const uint8_t* codes, const 
           break;
         case BlockScheme::Nvfp4:
           v = kE2M1Values[codes[i] & 0xf] *
-              fp8_decode(static_cast<const uint8_t*>(scales)[b], Fp8Format::E4M3);
+              fp8_decode(static_cast<const uint8_t*>(scales)[b], DType::E4M3);
           break;
       }
       y[static_cast<size_t>(i)] = v * tensor_scale_inv;

@@ -29,11 +29,11 @@ BlockScheme block_scheme(ScalingKind k);
 
 struct BlockCast {
   BlockScheme scheme = BlockScheme::Mxfp8;
-  BlockGrid grid;                      // the tensor [rows, cols] and its blocks
-  Fp8Format format = Fp8Format::E4M3;  // the FP8 schemes' element format
-  BlockScalingParams params;           // Fp8Block (power-of-two scales only: see block_cast)
-  bool rht = false;                    // Nvfp4: the 16x16 RHT down each column first
-  bool stochastic_rounding = false;    // Nvfp4: with sr_key (core/counter_rng.h); else nearest
+  BlockGrid grid;                    // the tensor [rows, cols] and its blocks
+  DType format = DType::E4M3;        // the FP8 schemes' element format
+  BlockScalingParams params;         // Fp8Block (power-of-two scales only: see block_cast)
+  bool rht = false;                  // Nvfp4: the 16x16 RHT down each column first
+  bool stochastic_rounding = false;  // Nvfp4: with sr_key (core/counter_rng.h); else nearest
   uint32_t sr_key = 0;
 };
 

@@ -152,7 +152,7 @@ void quantize_blocks_to_bf16(Isa isa, uint8_t* codes, Scale* scales, bf16_t* ope
 
 // cast_row for the FP8 element formats: the codes and the operand (fp8_cast_to_bf16), or with
 // null codes the operand alone (fp8_round_to_bf16).
-inline auto fp8_cast_row(Isa isa, Fp8Format format) {
+inline auto fp8_cast_row(Isa isa, DType format) {
   return
       [isa, format](uint8_t* c, bf16_t* out, const float* v, const float* s, int64_t n, int64_t) {
         if (c) {

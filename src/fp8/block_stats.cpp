@@ -16,8 +16,8 @@ BlockScaleStats block_scale_stats(const BlockCast& c, const float* x, const uint
   // going to the even neighbour: E4M3 448 | 464 | 480 (tie to 448), E5M2 57344 | 61440 | 65536
   // and E2M1 6 | 7 | 8 (ties to the value past max). Values that merely round down to the
   // largest one are ordinary rounding.
-  const double boundary = fp4 ? 7.0 : c.format == Fp8Format::E4M3 ? 464.0 : 61440.0;
-  const bool tie_saturates = fp4 || c.format == Fp8Format::E5M2;
+  const double boundary = fp4 ? 7.0 : c.format == DType::E4M3 ? 464.0 : 61440.0;
+  const bool tie_saturates = fp4 || c.format == DType::E5M2;
   BlockScaleStats st;
   st.tensor_scale = 1.0f / tensor_scale_inv;
   const auto multiplier = [&](int64_t b) -> double {
@@ -29,8 +29,7 @@ BlockScaleStats block_scale_stats(const BlockCast& c, const float* x, const uint
       case BlockScheme::Nvfp4:
         break;
     }
-    return static_cast<double>(
-               fp8_decode(static_cast<const uint8_t*>(scales)[b], Fp8Format::E4M3)) *
+    return static_cast<double>(fp8_decode(static_cast<const uint8_t*>(scales)[b], DType::E4M3)) *
            tensor_scale_inv;
   };
   for_each_block(g, [&](int64_t b, int64_t r0, int64_t c0, int64_t nr, int64_t nc) {

@@ -11,7 +11,7 @@ namespace {
 // The stored scale is scale_inv; the cast multiplies by scale, which 1 / scale_inv gives back
 // exactly only for powers of two. So the rule keeps the scale itself and derives scale_inv.
 struct BlockRule {
-  Fp8Format format;
+  DType format;
   BlockScalingParams params;
   // Returns the scale (kept as the block's "Scale" while quantizing; turned into scale_inv
   // after).
@@ -25,7 +25,7 @@ void scales_to_inverses(float* scales, int64_t n) {
 
 }  // namespace
 
-float fp8_block_scale(float amax, Fp8Format format, const BlockScalingParams& params) {
+float fp8_block_scale(float amax, DType format, const BlockScalingParams& params) {
   if (amax < params.amax_epsilon) amax = params.amax_epsilon;  // a NaN amax is kept (false)
   if (amax == 0.0f || std::isinf(amax) || std::isnan(amax)) return 1.0f;
   float scale = fp8_max(format) / amax;
@@ -38,12 +38,12 @@ float fp8_block_scale(float amax, Fp8Format format, const BlockScalingParams& pa
 }
 
 void fp8_block_quantize(uint8_t* codes, float* scale_inv, const float* x, const BlockGrid& g,
-                        Fp8Format format, const BlockScalingParams& params) {
+                        DType format, const BlockScalingParams& params) {
   fp8_block_quantize(best_isa(), codes, scale_inv, x, g, format, params);
 }
 
 void fp8_block_quantize(Isa isa, uint8_t* codes, float* scale_inv, const float* x,
-                        const BlockGrid& g, Fp8Format format, const BlockScalingParams& params) {
+                        const BlockGrid& g, DType format, const BlockScalingParams& params) {
   quantize_blocks(isa, codes, scale_inv, x, g, BlockRule{format, params},
                   [&](uint8_t* c, const float* v, int64_t n, float m, int64_t) {
                     quantize(isa, c, v, n, m, format);
@@ -52,7 +52,7 @@ void fp8_block_quantize(Isa isa, uint8_t* codes, float* scale_inv, const float* 
 }
 
 void fp8_block_quantize_reference(uint8_t* codes, float* scale_inv, const float* x,
-                                  const BlockGrid& g, Fp8Format format,
+                                  const BlockGrid& g, DType format,
                                   const BlockScalingParams& params) {
   quantize_blocks_reference(codes, scale_inv, x, g, BlockRule{format, params},
                             [&](float v, int64_t) { return fp8_encode(v, format); });
@@ -60,7 +60,7 @@ void fp8_block_quantize_reference(uint8_t* codes, float* scale_inv, const float*
 }
 
 void fp8_block_quantize_to_bf16(uint8_t* codes, float* scale_inv, bf16_t* operand, const float* x,
-                                const BlockGrid& g, Fp8Format format,
+                                const BlockGrid& g, DType format,
                                 const BlockScalingParams& params) {
   // The grid holds scales until the end: a block's scale_inv is scales_to_inverses' 1 / scale.
   const Isa isa = best_isa();
@@ -71,7 +71,7 @@ void fp8_block_quantize_to_bf16(uint8_t* codes, float* scale_inv, bf16_t* operan
 }
 
 void fp8_block_dequantize(float* y, const uint8_t* codes, const float* scale_inv,
-                          const BlockGrid& g, Fp8Format format) {
+                          const BlockGrid& g, DType format) {
   for (int64_t r = 0; r < g.rows; ++r)
     for (int64_t c = 0; c < g.cols; ++c)
       y[r * g.cols + c] = fp8_decode(codes[r * g.cols + c], format) * scale_inv[g.block_of(r, c)];

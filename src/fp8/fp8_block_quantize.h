@@ -35,26 +35,25 @@ constexpr BlockGrid fp8_block_2d(int64_t rows, int64_t cols) {
 }
 
 // The scale a block with this amax is cast with.
-float fp8_block_scale(float amax, Fp8Format format, const BlockScalingParams& params);
+float fp8_block_scale(float amax, DType format, const BlockScalingParams& params);
 
 // codes [rows, cols] in x's layout; scale_inv one per block of g (grid order). Without an Isa,
 // the best this CPU runs.
 void fp8_block_quantize(uint8_t* codes, float* scale_inv, const float* x, const BlockGrid& g,
-                        Fp8Format format, const BlockScalingParams& params);
+                        DType format, const BlockScalingParams& params);
 void fp8_block_quantize(Isa isa, uint8_t* codes, float* scale_inv, const float* x,
-                        const BlockGrid& g, Fp8Format format, const BlockScalingParams& params);
+                        const BlockGrid& g, DType format, const BlockScalingParams& params);
 void fp8_block_quantize_reference(uint8_t* codes, float* scale_inv, const float* x,
-                                  const BlockGrid& g, Fp8Format format,
+                                  const BlockGrid& g, DType format,
                                   const BlockScalingParams& params);
 
 // y = decode(code) * scale_inv of its block.
 // fp8_block_quantize, also writing the GEMM operand (fp8/block_cast.h): decode(code) x the
 // block's scale_inv in BF16, from each row's codes as they are made (fp8_cast_to_bf16).
 void fp8_block_quantize_to_bf16(uint8_t* codes, float* scale_inv, bf16_t* operand, const float* x,
-                                const BlockGrid& g, Fp8Format format,
-                                const BlockScalingParams& params);
+                                const BlockGrid& g, DType format, const BlockScalingParams& params);
 
 void fp8_block_dequantize(float* y, const uint8_t* codes, const float* scale_inv,
-                          const BlockGrid& g, Fp8Format format);
+                          const BlockGrid& g, DType format);
 
 }  // namespace fp8lm

@@ -40,7 +40,7 @@ inline void store8_bytes(uint8_t* p, __m128i v) {
 // The scalar codec's steps on eight lanes of scaled values' bits u: the code (sign included),
 // and as all-ones lanes those that rounded past max (over) and the non-zero ones that flushed
 // to zero (flush). Signed compares are safe: magnitudes are at most 0x7fffffff, codes small.
-template <Fp8Format F>
+template <DType F>
 struct Fp8Lanes {
   static constexpr Fp8Consts c = fp8_consts(F);
   const __m256i abs_mask = set1(0x7fffffff), inf_bits = set1(0x7f800000);
@@ -125,7 +125,7 @@ inline void store8_bf16(bf16_t* out, __m128i v) {
 
 // The FP8 encoder's rounding kept in the float domain (fp8_round_to_bf16), as
 // lanes_avx512.h's Fp8RoundLanes: the value of the saturating code of eight lanes of bits u.
-template <Fp8Format F>
+template <DType F>
 struct Fp8RoundLanes {
   static constexpr Fp8Consts c = fp8_consts(F);
   const __m256i abs_mask = set1(0x7fffffff), inf_bits = set1(0x7f800000);

@@ -40,7 +40,7 @@ inline __m512i opaque_set1(uint32_t bits) {
 // The scalar codec's steps on sixteen lanes of scaled values' bits u: the code (sign
 // included), the lanes that rounded past max (over) and the non-zero ones that flushed to zero
 // (flush), live lanes only.
-template <Fp8Format F>
+template <DType F>
 struct Fp8Lanes {
   static constexpr Fp8Consts c = fp8_consts(F);
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
@@ -192,7 +192,7 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
 // step), past the largest value clamped to it (saturation, Inf included); a subnormal one
 // rounded to the subnormal spacing by adding and removing the magic number; NaN the table's
 // NaN; the sign put back.
-template <Fp8Format F>
+template <DType F>
 struct Fp8RoundLanes {
   static constexpr Fp8Consts c = fp8_consts(F);
   const __m512i abs_mask = opaque_set1(0x7fffffff), inf_bits = opaque_set1(0x7f800000);

@@ -25,7 +25,7 @@ struct MxScaleLanes {
   const __m512i one = opaque_set1(1), mantissa = opaque_set1(0x7fffff),
                 half = opaque_set1(0x400000), top = opaque_set1(0xfe),
                 exponent_sum = opaque_set1(254), one_float = opaque_set1(0x3f800000);
-  explicit MxScaleLanes(Fp8Format f)
+  explicit MxScaleLanes(DType f)
       : max_rcp(_mm512_set1_ps(static_cast<float>(1.0 / static_cast<double>(fp8_max(f))))) {}
 
   void apply(__m512 amax, __m512i* code, __m512* b, __m512* mult) const {
@@ -47,7 +47,7 @@ struct MxScaleLanes {
 
 // Sixteen scaled values' BF16 operand values (the rounded value times the block's b), and
 // their codes where kept.
-template <Fp8Format F>
+template <DType F>
 struct MxStore {
   const Fp8Lanes<F> encoder{true};
   const Fp8RoundLanes<F> round{};
@@ -59,7 +59,7 @@ struct MxStore {
       __mmask16 over, flush;
       const __m128i c8 = _mm512_cvtepi32_epi8(encoder.encode(u, live, &over, &flush));
       _mm_mask_storeu_epi8(codes, live, c8);
-      value = decode_fp8_lanes(c8, F == Fp8Format::E4M3);
+      value = decode_fp8_lanes(c8, F == DType::E4M3);
     } else {
       value = round.value(u);
     }
@@ -67,7 +67,7 @@ struct MxStore {
   }
 };
 
-template <Fp8Format F>
+template <DType F>
 void mx_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
              int64_t cols) {
   const MxScaleLanes rule(F);
@@ -84,7 +84,7 @@ void mx_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, i
   }
 }
 
-template <Fp8Format F>
+template <DType F>
 void mx_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
                 int64_t cols) {
   const MxScaleLanes rule(F);
@@ -109,15 +109,15 @@ void mx_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x
 }  // namespace
 
 void mxfp8_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
-                       int64_t rows, int64_t cols, Fp8Format format) {
-  format == Fp8Format::E4M3 ? mx_rows<Fp8Format::E4M3>(codes, scales, operand, x, rows, cols)
-                            : mx_rows<Fp8Format::E5M2>(codes, scales, operand, x, rows, cols);
+                       int64_t rows, int64_t cols, DType format) {
+  format == DType::E4M3 ? mx_rows<DType::E4M3>(codes, scales, operand, x, rows, cols)
+                        : mx_rows<DType::E5M2>(codes, scales, operand, x, rows, cols);
 }
 
 void mxfp8_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
-                          int64_t rows, int64_t cols, Fp8Format format) {
-  format == Fp8Format::E4M3 ? mx_columns<Fp8Format::E4M3>(codes, scales, operand, x, rows, cols)
-                            : mx_columns<Fp8Format::E5M2>(codes, scales, operand, x, rows, cols);
+                          int64_t rows, int64_t cols, DType format) {
+  format == DType::E4M3 ? mx_columns<DType::E4M3>(codes, scales, operand, x, rows, cols)
+                        : mx_columns<DType::E5M2>(codes, scales, operand, x, rows, cols);
 }
 
 }  // namespace fp8lm::isa

@@ -33,32 +33,32 @@ constexpr int64_t mx_blocks(int64_t n) {
 // [rows, mx_blocks(cols)]; column-wise scales are [mx_blocks(rows), cols]. Without an Isa, the
 // best this CPU runs.
 void mxfp8_quantize_rowwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
-                            int64_t cols, Fp8Format format);
+                            int64_t cols, DType format);
 void mxfp8_quantize_columnwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
-                               int64_t cols, Fp8Format format);
+                               int64_t cols, DType format);
 void mxfp8_quantize_rowwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
-                            int64_t cols, Fp8Format format);
+                            int64_t cols, DType format);
 void mxfp8_quantize_columnwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x,
-                               int64_t rows, int64_t cols, Fp8Format format);
+                               int64_t rows, int64_t cols, DType format);
 void mxfp8_quantize_rowwise_reference(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
-                                      int64_t cols, Fp8Format format);
+                                      int64_t cols, DType format);
 void mxfp8_quantize_columnwise_reference(uint8_t* codes, uint8_t* scales, const float* x,
-                                         int64_t rows, int64_t cols, Fp8Format format);
+                                         int64_t rows, int64_t cols, DType format);
 
 // As the quantizers above on a grid of 1x32 or 32x1 blocks, also writing the GEMM operand
 // (fp8/block_cast.h): decode(code) x 2^(scale - 127) in BF16, from each row's codes as they are
 // made (fp8_cast_to_bf16). The best ISA this CPU runs.
 void mxfp8_quantize_to_bf16(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
-                            const BlockGrid& g, Fp8Format format);
+                            const BlockGrid& g, DType format);
 
 // One block of n contiguous values (any n), the scalar twin: writes the codes, returns the
 // E8M0 scale (what `fp8lm fp8 encode --block` shows).
-uint8_t mxfp8_quantize_block(uint8_t* codes, const float* x, int64_t n, Fp8Format format);
+uint8_t mxfp8_quantize_block(uint8_t* codes, const float* x, int64_t n, DType format);
 
 // y = decode(code) * 2^(scale - 127): the values a GEMM multiplies.
 void mxfp8_dequantize_rowwise(float* y, const uint8_t* codes, const uint8_t* scales, int64_t rows,
-                              int64_t cols, Fp8Format format);
+                              int64_t cols, DType format);
 void mxfp8_dequantize_columnwise(float* y, const uint8_t* codes, const uint8_t* scales,
-                                 int64_t rows, int64_t cols, Fp8Format format);
+                                 int64_t rows, int64_t cols, DType format);
 
 }  // namespace fp8lm

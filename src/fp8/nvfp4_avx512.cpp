@@ -19,7 +19,7 @@ namespace {
 // multipliers min(1 / (b * (1/S)), FLT_MAX) (minps gives FLT_MAX for an Inf or NaN quotient,
 // as the twin's comparison does).
 struct Nvfp4ScaleLanes {
-  const Fp8Lanes<Fp8Format::E4M3> e4m3{true};
+  const Fp8Lanes<DType::E4M3> e4m3{true};
   const __m512 k, inv_global;
   explicit Nvfp4ScaleLanes(float global_encode)
       : k(_mm512_set1_ps(global_encode * (1.0f / kE2M1Max))),

@@ -20,7 +20,7 @@ constexpr float kFloatMax = std::numeric_limits<float>::max();
 struct Nvfp4Rule {
   float global_encode;
   uint8_t scale(float amax) const {
-    return fp8_encode(amax * (global_encode * (1.0f / kE2M1Max)), Fp8Format::E4M3);
+    return fp8_encode(amax * (global_encode * (1.0f / kE2M1Max)), DType::E4M3);
   }
   float multiplier(uint8_t block) const {
     // fmin's result (an Inf or NaN reciprocal gives the largest float) without its libm call,
@@ -35,8 +35,8 @@ struct Nvfp4Rule {
     scaled.resize(static_cast<size_t>(n));
     const float k = global_encode * (1.0f / kE2M1Max);
     for (int64_t i = 0; i < n; ++i) scaled[static_cast<size_t>(i)] = amax[i] * k;
-    quantize(isa, scales, scaled.data(), n, 1.0f, Fp8Format::E4M3);
-    const float* table = fp8_decode_table(Fp8Format::E4M3).data();
+    quantize(isa, scales, scaled.data(), n, 1.0f, DType::E4M3);
+    const float* table = fp8_decode_table(DType::E4M3).data();
     const float inv_global = 1.0f / global_encode;
     for (int64_t i = 0; i < n; ++i) {
       const float m = 1.0f / (table[scales[i]] * inv_global);
@@ -48,7 +48,7 @@ struct Nvfp4Rule {
 }  // namespace
 
 float Nvfp4BlockScales::block() const {
-  return fp8_decode(block_e4m3, Fp8Format::E4M3);
+  return fp8_decode(block_e4m3, DType::E4M3);
 }
 
 float Nvfp4BlockScales::decode() const {
@@ -56,7 +56,7 @@ float Nvfp4BlockScales::decode() const {
 }
 
 float nvfp4_global_encode_scale(float global_amax) {
-  const float s = std::fmin(fp8_max(Fp8Format::E4M3) * kE2M1Max / global_amax, kFloatMax);
+  const float s = std::fmin(fp8_max(DType::E4M3) * kE2M1Max / global_amax, kFloatMax);
   return global_amax == 0.0f || s == 0.0f ? 1.0f : s;
 }
 
@@ -100,7 +100,7 @@ void nvfp4_quantize_to_bf16(uint8_t* codes, uint8_t* block_scales, bf16_t* opera
     kept.resize(n);
     codes = kept.data();
   }
-  const float* e4m3 = fp8_decode_table(Fp8Format::E4M3).data();
+  const float* e4m3 = fp8_decode_table(DType::E4M3).data();
   quantize_blocks_to_bf16(
       isa, codes, block_scales, operand, x, g, Nvfp4Rule{global_encode},
       [e4m3](uint8_t s) { return e4m3[s]; },

@@ -36,8 +36,8 @@ Isa best_isa() {
   return best;
 }
 
-CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float scale,
-                   Fp8Format format, bool saturate) {
+CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float scale, DType format,
+                   bool saturate) {
   switch (isa) {
     case Isa::Avx512:
       return isa::quantize_avx512(codes, x, n, scale, format, saturate);
@@ -49,8 +49,7 @@ CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float sca
   return isa::quantize_scalar(codes, x, n, scale, format, saturate);
 }
 
-void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_inv,
-                Fp8Format format) {
+void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
   switch (isa) {
     case Isa::Avx512:
       return isa::dequantize_avx512(y, codes, n, scale_inv, format);
@@ -74,12 +73,12 @@ float absmax(Isa isa, const float* x, int64_t n) {
   return isa::absmax_scalar(x, n);
 }
 
-CastStats quantize(uint8_t* codes, const float* x, int64_t n, float scale, Fp8Format format,
+CastStats quantize(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                    bool saturate) {
   return quantize(best_isa(), codes, x, n, scale, format, saturate);
 }
 
-void dequantize(float* y, const uint8_t* codes, int64_t n, float scale_inv, Fp8Format format) {
+void dequantize(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
   dequantize(best_isa(), y, codes, n, scale_inv, format);
 }
 
@@ -116,15 +115,15 @@ void row_block_absmax(Isa isa, float* amax, const float* x, int64_t n, int64_t b
 }
 
 void fp8_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, const float* scale,
-                      int64_t n, Fp8Format format) {
+                      int64_t n, DType format) {
   if (isa == Isa::Avx512) return isa::fp8_cast_to_bf16_avx512(codes, out, x, scale, n, format);
   if (isa == Isa::Avx2) return isa::fp8_cast_to_bf16_avx2(codes, out, x, scale, n, format);
   quantize(isa, codes, x, n, 1.0f, format);
-  expand_to_bf16(isa, out, codes, scale, n, code_format(format));
+  expand_to_bf16(isa, out, codes, scale, n, format);
 }
 
 void fp8_round_to_bf16(Isa isa, bf16_t* out, const float* x, const float* scale, int64_t n,
-                       Fp8Format format) {
+                       DType format) {
   if (isa == Isa::Avx512) return isa::fp8_round_to_bf16_avx512(out, x, scale, n, format);
   if (isa == Isa::Avx2) return isa::fp8_round_to_bf16_avx2(out, x, scale, n, format);
   isa::fp8_round_to_bf16_scalar(out, x, scale, n, format);
@@ -138,11 +137,11 @@ void e2m1_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, con
     return isa::e2m1_cast_to_bf16_avx512(codes, out, x, scale, n, sr_key, first);
   if (isa == Isa::Avx2) return isa::e2m1_cast_to_bf16_avx2(codes, out, x, scale, n, sr_key, first);
   e2m1_quantize(isa, codes, x, n, 1.0f, sr_key, first_index);
-  expand_to_bf16(isa, out, codes, scale, n, CodeFormat::E2M1);
+  expand_to_bf16(isa, out, codes, scale, n, DType::E2M1);
 }
 
 void expand_to_bf16(Isa isa, bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
-                    CodeFormat format) {
+                    DType format) {
   switch (isa) {
     case Isa::Avx512:
       return isa::expand_to_bf16_avx512(out, codes, scale, n, format);

@@ -24,18 +24,17 @@ bool isa_supported(Isa isa);  // this CPU (and OS) can run the variant
 Isa best_isa();
 
 // Runtime-dispatched to the best supported ISA.
-CastStats quantize(uint8_t* codes, const float* x, int64_t n, float scale, Fp8Format format,
+CastStats quantize(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                    bool saturate = true);
 // y = decode(code) * scale_inv, element-wise.
-void dequantize(float* y, const uint8_t* codes, int64_t n, float scale_inv, Fp8Format format);
+void dequantize(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format);
 // max |x|, NaN ignored: the first pass of current scaling.
 float absmax(const float* x, int64_t n);
 
 // One variant explicitly (tests and benchmarks). Calling an unsupported ISA is a bug.
-CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float scale,
-                   Fp8Format format, bool saturate = true);
-void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_inv,
-                Fp8Format format);
+CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float scale, DType format,
+                   bool saturate = true);
+void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format);
 float absmax(Isa isa, const float* x, int64_t n);
 
 // E2M1 codes (core/e2m1.h, one per byte in the low 4 bits) of x * multiplier, rounded to
@@ -54,29 +53,23 @@ void row_block_absmax(Isa isa, float* amax, const float* x, int64_t n, int64_t b
 // decode(codes[i]) * scale[i] (expand_to_bf16): a block-scaled operand's codes and BF16 values
 // in one pass, the codes never read back. The same bits as those two calls.
 void fp8_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, const float* scale,
-                      int64_t n, Fp8Format format);
+                      int64_t n, DType format);
 
 // out[i] as fp8_cast_to_bf16 makes it, without the codes: x[i] rounded to the format's values
 // in the float domain (the encoder's rounding, keeping the bits a code would drop as zeros).
 // For the GEMM operands whose codes nothing reads.
 void fp8_round_to_bf16(Isa isa, bf16_t* out, const float* x, const float* scale, int64_t n,
-                       Fp8Format format);
+                       DType format);
 
 // codes = e2m1_quantize(x) at multiplier 1 (nearest, or stochastically with sr_key), and out[i]
 // = the BF16 of their values times scale[i]: NVFP4's fp8_cast_to_bf16.
 void e2m1_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, const float* scale,
                        int64_t n, const uint32_t* sr_key = nullptr, int64_t first_index = 0);
 
-// The element formats of the block-scaled recipes' codes.
-enum class CodeFormat : uint8_t { E4M3, E5M2, E2M1 };
-inline CodeFormat code_format(Fp8Format f) {
-  return f == Fp8Format::E4M3 ? CodeFormat::E4M3 : CodeFormat::E5M2;
-}
-
 // out[i] = the BF16 of decode(codes[i]) * scale[i], rounded to nearest even: a block-scaled
 // GEMM's operand from its codes and each value's block scale (fp8/block_cast.h). E2M1 codes
 // are one per byte, below 16.
 void expand_to_bf16(Isa isa, bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
-                    CodeFormat format);
+                    DType format);
 
 }  // namespace fp8lm

@@ -28,7 +28,7 @@ inline float reduce_max(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-template <Fp8Format F>
+template <DType F>
 CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float scale,
                               bool saturate) {
   const Fp8Lanes<F> lanes(saturate);
@@ -54,7 +54,7 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
 }
 
 // The codes and, from them still in registers, the operand: the decoded code times the scale.
-template <Fp8Format F>
+template <DType F>
 void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
                              int64_t n) {
   const Fp8Lanes<F> lanes(true);
@@ -64,14 +64,14 @@ void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const 
     const __m128i c8 =
         pack_low_bytes(lanes.encode(_mm256_castps_si256(_mm256_loadu_ps(x + i)), &over, &flush));
     store8_bytes(codes + i, c8);
-    store8_bf16(out + i, round_to_bf16(_mm256_mul_ps(decode_fp8(c8, F == Fp8Format::E4M3),
+    store8_bf16(out + i, round_to_bf16(_mm256_mul_ps(decode_fp8(c8, F == DType::E4M3),
                                                      _mm256_loadu_ps(scale + i))));
   }
   quantize_scalar(codes + body, x + body, n - body, 1.0f, F, true);
-  expand_to_bf16_scalar(out + body, codes + body, scale + body, n - body, code_format(F));
+  expand_to_bf16_scalar(out + body, codes + body, scale + body, n - body, F);
 }
 
-template <Fp8Format F>
+template <DType F>
 void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, int64_t n) {
   const Fp8RoundLanes<F> round{};
   const int64_t body = n - n % 8;
@@ -84,18 +84,17 @@ void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, i
 
 }  // namespace
 
-CastStats quantize_avx2(uint8_t* codes, const float* x, int64_t n, float scale, Fp8Format format,
+CastStats quantize_avx2(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                         bool saturate) {
-  return format == Fp8Format::E4M3
-             ? quantize_one_format<Fp8Format::E4M3>(codes, x, n, scale, saturate)
-             : quantize_one_format<Fp8Format::E5M2>(codes, x, n, scale, saturate);
+  return format == DType::E4M3 ? quantize_one_format<DType::E4M3>(codes, x, n, scale, saturate)
+                               : quantize_one_format<DType::E5M2>(codes, x, n, scale, saturate);
 }
 
-void dequantize_avx2(float* y, const uint8_t* codes, int64_t n, float scale_inv, Fp8Format format) {
+void dequantize_avx2(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
   const __m256 vscale = _mm256_set1_ps(scale_inv);
   const int64_t body = n - n % 8;
   for (int64_t i = 0; i < body; i += 8) {
-    const __m256 v = decode_fp8(load8_bytes(codes + i), format == Fp8Format::E4M3);
+    const __m256 v = decode_fp8(load8_bytes(codes + i), format == DType::E4M3);
     _mm256_storeu_ps(y + i, _mm256_mul_ps(v, vscale));
   }
   dequantize_scalar(y + body, codes + body, n - body, scale_inv, format);
@@ -138,32 +137,32 @@ void e2m1_cast_to_bf16_avx2(uint8_t* codes, bf16_t* out, const float* x, const f
   }
   e2m1_quantize_scalar(codes + body, x + body, n - body, 1.0f, sr_key,
                        first_index + static_cast<uint32_t>(body));
-  expand_to_bf16_scalar(out + body, codes + body, scale + body, n - body, CodeFormat::E2M1);
+  expand_to_bf16_scalar(out + body, codes + body, scale + body, n - body, DType::E2M1);
 }
 
 void fp8_round_to_bf16_avx2(bf16_t* out, const float* x, const float* scale, int64_t n,
-                            Fp8Format format) {
-  format == Fp8Format::E4M3 ? round_to_bf16_one_format<Fp8Format::E4M3>(out, x, scale, n)
-                            : round_to_bf16_one_format<Fp8Format::E5M2>(out, x, scale, n);
+                            DType format) {
+  format == DType::E4M3 ? round_to_bf16_one_format<DType::E4M3>(out, x, scale, n)
+                        : round_to_bf16_one_format<DType::E5M2>(out, x, scale, n);
 }
 
 void fp8_cast_to_bf16_avx2(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
-                           int64_t n, Fp8Format format) {
-  format == Fp8Format::E4M3 ? cast_to_bf16_one_format<Fp8Format::E4M3>(codes, out, x, scale, n)
-                            : cast_to_bf16_one_format<Fp8Format::E5M2>(codes, out, x, scale, n);
+                           int64_t n, DType format) {
+  format == DType::E4M3 ? cast_to_bf16_one_format<DType::E4M3>(codes, out, x, scale, n)
+                        : cast_to_bf16_one_format<DType::E5M2>(codes, out, x, scale, n);
 }
 
 // The decode without a gather (slow on many cores): FP8 widens through FP16 (decode_fp8),
 // E2M1 is one permute of its values; then bf16_from_float's rounding. The last n % 8 through
 // the scalar twin.
 void expand_to_bf16_avx2(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
-                         CodeFormat format) {
+                         DType format) {
   const E2m1Lanes e2m1(nullptr);
   const int64_t body = n - n % 8;
   for (int64_t i = 0; i < body; i += 8) {
     const __m128i c8 = load8_bytes(codes + i);
-    const __m256 decoded = format == CodeFormat::E2M1 ? e2m1.value_of(_mm256_cvtepu8_epi32(c8))
-                                                      : decode_fp8(c8, format == CodeFormat::E4M3);
+    const __m256 decoded = format == DType::E2M1 ? e2m1.value_of(_mm256_cvtepu8_epi32(c8))
+                                                 : decode_fp8(c8, format == DType::E4M3);
     store8_bf16(out + i, round_to_bf16(_mm256_mul_ps(decoded, _mm256_loadu_ps(scale + i))));
   }
   expand_to_bf16_scalar(out + body, codes + body, scale + body, n - body, format);

@@ -12,7 +12,7 @@
 namespace fp8lm::isa {
 namespace {
 
-template <Fp8Format F>
+template <DType F>
 CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float scale,
                               bool saturate) {
   const Fp8Lanes<F> lanes(saturate);
@@ -45,7 +45,7 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
           _mm512_reduce_add_epi32(flushed)};
 }
 
-template <Fp8Format F>
+template <DType F>
 void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
                              int64_t n) {
   const Fp8Lanes<F> lanes(true);
@@ -57,7 +57,7 @@ void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const 
     const __m128i c8 = _mm512_cvtepi32_epi8(code);
     _mm_mask_storeu_epi8(codes + i, live, c8);
     store_bf16(out + i,
-               _mm512_mul_ps(decode_fp8_lanes(c8, F == Fp8Format::E4M3),
+               _mm512_mul_ps(decode_fp8_lanes(c8, F == DType::E4M3),
                              _mm512_maskz_loadu_ps(live, scale + i)),
                live);
   }
@@ -65,15 +65,13 @@ void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const 
 
 }  // namespace
 
-CastStats quantize_avx512(uint8_t* codes, const float* x, int64_t n, float scale, Fp8Format format,
+CastStats quantize_avx512(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                           bool saturate) {
-  return format == Fp8Format::E4M3
-             ? quantize_one_format<Fp8Format::E4M3>(codes, x, n, scale, saturate)
-             : quantize_one_format<Fp8Format::E5M2>(codes, x, n, scale, saturate);
+  return format == DType::E4M3 ? quantize_one_format<DType::E4M3>(codes, x, n, scale, saturate)
+                               : quantize_one_format<DType::E5M2>(codes, x, n, scale, saturate);
 }
 
-void dequantize_avx512(float* y, const uint8_t* codes, int64_t n, float scale_inv,
-                       Fp8Format format) {
+void dequantize_avx512(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
   const float* table = fp8_decode_table(format).data();
   const __m512 vscale = _mm512_set1_ps(scale_inv);
   for (int64_t i = 0; i < n; i += 16) {
@@ -133,19 +131,19 @@ void e2m1_cast_to_bf16_avx512(uint8_t* codes, bf16_t* out, const float* x, const
 // The decode without a gather (slow on some cores): E2M1 is one permute of its sixteen values,
 // the FP8 formats widen through FP16 (decode_fp8_lanes).
 void expand_to_bf16_avx512(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
-                           CodeFormat format) {
+                           DType format) {
   const __m512 e2m1 = _mm512_loadu_ps(kE2M1Values.data());
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = live_lanes(n - i);
     const __m128i c8 = _mm_maskz_loadu_epi8(live, codes + i);
-    const __m512 decoded = format == CodeFormat::E2M1
+    const __m512 decoded = format == DType::E2M1
                                ? _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(c8), e2m1)
-                               : decode_fp8_lanes(c8, format == CodeFormat::E4M3);
+                               : decode_fp8_lanes(c8, format == DType::E4M3);
     store_bf16(out + i, _mm512_mul_ps(decoded, _mm512_maskz_loadu_ps(live, scale + i)), live);
   }
 }
 
-template <Fp8Format F>
+template <DType F>
 void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, int64_t n) {
   const Fp8RoundLanes<F> round{};
   for (int64_t i = 0; i < n; i += 16) {
@@ -156,15 +154,15 @@ void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, i
 }
 
 void fp8_round_to_bf16_avx512(bf16_t* out, const float* x, const float* scale, int64_t n,
-                              Fp8Format format) {
-  format == Fp8Format::E4M3 ? round_to_bf16_one_format<Fp8Format::E4M3>(out, x, scale, n)
-                            : round_to_bf16_one_format<Fp8Format::E5M2>(out, x, scale, n);
+                              DType format) {
+  format == DType::E4M3 ? round_to_bf16_one_format<DType::E4M3>(out, x, scale, n)
+                        : round_to_bf16_one_format<DType::E5M2>(out, x, scale, n);
 }
 
 void fp8_cast_to_bf16_avx512(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
-                             int64_t n, Fp8Format format) {
-  format == Fp8Format::E4M3 ? cast_to_bf16_one_format<Fp8Format::E4M3>(codes, out, x, scale, n)
-                            : cast_to_bf16_one_format<Fp8Format::E5M2>(codes, out, x, scale, n);
+                             int64_t n, DType format) {
+  format == DType::E4M3 ? cast_to_bf16_one_format<DType::E4M3>(codes, out, x, scale, n)
+                        : cast_to_bf16_one_format<DType::E5M2>(codes, out, x, scale, n);
 }
 
 // maxps(|x|, acc) keeps acc where x is NaN: the scalar twin's max_ignoring_nan, lane by lane.

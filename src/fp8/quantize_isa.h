@@ -7,14 +7,14 @@ namespace fp8lm::isa {
 
 #define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                                       \
   CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,            \
-                              Fp8Format format, bool saturate);                                  \
+                              DType format, bool saturate);                                      \
   void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv,           \
-                           Fp8Format format);                                                    \
+                           DType format);                                                        \
   float absmax_##suffix(const float* x, int64_t n);                                              \
   void e2m1_quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float multiplier,       \
                               const uint32_t* sr_key, uint32_t first_index);                     \
   void expand_to_bf16_##suffix(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n, \
-                               CodeFormat format);                                               \
+                               DType format);                                                    \
   void row_block_absmax_##suffix(float* amax, const float* x, int64_t n, int64_t block);
 
 FP8LM_DECLARE_QUANTIZE_ISA(scalar)
@@ -26,11 +26,11 @@ FP8LM_DECLARE_QUANTIZE_ISA(avx512)
 // passes they fuse, which are their twins.
 #define FP8LM_DECLARE_CAST_TO_BF16_ISA(suffix)                                                     \
   void fp8_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale,  \
-                                 int64_t n, Fp8Format format);                                     \
+                                 int64_t n, DType format);                                         \
   void e2m1_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale, \
                                   int64_t n, const uint32_t* sr_key, uint32_t first_index);        \
   void fp8_round_to_bf16_##suffix(bf16_t* out, const float* x, const float* scale, int64_t n,      \
-                                  Fp8Format format);
+                                  DType format);
 
 FP8LM_DECLARE_CAST_TO_BF16_ISA(avx2)
 FP8LM_DECLARE_CAST_TO_BF16_ISA(avx512)
@@ -50,9 +50,9 @@ void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, cons
 // (scales: ceil(cols / 32) per row), or one stripe of at most 32 rows in 32x1 blocks (scales:
 // one per column). codes may be null.
 void mxfp8_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
-                       int64_t rows, int64_t cols, Fp8Format format);
+                       int64_t rows, int64_t cols, DType format);
 void mxfp8_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
-                          int64_t rows, int64_t cols, Fp8Format format);
+                          int64_t rows, int64_t cols, DType format);
 // max |rht16_rows(x)|, the transform never written.
 float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols);
 float rht16_absmax_avx2(const float* x, int64_t rows, int64_t cols);
@@ -60,13 +60,13 @@ float rht16_absmax_avx2(const float* x, int64_t rows, int64_t cols);
 void rht16_rows_avx2(float* y, const float* x, int64_t rows, int64_t cols);
 // fp8_round_to_bf16's definition: the decoded saturating code times the scale.
 void fp8_round_to_bf16_scalar(bf16_t* out, const float* x, const float* scale, int64_t n,
-                              Fp8Format format);
+                              DType format);
 
 // Each code's value: the expand kernels' lookup.
-inline const float* decode_table(CodeFormat f) {
-  return f == CodeFormat::E2M1   ? kE2M1Values.data()
-         : f == CodeFormat::E4M3 ? fp8_decode_table(Fp8Format::E4M3).data()
-                                 : fp8_decode_table(Fp8Format::E5M2).data();
+inline const float* decode_table(DType f) {
+  return f == DType::E2M1   ? kE2M1Values.data()
+         : f == DType::E4M3 ? fp8_decode_table(DType::E4M3).data()
+                            : fp8_decode_table(DType::E5M2).data();
 }
 
 // max that ignores a NaN in v (same semantics as x86 maxps(v, acc)).

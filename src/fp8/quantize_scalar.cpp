@@ -10,7 +10,7 @@
 namespace fp8lm::isa {
 namespace {
 
-template <Fp8Format F>
+template <DType F>
 CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float scale,
                               bool saturate) {
   CastStats s;
@@ -26,15 +26,13 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
 
 }  // namespace
 
-CastStats quantize_scalar(uint8_t* codes, const float* x, int64_t n, float scale, Fp8Format format,
+CastStats quantize_scalar(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                           bool saturate) {
-  return format == Fp8Format::E4M3
-             ? quantize_one_format<Fp8Format::E4M3>(codes, x, n, scale, saturate)
-             : quantize_one_format<Fp8Format::E5M2>(codes, x, n, scale, saturate);
+  return format == DType::E4M3 ? quantize_one_format<DType::E4M3>(codes, x, n, scale, saturate)
+                               : quantize_one_format<DType::E5M2>(codes, x, n, scale, saturate);
 }
 
-void dequantize_scalar(float* y, const uint8_t* codes, int64_t n, float scale_inv,
-                       Fp8Format format) {
+void dequantize_scalar(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
   const auto& table = fp8_decode_table(format);
   for (int64_t i = 0; i < n; ++i) y[i] = table[codes[i]] * scale_inv;
 }
@@ -57,7 +55,7 @@ void e2m1_quantize_scalar(uint8_t* codes, const float* x, int64_t n, float multi
 }
 
 void expand_to_bf16_scalar(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
-                           CodeFormat format) {
+                           DType format) {
   const float* table = decode_table(format);
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_from_float(table[codes[i]] * scale[i]);
 }
@@ -72,7 +70,7 @@ void row_block_absmax_scalar(float* amax, const float* x, int64_t n, int64_t blo
 }
 
 void fp8_round_to_bf16_scalar(bf16_t* out, const float* x, const float* scale, int64_t n,
-                              Fp8Format format) {
+                              DType format) {
   const float* table = fp8_decode_table(format).data();
   for (int64_t i = 0; i < n; ++i)
     out[i] = bf16_from_float(table[fp8_encode(x[i], format)] * scale[i]);

@@ -11,9 +11,8 @@ namespace fp8lm {
 
 enum class Direction { Forward, Backward };
 
-constexpr Fp8Format tensor_format(Format recipe_format, Direction dir) {
-  return recipe_format == Format::Hybrid && dir == Direction::Backward ? Fp8Format::E5M2
-                                                                       : Fp8Format::E4M3;
+constexpr DType tensor_format(Format recipe_format, Direction dir) {
+  return recipe_format == Format::Hybrid && dir == Direction::Backward ? DType::E5M2 : DType::E4M3;
 }
 
 std::string_view format_name(Format f);

@@ -26,7 +26,7 @@ struct LastCast {
 
 // One tensor's quantization state: q = cast(x * scale), x ≈ q * scale_inv.
 struct ScalingState {
-  Fp8Format format = Fp8Format::E4M3;
+  DType format = DType::E4M3;
   float scale = 1.0f;
   float scale_inv = 1.0f;
   // TE's layout: [0] accumulates this step's amax; the rest hold past steps' amaxes.
@@ -34,7 +34,7 @@ struct ScalingState {
   LastCast last_cast;
 
   ScalingState() : amax_history(1, 0.0f) {}
-  ScalingState(Fp8Format f, int history_len) : format(f), amax_history(history_len, 0.0f) {}
+  ScalingState(DType f, int history_len) : format(f), amax_history(history_len, 0.0f) {}
 
   // Max-accumulates into amax_history[0]; a NaN sticks (so the update keeps the scale).
   void record_amax(float amax);

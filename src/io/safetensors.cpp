@@ -110,11 +110,9 @@ std::vector<float> TensorData::to_f32() const {
       }
       break;
     case DType::E4M3:
-    case DType::E5M2: {
-      const Fp8Format f = dtype == DType::E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
-      for (size_t i = 0; i < n; ++i) out[i] = fp8_decode(bytes[i], f);
+    case DType::E5M2:
+      for (size_t i = 0; i < n; ++i) out[i] = fp8_decode(bytes[i], dtype);
       break;
-    }
     default:
       throw Error(fmt::format("tensor of dtype {} is not a float tensor", dtype_name(dtype)));
   }

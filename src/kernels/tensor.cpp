@@ -15,7 +15,7 @@ DType producer_out_dtype(const ProducerOut& out, const char* op) {
   if (out.y != nullptr) return DType::F32;
   if (out.y16 != nullptr) return DType::BF16;
   if (out.y8.scale == nullptr) throw Error(fmt::format("{}: FP8 output without a scale", op));
-  return fp8_dtype(out.y8.format);
+  return out.y8.format;
 }
 
 }  // namespace fp8lm

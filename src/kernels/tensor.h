@@ -29,7 +29,7 @@ struct Fp8Out {
   uint8_t* data = nullptr;       // codes, row-major like the FP32 tensor they encode
   const float* scale = nullptr;  // q = cast(x * *scale), saturating (satfinite)
   float* amax = nullptr;         // max-accumulated with max|x| of the unscaled input
-  Fp8Format format = Fp8Format::E4M3;
+  DType format = DType::E4M3;
   // Optional counters (nullptr: not counted), added to: values whose |x * scale| rounded past
   // the format's max or were ±Inf, and non-zero values that became ±0 (CastStats).
   unsigned long long* saturated = nullptr;

@@ -216,7 +216,7 @@ void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
   be_.copy(x_scale_inv_.data(), store.scale_inv(gemm_, Slot::Input), sizeof(float));
   const uint8_t* qw = prepare_weight_fp8();
   // The input codes are what backward's weight gradient uses: one byte per value saved.
-  const GemmOperand w{qw, fp8_dtype(store.format(gemm_, Slot::Weight)), w_scale_inv_.data()};
+  const GemmOperand w{qw, store.format(gemm_, Slot::Weight), w_scale_inv_.data()};
   be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
   record_if_non_finite(y, rows * out_);
   if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
@@ -227,8 +227,7 @@ GemmOperand Linear::weight_for_dgrad() {
     case GemmMode::Bf16:
       return {weight_bf16(), DType::BF16};
     case GemmMode::Fp8:
-      return {weight_fp8_for_backward(), fp8_dtype(store_->format(gemm_, Slot::Weight)),
-              w_scale_inv_.data()};
+      return {weight_fp8_for_backward(), store_->format(gemm_, Slot::Weight), w_scale_inv_.data()};
     case GemmMode::Fp32:
       break;
   }
@@ -240,7 +239,7 @@ GemmOperand Linear::saved_input() {
     case GemmMode::Bf16:
       return {x16_.data(), DType::BF16};
     case GemmMode::Fp8:
-      return {qx_.data(), fp8_dtype(store_->format(gemm_, Slot::Input)), x_scale_inv_.data()};
+      return {qx_.data(), store_->format(gemm_, Slot::Input), x_scale_inv_.data()};
     case GemmMode::Fp32:
       break;
   }
@@ -279,7 +278,7 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
                         store.begin_cast(gemm_, Slot::GradOutput, qdy, rows * out_), dy,
                         rows * out_);
       be_.copy(dy_scale_inv_.data(), store.scale_inv(gemm_, Slot::GradOutput), sizeof(float));
-      g = {qdy, fp8_dtype(store.format(gemm_, Slot::GradOutput)), dy_scale_inv_.data()};
+      g = {qdy, store.format(gemm_, Slot::GradOutput), dy_scale_inv_.data()};
       break;
     }
   }

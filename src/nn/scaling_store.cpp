@@ -38,7 +38,7 @@ void ScalingStore::build(const DelayedScaling& recipe) {
   recipe_format_ = recipe.format;
   ++generation_;
   const auto slots = static_cast<size_t>(5 * n_);
-  format_.assign(slots, Fp8Format::E4M3);
+  format_.assign(slots, DType::E4M3);
   for (int g = 0; g < n_; ++g)
     for (Slot s : kSlots) format_[index(g, s)] = tensor_format(recipe.format, slot_direction(s));
   cast_n_.assign(slots, 0);
@@ -144,7 +144,7 @@ void ScalingStore::set_meta(int gemm, const Fp8Meta& m) {
   // are E5M2. A store made for another is rebuilt to it first.
   DelayedScaling r;
   r.amax_history_len = static_cast<int>(m[Slot::Input].amax_history.size());
-  r.format = m[Slot::GradOutput].format == Fp8Format::E5M2 ? Format::Hybrid : Format::E4M3;
+  r.format = m[Slot::GradOutput].format == DType::E5M2 ? Format::Hybrid : Format::E4M3;
   conform(r);
   for (Slot s : kSlots) {
     const size_t i = index(gemm, s);

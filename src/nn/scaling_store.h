@@ -31,7 +31,7 @@ class ScalingStore {
   // Bumped by every rebuild, so cached casts made with an older state know it.
   uint64_t generation() const { return generation_; }
 
-  Fp8Format format(int gemm, Slot s) const { return format_[index(gemm, s)]; }
+  DType format(int gemm, Slot s) const { return format_[index(gemm, s)]; }
   float* scale(int gemm, Slot s) { return scale_.data() + index(gemm, s); }
   float* scale_inv(int gemm, Slot s) { return scale_inv_.data() + index(gemm, s); }
   float* amax(int gemm, Slot s) { return history_buf_.data() + index(gemm, s) * history_; }
@@ -77,7 +77,7 @@ class ScalingStore {
   int history_ = 1;
   Format recipe_format_ = Format::Hybrid;
   uint64_t generation_ = 0;
-  std::vector<Fp8Format> format_;
+  std::vector<DType> format_;
   std::vector<int64_t> cast_n_;  // values in each slot's last cast (host)
   BackendBuffer<float> history_buf_{be_}, scale_{be_}, scale_inv_{be_}, fp8_max_{be_};
   BackendBuffer<unsigned long long> counts_{be_};  // [slot][saturated, flushed]

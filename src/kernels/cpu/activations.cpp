@@ -126,7 +126,7 @@ void bias_act_forward(float* y, float* h, const float* bias, Activation act, int
   });
 }
 
-CastStats bias_act_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* h, const float* bias,
+CastStats bias_act_forward_fp8(uint8_t* y, float scale, DType f, float* h, const float* bias,
                                Activation act, int64_t rows, int64_t F) {
   return with_activation(act, [&](auto op) {
     using Op = decltype(op);

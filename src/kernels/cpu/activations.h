@@ -23,7 +23,7 @@ void bias_act_forward(float* y, float* h, const float* bias, Activation act, int
                       int64_t F);
 // The same with y leaving as FP8 codes, cast(act(h) * scale) in format f: bit-identical to
 // bias_act_forward, then fp8lm::quantize on the whole output.
-CastStats bias_act_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* h, const float* bias,
+CastStats bias_act_forward_fp8(uint8_t* y, float scale, DType f, float* h, const float* bias,
                                Activation act, int64_t rows, int64_t F);
 // OVERWRITES dh = act'(h) * dy (a pointwise op owns its input gradient); dh [rows, input
 // width], dy [rows, F]. dh may alias dy for an ungated activation.

@@ -36,7 +36,7 @@ bool use_avx2() {
   return on;
 }
 
-std::array<bf16_t, 256> fp8_bf16_table(Fp8Format f) {
+std::array<bf16_t, 256> fp8_bf16_table(DType f) {
   std::array<bf16_t, 256> t{};
   for (int c = 0; c < 256; ++c) t[c] = bf16_from_float(fp8_decode(static_cast<uint8_t>(c), f));
   return t;
@@ -52,7 +52,7 @@ void bf16_to_f32(float* y, const bf16_t* x, int64_t n) {
   });
 }
 
-void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f) {
+void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f) {
   for_shares(n, [&](int64_t lo, int64_t hi) {
     if (use_avx512()) return avx512::fp8_to_f32(y + lo, codes + lo, hi - lo, f);
     if (use_avx2()) return avx2::fp8_to_f32(y + lo, codes + lo, hi - lo, f);
@@ -60,10 +60,10 @@ void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f) {
   });
 }
 
-void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f) {
-  static const std::array<bf16_t, 256> e4m3 = fp8_bf16_table(Fp8Format::E4M3);
-  static const std::array<bf16_t, 256> e5m2 = fp8_bf16_table(Fp8Format::E5M2);
-  const bf16_t* table = (f == Fp8Format::E4M3 ? e4m3 : e5m2).data();
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
+  static const std::array<bf16_t, 256> e4m3 = fp8_bf16_table(DType::E4M3);
+  static const std::array<bf16_t, 256> e5m2 = fp8_bf16_table(DType::E5M2);
+  const bf16_t* table = (f == DType::E4M3 ? e4m3 : e5m2).data();
   for_shares(n, [&](int64_t lo, int64_t hi) {
     if (use_avx512()) return avx512::fp8_to_bf16(y + lo, codes + lo, hi - lo, f);
     if (use_avx2()) return avx2::fp8_to_bf16(y + lo, codes + lo, hi - lo, f);

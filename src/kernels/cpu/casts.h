@@ -12,22 +12,22 @@
 namespace fp8lm::cpu {
 
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
-void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f);
-void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f);
+void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f);
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
 // acc = bf16(acc + x): a BF16 gradient accumulating an FP32 GEMM result (one rounding).
 void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n);
 
 namespace ref {
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
-void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f);
+void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f);
 }  // namespace ref
 
 namespace avx512 {
 // Bodies for one thread's share (casts_avx512.cpp); callers check the CPU first.
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
-void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f);
-void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f);
+void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f);
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
 // y[i] = bf16_from_float(x[i]), bit for bit.
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
 }  // namespace avx512
@@ -35,8 +35,8 @@ void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
 namespace avx2 {
 // The same bodies on eight lanes (casts_avx2.cpp), for CPUs with AVX2 and F16C.
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
-void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f);
-void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f);
+void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f);
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
 }  // namespace avx2
 

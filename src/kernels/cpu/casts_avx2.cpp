@@ -19,8 +19,8 @@ void bf16_to_f32(float* y, const bf16_t* x, int64_t n) {
 }
 
 // Both FP8 formats widen through FP16, exactly (fp8/lanes_avx2.h, decode_fp8).
-void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f) {
-  const bool e4m3 = f == Fp8Format::E4M3;
+void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f) {
+  const bool e4m3 = f == DType::E4M3;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, decode_fp8(load8_bytes(codes + i), e4m3));
   for (; i < n; ++i) y[i] = fp8_decode(codes[i], f);
@@ -28,8 +28,8 @@ void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f) {
 
 // An FP8 value is exact in BF16: its BF16 is the top half of its FP32 (a NaN's, the quiet NaN
 // bf16_from_float makes of it).
-void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f) {
-  const bool e4m3 = f == Fp8Format::E4M3;
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
+  const bool e4m3 = f == DType::E4M3;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     store8_bf16(y + i, exact_bf16(decode_fp8(load8_bytes(codes + i), e4m3)));

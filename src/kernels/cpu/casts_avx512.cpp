@@ -19,8 +19,8 @@ void bf16_to_f32(float* y, const bf16_t* x, int64_t n) {
 
 // Both FP8 formats widen through FP16, exactly (fp8/lanes_avx512.h, decode_fp8_lanes); NaN
 // codes become the table's NaN with the code's sign.
-void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f) {
-  const bool e4m3 = f == Fp8Format::E4M3;
+void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f) {
+  const bool e4m3 = f == DType::E4M3;
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = isa::live_lanes(n - i);
     _mm512_mask_storeu_ps(y + i, live,
@@ -30,8 +30,8 @@ void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, Fp8Format f) {
 
 // An FP8 value (at most 4 significant bits) is exact in BF16: its BF16 is the top half of its
 // FP32, and a NaN's top half is the quiet NaN bf16_from_float makes of it.
-void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, Fp8Format f) {
-  const bool e4m3 = f == Fp8Format::E4M3;
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
+  const bool e4m3 = f == DType::E4M3;
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = isa::live_lanes(n - i);
     const __m512 v = isa::decode_fp8_lanes(_mm_maskz_loadu_epi8(live, codes + i), e4m3);

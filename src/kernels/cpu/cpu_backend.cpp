@@ -109,7 +109,7 @@ class CpuBackend final : public Backend {
           if (r) return cpu::add_rmsnorm_forward(s, y, rstd, x, r, gamma, rows, C, eps);
           cpu::rmsnorm_forward(y, rstd, x, gamma, rows, C, eps);
         },
-        [&](uint8_t* q, float scale, Fp8Format f) {
+        [&](uint8_t* q, float scale, DType f) {
           if (ln && r)
             return cpu::add_layernorm_forward_fp8(s, q, scale, f, mean, rstd, x, r, gamma, beta,
                                                   rows, C, eps);
@@ -140,7 +140,7 @@ class CpuBackend final : public Backend {
         out, rows * F, "bias_act_forward",
         [&](float* y) { cpu::bias_act_forward(y, h, bias, act, rows, F); },
         // A null bias adds nothing (Llama's unbiased MLP, and the unfused twin's GEMM added it).
-        [&](uint8_t* q, float scale, Fp8Format f) {
+        [&](uint8_t* q, float scale, DType f) {
           return cpu::bias_act_forward_fp8(q, scale, f, h, bias, act, rows, F);
         });
   }

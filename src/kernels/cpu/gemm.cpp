@@ -256,7 +256,7 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
 }
 
 void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const uint8_t* A,
-              Fp8Format fa, const uint8_t* B, Fp8Format fb, float beta, float* C) {
+              DType fa, const uint8_t* B, DType fb, float beta, float* C) {
   const LowPrecisionEngine e = low_precision_engine();
   timed(M, N, K, [&] {
     if (e == LowPrecisionEngine::NativeBf16) {

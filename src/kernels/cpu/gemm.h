@@ -32,7 +32,7 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
 // summation order. Pass alpha = scale_inv_A * scale_inv_B to dequantize the result. Codes are
 // decoded inside the call, so callers keep only the 1-byte codes.
 void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const uint8_t* A,
-              Fp8Format fa, const uint8_t* B, Fp8Format fb, float beta, float* C);
+              DType fa, const uint8_t* B, DType fb, float beta, float* C);
 
 // The entry every backend shares (kernels/cuda/gemm.h takes the same operands in device
 // memory): the operands' dtypes pick gemm_f32, gemm_bf16 or gemm_fp8, whose two scale_invs

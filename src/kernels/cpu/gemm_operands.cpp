@@ -24,8 +24,8 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, cons
   }
   if (is_fp8(A.type) && is_fp8(B.type) && A.scale_inv && B.scale_inv) {
     return gemm_fp8(ta, tb, M, N, K, alpha * *A.scale_inv * *B.scale_inv,
-                    static_cast<const uint8_t*>(A.data), fp8_format_of(A.type),
-                    static_cast<const uint8_t*>(B.data), fp8_format_of(B.type), beta, C);
+                    static_cast<const uint8_t*>(A.data), A.type,
+                    static_cast<const uint8_t*>(B.data), B.type, beta, C);
   }
   throw Error(
       fmt::format("cpu::gemm: operands {} and {} do not mix (both F32, both BF16, or "

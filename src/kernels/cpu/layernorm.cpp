@@ -40,7 +40,7 @@ void add_layernorm_forward(float* s, float* y, float* mean, float* rstd, const f
   }
 }
 
-CastStats add_layernorm_forward_fp8(float* s, uint8_t* y, float scale, Fp8Format f, float* mean,
+CastStats add_layernorm_forward_fp8(float* s, uint8_t* y, float scale, DType f, float* mean,
                                     float* rstd, const float* x, const float* r, const float* gamma,
                                     const float* beta, int64_t rows, int64_t C, float eps) {
   return produce_fp8_rows(y, scale, f, rows, C, rows * C, [&](int64_t i, float* row) {
@@ -56,7 +56,7 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
     forward_row(y + r * C, mean + r, rstd + r, x + r * C, gamma, beta, C, eps);
 }
 
-CastStats layernorm_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* mean, float* rstd,
+CastStats layernorm_forward_fp8(uint8_t* y, float scale, DType f, float* mean, float* rstd,
                                 const float* x, const float* gamma, const float* beta, int64_t rows,
                                 int64_t C, float eps) {
   return produce_fp8_rows(y, scale, f, rows, C, rows * C, [&](int64_t r, float* row) {

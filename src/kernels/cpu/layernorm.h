@@ -22,7 +22,7 @@ void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy,
 // The fused producer: the same math, but y leaves as FP8 codes, cast(y * scale) in format f in
 // the same pass (one row at a time through a per-thread buffer). Bit-identical to
 // layernorm_forward followed by fp8lm::quantize on the whole output, stats included.
-CastStats layernorm_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* mean, float* rstd,
+CastStats layernorm_forward_fp8(uint8_t* y, float scale, DType f, float* mean, float* rstd,
                                 const float* x, const float* gamma, const float* beta, int64_t rows,
                                 int64_t C, float eps);
 
@@ -33,7 +33,7 @@ CastStats layernorm_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* mea
 void add_layernorm_forward(float* s, float* y, float* mean, float* rstd, const float* x,
                            const float* r, const float* gamma, const float* beta, int64_t rows,
                            int64_t C, float eps);
-CastStats add_layernorm_forward_fp8(float* s, uint8_t* y, float scale, Fp8Format f, float* mean,
+CastStats add_layernorm_forward_fp8(float* s, uint8_t* y, float scale, DType f, float* mean,
                                     float* rstd, const float* x, const float* r, const float* gamma,
                                     const float* beta, int64_t rows, int64_t C, float eps);
 

@@ -29,7 +29,7 @@ void add_rmsnorm_forward(float* s, float* y, float* rstd, const float* x, const 
   }
 }
 
-CastStats add_rmsnorm_forward_fp8(float* s, uint8_t* y, float scale, Fp8Format f, float* rstd,
+CastStats add_rmsnorm_forward_fp8(float* s, uint8_t* y, float scale, DType f, float* rstd,
                                   const float* x, const float* r, const float* gamma, int64_t rows,
                                   int64_t C, float eps) {
   return produce_fp8_rows(y, scale, f, rows, C, rows * C, [&](int64_t i, float* row) {
@@ -44,7 +44,7 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* gamma, 
   for (int64_t r = 0; r < rows; ++r) forward_row(y + r * C, rstd + r, x + r * C, gamma, C, eps);
 }
 
-CastStats rmsnorm_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* rstd, const float* x,
+CastStats rmsnorm_forward_fp8(uint8_t* y, float scale, DType f, float* rstd, const float* x,
                               const float* gamma, int64_t rows, int64_t C, float eps) {
   return produce_fp8_rows(y, scale, f, rows, C, rows * C, [&](int64_t r, float* row) {
     forward_row(row, rstd + r, x + r * C, gamma, C, eps);

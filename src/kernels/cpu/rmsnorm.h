@@ -21,14 +21,14 @@ void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x,
 
 // The fused producer: the same math, y leaves as FP8 codes, cast(y * scale) in format f, in
 // the same pass. Bit-identical to rmsnorm_forward followed by fp8lm::quantize, stats included.
-CastStats rmsnorm_forward_fp8(uint8_t* y, float scale, Fp8Format f, float* rstd, const float* x,
+CastStats rmsnorm_forward_fp8(uint8_t* y, float scale, DType f, float* rstd, const float* x,
                               const float* gamma, int64_t rows, int64_t C, float eps);
 
 // The residual add fused in front, as add_layernorm_forward: s = x + r written out, then
 // normalized in the same pass. Bit-identical to adding, then the kernels above.
 void add_rmsnorm_forward(float* s, float* y, float* rstd, const float* x, const float* r,
                          const float* gamma, int64_t rows, int64_t C, float eps);
-CastStats add_rmsnorm_forward_fp8(float* s, uint8_t* y, float scale, Fp8Format f, float* rstd,
+CastStats add_rmsnorm_forward_fp8(float* s, uint8_t* y, float scale, DType f, float* rstd,
                                   const float* x, const float* r, const float* gamma, int64_t rows,
                                   int64_t C, float eps);
 

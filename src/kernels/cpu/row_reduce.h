@@ -37,7 +37,7 @@ inline float lane_sum(int64_t n, Term term) {
 // depend on which thread finishes first; quantize's amax is never NaN, so max is defined.
 // `work` (elements touched) decides whether threads pay off.
 template <typename MakeRow>
-CastStats produce_fp8_rows(uint8_t* y, float scale, Fp8Format f, int64_t rows, int64_t out_cols,
+CastStats produce_fp8_rows(uint8_t* y, float scale, DType f, int64_t rows, int64_t out_cols,
                            int64_t work, MakeRow make_row) {
   float amax = 0.0f;
   int64_t saturated = 0, flushed = 0;

@@ -37,11 +37,11 @@ __device__ inline float block_amax(const float* x, const Blocks& g, const BlockS
   return amax;
 }
 
-template <Fp8Format F, bool kMx>
+template <DType F, bool kMx>
 __global__ void block_cast_kernel(uint8_t* codes, void* scales, uint16_t* operand,
                                   float* tensor_scale_inv, const float* x, Blocks g,
                                   bool power_2_scale, float amax_epsilon) {
-  constexpr float fp8_max = F == Fp8Format::E4M3 ? 448.0f : 57344.0f;
+  constexpr float fp8_max = F == DType::E4M3 ? 448.0f : 57344.0f;
   if (global_thread() == 0) *tensor_scale_inv = 1.0f;
   for (int64_t b = global_thread(); b < g.count; b += grid_threads()) {
     const BlockSpan span = block_span(g, b);
@@ -69,7 +69,7 @@ __global__ void block_cast_kernel(uint8_t* codes, void* scales, uint16_t* operan
   }
 }
 
-template <Fp8Format F, bool kMx>
+template <DType F, bool kMx>
 void launch(const BlockCast& c, const BlockCastOut& out, const float* x, cudaStream_t stream) {
   const BlockGrid& bg = c.grid;
   const Blocks g{bg.rows, bg.cols, bg.block_rows, bg.block_cols, bg.grid_cols(), bg.blocks()};
@@ -116,9 +116,9 @@ __global__ void nvfp4_kernel(uint8_t* codes, uint8_t* scales, uint16_t* operand,
   for (int64_t b = global_thread(); b < g.count; b += grid_threads()) {
     const BlockSpan span = block_span(g, b);
     const float amax = block_amax(x, g, span);
-    const uint8_t s = fp8_encode_sat<Fp8Format::E4M3>(__fmul_rn(amax, k)).code;
+    const uint8_t s = fp8_encode_sat<DType::E4M3>(__fmul_rn(amax, k)).code;
     scales[b] = s;
-    const float scale = fp8_value<Fp8Format::E4M3>(s);  // never a NaN code: amax is not NaN
+    const float scale = fp8_value<DType::E4M3>(s);  // never a NaN code: amax is not NaN
     float multiplier = __fdiv_rn(1.0f, __fmul_rn(scale, inv_global));
     if (!(multiplier < 0x1.fffffep127f)) multiplier = 0x1.fffffep127f;
     for (int64_t r = span.r0; r < span.r1; ++r)
@@ -175,12 +175,12 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
   if (c.grid.rows <= 0 || c.grid.cols <= 0) return;
   if (c.scheme == BlockScheme::Nvfp4) return launch_nvfp4(c, out, x, work, stream);
   const bool mx = c.scheme == BlockScheme::Mxfp8;
-  if (c.format == Fp8Format::E4M3)
-    mx ? launch<Fp8Format::E4M3, true>(c, out, x, stream)
-       : launch<Fp8Format::E4M3, false>(c, out, x, stream);
+  if (c.format == DType::E4M3)
+    mx ? launch<DType::E4M3, true>(c, out, x, stream)
+       : launch<DType::E4M3, false>(c, out, x, stream);
   else
-    mx ? launch<Fp8Format::E5M2, true>(c, out, x, stream)
-       : launch<Fp8Format::E5M2, false>(c, out, x, stream);
+    mx ? launch<DType::E5M2, true>(c, out, x, stream)
+       : launch<DType::E5M2, false>(c, out, x, stream);
 }
 
 }  // namespace fp8lm::cuda

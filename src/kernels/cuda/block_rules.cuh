@@ -53,18 +53,18 @@ __host__ __device__ inline float block_scale(float amax, float fp8_max, bool pow
   return scale;
 }
 
-template <Fp8Format F>
+template <DType F>
 __host__ __device__ inline bool fp8_is_nan(uint8_t code) {
-  return F == Fp8Format::E4M3 ? (code & 0x7fu) == 0x7fu : (code & 0x7fu) > 0x7cu;
+  return F == DType::E4M3 ? (code & 0x7fu) == 0x7fu : (code & 0x7fu) > 0x7cu;
 }
 
 // The decoded value of a finite or infinite FP8 code, exactly (fp8_decode_table's).
-template <Fp8Format F>
+template <DType F>
 __host__ __device__ inline float fp8_value(uint8_t code) {
-  constexpr int man = F == Fp8Format::E4M3 ? 3 : 2, bias = F == Fp8Format::E4M3 ? 7 : 15;
+  constexpr int man = F == DType::E4M3 ? 3 : 2, bias = F == DType::E4M3 ? 7 : 15;
   const uint32_t sign = code >> 7, e = (code & 0x7fu) >> man, m = code & ((1u << man) - 1);
   float v;
-  if (F == Fp8Format::E5M2 && e == 31) {
+  if (F == DType::E5M2 && e == 31) {
     v = op_math::from_bits(0x7f800000u);
   } else if (e == 0) {
     v = static_cast<float>(m) * exp2_exact(1 - bias - man);
@@ -77,7 +77,7 @@ __host__ __device__ inline float fp8_value(uint8_t code) {
 // The decoded value of an FP8 code as the CPU's table holds it, as BF16 bits after a multiply
 // by a power of two (exact): NaN codes give the table's NaN (quiet, with the code's sign)
 // without going through a multiply, whose NaN a GPU would make canonical.
-template <Fp8Format F>
+template <DType F>
 __host__ __device__ inline uint16_t fp8_times_pow2_bf16(uint8_t code, float pow2) {
   if (fp8_is_nan<F>(code)) return static_cast<uint16_t>((code >> 7) << 15 | 0x7fc0u);
   return bf16_round(fp8_value<F>(code) * pow2);

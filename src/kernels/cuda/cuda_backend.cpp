@@ -267,10 +267,8 @@ class CudaBackend final : public Backend {
     cuda::BlockScaleGrid ga, gb;
     if (M == 0 || N == 0 || K == 0 || !block_scaled_gemms(A.cast.scheme) ||
         !scale_grid(A, ta == Trans::T, &ga) || !scale_grid(B, tb == Trans::N, &gb) ||
-        (ga.two_d && gb.two_d) ||
-        (A.cast.format == Fp8Format::E5M2 && B.cast.format == Fp8Format::E5M2))
+        (ga.two_d && gb.two_d) || (A.cast.format == DType::E5M2 && B.cast.format == DType::E5M2))
       return false;
-    const auto dtype = [](Fp8Format f) { return f == Fp8Format::E5M2 ? DType::E5M2 : DType::E4M3; };
     return fp8_tn_product(
         ta, tb, M, N, K, A.codes, B.codes, beta, C,
         [&](const uint8_t* a, const uint8_t* b, int64_t M16, int64_t N16, int64_t K16, float* c) {
@@ -279,8 +277,8 @@ class CudaBackend final : public Backend {
           cuda::lay_out_block_scales(sa_.data(), ga, M16, stream_);
           cuda::lay_out_block_scales(sb_.data(), gb, N16, stream_);
           return cuda::gemm_block_scaled(
-              M16, N16, K16, alpha, {a, dtype(A.cast.format), sa_.data(), ga.two_d},
-              {b, dtype(B.cast.format), sb_.data(), gb.two_d}, beta, c, stream_);
+              M16, N16, K16, alpha, {a, A.cast.format, sa_.data(), ga.two_d},
+              {b, B.cast.format, sb_.data(), gb.two_d}, beta, c, stream_);
         });
   }
 

@@ -30,7 +30,7 @@ struct Fp8Code {
 };
 
 // fp8_encode<F>(x, /*saturate=*/true, ...) step for step: NaN keeps its sign, ties go to even.
-template <Fp8Format F>
+template <DType F>
 __host__ __device__ inline Fp8Code fp8_encode_sat(float x) {
   constexpr Fp8Consts c = fp8_consts(F);
   const uint32_t u = op_math::bits(x);
@@ -87,7 +87,7 @@ struct Fp8Stats {
 
 // q = cast(y * scale), and y's share of the statistics (quantize's scalar loop, one element;
 // the product rounded once, as on the CPU).
-template <Fp8Format F>
+template <DType F>
 __device__ inline uint8_t fp8_encode_counted(float y, float scale, Fp8Stats& stats) {
   const Fp8Code c = fp8_encode_sat<F>(__fmul_rn(y, scale));
   stats.amax = fmaxf(stats.amax, fabsf(y));  // fmaxf returns the other operand for a NaN

@@ -53,9 +53,9 @@ struct OutWriter {
     } else if constexpr (K == DType::BF16) {
       out.y16[i] = bf16_round(v);
     } else if constexpr (K == DType::E4M3) {
-      out.y8.data[i] = fp8_encode_counted<Fp8Format::E4M3>(v, scale, stats);
+      out.y8.data[i] = fp8_encode_counted<DType::E4M3>(v, scale, stats);
     } else {
-      out.y8.data[i] = fp8_encode_counted<Fp8Format::E5M2>(v, scale, stats);
+      out.y8.data[i] = fp8_encode_counted<DType::E5M2>(v, scale, stats);
     }
   }
 

@@ -22,7 +22,7 @@ bool aligned(const void* p, uintptr_t bytes) {
 
 // kVec4: x is 16-byte and codes 4-byte aligned; the first n / 4 * 4 elements go as float4 and
 // packed 4-byte stores, the rest one by one.
-template <Fp8Format F, bool kVec4>
+template <DType F, bool kVec4>
 __global__ void quantize_kernel(uint8_t* codes, const float* x, int64_t n, const float* scale,
                                 float* amax, unsigned long long* saturated,
                                 unsigned long long* flushed) {
@@ -62,7 +62,7 @@ __global__ void bf16_to_fp32_kernel(float* y, const uint16_t* x, int64_t n) {
     y[i] = __uint_as_float(static_cast<uint32_t>(x[i]) << 16);
 }
 
-template <Fp8Format F>
+template <DType F>
 void launch_quantize(const Fp8Out& out, const float* x, int64_t n, cudaStream_t stream) {
   if (aligned(x, 16) && aligned(out.data, 4)) {
     quantize_kernel<F, true><<<blocks_for(n / 4), kThreads, 0, stream>>>(
@@ -78,10 +78,10 @@ void launch_quantize(const Fp8Out& out, const float* x, int64_t n, cudaStream_t 
 
 void quantize(Fp8Out out, const float* x, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  if (out.format == Fp8Format::E4M3) {
-    launch_quantize<Fp8Format::E4M3>(out, x, n, stream);
+  if (out.format == DType::E4M3) {
+    launch_quantize<DType::E4M3>(out, x, n, stream);
   } else {
-    launch_quantize<Fp8Format::E5M2>(out, x, n, stream);
+    launch_quantize<DType::E5M2>(out, x, n, stream);
   }
 }
 
