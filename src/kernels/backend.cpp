@@ -6,27 +6,43 @@
 
 namespace fp8lm {
 
-void Backend::refuse(const char* op) const {
-  throw Error(fmt::format("{} is not available on {}", op, name()));
+std::string_view optional_op_name(OptionalOp op) {
+  switch (op) {
+#define FP8LM_OPTIONAL_OP_NAME(e, what) \
+  case OptionalOp::e:                   \
+    return what;
+    FP8LM_OPTIONAL_OPS(FP8LM_OPTIONAL_OP_NAME)
+#undef FP8LM_OPTIONAL_OP_NAME
+  }
+  return "?";
+}
+
+void Backend::refuse(OptionalOp op) const {
+  throw Error(fmt::format("{} is not available on {}", optional_op_name(op), name()));
+}
+
+void Backend::require(const std::vector<OptionalOp>& ops) const {
+  for (OptionalOp op : ops)
+    if (!supports(op)) refuse(op);
 }
 
 void Backend::attention_forward_unfused(float*, float*, const float*, int64_t, int64_t, int64_t,
                                         int64_t, int64_t) {
-  refuse("unfused attention (--no-fusion; the CPU has it)");
+  refuse(OptionalOp::UnfusedAttention);
 }
 void Backend::attention_backward_unfused(float*, const float*, const float*, const float*, int64_t,
                                          int64_t, int64_t, int64_t, int64_t) {
-  refuse("unfused attention (--no-fusion; the CPU has it)");
+  refuse(OptionalOp::UnfusedAttention);
 }
 float Backend::softmax_cross_entropy_unfused(float*, float*, const float*, const int32_t*, int64_t,
                                              int64_t, float) {
-  refuse("the unfused loss (--no-fusion; the CPU has it)");
+  refuse(OptionalOp::UnfusedLoss);
 }
 void Backend::accumulate_into_bf16(bf16_t*, const float*, int64_t) {
-  refuse("BF16 gradient accumulation (--fp8-weights' gradients on the CPU)");
+  refuse(OptionalOp::Bf16GradAccumulation);
 }
 void Backend::block_cast(const BlockCast&, const BlockCastOut&, const float*) {
-  refuse("block-scaled casts (the block, mxfp8 and nvfp4 recipes; the CPU has them)");
+  refuse(OptionalOp::BlockCast);
 }
 void Backend::block_cast_pair(const BlockCast& row, const BlockCastOut& row_out,
                               const BlockCast& col, const BlockCastOut& col_out, const float* x) {
@@ -34,10 +50,10 @@ void Backend::block_cast_pair(const BlockCast& row, const BlockCastOut& row_out,
   block_cast(col, col_out, x);
 }
 void Backend::grad_norm(float*, float*, float, const AdamWTensor*, int, int64_t) {
-  refuse("the multi-tensor gradient norm (the CPU's optimizer runs in train/adamw.cpp)");
+  refuse(OptionalOp::MultiTensorOptimizer);
 }
 void Backend::adamw_step(const AdamWTensor*, int, int64_t, const AdamWHyper&, const float*) {
-  refuse("the multi-tensor AdamW step (the CPU's optimizer runs in train/adamw.cpp)");
+  refuse(OptionalOp::MultiTensorOptimizer);
 }
 
 }  // namespace fp8lm

@@ -9,12 +9,16 @@
 // reference on every backend present. The CPU backend counts the bytes every op moves
 // (kernels/traffic.h) so module code does not.
 //
-// An op a device lacks (the unfused twins and BF16 gradient accumulation, which only the CPU
-// has) is refused in one place: the base class's version throws Error "<op> is not available
-// on <backend>".
+// An op a device lacks (FP8LM_OPTIONAL_OPS: the unfused twins and BF16 gradient accumulation,
+// which only the CPU has; the multi-tensor optimizer, which only a GPU has) is refused by name:
+// supports(op) says which a backend has, require() is asked once when a model is placed on a
+// backend (so a run that needs a missing op fails before its first step), and the base class's
+// version of each throws the same Error "<op> is not available on <backend>".
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/bf16.h"
 #include "fp8/block_cast.h"
@@ -24,12 +28,31 @@
 
 namespace fp8lm {
 
+// The ops not every backend has: X(enumerator, what it is, in the words of the refusal).
+#define FP8LM_OPTIONAL_OPS(X)                                                                 \
+  X(UnfusedAttention, "unfused attention (--no-fusion; the CPU has it)")                      \
+  X(UnfusedLoss, "the unfused loss (--no-fusion; the CPU has it)")                            \
+  X(Bf16GradAccumulation, "BF16 gradient accumulation (--fp8-weights' gradients on the CPU)") \
+  X(BlockCast, "block-scaled casts (the block, mxfp8 and nvfp4 recipes)")                     \
+  X(MultiTensorOptimizer, "the multi-tensor optimizer (the CPU's runs in train/adamw.cpp)")
+
+enum class OptionalOp : uint8_t {
+#define FP8LM_OPTIONAL_OP_ENUMERATOR(e, what) e,
+  FP8LM_OPTIONAL_OPS(FP8LM_OPTIONAL_OP_ENUMERATOR)
+#undef FP8LM_OPTIONAL_OP_ENUMERATOR
+};
+std::string_view optional_op_name(OptionalOp op);
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;  // "cpu", "cuda:0"
   // Whether the host can address this backend's memory directly (the CPU's).
   virtual bool host_memory() const { return false; }
+  // Whether this backend has an optional op (FP8LM_OPTIONAL_OPS).
+  virtual bool supports(OptionalOp op) const = 0;
+  // Error "<op> is not available on <backend>" for the first of ops this backend lacks.
+  void require(const std::vector<OptionalOp>& ops) const;
 
   // --- memory ---
   virtual void* allocate(size_t bytes) = 0;
@@ -145,7 +168,7 @@ class Backend {
   virtual bool block_scaled_gemms(BlockScheme) const { return false; }
 
  protected:
-  [[noreturn]] void refuse(const char* op) const;
+  [[noreturn]] void refuse(OptionalOp op) const;
 };
 
 // The host's backend (one per process; threads per the OpenMP settings).

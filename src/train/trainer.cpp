@@ -78,8 +78,20 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator& ranks) : cfg_(cfg), comm_
 }
 
 namespace {
-constexpr const char* kNoFusionOnGpu =
-    "--no-fusion: the unfused twins are CPU kernels; add --device cpu";
+// The optional ops (kernels/backend.h) a run with these settings calls.
+std::vector<OptionalOp> ops_needed(const TrainConfig& c, const Backend& backend, bool fp8) {
+  std::vector<OptionalOp> ops;
+  if (!c.fusion) {
+    ops.push_back(OptionalOp::UnfusedAttention);
+    ops.push_back(OptionalOp::UnfusedLoss);
+  }
+  if (fp8 && c.recipe.block_scaled()) ops.push_back(OptionalOp::BlockCast);
+  // BF16 gradients (--fp8-weights) are the host optimizer's; a device keeps FP32 ones, and its
+  // optimizer is the backend's multi-tensor op.
+  if (c.fp8_weights && backend.host_memory()) ops.push_back(OptionalOp::Bf16GradAccumulation);
+  if (!backend.host_memory()) ops.push_back(OptionalOp::MultiTensorOptimizer);
+  return ops;
+}
 }  // namespace
 
 std::string Trainer::recipe_line() const {
@@ -89,7 +101,7 @@ std::string Trainer::recipe_line() const {
 }
 
 void Trainer::set_fusion(bool on) {
-  if (device_.cuda && !on) throw Error(kNoFusionOnGpu);
+  if (!on) model_->backend().require({OptionalOp::UnfusedAttention, OptionalOp::UnfusedLoss});
   cfg_.fusion = on;
 }
 
@@ -104,8 +116,8 @@ void Trainer::use_device(const DeviceSpec& requested) {
   if (device.cuda && cfg_.fp8_weights && precision.precision != Precision::Fp8) {
     throw Error("--fp8-weights needs --precision fp8");
   }
-  if (device.cuda && !cfg_.fusion) throw Error(kNoFusionOnGpu);
   Backend& backend = backend_for(device);
+  backend.require(ops_needed(cfg_, backend, precision.precision == Precision::Fp8));
   if (comm_.size() > 1 && device.cuda && nccl_built() && device_comm_gpu_ != device.index) {
     buckets_.reset();
     device_comm_.reset();

@@ -64,6 +64,8 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
   bool host_memory() const override { return true; }
+  // Every op but the multi-tensor optimizer: the CPU's runs on the host (train/adamw.cpp).
+  bool supports(OptionalOp op) const override { return op != OptionalOp::MultiTensorOptimizer; }
 
   void* allocate(size_t bytes) override { return ::operator new(bytes, kAlignment); }
   void release(void* p) override { ::operator delete(p, kAlignment); }
