@@ -113,6 +113,21 @@ TEST_F(DataChecks, ADatasetWithoutItsTokenizerOrWithAnOddTokenSizeStopsBeforeSte
       << r.err;
 }
 
+// Found by fuzz_token_shards: a tokenizer name longer than a file name can be ended the
+// process with std::filesystem's "File name too long"; the manifest names it instead.
+TEST_F(DataChecks, AManifestNamingATokenizerTooLongForAFileNameIsRefusedByName) {
+  const std::string ds = copy("long_tokenizer_name");
+  std::string manifest = read_text(ds + "/manifest.json");
+  const std::string name(300, 't');
+  manifest.replace(manifest.find("\"tokenizer.json\""), 16, "\"" + name + "\"");
+  write_text(ds + "/manifest.json", manifest);
+  const CliResult r = fp8lm("train --data " + ds + kSmall + " --no-save");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("'" + name + "' is not a file name in the dataset's directory"),
+            std::string::npos)
+      << r.err;
+}
+
 // D7: --vocab above the tokenizer's (padding, as GPT-2's 50257 to 50304) trained every step and
 // then failed decoding the sample ("decode: 47605 is not a token id"). It is allowed, and what
 // the model says past its tokenizer is written as the id.

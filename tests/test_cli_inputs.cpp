@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli_util.h"
+#include "io/report.h"
 
 namespace fp8lm {
 namespace {
@@ -218,6 +219,21 @@ TEST(CliInputs, AMetricsLineOfTheWrongTypesIsLeftOutOfTheReport) {
           "1 lines of metrics.jsonl left out</b>, the first: " + run +
           "/metrics.jsonl line 3: block_scales g r: exponent 'x' is not one from -1100 to 1100"),
       npos);
+}
+
+// Found by fuzz_metrics: a step of 2.5e23 was converted to an integer (undefined behaviour);
+// a step that is not a count leaves its line out, named on the page.
+TEST(CliInputs, AStepThatIsNotACountIsLeftOutOfTheReport) {
+  const std::string run = copy_of_run("fp8lm_inputs_huge_step");
+  std::ofstream(run + "/metrics.jsonl", std::ios::app)
+      << R"({"step": 2.5e23, "skipped": true, "loss": 1})"
+      << "\n";
+  write_report(run);
+  const std::string report = read(run + "/report.html");
+  const size_t at = report.find("1 lines of metrics.jsonl left out</b>, the first: " + run +
+                                "/metrics.jsonl line 3: ");
+  ASSERT_NE(at, npos) << report.substr(0, 2000);
+  EXPECT_NE(report.find("is 2.5e+23, not an integer", at), npos) << report.substr(at, 300);
 }
 
 // D18: the reason, not just "cannot be read" / "cannot be written".

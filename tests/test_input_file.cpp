@@ -103,5 +103,17 @@ TEST(InputFile, ByteSizesReadAsPeopleWriteThem) {
   EXPECT_EQ(byte_size_text(int64_t{256} << 20), "256 MiB");
 }
 
+// A list's file names are the directory's own files: not a path, and not longer than a file
+// name can be (found by fuzz_token_shards: a 300-byte tokenizer name made the lookup throw
+// std::filesystem's "File name too long" where the name should have been refused).
+TEST(InputFile, APlainFileNameIsOneFileOfTheDirectory) {
+  EXPECT_TRUE(is_plain_file_name("tokenizer.json"));
+  EXPECT_TRUE(is_plain_file_name(std::string(kMaxFileNameBytes, 'a')));
+  EXPECT_FALSE(is_plain_file_name(std::string(kMaxFileNameBytes + 1, 'a')));
+  const std::string bad_names[] = {
+      "", ".", "..", "../x", "/dev/zero", "a/b", std::string("a\0b", 3)};
+  for (const std::string& bad : bad_names) EXPECT_FALSE(is_plain_file_name(bad)) << bad;
+}
+
 }  // namespace
 }  // namespace fp8lm

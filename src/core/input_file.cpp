@@ -33,7 +33,8 @@ std::string label_of(const std::string& path, std::string_view what) {
 }  // namespace
 
 bool is_plain_file_name(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos;
+  return !name.empty() && name.size() <= kMaxFileNameBytes && name != "." && name != ".." &&
+         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
 }
 
 std::string byte_size_text(int64_t bytes) {

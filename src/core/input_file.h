@@ -2,6 +2,7 @@
 // One way to open a file the program reads (issue 30): only a regular file, so that a named
 // pipe never blocks the program and a device (/dev/zero) never feeds it without end; errno's
 // reason when it cannot be read; and a bound on what is read whole into memory.
+#include <cstddef>
 #include <cstdint>
 #include <istream>
 #include <streambuf>
@@ -70,7 +71,9 @@ class InputStream : public std::istream {
 };
 
 // A name a file list gives (an HF index's shard, a dataset's shard or tokenizer) that is a file
-// in the list's own directory: not empty, ".", ".." or a path ("../x", "/dev/zero").
+// in the list's own directory: not empty, ".", ".." or a path ("../x", "/dev/zero"), and no
+// longer than a file name can be (NAME_MAX on Linux), which the system would refuse to look up.
+inline constexpr size_t kMaxFileNameBytes = 255;
 bool is_plain_file_name(std::string_view name);
 
 // "12.5 MiB": a byte count as the errors give it.

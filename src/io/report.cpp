@@ -224,8 +224,10 @@ void write_report(const std::string& dir) {
     try {
       const Json j = parse_json(line, where);
       if (!j.is_object() || !j.contains("step")) continue;
-      const double step = json_require<double>(j, "step", where);
-      if (j.contains("skipped")) skipped.push_back(static_cast<int64_t>(step));
+      // A step is a count: anything else (2.5e23, 1.5) leaves the line out.
+      const int64_t step_no = json_require<int64_t>(j, "step", where);
+      const auto step = static_cast<double>(step_no);
+      if (j.contains("skipped")) skipped.push_back(step_no);
       if (j.contains("fp8_fallback") && j["fp8_fallback"].is_array()) {
         for (const Json& f : j["fp8_fallback"]) {
           const std::string at = where + ": fp8_fallback";

@@ -155,10 +155,13 @@ BpeTokenizer BpeTokenizer::from_gpt2_files(const std::string& vocab_json,
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(path)) return from_hf_json(path);
-  if (fs::exists(fs::path(path) / "tokenizer.json"))
-    return from_hf_json((fs::path(path) / "tokenizer.json").string());
-  if (fs::exists(fs::path(path) / "vocab.json") && fs::exists(fs::path(path) / "merges.txt"))
+  // The non-throwing forms: a path the system refuses to look up (a name too long, a loop)
+  // is not a directory, and opening it as a file names the reason.
+  std::error_code ec;
+  const auto has = [&](const char* name) { return fs::exists(fs::path(path) / name, ec); };
+  if (!fs::is_directory(path, ec)) return from_hf_json(path);
+  if (has("tokenizer.json")) return from_hf_json((fs::path(path) / "tokenizer.json").string());
+  if (has("vocab.json") && has("merges.txt"))
     return from_gpt2_files((fs::path(path) / "vocab.json").string(),
                            (fs::path(path) / "merges.txt").string());
   throw Error(fmt::format("{}: holds neither tokenizer.json nor vocab.json with merges.txt", path));
