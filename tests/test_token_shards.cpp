@@ -117,6 +117,26 @@ TEST(TokenShards, MalformedShardsAndManifestsNameTheProblem) {
   EXPECT_FALSE(is_token_dataset(good));
 }
 
+// The process's mappings, as /proc lists them.
+int mappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) ++n;
+  return n;
+}
+
+// A shard refused after it was mapped (here, for an id beyond the vocabulary) is unmapped: a
+// process refused many files (a fuzzer, a notebook) would otherwise run out of mappings.
+TEST(TokenShards, ARefusedShardLeavesNoMappingBehind) {
+  const std::string path = fresh_dir("fp8lm_shards_refused") + "/big.tok";
+  ShardWriter w(path, 2);
+  w.append(std::vector<int32_t>(100000, 500));
+  w.finish();
+  const int before = mappings();
+  for (int i = 0; i < 200; ++i) expect_error([&] { MappedShard(path, 100); }, "is id 500");
+  EXPECT_LT(mappings(), before + 10) << "at most the allocator's own, not one per refusal";
+}
+
 // Two train shards of a counting stream (token i is i % 1000): every window is consecutive
 // stream tokens, those crossing the shard boundary included, with the next token as target.
 TEST(TokenDataset, WindowsSpanShardsRepeatForASeedAndResume) {

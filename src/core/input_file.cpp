@@ -1,12 +1,14 @@
 #include "core/input_file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -33,7 +35,7 @@ std::string label_of(const std::string& path, std::string_view what) {
 }  // namespace
 
 bool is_plain_file_name(std::string_view name) {
-  return !name.empty() && name.size() <= kMaxFileNameBytes && name != "." && name != ".." &&
+  return !name.empty() && name.size() <= NAME_MAX && name != "." && name != ".." &&
          name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
 }
 
@@ -68,6 +70,19 @@ InputFile::InputFile(const std::string& path, std::string_view what)
   }
   ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   size_ = static_cast<uint64_t>(st.st_size);
+}
+
+FileMapping::FileMapping(const InputFile& file) : size_(static_cast<size_t>(file.size())) {
+  if (size_ == 0) return;  // mmap refuses a length of 0
+  base_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    throw Error(fmt::format("{}: cannot be mapped: {}", file.label(), std::strerror(errno)));
+  }
+}
+
+FileMapping::~FileMapping() {
+  if (base_) ::munmap(base_, size_);
 }
 
 InputFile::~InputFile() {

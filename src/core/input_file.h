@@ -49,6 +49,23 @@ class InputFile {
   std::string label_;
 };
 
+// A regular file's whole contents mapped read-only, unmapped with this object: a reader that
+// checks the bytes in its constructor and throws leaves no mapping behind (a long process that
+// is refused many files would otherwise run out of mappings). An empty file maps to no bytes.
+class FileMapping {
+ public:
+  explicit FileMapping(const InputFile& file);  // Error "<label>: cannot be mapped: <why>"
+  ~FileMapping();
+  FileMapping(const FileMapping&) = delete;
+  FileMapping& operator=(const FileMapping&) = delete;
+  const uint8_t* data() const { return static_cast<const uint8_t*>(base_); }
+  size_t size() const { return size_; }
+
+ private:
+  void* base_ = nullptr;
+  size_t size_ = 0;
+};
+
 // The whole contents of the regular file at path, at most max_bytes of them (InputFile's
 // errors, and "<what> <path>: N bytes, more than the M this reads").
 std::string read_input_file(const std::string& path, std::string_view what, int64_t max_bytes);
@@ -72,8 +89,7 @@ class InputStream : public std::istream {
 
 // A name a file list gives (an HF index's shard, a dataset's shard or tokenizer) that is a file
 // in the list's own directory: not empty, ".", ".." or a path ("../x", "/dev/zero"), and no
-// longer than a file name can be (NAME_MAX on Linux), which the system would refuse to look up.
-inline constexpr size_t kMaxFileNameBytes = 255;
+// longer than a file name can be (NAME_MAX), which the system would refuse to look up.
 bool is_plain_file_name(std::string_view name);
 
 // "12.5 MiB": a byte count as the errors give it.

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -103,19 +102,13 @@ void ShardWriter::finish() {
   fs::rename(tmp_, path_);
 }
 
-MappedShard::MappedShard(const std::string& path, int64_t vocab) : path_(path) {
-  const InputFile file(path, "");
-  const auto size = static_cast<size_t>(file.size());
+MappedShard::MappedShard(const std::string& path, int64_t vocab)
+    : path_(path), map_(InputFile(path, "")) {
+  const size_t size = map_.size();
   if (size < static_cast<size_t>(kShardHeaderBytes))
     throw Error(fmt::format("{}: {} bytes, shorter than a shard's header", path, size));
-  base_ = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
-  if (base_ == MAP_FAILED) {
-    base_ = nullptr;
-    throw Error(fmt::format("{}: cannot be mapped", path));
-  }
-  mapped_ = size;
   ShardHeader h;
-  std::memcpy(&h, base_, sizeof h);
+  std::memcpy(&h, map_.data(), sizeof h);
   if (std::memcmp(h.magic, kShardMagic, sizeof h.magic) != 0)
     throw Error(fmt::format("{}: not a token shard (wrong magic)", path));
   if (h.version != kShardVersion)
@@ -129,7 +122,7 @@ MappedShard::MappedShard(const std::string& path, int64_t vocab) : path_(path) {
     throw Error(fmt::format("{}: {} bytes where the header's {} tokens need {} (truncated?)", path,
                             size, h.count, want));
   count_ = static_cast<int64_t>(h.count);
-  data_ = static_cast<const uint8_t*>(base_) + kShardHeaderBytes;
+  data_ = map_.data() + kShardHeaderBytes;
   const auto limit = static_cast<uint64_t>(vocab);
   const int64_t bad = token_bytes_ == 2 ? first_not_below<uint16_t>(data_, count_, limit)
                                         : first_not_below<uint32_t>(data_, count_, limit);
@@ -140,10 +133,6 @@ MappedShard::MappedShard(const std::string& path, int64_t vocab) : path_(path) {
         fmt::format("{}: token {} (byte offset {}) is id {}, not below the vocabulary size {}",
                     path, bad, kShardHeaderBytes + bad * token_bytes_, id, vocab));
   }
-}
-
-MappedShard::~MappedShard() {
-  if (base_) ::munmap(base_, mapped_);
 }
 
 int32_t MappedShard::operator[](int64_t i) const {

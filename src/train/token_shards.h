@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/input_file.h"
 #include "train/data.h"
 
 namespace fp8lm {
@@ -46,18 +47,14 @@ class ShardWriter {
 class MappedShard {
  public:
   MappedShard(const std::string& path, int64_t vocab);
-  ~MappedShard();
-  MappedShard(const MappedShard&) = delete;
-  MappedShard& operator=(const MappedShard&) = delete;
   int64_t size() const { return count_; }
   int token_bytes() const { return token_bytes_; }
   int32_t operator[](int64_t i) const;
 
  private:
   std::string path_;
+  FileMapping map_;
   const uint8_t* data_ = nullptr;  // the tokens, after the header
-  size_t mapped_ = 0;
-  void* base_ = nullptr;
   int64_t count_ = 0;
   int token_bytes_ = 2;
 };
