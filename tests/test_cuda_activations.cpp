@@ -53,9 +53,6 @@ std::vector<Activation> all_activations() {
 }
 const std::vector<Activation> kActs = all_activations();
 
-std::string act_name(Activation a) {
-  return std::string(activation_name(a));
-}
 DType format_of(Out o) {
   return o == Out::E5M2 ? DType::E5M2 : DType::E4M3;
 }
@@ -178,7 +175,8 @@ std::function<double(size_t)> dispatch_bound(Activation act, const Vec& h_biased
 void check_bias_act_forward(Activation act, Out out) {
   int64_t saturated = 0, flushed = 0;
   for (const Shape sh : kShapes) {
-    SCOPED_TRACE(::testing::Message() << act_name(act) << " rows " << sh.rows << " C " << sh.C);
+    SCOPED_TRACE(::testing::Message()
+                 << activation_name(act) << " rows " << sh.rows << " C " << sh.C);
     const int64_t n = sh.rows * sh.C, hn = sh.rows * in_cols(act, sh.C);
     const Vec h = make_h(sh.rows, in_cols(act, sh.C), static_cast<uint32_t>(sh.rows * 131 + sh.C));
     const Vec bias = test::random_normal(in_cols(act, sh.C), 3);
@@ -266,7 +264,7 @@ TEST(CudaActivations, ForwardWithoutBiasLeavesHAlone) {
   FP8LM_REQUIRE_CUDA();
   const Shape sh{5, 300};
   for (const Activation act : kActs) {
-    SCOPED_TRACE(act_name(act));
+    SCOPED_TRACE(activation_name(act));
     const int64_t n = sh.rows * sh.C, hn = sh.rows * in_cols(act, sh.C);
     const Vec h = make_h(sh.rows, in_cols(act, sh.C), 17);
     auto d_h = to_device(h);
@@ -284,7 +282,8 @@ TEST(CudaActivations, ActBackwardMatchesCpu) {
   FP8LM_REQUIRE_CUDA();
   for (const Activation act : kActs) {
     for (const Shape sh : kShapes) {
-      SCOPED_TRACE(::testing::Message() << act_name(act) << " rows " << sh.rows << " C " << sh.C);
+      SCOPED_TRACE(::testing::Message()
+                   << activation_name(act) << " rows " << sh.rows << " C " << sh.C);
       const int64_t n = sh.rows * sh.C, hn = sh.rows * in_cols(act, sh.C);
       const Vec h = make_h(sh.rows, in_cols(act, sh.C), static_cast<uint32_t>(sh.rows * 17 + sh.C));
       const Vec dy = test::random_normal(n, 4);

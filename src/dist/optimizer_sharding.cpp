@@ -163,11 +163,13 @@ void OptimizerSharding::all_gather_weights(const ParameterList& ps,
 void OptimizerSharding::gather_to_first(const ParameterList& ps, const BufferOf& of,
                                         const char* what) {
   const auto me = static_cast<size_t>(ranks_.rank());
-  std::vector<float> all(me == 0 ? values_in(ps) : 0);
+  // Into the buffer the gradients are reduce-scattered in: a checkpoint allocates no second
+  // whole-model buffer.
+  flat_.resize(me == 0 ? values_in(ps) : 0);
   shard_.resize(static_cast<size_t>(values_[me]));
   pack(ps, begin_[me], begin_[me + 1], of, shard_.data());
-  ranks_.gather_to_first(shard_, all, values_, what);
-  if (me == 0) unpack(ps, 0, ps.size(), of, all.data());
+  ranks_.gather_to_first(shard_, flat_, values_, what);
+  if (me == 0) unpack(ps, 0, ps.size(), of, flat_.data());
 }
 
 }  // namespace fp8lm

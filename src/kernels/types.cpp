@@ -31,10 +31,16 @@ constexpr ActivationNames kActivations[] = {
 #undef FP8LM_ACTIVATION_ROW
 };
 
+constexpr bool rows_in_enum_order() {
+  for (size_t i = 0; i < std::size(kActivations); ++i)
+    if (static_cast<size_t>(kActivations[i].a) != i) return false;
+  return true;
+}
+static_assert(rows_in_enum_order());
+
 const ActivationNames& row(Activation a) {
   const auto i = static_cast<size_t>(a);
-  if (i >= std::size(kActivations) || kActivations[i].a != a)
-    throw Error(fmt::format("activation {} is not in FP8LM_ACTIVATIONS", i));
+  if (i >= std::size(kActivations)) throw Error(fmt::format("activation {} is not one", i));
   return kActivations[i];
 }
 
