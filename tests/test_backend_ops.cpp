@@ -25,8 +25,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/norms.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/types.h"
 #include "test_util.h"
@@ -298,13 +297,8 @@ TEST(BackendOps, NormsAgreeWithTheReferenceOnEveryBackend) {
         for (int64_t i = 0; i < n; ++i) s[i] = in.x[i] + in.r[i];
       Vec want(static_cast<size_t>(n)), mean(static_cast<size_t>(c.rows)), rstd(mean.size());
       const bool ln = c.kind == Normalization::LayerNorm;
-      if (ln) {
-        cpu::ref::layernorm_forward(want.data(), mean.data(), rstd.data(), s.data(),
-                                    in.gamma.data(), in.beta.data(), c.rows, c.C, kNormEps);
-      } else {
-        cpu::ref::rmsnorm_forward(want.data(), rstd.data(), s.data(), in.gamma.data(), c.rows, c.C,
-                                  kNormEps);
-      }
+      cpu::ref::norm_forward(c.kind, want.data(), mean.data(), rstd.data(), s.data(),
+                             in.gamma.data(), in.beta.data(), c.rows, c.C, kNormEps);
       Produced y(be, c.out, n);
       const Buf<float> x(be, in.x), r(be, in.r), g(be, in.gamma), b(be, in.beta);
       Buf<float> sum(be, static_cast<size_t>(n)), d_mean(be, static_cast<size_t>(c.rows)),
@@ -315,7 +309,7 @@ TEST(BackendOps, NormsAgreeWithTheReferenceOnEveryBackend) {
       if (c.residual) {
         EXPECT_TRUE(test::same_bits(sum.to_host(), s));
       }
-      // FP32: the row statistics' rounding (test_kernel_layernorm.cpp's kRowTol, 32 units of
+      // FP32: the row statistics' rounding (test_kernel_norms.cpp's kRowTol, 32 units of
       // 2^-24 relative to 1 + |y|), plus the output dtype's rounding.
       const double unit = 32 * 0x1p-24;
       y.expect_near(

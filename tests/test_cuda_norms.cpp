@@ -1,6 +1,6 @@
-// CUDA LayerNorm and RMSNorm against the CPU kernels on the same inputs, forward in every
-// output precision (FP32, FP8 E4M3 / E5M2 with statistics, BF16), with and without the fused
-// residual add, and backward.
+// The CUDA normalizations (LayerNorm and RMSNorm) against the CPU kernels on the same inputs,
+// forward in every output precision (FP32, FP8 E4M3 / E5M2 with statistics, BF16), with and without
+// the fused residual add, and backward.
 //
 // The device kernels sum each row in the CPU's order (16 lanes, kernels/cpu/row_reduce.h) and
 // do every operation as a separate round-to-nearest step, as the CPU build does
@@ -18,8 +18,7 @@
 #include "cuda_compare.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/casts.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/norms.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/norms.h"
 #include "test_util.h"
@@ -42,7 +41,8 @@ const Shape kShapes[] = {{1, 64},   {7, 100}, {64, 768}, {130, 2048},
                          {3, 4100}, {17, 1},  {33, 7},   {2, 12289}};
 constexpr float kEps = 1e-5f;
 
-enum class Norm { Layer, Rms };
+using Norm = Normalization;
+const Norm kNorms[] = {Norm::LayerNorm, Norm::RMSNorm};
 enum class Out { F32, E4M3, E5M2, BF16 };
 
 DType format_of(Out o) {
@@ -77,7 +77,7 @@ Result run_cpu(Norm norm, Out out, const Inputs& in, Shape sh, bool residual, fl
   const int64_t n = sh.rows * sh.C;
   Result res;
   res.s.resize(residual ? n : 0);
-  res.mean.resize(norm == Norm::Layer ? sh.rows : 0);
+  res.mean.resize(norm == Norm::LayerNorm ? sh.rows : 0);
   res.rstd.resize(sh.rows);
   float* s = res.s.data();
   float* mean = res.mean.data();
@@ -87,32 +87,13 @@ Result run_cpu(Norm norm, Out out, const Inputs& in, Shape sh, bool residual, fl
     const DType f = format_of(out);
     res.codes.resize(n);
     uint8_t* q = res.codes.data();
-    if (norm == Norm::Layer) {
-      res.stats = residual ? cpu::add_layernorm_forward_fp8(s, q, scale, f, mean, rstd, x, r, g, b,
-                                                            sh.rows, sh.C, kEps)
-                           : cpu::layernorm_forward_fp8(q, scale, f, mean, rstd, x, g, b, sh.rows,
-                                                        sh.C, kEps);
-    } else {
-      res.stats = residual ? cpu::add_rmsnorm_forward_fp8(s, q, scale, f, rstd, x, r, g, sh.rows,
-                                                          sh.C, kEps)
-                           : cpu::rmsnorm_forward_fp8(q, scale, f, rstd, x, g, sh.rows, sh.C, kEps);
-    }
+    res.stats = cpu::norm_forward_fp8(norm, q, scale, f, residual ? s : nullptr, mean, rstd, x,
+                                      residual ? r : nullptr, g, b, sh.rows, sh.C, kEps);
     return res;
   }
   Vec y(n);
-  if (norm == Norm::Layer) {
-    if (residual) {
-      cpu::add_layernorm_forward(s, y.data(), mean, rstd, x, r, g, b, sh.rows, sh.C, kEps);
-    } else {
-      cpu::layernorm_forward(y.data(), mean, rstd, x, g, b, sh.rows, sh.C, kEps);
-    }
-  } else {
-    if (residual) {
-      cpu::add_rmsnorm_forward(s, y.data(), rstd, x, r, g, sh.rows, sh.C, kEps);
-    } else {
-      cpu::rmsnorm_forward(y.data(), rstd, x, g, sh.rows, sh.C, kEps);
-    }
-  }
+  cpu::norm_forward(norm, y.data(), residual ? s : nullptr, mean, rstd, x, residual ? r : nullptr,
+                    g, b, sh.rows, sh.C, kEps);
   if (out == Out::BF16) {
     res.y16.resize(n);
     cpu::fp32_to_bf16(res.y16.data(), y.data(), n);
@@ -135,13 +116,8 @@ Result run_cuda(Norm norm, Out out, const Inputs& in, Shape sh, bool residual, f
   if (is_fp8(out)) o.y8 = q.out();
   float* s_ptr = residual ? s.data() : nullptr;
   const float* r_ptr = residual ? r.data() : nullptr;
-  if (norm == Norm::Layer) {
-    cuda::layernorm_forward(o, s_ptr, mean.data(), rstd.data(), x.data(), r_ptr, g.data(), b.data(),
-                            sh.rows, sh.C, kEps, nullptr);
-  } else {
-    cuda::rmsnorm_forward(o, s_ptr, rstd.data(), x.data(), r_ptr, g.data(), sh.rows, sh.C, kEps,
-                          nullptr);
-  }
+  cuda::norm_forward(norm, o, s_ptr, mean.data(), rstd.data(), x.data(), r_ptr, g.data(), b.data(),
+                     sh.rows, sh.C, kEps, nullptr);
   Result res;
   if (out == Out::F32) res.y = to_host(y.data(), n);
   if (out == Out::BF16) res.y16 = to_host(y16.data(), n);
@@ -150,7 +126,7 @@ Result run_cuda(Norm norm, Out out, const Inputs& in, Shape sh, bool residual, f
     res.stats = q.stats();
   }
   if (residual) res.s = to_host(s.data(), n);
-  if (norm == Norm::Layer) res.mean = to_host(mean.data(), rows);
+  if (norm == Norm::LayerNorm) res.mean = to_host(mean.data(), rows);
   res.rstd = to_host(rstd.data(), rows);
   return res;
 }
@@ -165,6 +141,7 @@ std::vector<float> scales_for(Out out) {
 
 // Every shape, with and without the residual, every scale: all outputs bit-equal.
 void check_forward(Norm norm, Out out) {
+  SCOPED_TRACE(normalization_name(norm));
   int64_t saturated = 0, flushed = 0;
   for (const Shape sh : kShapes) {
     for (const bool residual : {false, true}) {
@@ -194,44 +171,24 @@ void check_forward(Norm norm, Out out) {
   }
 }
 
-TEST(CudaNorms, LayerNormForwardFp32MatchesCpu) {
+TEST(CudaNorms, ForwardFp32MatchesCpu) {
   FP8LM_REQUIRE_CUDA();
-  check_forward(Norm::Layer, Out::F32);
+  for (const Norm norm : kNorms) check_forward(norm, Out::F32);
 }
 
-TEST(CudaNorms, LayerNormForwardE4M3MatchesCpu) {
+TEST(CudaNorms, ForwardE4M3MatchesCpu) {
   FP8LM_REQUIRE_CUDA();
-  check_forward(Norm::Layer, Out::E4M3);
+  for (const Norm norm : kNorms) check_forward(norm, Out::E4M3);
 }
 
-TEST(CudaNorms, LayerNormForwardE5M2MatchesCpu) {
+TEST(CudaNorms, ForwardE5M2MatchesCpu) {
   FP8LM_REQUIRE_CUDA();
-  check_forward(Norm::Layer, Out::E5M2);
+  for (const Norm norm : kNorms) check_forward(norm, Out::E5M2);
 }
 
-TEST(CudaNorms, LayerNormForwardBf16MatchesCpu) {
+TEST(CudaNorms, ForwardBf16MatchesCpu) {
   FP8LM_REQUIRE_CUDA();
-  check_forward(Norm::Layer, Out::BF16);
-}
-
-TEST(CudaNorms, RmsNormForwardFp32MatchesCpu) {
-  FP8LM_REQUIRE_CUDA();
-  check_forward(Norm::Rms, Out::F32);
-}
-
-TEST(CudaNorms, RmsNormForwardE4M3MatchesCpu) {
-  FP8LM_REQUIRE_CUDA();
-  check_forward(Norm::Rms, Out::E4M3);
-}
-
-TEST(CudaNorms, RmsNormForwardE5M2MatchesCpu) {
-  FP8LM_REQUIRE_CUDA();
-  check_forward(Norm::Rms, Out::E5M2);
-}
-
-TEST(CudaNorms, RmsNormForwardBf16MatchesCpu) {
-  FP8LM_REQUIRE_CUDA();
-  check_forward(Norm::Rms, Out::BF16);
+  for (const Norm norm : kNorms) check_forward(norm, Out::BF16);
 }
 
 // The FP8 statistics add to what is there: amax is a running max, the counters are sums.
@@ -239,7 +196,7 @@ TEST(CudaNorms, Fp8StatisticsAccumulate) {
   FP8LM_REQUIRE_CUDA();
   const Shape sh{9, 300};
   const Inputs in = make_inputs(sh, 11);
-  const Result want = run_cpu(Norm::Layer, Out::E4M3, in, sh, false, 160.0f);
+  const Result want = run_cpu(Norm::LayerNorm, Out::E4M3, in, sh, false, 160.0f);
   ASSERT_GT(want.stats.saturated, 0);
   const auto n = static_cast<size_t>(sh.rows * sh.C);
   auto x = to_device(in.x), g = to_device(in.gamma), b = to_device(in.beta);
@@ -249,8 +206,8 @@ TEST(CudaNorms, Fp8StatisticsAccumulate) {
     DeviceFp8 q(n, 160.0f, DType::E4M3, amax0, counts0);
     ProducerOut o;
     o.y8 = q.out();
-    cuda::layernorm_forward(o, nullptr, mean.data(), rstd.data(), x.data(), nullptr, g.data(),
-                            b.data(), sh.rows, sh.C, kEps, nullptr);
+    cuda::norm_forward(Norm::LayerNorm, o, nullptr, mean.data(), rstd.data(), x.data(), nullptr,
+                       g.data(), b.data(), sh.rows, sh.C, kEps, nullptr);
     const CastStats got = q.stats(counts0);
     EXPECT_EQ(got.amax, std::max(amax0, want.stats.amax));
     EXPECT_EQ(got.saturated, want.stats.saturated);
@@ -263,8 +220,8 @@ TEST(CudaNorms, Fp8StatisticsAccumulate) {
   o.y8.amax = nullptr;
   o.y8.saturated = nullptr;
   o.y8.flushed = nullptr;
-  cuda::layernorm_forward(o, nullptr, mean.data(), rstd.data(), x.data(), nullptr, g.data(),
-                          b.data(), sh.rows, sh.C, kEps, nullptr);
+  cuda::norm_forward(Norm::LayerNorm, o, nullptr, mean.data(), rstd.data(), x.data(), nullptr,
+                     g.data(), b.data(), sh.rows, sh.C, kEps, nullptr);
   expect_same_codes(q.host_codes(n), want.codes, DType::E4M3, "codes");
 }
 
@@ -274,8 +231,8 @@ TEST(CudaNorms, RejectsAnythingButOneOutput) {
   DeviceBuffer<bf16_t> buf16(64);
   DeviceBuffer<uint8_t> codes(64);
   const auto forward = [&](const ProducerOut& o) {
-    cuda::layernorm_forward(o, nullptr, stat.data(), stat.data(), buf.data(), nullptr, buf.data(),
-                            buf.data(), 1, 64, kEps, nullptr);
+    cuda::norm_forward(Norm::LayerNorm, o, nullptr, stat.data(), stat.data(), buf.data(), nullptr,
+                       buf.data(), buf.data(), 1, 64, kEps, nullptr);
   };
   ProducerOut none;
   EXPECT_THROW(forward(none), Error);
@@ -306,6 +263,7 @@ void expect_column_sums_close(const Vec& got, const Vec& want, const Vec& prior,
 }
 
 void check_backward(Norm norm) {
+  SCOPED_TRACE(normalization_name(norm));
   for (const Shape sh : kShapes) {
     SCOPED_TRACE(::testing::Message() << "rows " << sh.rows << " C " << sh.C);
     const int64_t n = sh.rows * sh.C;
@@ -315,36 +273,19 @@ void check_backward(Norm norm) {
     const Grads prior{test::random_normal(n, 6), test::random_normal(sh.C, 7),
                       test::random_normal(sh.C, 8)};
     Vec mean(sh.rows), rstd(sh.rows), y(n);
-    if (norm == Norm::Layer) {
-      cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), in.x.data(), in.gamma.data(),
-                             in.beta.data(), sh.rows, sh.C, kEps);
-    } else {
-      cpu::rmsnorm_forward(y.data(), rstd.data(), in.x.data(), in.gamma.data(), sh.rows, sh.C,
-                           kEps);
-    }
-
+    cpu::norm_forward(norm, y.data(), nullptr, mean.data(), rstd.data(), in.x.data(), nullptr,
+                      in.gamma.data(), in.beta.data(), sh.rows, sh.C, kEps);
     Grads want = prior;
-    if (norm == Norm::Layer) {
-      cpu::layernorm_backward(want.dx.data(), want.dgamma.data(), want.dbeta.data(), dy.data(),
-                              in.x.data(), in.gamma.data(), mean.data(), rstd.data(), sh.rows,
-                              sh.C);
-    } else {
-      cpu::rmsnorm_backward(want.dx.data(), want.dgamma.data(), dy.data(), in.x.data(),
-                            in.gamma.data(), rstd.data(), sh.rows, sh.C);
-    }
+    cpu::norm_backward(norm, want.dx.data(), want.dgamma.data(), want.dbeta.data(), dy.data(),
+                       in.x.data(), in.gamma.data(), mean.data(), rstd.data(), sh.rows, sh.C);
 
     auto d_dy = to_device(dy), d_x = to_device(in.x), d_g = to_device(in.gamma);
     auto d_mean = to_device(mean), d_rstd = to_device(rstd);
     const auto run = [&] {
       auto dx = to_device(prior.dx), dgamma = to_device(prior.dgamma),
            dbeta = to_device(prior.dbeta);
-      if (norm == Norm::Layer) {
-        cuda::layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), d_dy.data(), d_x.data(),
-                                 d_g.data(), d_mean.data(), d_rstd.data(), sh.rows, sh.C, nullptr);
-      } else {
-        cuda::rmsnorm_backward(dx.data(), dgamma.data(), d_dy.data(), d_x.data(), d_g.data(),
-                               d_rstd.data(), sh.rows, sh.C, nullptr);
-      }
+      cuda::norm_backward(norm, dx.data(), dgamma.data(), dbeta.data(), d_dy.data(), d_x.data(),
+                          d_g.data(), d_mean.data(), d_rstd.data(), sh.rows, sh.C, nullptr);
       return Grads{to_host(dx.data(), n), to_host(dgamma.data(), sh.C),
                    to_host(dbeta.data(), sh.C)};
     };
@@ -358,35 +299,30 @@ void check_backward(Norm norm) {
 
     if (sh.rows <= 64) {  // one chunk: the CPU's order
       expect_same_floats(got.dgamma, want.dgamma, "dgamma");
-      if (norm == Norm::Layer) expect_same_floats(got.dbeta, want.dbeta, "dbeta");
+      if (norm == Norm::LayerNorm) expect_same_floats(got.dbeta, want.dbeta, "dbeta");
     } else {
       std::vector<double> abs_g(sh.C, 0.0), abs_b(sh.C, 0.0);
       for (int64_t r = 0; r < sh.rows; ++r) {
         for (int64_t c = 0; c < sh.C; ++c) {
           const int64_t i = r * sh.C + c;
           const float xhat =
-              norm == Norm::Layer ? (in.x[i] - mean[r]) * rstd[r] : in.x[i] * rstd[r];
+              norm == Norm::LayerNorm ? (in.x[i] - mean[r]) * rstd[r] : in.x[i] * rstd[r];
           abs_g[c] += std::fabs(static_cast<double>(dy[i]) * xhat);
           abs_b[c] += std::fabs(dy[i]);
         }
       }
       expect_column_sums_close(got.dgamma, want.dgamma, prior.dgamma, abs_g, sh.rows, "dgamma");
-      if (norm == Norm::Layer) {
+      if (norm == Norm::LayerNorm) {
         expect_column_sums_close(got.dbeta, want.dbeta, prior.dbeta, abs_b, sh.rows, "dbeta");
       }
     }
-    if (norm == Norm::Rms) expect_same_floats(got.dbeta, prior.dbeta, "dbeta untouched");
+    if (norm == Norm::RMSNorm) expect_same_floats(got.dbeta, prior.dbeta, "dbeta untouched");
   }
 }
 
-TEST(CudaNorms, LayerNormBackwardMatchesCpu) {
+TEST(CudaNorms, BackwardMatchesCpu) {
   FP8LM_REQUIRE_CUDA();
-  check_backward(Norm::Layer);
-}
-
-TEST(CudaNorms, RmsNormBackwardMatchesCpu) {
-  FP8LM_REQUIRE_CUDA();
-  check_backward(Norm::Rms);
+  for (const Norm norm : kNorms) check_backward(norm);
 }
 
 }  // namespace

@@ -22,7 +22,17 @@ enum class Activation : uint8_t {
 #undef FP8LM_ACTIVATION_ENUMERATOR
 };
 
-enum class Normalization : uint8_t { LayerNorm, RMSNorm };
+// Every normalization, once: X(enumerator, name). The enum, the names, the parser and the
+// dispatch to each one's functor (src/kernels/norm_ops.h) come from this list.
+#define FP8LM_NORMALIZATIONS(X) \
+  X(LayerNorm, "layernorm")     \
+  X(RMSNorm, "rmsnorm")
+
+enum class Normalization : uint8_t {
+#define FP8LM_NORMALIZATION_ENUMERATOR(e, name) e,
+  FP8LM_NORMALIZATIONS(FP8LM_NORMALIZATION_ENUMERATOR)
+#undef FP8LM_NORMALIZATION_ENUMERATOR
+};
 
 struct GPTConfig {
   int64_t vocab = 128;

@@ -3,7 +3,9 @@
 // gives the same bits on the host and on the device: on the device every operation is an
 // explicit round-to-nearest intrinsic, which nvcc never contracts into a fused multiply-add;
 // on the host (the CPU's portable twins, and .cu files under tools/cuda_emu) the plain operator,
-// which the build keeps unfused (-ffp-contract=off). Division is IEEE division on both.
+// which the build keeps unfused (-ffp-contract=off). Division and the square root are IEEE's,
+// correctly rounded, on both.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -44,6 +46,14 @@ FP8LM_OP float div(float a, float b) {
   return __fdiv_rn(a, b);
 #else
   return a / b;
+#endif
+}
+
+FP8LM_OP float sqrt(float a) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
 #endif
 }
 

@@ -7,6 +7,7 @@
 
 #include "fp8lm/error.h"
 #include "kernels/activation_ops.h"
+#include "kernels/norm_ops.h"
 
 namespace fp8lm {
 namespace {
@@ -78,14 +79,33 @@ int64_t activation_input_width(Activation a, int64_t ffn) {
   return activation_gated(a) ? 2 * ffn : ffn;
 }
 
+namespace {
+
+constexpr std::string_view kNormalizationNames[] = {
+#define FP8LM_NORMALIZATION_NAME(e, name) name,
+    FP8LM_NORMALIZATIONS(FP8LM_NORMALIZATION_NAME)
+#undef FP8LM_NORMALIZATION_NAME
+};
+
+}  // namespace
+
 std::string_view normalization_name(Normalization n) {
-  return n == Normalization::LayerNorm ? "layernorm" : "rmsnorm";
+  const auto i = static_cast<size_t>(n);
+  if (i >= std::size(kNormalizationNames))
+    throw Error(fmt::format("normalization {} is not one", i));
+  return kNormalizationNames[i];
 }
 
 Normalization parse_normalization(std::string_view name) {
-  if (name == "layernorm") return Normalization::LayerNorm;
-  if (name == "rmsnorm") return Normalization::RMSNorm;
-  throw Error(fmt::format("unknown normalization '{}' (expected layernorm or rmsnorm)", name));
+  for (size_t i = 0; i < std::size(kNormalizationNames); ++i)
+    if (kNormalizationNames[i] == name) return static_cast<Normalization>(i);
+  const std::vector<std::string_view> names(std::begin(kNormalizationNames),
+                                            std::end(kNormalizationNames));
+  throw Error(fmt::format("unknown normalization '{}' (expected {})", name, choice_list(names)));
+}
+
+bool normalization_centred(Normalization n) {
+  return with_normalization(n, [](auto op) { return decltype(op)::centred; });
 }
 
 }  // namespace fp8lm

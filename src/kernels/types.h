@@ -22,8 +22,11 @@ std::string_view activation_hf_name(Activation a);        // "gelu_new", "relu",
 bool activation_gated(Activation a);
 // The columns of the MLP's first GEMM for a hidden width ffn: 2 ffn when gated.
 int64_t activation_input_width(Activation a, int64_t ffn);
-std::string_view normalization_name(Normalization n);  // "layernorm", "rmsnorm"
-Normalization parse_normalization(std::string_view name);
+// From the list FP8LM_NORMALIZATIONS (fp8lm/model_config.h).
+std::string_view normalization_name(Normalization n);      // "layernorm", "rmsnorm"
+Normalization parse_normalization(std::string_view name);  // throws Error listing the choices
+// Whether it centres each row on its mean and adds a bias (LayerNorm's beta).
+bool normalization_centred(Normalization n);
 
 // Where each head's values lie in a packed qkv row [C + 2*Ckv]: C query values (H heads of hd),
 // then Ckv = Hkv * hd key values and as many value values; query head h reads key/value head

@@ -17,8 +17,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/norms.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/traffic.h"
 
@@ -101,37 +100,21 @@ class CpuBackend final : public Backend {
     // x (and r) in, s out with r; y out in its dtype.
     count_traffic(rows * C * (4 + (r ? 8 : 0) + out_bytes(out, "norm_forward")));
     if (r != nullptr && s == nullptr) throw Error("norm_forward: residual r without s");
-    const bool ln = kind == Normalization::LayerNorm;
     produce(
         out, rows * C, "norm_forward",
         [&](float* y) {
-          if (ln && r)
-            return cpu::add_layernorm_forward(s, y, mean, rstd, x, r, gamma, beta, rows, C, eps);
-          if (ln) return cpu::layernorm_forward(y, mean, rstd, x, gamma, beta, rows, C, eps);
-          if (r) return cpu::add_rmsnorm_forward(s, y, rstd, x, r, gamma, rows, C, eps);
-          cpu::rmsnorm_forward(y, rstd, x, gamma, rows, C, eps);
+          cpu::norm_forward(kind, y, s, mean, rstd, x, r, gamma, beta, rows, C, eps);
         },
         [&](uint8_t* q, float scale, DType f) {
-          if (ln && r)
-            return cpu::add_layernorm_forward_fp8(s, q, scale, f, mean, rstd, x, r, gamma, beta,
-                                                  rows, C, eps);
-          if (ln)
-            return cpu::layernorm_forward_fp8(q, scale, f, mean, rstd, x, gamma, beta, rows, C,
-                                              eps);
-          if (r)
-            return cpu::add_rmsnorm_forward_fp8(s, q, scale, f, rstd, x, r, gamma, rows, C, eps);
-          return cpu::rmsnorm_forward_fp8(q, scale, f, rstd, x, gamma, rows, C, eps);
+          return cpu::norm_forward_fp8(kind, q, scale, f, s, mean, rstd, x, r, gamma, beta, rows, C,
+                                       eps);
         });
   }
   void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
                      const float* x, const float* gamma, const float* mean, const float* rstd,
                      int64_t rows, int64_t C) override {
     count_traffic(rows * C * 16);  // dy, x, dx read and written
-    if (kind == Normalization::LayerNorm) {
-      cpu::layernorm_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, C);
-    } else {
-      cpu::rmsnorm_backward(dx, dgamma, dy, x, gamma, rstd, rows, C);
-    }
+    cpu::norm_backward(kind, dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, C);
   }
   void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
                         int64_t F) override {

@@ -108,20 +108,12 @@ class CudaBackend final : public Backend {
   void norm_forward(Normalization kind, ProducerOut out, float* s, float* mean, float* rstd,
                     const float* x, const float* r, const float* gamma, const float* beta,
                     int64_t rows, int64_t C, float eps) override {
-    if (kind == Normalization::LayerNorm) {
-      cuda::layernorm_forward(out, s, mean, rstd, x, r, gamma, beta, rows, C, eps, stream_);
-    } else {
-      cuda::rmsnorm_forward(out, s, rstd, x, r, gamma, rows, C, eps, stream_);
-    }
+    cuda::norm_forward(kind, out, s, mean, rstd, x, r, gamma, beta, rows, C, eps, stream_);
   }
   void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
                      const float* x, const float* gamma, const float* mean, const float* rstd,
                      int64_t rows, int64_t C) override {
-    if (kind == Normalization::LayerNorm) {
-      cuda::layernorm_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, C, stream_);
-    } else {
-      cuda::rmsnorm_backward(dx, dgamma, dy, x, gamma, rstd, rows, C, stream_);
-    }
+    cuda::norm_backward(kind, dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, C, stream_);
   }
   void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
                         int64_t F) override {

@@ -11,7 +11,7 @@
 #include "core/dtype.h"
 #include "fp8lm/error.h"
 #include "kernels/cuda/fp8_codec.cuh"
-#include "kernels/cuda/norms.h"
+#include "kernels/tensor.h"
 
 namespace fp8lm::cuda {
 

@@ -1,4 +1,5 @@
-// LayerNorm and RMSNorm on the device, the CPU kernels' arithmetic bit for bit.
+// The normalizations on the device: one kernel per op family over the functors of
+// kernels/norm_ops.h, the CPU kernels' arithmetic bit for bit.
 //
 // A row's sums follow kernels/cpu/row_reduce.h's lane_sum exactly: 16 lanes, lane j adding
 // columns j, j+16, j+32, ... in order from 0, then the 16 partials added in lane order. Here
@@ -21,6 +22,7 @@
 #include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/norm_out.cuh"
 #include "kernels/cuda/norms.h"
+#include "kernels/norm_ops.h"
 
 namespace fp8lm::cuda {
 namespace {
@@ -74,111 +76,72 @@ __device__ float load_row_partial(const RowLane& t, float* s, const float* x, co
   return part;
 }
 
-template <DType K>
+template <class N, DType K>
 __global__ void __launch_bounds__(kBlock)
-    layernorm_forward_kernel(ProducerOut out, float* s, float* mean_out, float* rstd_out,
-                             const float* x, const float* r, const float* gamma, const float* beta,
-                             int64_t rows, int64_t C, float eps) {
+    norm_forward_kernel(ProducerOut out, float* s, float* mean_out, float* rstd_out, const float* x,
+                        const float* r, const float* gamma, const float* beta, int64_t rows,
+                        int64_t C, float eps) {
   OutWriter<K> w(out);
   const RowLane t(rows, C);
   const float n = static_cast<float>(C);
   const float* v = r != nullptr ? s : x;  // the row being normalized
 
-  const float mean =
-      __fdiv_rn(half_warp_total(load_row_partial(t, s, x, r, [](float a) { return a; })), n);
-  float part = 0.0f;
-  for (int64_t c = t.lane; c < t.cols; c += kLanes) {
-    const float d = __fsub_rn(v[t.base + c], mean);
-    part = __fadd_rn(part, __fmul_rn(d, d));
+  // Pass 1 sums the values for LayerNorm's mean, RMSNorm's squares for its variance.
+  float mean = 0.0f, var;
+  if constexpr (N::centred) {
+    mean = __fdiv_rn(half_warp_total(load_row_partial(t, s, x, r, [](float a) { return a; })), n);
+    float part = 0.0f;
+    for (int64_t c = t.lane; c < t.cols; c += kLanes)
+      part = __fadd_rn(part, N::spread(v[t.base + c], mean));
+    var = __fdiv_rn(half_warp_total(part), n);
+  } else {
+    const auto square = [](float a) { return N::spread(a, 0.0f); };
+    var = __fdiv_rn(half_warp_total(load_row_partial(t, s, x, r, square)), n);
   }
-  const float var = __fdiv_rn(half_warp_total(part), n);
-  const float rstd = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(var, eps)));
+  const float rstd = N::rstd(var, eps);
 
-  // (x - mean) * rstd * gamma + beta, left to right as the CPU writes it.
   for (int64_t c = t.lane; c < t.cols; c += kLanes) {
-    const float xhat = __fmul_rn(__fsub_rn(v[t.base + c], mean), rstd);
-    w.put(t.base + c, __fadd_rn(__fmul_rn(xhat, gamma[c]), beta[c]));
+    const float xhat = N::xhat(v[t.base + c], mean, rstd);
+    w.put(t.base + c, N::out(xhat, gamma[c], N::centred ? beta[c] : 0.0f));
   }
   if (t.active() && t.lane == 0) {
-    if (mean_out != nullptr) mean_out[t.row] = mean;
+    if (N::centred && mean_out != nullptr) mean_out[t.row] = mean;
     if (rstd_out != nullptr) rstd_out[t.row] = rstd;
   }
   w.finish();
 }
 
-template <DType K>
+template <class N>
 __global__ void __launch_bounds__(kBlock)
-    rmsnorm_forward_kernel(ProducerOut out, float* s, float* rstd_out, const float* x,
-                           const float* r, const float* gamma, int64_t rows, int64_t C, float eps) {
-  OutWriter<K> w(out);
+    norm_backward_dx_kernel(float* dx, const float* dy, const float* x, const float* gamma,
+                            const float* mean, const float* rstd, int64_t rows, int64_t C) {
   const RowLane t(rows, C);
   const float n = static_cast<float>(C);
-  const float* v = r != nullptr ? s : x;
-
-  const float ms = __fdiv_rn(
-      half_warp_total(load_row_partial(t, s, x, r, [](float a) { return __fmul_rn(a, a); })), n);
-  const float rstd = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
-
-  // x * rstd * gamma, left to right.
-  for (int64_t c = t.lane; c < t.cols; c += kLanes) {
-    w.put(t.base + c, __fmul_rn(__fmul_rn(v[t.base + c], rstd), gamma[c]));
-  }
-  if (t.active() && t.lane == 0 && rstd_out != nullptr) rstd_out[t.row] = rstd;
-  w.finish();
-}
-
-// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = gamma * dy, xhat = (x - mean) * rstd.
-__global__ void __launch_bounds__(kBlock)
-    layernorm_backward_dx_kernel(float* dx, const float* dy, const float* x, const float* gamma,
-                                 const float* mean, const float* rstd, int64_t rows, int64_t C) {
-  const RowLane t(rows, C);
-  const float n = static_cast<float>(C);
-  const float m = t.active() ? mean[t.row] : 0.0f;
+  const float m = N::centred && t.active() ? mean[t.row] : 0.0f;
   const float sd = t.active() ? rstd[t.row] : 0.0f;
 
   float part_g = 0.0f, part_gx = 0.0f;
   for (int64_t c = t.lane; c < t.cols; c += kLanes) {
     const int64_t i = t.base + c;
     const float g = __fmul_rn(gamma[c], dy[i]);
-    part_g = __fadd_rn(part_g, g);
-    part_gx = __fadd_rn(part_gx, __fmul_rn(g, __fmul_rn(__fsub_rn(x[i], m), sd)));
+    if constexpr (N::centred) part_g = __fadd_rn(part_g, g);
+    part_gx = __fadd_rn(part_gx, __fmul_rn(g, N::xhat(x[i], m, sd)));
   }
-  const float g_mean = __fdiv_rn(half_warp_total(part_g), n);
+  float g_mean = 0.0f;
+  if constexpr (N::centred) g_mean = __fdiv_rn(half_warp_total(part_g), n);
   const float gx_mean = __fdiv_rn(half_warp_total(part_gx), n);
 
   for (int64_t c = t.lane; c < t.cols; c += kLanes) {
     const int64_t i = t.base + c;
-    const float xhat = __fmul_rn(__fsub_rn(x[i], m), sd);
     const float g = __fmul_rn(gamma[c], dy[i]);
-    const float inner = __fsub_rn(__fsub_rn(g, g_mean), __fmul_rn(xhat, gx_mean));
-    dx[i] = __fadd_rn(dx[i], __fmul_rn(sd, inner));
+    dx[i] = __fadd_rn(dx[i], N::dx(sd, g, g_mean, N::xhat(x[i], m, sd), gx_mean));
   }
 }
 
-// dx += rstd * (g - xhat * mean(g * xhat)), g = gamma * dy, xhat = x * rstd.
-__global__ void __launch_bounds__(kBlock)
-    rmsnorm_backward_dx_kernel(float* dx, const float* dy, const float* x, const float* gamma,
-                               const float* rstd, int64_t rows, int64_t C) {
-  const RowLane t(rows, C);
-  const float sd = t.active() ? rstd[t.row] : 0.0f;
-
-  float part = 0.0f;
-  for (int64_t c = t.lane; c < t.cols; c += kLanes) {
-    const int64_t i = t.base + c;
-    part = __fadd_rn(part, __fmul_rn(__fmul_rn(gamma[c], dy[i]), __fmul_rn(x[i], sd)));
-  }
-  const float gx_mean = __fdiv_rn(half_warp_total(part), static_cast<float>(C));
-
-  for (int64_t c = t.lane; c < t.cols; c += kLanes) {
-    const int64_t i = t.base + c;
-    const float g = __fmul_rn(gamma[c], dy[i]);
-    const float inner = __fsub_rn(g, __fmul_rn(__fmul_rn(x[i], sd), gx_mean));
-    dx[i] = __fadd_rn(dx[i], __fmul_rn(sd, inner));
-  }
-}
-
-// dgamma += sum_r dy * xhat, dbeta += sum_r dy.
-struct LayerNormParamTerms {
+// dgamma += sum_r dy * xhat and, centred, dbeta += sum_r dy.
+template <class N>
+struct ParamTerms {
+  static constexpr int kSums = N::centred ? 2 : 1;
   const float* dy;
   const float* x;
   const float* mean;
@@ -186,20 +149,8 @@ struct LayerNormParamTerms {
   int64_t C;
   __device__ void operator()(int64_t r, int64_t c, float* t) const {
     const int64_t i = r * C + c;
-    t[0] = __fmul_rn(dy[i], __fmul_rn(__fsub_rn(x[i], mean[r]), rstd[r]));
-    t[1] = dy[i];
-  }
-};
-
-// dgamma += sum_r dy * x * rstd.
-struct RmsNormParamTerm {
-  const float* dy;
-  const float* x;
-  const float* rstd;
-  int64_t C;
-  __device__ void operator()(int64_t r, int64_t c, float* t) const {
-    const int64_t i = r * C + c;
-    t[0] = __fmul_rn(dy[i], __fmul_rn(x[i], rstd[r]));
+    t[0] = __fmul_rn(dy[i], N::xhat(x[i], N::centred ? mean[r] : 0.0f, rstd[r]));
+    if constexpr (N::centred) t[1] = dy[i];
   }
 };
 
@@ -209,49 +160,36 @@ unsigned row_blocks(int64_t rows) {
 
 }  // namespace
 
-void layernorm_forward(ProducerOut out, float* s, float* mean, float* rstd, const float* x,
-                       const float* r, const float* gamma, const float* beta, int64_t rows,
-                       int64_t C, float eps, cudaStream_t stream) {
-  const DType kind = producer_out_dtype(out, "layernorm_forward");
-  if (r != nullptr && s == nullptr) throw Error("layernorm_forward: residual r without s");
+void norm_forward(Normalization kind, ProducerOut out, float* s, float* mean, float* rstd,
+                  const float* x, const float* r, const float* gamma, const float* beta,
+                  int64_t rows, int64_t C, float eps, cudaStream_t stream) {
+  const DType dtype = producer_out_dtype(out, "norm_forward");
+  if (r != nullptr && s == nullptr) throw Error("norm_forward: residual r without s");
   if (rows <= 0 || C <= 0) return;
-  with_out_dtype(kind, [&](auto k) {
-    layernorm_forward_kernel<decltype(k)::value><<<row_blocks(rows), kBlock, 0, stream>>>(
-        out, s, mean, rstd, x, r, gamma, beta, rows, C, eps);
-    FP8LM_CUDA_CHECK_LAUNCH();
+  with_normalization(kind, [&](auto op) {
+    with_out_dtype(dtype, [&](auto k) {
+      norm_forward_kernel<decltype(op), decltype(k)::value>
+          <<<row_blocks(rows), kBlock, 0, stream>>>(out, s, mean, rstd, x, r, gamma, beta, rows, C,
+                                                    eps);
+      FP8LM_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
-void rmsnorm_forward(ProducerOut out, float* s, float* rstd, const float* x, const float* r,
-                     const float* gamma, int64_t rows, int64_t C, float eps, cudaStream_t stream) {
-  const DType kind = producer_out_dtype(out, "rmsnorm_forward");
-  if (r != nullptr && s == nullptr) throw Error("rmsnorm_forward: residual r without s");
+void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
+                   const float* x, const float* gamma, const float* mean, const float* rstd,
+                   int64_t rows, int64_t C, cudaStream_t stream) {
   if (rows <= 0 || C <= 0) return;
-  with_out_dtype(kind, [&](auto k) {
-    rmsnorm_forward_kernel<decltype(k)::value>
-        <<<row_blocks(rows), kBlock, 0, stream>>>(out, s, rstd, x, r, gamma, rows, C, eps);
+  with_normalization(kind, [&](auto op) {
+    using N = decltype(op);
+    norm_backward_dx_kernel<N>
+        <<<row_blocks(rows), kBlock, 0, stream>>>(dx, dy, x, gamma, mean, rstd, rows, C);
     FP8LM_CUDA_CHECK_LAUNCH();
+    constexpr int kSums = ParamTerms<N>::kSums;
+    ColumnDst<kSums> dst{{dgamma}};
+    if constexpr (N::centred) dst.p[1] = dbeta;
+    column_sums<kSums>(dst, ParamTerms<N>{dy, x, mean, rstd, C}, rows, C, stream);
   });
-}
-
-void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
-                        const float* gamma, const float* mean, const float* rstd, int64_t rows,
-                        int64_t C, cudaStream_t stream) {
-  if (rows <= 0 || C <= 0) return;
-  layernorm_backward_dx_kernel<<<row_blocks(rows), kBlock, 0, stream>>>(dx, dy, x, gamma, mean,
-                                                                        rstd, rows, C);
-  FP8LM_CUDA_CHECK_LAUNCH();
-  column_sums<2>(ColumnDst<2>{{dgamma, dbeta}}, LayerNormParamTerms{dy, x, mean, rstd, C}, rows, C,
-                 stream);
-}
-
-void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
-                      const float* rstd, int64_t rows, int64_t C, cudaStream_t stream) {
-  if (rows <= 0 || C <= 0) return;
-  rmsnorm_backward_dx_kernel<<<row_blocks(rows), kBlock, 0, stream>>>(dx, dy, x, gamma, rstd, rows,
-                                                                      C);
-  FP8LM_CUDA_CHECK_LAUNCH();
-  column_sums<1>(ColumnDst<1>{{dgamma}}, RmsNormParamTerm{dy, x, rstd, C}, rows, C, stream);
 }
 
 }  // namespace fp8lm::cuda

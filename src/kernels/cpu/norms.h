@@ -1,0 +1,45 @@
+#pragma once
+// The normalizations (kernels/norm_ops.h: LayerNorm for GPT-2's blocks, RMSNorm for Llama's)
+// over the last dimension of row-major [rows, C] activations, on the CPU: one kernel per op
+// family over the functors. FP32 math; threads over rows; results do not depend on the thread
+// count. mean is written only by a centred normalization (LayerNorm); beta and dbeta are read
+// and written only by one, and may be null otherwise.
+#include <cstdint>
+
+#include "core/fp8_dtype.h"
+#include "fp8/quantize.h"
+#include "kernels/types.h"
+
+namespace fp8lm::cpu {
+
+// y = norm(x) per row of C; mean, rstd [rows] are saved for backward. y may alias x. With a
+// residual r (a pre-LN block's `x + attention(x)` feeding its second norm), s = x + r is
+// written first (the residual stream continues from it and backward reads it) and normalized
+// in the same pass, bit-identical to adding, then normalizing s; without one, s is not used.
+void norm_forward(Normalization kind, float* y, float* s, float* mean, float* rstd, const float* x,
+                  const float* r, const float* gamma, const float* beta, int64_t rows, int64_t C,
+                  float eps);
+// The fused producer: the same math, but y leaves as FP8 codes, cast(y * scale) in format f in
+// the same pass (one row at a time through a per-thread buffer). Bit-identical to norm_forward
+// followed by fp8lm::quantize on the whole output, stats included.
+CastStats norm_forward_fp8(Normalization kind, uint8_t* y, float scale, DType f, float* s,
+                           float* mean, float* rstd, const float* x, const float* r,
+                           const float* gamma, const float* beta, int64_t rows, int64_t C,
+                           float eps);
+// ACCUMULATES into dx, dgamma and dbeta (+=): dx because the pre-norm residual stream adds the
+// gradient of its branches, dgamma/dbeta so micro-batches add up. mean, rstd from forward.
+void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
+                   const float* x, const float* gamma, const float* mean, const float* rstd,
+                   int64_t rows, int64_t C);
+
+namespace ref {
+// The oracle: plain loops, double accumulation, no threads, written apart from the functors.
+// Same contracts as above, without the residual.
+void norm_forward(Normalization kind, float* y, float* mean, float* rstd, const float* x,
+                  const float* gamma, const float* beta, int64_t rows, int64_t C, float eps);
+void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
+                   const float* x, const float* gamma, const float* mean, const float* rstd,
+                   int64_t rows, int64_t C);
+}  // namespace ref
+
+}  // namespace fp8lm::cpu
