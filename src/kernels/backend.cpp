@@ -49,11 +49,4 @@ void Backend::block_cast_pair(const BlockCast& row, const BlockCastOut& row_out,
   block_cast(row, row_out, x);
   block_cast(col, col_out, x);
 }
-void Backend::grad_norm(float*, float*, float, const AdamWTensor*, int, int64_t) {
-  refuse(OptionalOp::MultiTensorOptimizer);
-}
-void Backend::adamw_step(const AdamWTensor*, int, int64_t, const AdamWHyper&, const float*) {
-  refuse(OptionalOp::MultiTensorOptimizer);
-}
-
 }  // namespace fp8lm

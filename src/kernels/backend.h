@@ -10,7 +10,7 @@
 // (kernels/traffic.h) so module code does not.
 //
 // An op a device lacks (FP8LM_OPTIONAL_OPS: the unfused twins and BF16 gradient accumulation,
-// which only the CPU has; the multi-tensor optimizer, which only a GPU has) is refused by name:
+// which only the CPU has) is refused by name:
 // supports(op) says which a backend has, require() is asked once when a model is placed on a
 // backend (so a run that needs a missing op fails before its first step), and the base class's
 // version of each throws the same Error "<op> is not available on <backend>".
@@ -33,8 +33,7 @@ namespace fp8lm {
   X(UnfusedAttention, "unfused attention (--no-fusion; the CPU has it)")                      \
   X(UnfusedLoss, "the unfused loss (--no-fusion; the CPU has it)")                            \
   X(Bf16GradAccumulation, "BF16 gradient accumulation (--fp8-weights' gradients on the CPU)") \
-  X(BlockCast, "block-scaled casts (the block, mxfp8 and nvfp4 recipes)")                     \
-  X(MultiTensorOptimizer, "the multi-tensor optimizer (the CPU's runs in train/adamw.cpp)")
+  X(BlockCast, "block-scaled casts (the block, mxfp8 and nvfp4 recipes)")
 
 enum class OptionalOp : uint8_t {
 #define FP8LM_OPTIONAL_OP_ENUMERATOR(e, what) e,
@@ -135,15 +134,17 @@ class Backend {
   // out[r] = the first index of the largest logit of row r: greedy decoding.
   virtual void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) = 0;
 
-  // --- ops not every device has ---
-  // The optimizer over a table of tensors in backend memory (kernels/cuda/optimizer.h's
-  // contract, train/adamw.cpp's bits): *norm = the global gradient norm and *clip its clipping
-  // factor for max_norm; then AdamW with each gradient times *grad_scale. The CPU's optimizer
-  // runs on the host (train/adamw.cpp) and has no table form.
+  // --- the optimizer ---
+  // Over a table of tensors in backend memory (TE's multi-tensor apply, kernels/adamw_ops.h's
+  // bits on every backend): *norm = the global gradient norm and *clip (optional) its clipping
+  // factor for max_norm; AdamW with each gradient times *grad_scale. total: the sum of the
+  // tensors' n.
   virtual void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
-                         int64_t total);
+                         int64_t total) = 0;
   virtual void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
-                          const float* grad_scale);
+                          const float* grad_scale) = 0;
+
+  // --- ops not every device has ---
   // --no-fusion's twins: the T x T probabilities stored, the softmax stored.
   virtual void attention_forward_unfused(float* out, float* probs, const float* qkv, int64_t B,
                                          int64_t T, int64_t C, int64_t H, int64_t Hkv);

@@ -78,6 +78,7 @@ struct ScalingSlots {
 struct AdamWTensor {
   float* param = nullptr;
   const float* grad = nullptr;
+  const bf16_t* grad16 = nullptr;  // the gradient in BF16 instead (--fp8-weights, the CPU's)
   float* m = nullptr;
   float* v = nullptr;
   int64_t n = 0;
@@ -86,7 +87,7 @@ struct AdamWTensor {
 
 struct AdamWHyper {
   float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
-  float bc1 = 1, bc2 = 1;  // 1 - beta^t, computed on the host as train/adamw.cpp does
+  float bc1 = 1, bc2 = 1;  // 1 - beta^t, computed on the host (train/adamw.cpp)
 };
 
 // The dtype a ProducerOut asks for; Error naming `op` unless exactly one output is set and an

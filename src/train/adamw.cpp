@@ -5,7 +5,7 @@
 #include <numbers>
 
 #include "fp8lm/error.h"
-#include "kernels/traffic.h"
+#include "kernels/adamw_ops.h"
 #include "nn/fusion.h"
 
 namespace fp8lm {
@@ -22,40 +22,10 @@ void for_each_chunk(const ParameterList& params, F f) {
   }
 }
 
-inline float grad_value(float g) {
-  return g;
+bool same_tensor(const AdamWTensor& a, const AdamWTensor& b) {
+  return a.param == b.param && a.grad == b.grad && a.grad16 == b.grad16 && a.m == b.m &&
+         a.v == b.v && a.n == b.n && a.decay == b.decay;
 }
-inline float grad_value(bf16_t g) {
-  return bf16_to_float(g);
-}
-
-template <class G>
-double sum_of_squares(const G* g, int64_t begin, int64_t end) {
-  double sum = 0.0;
-  for (int64_t j = begin; j < end; ++j) {
-    const double v = grad_value(g[j]);
-    sum += v * v;
-  }
-  return sum;
-}
-
-struct AdamWStep {
-  float lr, bc1, bc2, grad_scale;
-  const AdamWConfig& cfg;
-  // Out of line so the fused and unfused steps run the same machine code (same bits). G is
-  // float, or bf16_t for the BF16 gradients of --fp8-weights.
-  template <class G>
-  [[gnu::noinline]] void operator()(float* w, const G* g, float* m, float* v, int64_t n,
-                                    float decay) const {
-    for (int64_t j = 0; j < n; ++j) {
-      const float gj = grad_value(g[j]) * grad_scale;
-      m[j] = cfg.beta1 * m[j] + (1.0f - cfg.beta1) * gj;
-      v[j] = cfg.beta2 * v[j] + (1.0f - cfg.beta2) * gj * gj;
-      const float update = (m[j] / bc1) / (std::sqrt(v[j] / bc2) + cfg.eps);
-      w[j] -= lr * (update + decay * w[j]);
-    }
-  }
-};
 
 Backend& backend_of(const ParameterList& params) {
   return params.empty() ? cpu_backend() : params.front()->value.backend();
@@ -76,7 +46,7 @@ AdamW::AdamW(ParameterList params, AdamWConfig cfg, OptimizerShard shard)
     v_.emplace_back(be_);
   }
   for_each_chunk(params_, [&](size_t i, int64_t b, int64_t e) {
-    chunks_.push_back({params_[i], i, b, e});
+    chunks_.push_back({params_[i], b, e});
   });
   build_shard();
 }
@@ -87,31 +57,34 @@ void AdamW::build_shard() {
     hold_moments(i);
     numel_ += params_[i]->numel();
   }
-  // The chunks are in parameter order: the shard's are one run of them.
-  const auto in_shard = [&](const Chunk& c) { return c.index >= begin_ && c.index < end_; };
-  shard_chunks_ = std::span(chunks_).subspan(
-      static_cast<size_t>(std::ranges::find_if(chunks_, in_shard) - chunks_.begin()),
-      static_cast<size_t>(std::ranges::count_if(chunks_, in_shard)));
-  if (be_.host_memory()) return;
-  // A device: the multi-tensor table, FP32 gradients only (no BF16 gradient path there).
-  std::vector<AdamWTensor> table;
+  norm_clip_.resize(2);
+}
+
+void AdamW::refresh_table() {
+  // The parameters' buffers as they are now (--fp8-weights moves gradients to BF16 after the
+  // optimizer is made), uploaded again only when they changed.
+  fresh_.clear();
   for (size_t i = begin_; i < end_; ++i) {
     Parameter& p = *params_[i];
     if (p.numel() == 0) continue;
-    if (p.bf16_grad())
+    if (p.bf16_grad() && !be_.host_memory())
       throw Error(p.name + ": BF16 gradients have no " + be_.name() + " optimizer");
     AdamWTensor t;
     t.param = p.value.data();
     t.grad = p.grad.data();
+    t.grad16 = p.bf16_grad() ? p.grad16.data() : nullptr;
     t.m = m_[i].data();
     t.v = v_[i].data();
     t.n = p.numel();
     t.decay = p.decay ? cfg_.weight_decay : 0.0f;
-    table.push_back(t);
+    fresh_.push_back(t);
   }
-  table_.resize(table.size());
-  if (!table.empty()) table_.upload(table, "optimizer table");
-  norm_clip_.resize(2);
+  if (fresh_.size() == tensors_.size() &&
+      std::equal(fresh_.begin(), fresh_.end(), tensors_.begin(), same_tensor))
+    return;
+  tensors_ = fresh_;
+  table_.resize(tensors_.size());
+  if (!tensors_.empty()) table_.upload(tensors_, "optimizer table");
 }
 
 void AdamW::hold_moments(size_t i) {
@@ -151,11 +124,9 @@ AdamWHyper AdamW::hyper(float lr) const {
 }
 
 float AdamW::global_grad_norm() {
-  if (be_.host_memory())
-    return grad_norm(ParameterList(params_.begin() + static_cast<std::ptrdiff_t>(begin_),
-                                   params_.begin() + static_cast<std::ptrdiff_t>(end_)));
-  if (table_.size() == 0) return 0.0f;  // a shard of no parameters
-  be_.grad_norm(norm_clip_.data(), nullptr, 0.0f, table_.data(), static_cast<int>(table_.size()),
+  refresh_table();
+  if (tensors_.empty()) return 0.0f;  // a shard of no parameters
+  be_.grad_norm(norm_clip_.data(), nullptr, 0.0f, table_.data(), static_cast<int>(tensors_.size()),
                 numel_);
   float norm = 0;
   be_.download(&norm, norm_clip_.data(), sizeof(float));
@@ -165,41 +136,15 @@ float AdamW::global_grad_norm() {
 void AdamW::step(float lr, float grad_scale) {
   ++t_;
   const AdamWHyper h = hyper(lr);
-  if (!be_.host_memory()) {
-    be_.upload(norm_clip_.data() + 1, &grad_scale, sizeof(float));  // the clip slot's place
-    if (table_.size() > 0)
-      be_.adamw_step(table_.data(), static_cast<int>(table_.size()), numel_, h,
-                     norm_clip_.data() + 1);
-    for (Parameter* p : params_) ++p->version;
-    return;
-  }
-  const AdamWStep update{lr, h.bc1, h.bc2, grad_scale, cfg_};
-  count_traffic(numel_ * 28);  // w, m, v read and written; g read
-  const auto run = [&](const Chunk& c) {
-    Parameter& p = *c.p;
-    float* m = m_[c.index].host().data() + c.begin;
-    float* v = v_[c.index].host().data() + c.begin;
-    const float decay = p.decay ? cfg_.weight_decay : 0.0f;
-    if (p.bf16_grad()) {
-      update(p.value.host().data() + c.begin, p.grad16.host().data() + c.begin, m, v,
-             c.end - c.begin, decay);
-    } else {
-      update(p.value.host().data() + c.begin, p.grad.host().data() + c.begin, m, v, c.end - c.begin,
-             decay);
-    }
-  };
-  if (fusion_enabled()) {
-    const auto n = static_cast<int64_t>(shard_chunks_.size());
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < n; ++k) run(shard_chunks_[static_cast<size_t>(k)]);
+  refresh_table();
+  float* scale = norm_clip_.data() + 1;  // the clip slot's place
+  be_.upload(scale, &grad_scale, sizeof(float));
+  if (fusion_enabled()) {  // one pass over every tensor
+    if (!tensors_.empty())
+      be_.adamw_step(table_.data(), static_cast<int>(tensors_.size()), numel_, h, scale);
   } else {
-    for (size_t i = begin_; i < end_; ++i) {
-      const auto n = params_[i]->numel();
-      const int64_t pieces = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-      for (int64_t k = 0; k < pieces; ++k)
-        run({params_[i], i, k * kChunk, std::min(n, (k + 1) * kChunk)});
-    }
+    for (size_t k = 0; k < tensors_.size(); ++k)
+      be_.adamw_step(table_.data() + k, 1, tensors_[k].n, h, scale);
   }
   for (Parameter* p : params_) ++p->version;
 }
@@ -224,37 +169,25 @@ void AdamW::zero_grad() {
 }
 
 float grad_norm(const ParameterList& params) {
-  struct Piece {
-    const Parameter* p;
-    int64_t begin, end;
-  };
-  // Reused across calls (a steady-state step allocates nothing). The parallel region reaches
-  // them through these pointers: naming a thread_local inside it would give each worker its own.
-  thread_local std::vector<Piece> pieces_storage;
-  thread_local std::vector<double> partial_storage;
-  std::vector<Piece>& pieces = pieces_storage;
-  pieces.clear();
-  for_each_chunk(params, [&](size_t i, int64_t b, int64_t e) {
-    pieces.push_back({params[i], b, e});
-  });
-  partial_storage.assign(pieces.size(), 0.0);
-  const Piece* piece = pieces.data();
-  double* partial = partial_storage.data();
-  const auto n = static_cast<int64_t>(pieces.size());
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < n; ++k) {
-    const Parameter& p = *piece[k].p;
-    partial[k] = p.bf16_grad()
-                     ? sum_of_squares(p.grad16.host().data(), piece[k].begin, piece[k].end)
-                     : sum_of_squares(p.grad.host().data(), piece[k].begin, piece[k].end);
+  thread_local std::vector<AdamWTensor> table;
+  table.clear();
+  int64_t total = 0;
+  for (const Parameter* p : params) {
+    AdamWTensor t;
+    t.grad = p->grad.data();
+    t.grad16 = p->bf16_grad() ? p->grad16.data() : nullptr;
+    t.n = p->numel();
+    total += t.n;
+    table.push_back(t);
   }
-  double sum = 0.0;
-  for (int64_t k = 0; k < n; ++k) sum += partial[k];
-  return static_cast<float>(std::sqrt(sum));
+  float norm = 0;
+  cpu_backend().grad_norm(&norm, nullptr, 0.0f, table.data(), static_cast<int>(table.size()),
+                          total);
+  return norm;
 }
 
 float clip_factor(float norm, float max_norm) {
-  return max_norm > 0.0f && norm > max_norm ? max_norm / (norm + 1e-6f) : 1.0f;
+  return adamw::clip_factor(norm, max_norm);
 }
 
 float clip_grad_norm(const ParameterList& params, float max_norm) {

@@ -1,11 +1,9 @@
 #pragma once
 // AdamW on FP32 master weights with FP32 moments; weight decay only on parameters marked to
 // decay (matrices). Gradient clipping by global norm. Deterministic: fixed loop orders. The
-// moments live with the parameters, in their backend's memory: on the host the update runs
-// here (chunked over threads); on a device it is the backend's multi-tensor ops, which give
-// the same bits.
+// moments live with the parameters, in their backend's memory, and the update is the backend's
+// optimizer op over a table of them (kernels/backend.h), the same bits on every backend.
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "nn/parameter.h"
@@ -29,11 +27,10 @@ class AdamW {
   AdamW(ParameterList params, AdamWConfig cfg, OptimizerShard shard = {});
   // One update with learning rate lr, each gradient multiplied by grad_scale as it is read
   // (gradient clipping folded in); bumps each parameter's version. Fused (the default): one
-  // parallel pass over fixed chunks of all parameters; unfused (--no-fusion): one pass per
-  // parameter. Both compute the same bits.
+  // pass over every parameter; unfused (--no-fusion): one per parameter. The same bits.
   void step(float lr, float grad_scale = 1.0f);
-  // The global gradient norm (grad_norm below; on a device its multi-tensor kernel, the same
-  // bits), read before a step so that a non-finite one can skip it.
+  // The global gradient norm (the backend's, grad_norm's bits), read before a step so that a
+  // non-finite one can skip it.
   float global_grad_norm();
   void zero_grad();
   int64_t steps() const { return t_; }
@@ -63,8 +60,10 @@ class AdamW {
   void release_moments_outside_shard();
 
  private:
-  // The shard's moments, its run of chunks and a device's table (at construction).
+  // The shard's moments (at construction).
   void build_shard();
+  // The backend's table of the shard's tensors, as their buffers are now.
+  void refresh_table();
   // Parameter i's moments, zeroed, unless they are here already.
   void hold_moments(size_t i);
   AdamWHyper hyper(float lr) const;
@@ -73,22 +72,19 @@ class AdamW {
   Backend& be_;  // the parameters'
   std::vector<BackendBuffer<float>> m_, v_;
   int64_t t_ = 0;
-  // A device's: the tensor table and the norm and clipping factor, in its memory.
+  std::vector<AdamWTensor> tensors_, fresh_;  // the table as uploaded, and as it is now
   BackendBuffer<AdamWTensor> table_{be_};
-  BackendBuffer<float> norm_clip_{be_};
-  struct Chunk {  // a piece of one parameter: the fused step's unit of work
+  BackendBuffer<float> norm_clip_{be_};  // the norm and the step's gradient scale
+  struct Chunk {  // a piece of one parameter: zero_grad's unit of work on the host
     Parameter* p;
-    size_t index;  // into m_ and v_
     int64_t begin, end;
   };
-  std::vector<Chunk> chunks_;            // every parameter's (zero_grad)
-  std::span<const Chunk> shard_chunks_;  // the shard's (the step)
-  int64_t numel_ = 0;                    // over the shard's parameters
+  std::vector<Chunk> chunks_;
+  int64_t numel_ = 0;  // over the shard's parameters
   size_t begin_ = 0, end_ = 0;
 };
 
-// The global L2 norm of all gradients: double partial sums over fixed chunks, added in chunk
-// order, so the bits do not depend on the thread count.
+// The global L2 norm of all gradients, in host memory: the CPU backend's grad_norm.
 float grad_norm(const ParameterList& params);
 // The factor that brings a gradient of this norm down to max_norm (1 when it is within, or
 // when max_norm <= 0 turns clipping off).

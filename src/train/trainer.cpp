@@ -86,10 +86,8 @@ std::vector<OptionalOp> ops_needed(const TrainConfig& c, const Backend& backend,
     ops.push_back(OptionalOp::UnfusedLoss);
   }
   if (fp8 && c.recipe.block_scaled()) ops.push_back(OptionalOp::BlockCast);
-  // BF16 gradients (--fp8-weights) are the host optimizer's; a device keeps FP32 ones, and its
-  // optimizer is the backend's multi-tensor op.
+  // BF16 gradients (--fp8-weights) are the host's; a device keeps FP32 ones.
   if (c.fp8_weights && backend.host_memory()) ops.push_back(OptionalOp::Bf16GradAccumulation);
-  if (!backend.host_memory()) ops.push_back(OptionalOp::MultiTensorOptimizer);
   return ops;
 }
 }  // namespace

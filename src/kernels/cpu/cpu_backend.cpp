@@ -18,6 +18,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/norms.h"
+#include "kernels/cpu/optimizer.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/traffic.h"
 
@@ -63,8 +64,7 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
   bool host_memory() const override { return true; }
-  // Every op but the multi-tensor optimizer: the CPU's runs on the host (train/adamw.cpp).
-  bool supports(OptionalOp op) const override { return op != OptionalOp::MultiTensorOptimizer; }
+  bool supports(OptionalOp) const override { return true; }
 
   void* allocate(size_t bytes) override { return ::operator new(bytes, kAlignment); }
   void release(void* p) override { ::operator delete(p, kAlignment); }
@@ -235,6 +235,16 @@ class CpuBackend final : public Backend {
     // One pass over the logits, which dlogits may overwrite.
     count_traffic(rows * V * 8);
     return cpu::softmax_cross_entropy(dlogits, nullptr, logits, targets, rows, V, grad_scale);
+  }
+  void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
+                 int64_t total) override {
+    count_traffic(total * 4);  // every gradient read
+    cpu::grad_norm(norm, clip, max_norm, table, n);
+  }
+  void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
+                  const float* grad_scale) override {
+    count_traffic(total * 28);  // w, m, v read and written; g read
+    cpu::adamw_step(table, n, h, grad_scale == nullptr ? 1.0f : *grad_scale);
   }
   void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) override {
     for (int64_t r = 0; r < rows; ++r) {

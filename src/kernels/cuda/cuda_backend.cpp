@@ -32,11 +32,8 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
   std::string name() const override { return "cuda:" + std::to_string(device_); }
-  // Block casts and the multi-tensor optimizer; the unfused twins and BF16 gradient
-  // accumulation are the CPU's alone.
-  bool supports(OptionalOp op) const override {
-    return op == OptionalOp::BlockCast || op == OptionalOp::MultiTensorOptimizer;
-  }
+  // Block casts; the unfused twins and BF16 gradient accumulation are the CPU's alone.
+  bool supports(OptionalOp op) const override { return op == OptionalOp::BlockCast; }
 
   void* allocate(size_t bytes) override {
     select();

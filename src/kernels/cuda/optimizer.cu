@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/adamw_ops.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/optimizer.h"
@@ -59,32 +60,15 @@ __global__ void norm_kernel(float* norm, float* clip, float max_norm, const doub
   if (threadIdx.x != 0) return;
   const auto n = static_cast<float>(sqrt(s));
   *norm = n;
-  // clip_factor in train/adamw.cpp, each operation rounded on its own.
-  if (clip != nullptr)
-    *clip = max_norm > 0.0f && n > max_norm ? __fdiv_rn(max_norm, __fadd_rn(n, 1e-6f)) : 1.0f;
+  if (clip != nullptr) *clip = adamw::clip_factor(n, max_norm);
 }
 
 __global__ void adamw_kernel(const AdamWTensor* tensors, int n_tensors, AdamWHyper h,
                              const float* grad_scale) {
   const float gs = grad_scale == nullptr ? 1.0f : *grad_scale;
-  const float one_minus_beta1 = __fsub_rn(1.0f, h.beta1);
-  const float one_minus_beta2 = __fsub_rn(1.0f, h.beta2);
   for_each_piece(tensors, n_tensors, [&](const AdamWTensor& t, int64_t b, int64_t e) {
-    for (int64_t j = b + threadIdx.x; j < e; j += blockDim.x) {
-      // AdamWStep in train/adamw.cpp, one rounding per operation as there (the CPU is built
-      // with -ffp-contract=off; nvcc would otherwise fuse the products into FMAs).
-      const float g = __fmul_rn(t.grad[j], gs);
-      const float m = __fadd_rn(__fmul_rn(h.beta1, t.m[j]), __fmul_rn(one_minus_beta1, g));
-      const float v =
-          __fadd_rn(__fmul_rn(h.beta2, t.v[j]), __fmul_rn(__fmul_rn(one_minus_beta2, g), g));
-      const float update =
-          __fdiv_rn(__fdiv_rn(m, h.bc1), __fadd_rn(__fsqrt_rn(__fdiv_rn(v, h.bc2)), h.eps));
-      float w = t.param[j];
-      w = __fsub_rn(w, __fmul_rn(h.lr, __fadd_rn(update, __fmul_rn(t.decay, w))));
-      t.m[j] = m;
-      t.v[j] = v;
-      t.param[j] = w;
-    }
+    for (int64_t j = b + threadIdx.x; j < e; j += blockDim.x)
+      adamw::update(t.param[j], t.m[j], t.v[j], __fmul_rn(t.grad[j], gs), h, t.decay);
   });
 }
 

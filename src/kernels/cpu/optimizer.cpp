@@ -1,0 +1,73 @@
+#include "kernels/cpu/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/adamw_ops.h"
+
+namespace fp8lm::cpu {
+namespace {
+
+constexpr int64_t kChunk = 1 << 14;
+
+struct Chunk {
+  const AdamWTensor* t;
+  int64_t begin, end;
+};
+
+// Every tensor's chunks, in order. Reused across calls (a steady-state step allocates nothing);
+// the parallel regions read it through the returned reference, as naming a thread_local inside
+// one would give each worker its own.
+const std::vector<Chunk>& chunks_of(const AdamWTensor* table, int n) {
+  thread_local std::vector<Chunk> chunks;
+  chunks.clear();
+  for (int k = 0; k < n; ++k)
+    for (int64_t b = 0; b < table[k].n; b += kChunk)
+      chunks.push_back({&table[k], b, std::min(table[k].n, b + kChunk)});
+  return chunks;
+}
+
+float grad_at(const AdamWTensor& t, int64_t j) {
+  return t.grad16 != nullptr ? bf16_to_float(t.grad16[j]) : t.grad[j];
+}
+
+// Out of line so that every caller runs the same machine code (the same bits).
+[[gnu::noinline]] void update_chunk(const Chunk& c, const AdamWHyper& h, float grad_scale) {
+  const AdamWTensor& t = *c.t;
+  for (int64_t j = c.begin; j < c.end; ++j)
+    adamw::update(t.param[j], t.m[j], t.v[j], grad_at(t, j) * grad_scale, h, t.decay);
+}
+
+}  // namespace
+
+void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n) {
+  const std::vector<Chunk>& chunks = chunks_of(table, n);
+  thread_local std::vector<double> partial_storage;
+  partial_storage.assign(chunks.size(), 0.0);
+  double* partial = partial_storage.data();
+  const auto pieces = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < pieces; ++k) {
+    const Chunk& c = chunks[static_cast<size_t>(k)];
+    double sum = 0.0;
+    for (int64_t j = c.begin; j < c.end; ++j) {
+      const double g = grad_at(*c.t, j);
+      sum += g * g;
+    }
+    partial[k] = sum;
+  }
+  double sum = 0.0;
+  for (int64_t k = 0; k < pieces; ++k) sum += partial[k];
+  *norm = static_cast<float>(std::sqrt(sum));
+  if (clip != nullptr) *clip = adamw::clip_factor(*norm, max_norm);
+}
+
+void adamw_step(const AdamWTensor* table, int n, const AdamWHyper& h, float grad_scale) {
+  const std::vector<Chunk>& chunks = chunks_of(table, n);
+  const auto pieces = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < pieces; ++k) update_chunk(chunks[static_cast<size_t>(k)], h, grad_scale);
+}
+
+}  // namespace fp8lm::cpu

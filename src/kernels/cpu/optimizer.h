@@ -1,0 +1,19 @@
+#pragma once
+// The optimizer on the CPU, the CPU backend's grad_norm and adamw_step (kernels/backend.h) over
+// a table of tensors in host memory. Each tensor is cut into chunks of fixed size, the threads'
+// unit of work: the norm adds one double partial per chunk, in chunk order, and the update is
+// element-wise (kernels/adamw_ops.h), so the bits do not depend on the thread count. A
+// tensor's gradient is FP32 (grad) or BF16 (grad16, --fp8-weights).
+#include <cstdint>
+
+#include "kernels/tensor.h"
+
+namespace fp8lm::cpu {
+
+// *norm = sqrt(sum of squares of every gradient); *clip (optional) = its clipping factor for
+// max_norm (adamw::clip_factor).
+void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n);
+// AdamW on every tensor, each gradient times grad_scale as it is read.
+void adamw_step(const AdamWTensor* table, int n, const AdamWHyper& h, float grad_scale);
+
+}  // namespace fp8lm::cpu
