@@ -2,29 +2,25 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
 #include "fp8lm/error.h"
 
 namespace fp8lm {
 
+namespace {
+constexpr EnumNames<Precision, 4> kPrecisions{"precision", {"auto", "fp8", "bf16", "fp32"}};
+}  // namespace
+
 std::string_view precision_name(Precision p) {
-  switch (p) {
-    case Precision::Auto:
-      return "auto";
-    case Precision::Fp8:
-      return "fp8";
-    case Precision::Bf16:
-      return "bf16";
-    case Precision::Fp32:
-      return "fp32";
-  }
-  return "?";
+  return kPrecisions.name(p);
 }
 
 Precision parse_precision(std::string_view name) {
-  for (Precision p : {Precision::Auto, Precision::Fp8, Precision::Bf16, Precision::Fp32}) {
-    if (name == precision_name(p)) return p;
-  }
-  throw Error(fmt::format("unknown precision '{}' (expected auto, fp8, bf16 or fp32)", name));
+  return kPrecisions.parse(name);
+}
+
+std::vector<std::string_view> precision_names() {
+  return kPrecisions.choices();
 }
 
 std::string PrecisionChoice::label() const {

@@ -3,6 +3,7 @@
 // device, and whether an explicit request can run there.
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/cpu_features.h"
 #include "fp8lm/precision.h"
@@ -11,6 +12,7 @@ namespace fp8lm {
 
 std::string_view precision_name(Precision p);      // "auto", "fp8", "bf16", "fp32"
 Precision parse_precision(std::string_view name);  // throws Error listing the choices
+std::vector<std::string_view> precision_names();
 
 // CPU: every precision runs; fp8 is always emulated, bf16 is native with AVX512-BF16 or AMX.
 // auto -> bf16 where native, else fp32.

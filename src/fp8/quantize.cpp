@@ -1,20 +1,14 @@
 #include "fp8/quantize.h"
 
 #include "core/cpu_features.h"
+#include "core/enum_names.h"
 #include "fp8/quantize_isa.h"
 
 namespace fp8lm {
 
 std::string_view isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::Scalar:
-      return "scalar";
-    case Isa::Avx2:
-      return "avx2";
-    case Isa::Avx512:
-      return "avx512";
-  }
-  return "?";
+  static constexpr EnumNames<Isa, 3> kIsas{"instruction set", {"scalar", "avx2", "avx512"}};
+  return kIsas.name(isa);
 }
 
 bool isa_supported(Isa isa) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.h"
 #include "fp8lm/error.h"
 
 namespace fp8lm {
@@ -23,18 +24,21 @@ std::string_view format_name(Format f) {
 }
 
 namespace {
-constexpr std::string_view kScalingKindNames[] = {"delayed", "current", "block", "mxfp8", "nvfp4"};
+constexpr EnumNames<ScalingKind, 5> kScalingKinds{
+    "recipe", {"delayed", "current", "block", "mxfp8", "nvfp4"}};
+constexpr EnumNames<AmaxComputeAlgo, 2> kAmaxAlgos{"amax compute algo", {"max", "most_recent"}};
 }  // namespace
 
 std::string_view scaling_kind_name(ScalingKind k) {
-  return kScalingKindNames[static_cast<int>(k)];
+  return kScalingKinds.name(k);
 }
 
 ScalingKind parse_scaling_kind(std::string_view name) {
-  for (int k = 0; k < 5; ++k)
-    if (name == kScalingKindNames[k]) return static_cast<ScalingKind>(k);
-  throw Error(
-      fmt::format("unknown recipe '{}' (expected delayed, current, block, mxfp8 or nvfp4)", name));
+  return kScalingKinds.parse(name);
+}
+
+std::vector<std::string_view> scaling_kind_names() {
+  return kScalingKinds.choices();
 }
 
 std::string recipe_description(const Fp8Recipe& r, bool native_gemms) {
@@ -66,7 +70,7 @@ std::string recipe_description(const Fp8Recipe& r, bool native_gemms) {
 }
 
 std::string_view amax_compute_algo_name(AmaxComputeAlgo a) {
-  return a == AmaxComputeAlgo::Max ? "max" : "most_recent";
+  return kAmaxAlgos.name(a);
 }
 
 Format parse_format(std::string_view name) {
@@ -81,9 +85,7 @@ Format parse_format(std::string_view name) {
 }
 
 AmaxComputeAlgo parse_amax_compute_algo(std::string_view name) {
-  if (name == "max") return AmaxComputeAlgo::Max;
-  if (name == "most_recent") return AmaxComputeAlgo::MostRecent;
-  throw Error(fmt::format("unknown amax compute algo '{}' (expected max or most_recent)", name));
+  return kAmaxAlgos.parse(name);
 }
 
 }  // namespace fp8lm

@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/fp8_dtype.h"
 #include "fp8lm/recipe.h"
@@ -16,13 +17,14 @@ constexpr DType tensor_format(Format recipe_format, Direction dir) {
 }
 
 std::string_view format_name(Format f);
-std::string_view scaling_kind_name(ScalingKind k);  // "delayed" | "current" | "block" | ...
+std::string_view scaling_kind_name(ScalingKind k);   // "delayed" | "current" | "block" | ...
+std::vector<std::string_view> scaling_kind_names();  // every recipe's, in the enum's order
 // One line naming the recipe and its settings (summary.json, the training banner); the
 // block-scaled recipes say "emulated": their GEMMs are BF16 GEMMs of exactly decoded operands,
 // unless native_gemms (the backend multiplies the codes: Backend::block_scaled_gemms).
 std::string recipe_description(const Fp8Recipe& r, bool native_gemms = false);
 // Throws Error naming the recipes.
-ScalingKind parse_scaling_kind(std::string_view name);       // "e4m3" | "hybrid"
+ScalingKind parse_scaling_kind(std::string_view name);
 std::string_view amax_compute_algo_name(AmaxComputeAlgo a);  // "max" | "most_recent"
 // Parsers throw Error with the accepted names; "e5m2" is rejected with the reason.
 Format parse_format(std::string_view name);

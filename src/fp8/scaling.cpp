@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/enum_names.h"
+
 namespace fp8lm {
 namespace {
 // max that lets a NaN through, so a poisoned amax freezes the scale instead of vanishing.
@@ -57,19 +59,9 @@ CastStats cast_current_scaling(ScalingState& s, const CurrentScaling& recipe, ui
 }
 
 std::string_view slot_name(Slot s) {
-  switch (s) {
-    case Slot::Input:
-      return "input";
-    case Slot::Weight:
-      return "weight";
-    case Slot::Output:
-      return "output";
-    case Slot::GradOutput:
-      return "grad_output";
-    case Slot::GradInput:
-      return "grad_input";
-  }
-  return "?";
+  static constexpr EnumNames<Slot, 5> kSlots{
+      "slot", {"input", "weight", "output", "grad_output", "grad_input"}};
+  return kSlots.name(s);
 }
 
 Fp8Meta::Fp8Meta(Format format, int amax_history_len) {

@@ -25,6 +25,7 @@ int64_t activation_input_width(Activation a, int64_t ffn);
 // From the list FP8LM_NORMALIZATIONS (fp8lm/model_config.h).
 std::string_view normalization_name(Normalization n);      // "layernorm", "rmsnorm"
 Normalization parse_normalization(std::string_view name);  // throws Error listing the choices
+std::vector<std::string_view> normalization_names();
 // Whether it centres each row on its mean and adds a bias (LayerNorm's beta).
 bool normalization_centred(Normalization n);
 

@@ -75,7 +75,7 @@ const std::vector<Setting>& table() {
        c.model.activation = parse_choice(g_label, [&] { return parse_activation(v); });
      }},
     {"normalization", "model", SettingType::Choice, "the blocks' norm (Llama: rmsnorm)",
-     {"layernorm", "rmsnorm"},
+     normalization_names(),
      [](const TrainConfig& c) { return std::string(normalization_name(c.model.normalization)); },
      [](TrainConfig& c, Text v) {
        c.model.normalization = parse_choice(g_label, [&] { return parse_normalization(v); });
@@ -92,7 +92,7 @@ const std::vector<Setting>& table() {
     // Precision and TE's recipes.
     {"precision", "precision", SettingType::Choice,
      "auto: FP8 where the GPU has it, else BF16 (fp8lm doctor says which)",
-     {"auto", "fp8", "bf16", "fp32"},
+     precision_names(),
      [](const TrainConfig& c) { return std::string(precision_name(c.precision)); },
      [](TrainConfig& c, Text v) {
        c.precision = parse_choice(g_label, [&] { return parse_precision(v); });
@@ -100,7 +100,7 @@ const std::vector<Setting>& table() {
     {"recipe", "precision", SettingType::Choice,
      "TE's FP8 recipes: DelayedScaling, Float8CurrentScaling, Float8BlockScaling, "
      "MXFP8BlockScaling, NVFP4BlockScaling",
-     {"delayed", "current", "block", "mxfp8", "nvfp4"},
+     scaling_kind_names(),
      [](const TrainConfig& c) { return std::string(scaling_kind_name(c.recipe.kind)); },
      [](TrainConfig& c, Text v) {
        c.recipe.kind = parse_choice(g_label, [&] { return parse_scaling_kind(v); });
