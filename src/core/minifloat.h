@@ -20,7 +20,6 @@ struct MinifloatSpec {
   int bias;
   Specials specials;
 
-  constexpr int total_bits() const { return 1 + exp_bits + man_bits; }
   constexpr uint32_t sign_bit() const { return 1u << (exp_bits + man_bits); }
   constexpr int min_normal_exp() const { return 1 - bias; }
   constexpr uint32_t max_finite_code() const {

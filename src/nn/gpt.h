@@ -85,7 +85,6 @@ class GPT {
   Parameter& token_embedding() { return wte_; }
   // The LM head's weight [V, d]: the token embedding when tied.
   Parameter& head_weight() { return cfg_.tied_head ? wte_ : lm_head_; }
-  Norm& final_norm() { return lnf_; }
   ParameterList parameters();
   // Every GEMM's FP8 state (linears() order) as host copies, and replacing it.
   std::vector<Fp8Meta> fp8_state();

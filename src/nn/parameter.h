@@ -73,10 +73,6 @@ struct Parameter {
     value.upload(v, name);
     ++version;
   }
-  void set_value_bytes(std::span<const uint8_t> f32_bytes) {
-    value.upload_bytes(f32_bytes, name);
-    ++version;
-  }
 };
 
 using ParameterList = std::vector<Parameter*>;

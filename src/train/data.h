@@ -85,7 +85,6 @@ class TextData : public TextSource {
   void restore(const std::string& state) override;
   std::vector<int32_t> validation_prompt(int64_t n) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
-  int64_t train_size() const { return split_; }
 
  private:
   std::vector<uint8_t> bytes_;
