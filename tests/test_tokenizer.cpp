@@ -12,6 +12,7 @@
 #include <set>
 
 #include "fp8lm/error.h"
+#include "test_util.h"
 #include "text/bpe_tokenizer.h"
 #include "text/bpe_trainer.h"
 #include "text/byte_level.h"
@@ -185,7 +186,8 @@ TEST(BpeTokenizer, MalformedFilesNameTheProblem) {
                "TemplateProcessing");
   expect_error(with([](auto& j) { j["added_tokens"][0]["lstrip"] = true; }), "lstrip");
   EXPECT_THROW(BpeTokenizer::load(testing::TempDir() + "no-such-tokenizer.json"), Error);
-  EXPECT_THROW(BpeTokenizer::load(testing::TempDir()), Error);  // a directory with neither
+  // A directory with neither (its own: the temporary directory may hold another test's files).
+  EXPECT_THROW(BpeTokenizer::load(test::fresh_dir("fp8lm_no_tokenizer")), Error);
   const std::string merges = testing::TempDir() + "fp8lm_bad_merges.txt";
   std::ofstream(merges) << "#version: 0.2\na b c\n";
   try {
