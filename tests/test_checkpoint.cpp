@@ -172,14 +172,15 @@ TEST(Checkpoint, BlockScaledFp8WeightsKeepTheirBlockScales) {
     const TensorData& scales = file.at(name + "_block_scales");
     EXPECT_EQ(scales.shape, (std::vector<int64_t>{cast.grid.grid_rows(), cast.grid.grid_cols()}));
     const TensorData& codes = file.at(name);
-    const std::vector<uint8_t> want_codes = fc1.fp8_weight_codes();
+    const Linear::Fp8Weight w = fc1.fp8_weight();
+    const std::vector<uint8_t>& want_codes = w.codes;
     EXPECT_TRUE(
         std::equal(codes.bytes.begin(), codes.bytes.end(), want_codes.begin(), want_codes.end()));
-    const std::vector<uint8_t> want_scales = fc1.fp8_weight_block_scales();
+    const std::vector<uint8_t>& want_scales = w.block_scales;
     EXPECT_TRUE(std::equal(scales.bytes.begin(), scales.bytes.end(), want_scales.begin(),
                            want_scales.end()));
-    const std::vector<float> decoded = block_decode(cast, want_codes.data(), want_scales.data(),
-                                                    fc1.fp8_weight_tensor_scale_inv());
+    const std::vector<float> decoded =
+        block_decode(cast, want_codes.data(), want_scales.data(), w.tensor_scale_inv);
     EXPECT_EQ(m.model->layer(1).mlp().fc1().weight().values(), decoded);
     // The codes are a real cast of the master: decoded, they stay near it.
     const std::vector<float> master = fc1.weight().values();

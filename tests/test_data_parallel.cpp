@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/gradient_buckets.h"
 #include "rank_check.h"
 #include "train/adamw.h"
-#include "dist/gradient_buckets.h"
 #include "train/trainer.h"
 
 namespace fp8lm {
@@ -243,8 +243,9 @@ TEST_F(DataParallel, Fp8WeightsTrainOnRanksLikeOneProcess) {
       const auto fp8_weights = [&] {  // codes, and the scales they were cast with
         std::vector<float> out;
         for (Linear* l : many.model().linears()) {
-          for (uint8_t q : l->fp8_weight_codes()) out.push_back(q);
-          out.push_back(l->fp8_weight_scale_inv());
+          const Linear::Fp8Weight w = l->fp8_weight();
+          for (uint8_t q : w.codes) out.push_back(q);
+          out.push_back(w.scale_inv);
         }
         return out;
       };

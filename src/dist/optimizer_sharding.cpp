@@ -123,10 +123,9 @@ void OptimizerSharding::all_gather_weights(const ParameterList& ps,
   for (size_t i = begin_[me]; i < begin_[me + 1]; ++i) {
     if (Linear* l = as_fp8[i]) {
       l->requantize_weight(recipe);
-      const std::vector<uint8_t> codes = l->fp8_weight_codes();
-      const float scales[] = {l->fp8_weight_scale(), l->fp8_weight_scale_inv(),
-                              l->fp8_weight_amax()};
-      out = std::copy(codes.begin(), codes.end(), out);
+      const Linear::Fp8Weight w = l->fp8_weight();
+      const float scales[] = {w.scale, w.scale_inv, w.amax};
+      out = std::copy(w.codes.begin(), w.codes.end(), out);
       std::memcpy(out, scales, kScales);
       out += kScales;
     } else {

@@ -194,23 +194,22 @@ SafetensorsWriter model_file(GPT& model, const CheckpointInfo& info) {
       st.add(p->name, fp4 ? DType::U8 : DType::E4M3, p->shape,
              [l, checked](const SafetensorsWriter::Sink& sink) {
                checked([](std::span<const uint8_t>) {});
-               sink(l->fp8_weight_codes());
+               sink(l->fp8_weight().codes);
              });
       const DType scale_type = c.scheme == BlockScheme::Fp8Block ? DType::F32
                                : fp4                             ? DType::E4M3
                                                                  : DType::U8;
       st.add(p->name + "_block_scales", scale_type, {c.grid.grid_rows(), c.grid.grid_cols()},
-             [l](const SafetensorsWriter::Sink& sink) { sink(l->fp8_weight_block_scales()); });
-      st.add_f32(p->name + "_scale_inv", {1}, {l->fp8_weight_tensor_scale_inv()});
+             [l](const SafetensorsWriter::Sink& sink) { sink(l->fp8_weight().block_scales); });
+      st.add_f32(p->name + "_scale_inv", {1}, {l->fp8_weight().tensor_scale_inv});
     } else if (it != linears.end()) {
       // The module holds this weight only as FP8: stored as such, with its scale_inv.
       Linear* l = *it;
       st.add(p->name, DType::E4M3, p->shape, [l, checked](const SafetensorsWriter::Sink& sink) {
         checked([](std::span<const uint8_t>) {});
-        const std::vector<uint8_t> codes = l->fp8_weight_codes();
-        sink(codes);
+        sink(l->fp8_weight().codes);
       });
-      st.add_f32(p->name + "_scale_inv", {1}, {l->fp8_weight_scale_inv()});
+      st.add_f32(p->name + "_scale_inv", {1}, {l->fp8_weight().scale_inv});
     } else {
       st.add(p->name, DType::F32, p->shape, checked);
     }

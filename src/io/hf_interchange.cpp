@@ -178,7 +178,8 @@ SafetensorsWriter fp8_codes_file(GPT& model, const std::vector<Mapping>& maps,
       continue;
     }
     l->requantize_weight(*o.fp8_codes);
-    codes[name] = {l->fp8_weight_codes(), l->fp8_weight_scale_inv()};
+    const Linear::Fp8Weight w = l->fp8_weight();
+    codes[name] = {w.codes, w.scale_inv};
   }
   SafetensorsWriter st;
   for (const Mapping& map : maps) {

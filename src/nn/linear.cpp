@@ -168,10 +168,12 @@ void Linear::requantize_weight(const Fp8Recipe& recipe) {
   cast_scale_ = store.scale_value(gemm_, Slot::Weight);
 }
 
-float Linear::fp8_weight_amax() {
-  float amax = 0;
-  be_.download(&amax, scaling().amax(gemm_, Slot::Weight), sizeof(float));
-  return amax;
+Linear::Fp8Weight Linear::fp8_weight() {
+  Fp8Weight w{
+      qw_.to_host(), qw_block_scales_.to_host(),   w_scale_.to_host()[0], w_scale_inv_.to_host()[0],
+      0.0f,          w_row_.scale_inv.to_host()[0]};
+  be_.download(&w.amax, scaling().amax(gemm_, Slot::Weight), sizeof(float));
+  return w;
 }
 
 void Linear::adopt_fp8_weight(std::span<const uint8_t> codes, float scale, float scale_inv,

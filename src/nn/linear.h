@@ -98,26 +98,26 @@ class Linear {
   int64_t non_finite_output_order() const { return non_finite_order_; }
   bool fp8_weights() const { return fp8_weights_; }
   void requantize_weight(const Fp8Recipe& recipe);
-  std::vector<uint8_t> fp8_weight_codes() const { return qw_.to_host(); }
-  // Under a block-scaled recipe (the recipe requantize_weight last cast with): the weight's
-  // cast (its blocks and formats), its block scales as bytes (block_cast.h's layout) and its
-  // tensor scale_inv; the codes are fp8_weight_codes().
+  // The weight's FP8 cast as requantize_weight (or adopt_fp8_weight) left it, as host copies:
+  // its codes, the scale they were cast with, its scale_inv and the amax the cast recorded in
+  // its slot this step; under a block-scaled recipe also its block scales as bytes
+  // (block_cast.h's layout, the cast fp8_weight_block_cast() describes) and its tensor
+  // scale_inv.
+  struct Fp8Weight {
+    std::vector<uint8_t> codes, block_scales;
+    float scale = 1, scale_inv = 1, amax = 0, tensor_scale_inv = 1;
+  };
+  Fp8Weight fp8_weight();
   BlockCast fp8_weight_block_cast() const;
-  std::vector<uint8_t> fp8_weight_block_scales() const { return qw_block_scales_.to_host(); }
-  float fp8_weight_tensor_scale_inv() const { return w_row_.scale_inv.to_host()[0]; }
   // Forgets the cached weight cast, so the next forward casts (and records the weight's amax)
   // as if nothing had run in between. FP8 weights (fp8_weights mode) are the weight itself.
   void invalidate_weight_cast() {
     if (!fp8_weights_) cast_version_ = ~uint64_t{0};
     w_row_.version = w_col_.version = ~uint64_t{0};
   }
-  float fp8_weight_scale_inv() const { return w_scale_inv_.to_host()[0]; }
-  float fp8_weight_scale() const { return w_scale_.to_host()[0]; }
-  // The amax the weight's casts recorded in its slot this step (history[0]).
-  float fp8_weight_amax();
   // ZeRO-1's FP8 all-gather (--fp8-weights): the weight as another rank cast it from the FP32
-  // master that rank alone keeps: its codes, the scale they were cast with, and the amax the
-  // cast recorded, so this rank's scaling state is the same as that rank's.
+  // master that rank alone keeps (a per-tensor recipe's codes, scale, scale_inv and amax), so
+  // this rank's scaling state is the same as that rank's.
   void adopt_fp8_weight(std::span<const uint8_t> codes, float scale, float scale_inv, float amax);
 
  private:
