@@ -236,9 +236,7 @@ void add_data_command(CLI::App& app) {
   prep->add_option("--shard-tokens", f->shard_tokens, "tokens per train shard (default 1e8)");
   prep->add_option("--eot", f->eot, "the token after each document (default <|endoftext|>)");
   prep->add_option("--seed", f->seed, "which documents are held out (default 0)");
-  prep->callback([f] {
-    if (!parse_only()) run_prepare(*f);
-  });
+  on_call(prep, f, run_prepare);
 }
 
 }  // namespace fp8lm::cli

@@ -123,9 +123,7 @@ void add_hf_commands(CLI::App& app) {
   ex->add_option("--tokenizer", e->tokenizer,
                  "tokenizer.json to include (default: the model's token dataset's)")
       ->type_name("TOKENIZER");
-  ex->callback([e] {
-    if (!parse_only()) run_export(*e);
-  });
+  on_call(ex, e, run_export);
 
   auto i = std::make_shared<ImportFlags>();
   auto* im = app.add_subcommand(
@@ -136,9 +134,7 @@ void add_hf_commands(CLI::App& app) {
   im->add_option("--out", i->out, "the directory to write model.safetensors into (new, or empty)")
       ->type_name("DIR")
       ->required();
-  im->callback([i] {
-    if (!parse_only()) run_import(*i);
-  });
+  on_call(im, i, run_import);
 
   auto l = std::make_shared<LogitsFlags>();
   auto* lo = app.add_subcommand("logits", "Print a sequence's logits as JSON (FP32 forward)");
@@ -146,9 +142,7 @@ void add_hf_commands(CLI::App& app) {
       ->type_name("MODEL")
       ->required();
   lo->add_option("--tokens", l->tokens, "token ids (\"3 10 17\")")->required();
-  lo->callback([l] {
-    if (!parse_only()) run_logits(*l);
-  });
+  on_call(lo, l, run_logits);
 }
 
 }  // namespace fp8lm::cli

@@ -356,9 +356,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_flag("--json", f->json, "print JSON");
   cmd->add_option("--device", f->device, "auto: a GPU when one is present")
       ->type_name("{auto,cpu,cuda,cuda:N}");
-  cmd->callback([f] {
-    if (!parse_only()) run_eval(*f);
-  });
+  on_call(cmd, f, run_eval);
 }
 
 }  // namespace fp8lm::cli

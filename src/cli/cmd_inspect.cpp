@@ -243,9 +243,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--layer", f->layer, "only this layer (default: all)");
   cmd->add_option("--last", f->last, "amax history entries shown (default 4)");
   cmd->add_flag("--json", f->json, "print JSON");
-  cmd->callback([f] {
-    if (!parse_only()) run_inspect(*f);
-  });
+  on_call(cmd, f, run_inspect);
 }
 
 }  // namespace fp8lm::cli

@@ -153,16 +153,12 @@ void add_tokenizer_command(CLI::App& app) {
   enc->add_option("--file", f->file, "read the text from this file")->type_name("FILE");
   enc->add_flag("--jsonl", f->jsonl,
                 "--file is JSONL, a {\"text\": ...} document per line: print each one's ids");
-  enc->callback([f] {
-    if (!parse_only()) run_encode(*f);
-  });
+  on_call(enc, f, run_encode);
   auto* dec = cmd->add_subcommand("decode", "Token ids to text (the exact bytes)");
   common(dec);
   dec->add_option("ids", f->ids, "token ids")->required();
   dec->add_flag("--skip-special", f->skip_special, "leave out special tokens");
-  dec->callback([f] {
-    if (!parse_only()) run_decode(*f);
-  });
+  on_call(dec, f, run_decode);
   auto t = std::make_shared<TrainFlags>();
   auto* train = cmd->add_subcommand("train", "Learn a byte-level BPE; write its tokenizer.json");
   train->add_option("files", t->files, "text files, or .jsonl files of {\"text\": ...} lines")
@@ -177,9 +173,7 @@ void add_tokenizer_command(CLI::App& app) {
                     "stop before a pair seen fewer times (default 2)");
   train->add_option("--special", t->options.special_tokens,
                     "special tokens, first ids (default <|endoftext|>)");
-  train->callback([t] {
-    if (!parse_only()) run_train(*t);
-  });
+  on_call(train, t, run_train);
 }
 
 }  // namespace fp8lm::cli

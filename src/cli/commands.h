@@ -1,6 +1,7 @@
 #pragma once
 // Each subcommand registers its flags and a callback on the app; main only dispatches.
 #include <CLI/CLI.hpp>
+#include <memory>
 
 namespace fp8lm::cli {
 
@@ -22,5 +23,13 @@ int run(int argc, char** argv);
 // validates its config), then returns before anything is read, written or trained.
 void set_parse_only(bool on);
 bool parse_only();
+
+// The subcommand's action: run(*flags) once its command line is parsed, unless parse_only().
+template <class Flags, class Run>
+void on_call(CLI::App* cmd, std::shared_ptr<Flags> flags, Run run) {
+  cmd->callback([flags, run] {
+    if (!parse_only()) run(*flags);
+  });
+}
 
 }  // namespace fp8lm::cli
