@@ -105,7 +105,9 @@ inline void expect_close(const Vec& got, const Vec& want, float rtol, float atol
 }
 
 inline bool same_bits(const Vec& a, const Vec& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // An empty vector's data() may be null, which memcmp must not be given even for 0 bytes.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // n values from N(0, stddev), reproducible by seed.
