@@ -11,17 +11,6 @@
 namespace fp8lm {
 namespace {
 
-constexpr int64_t kChunk = 1 << 14;
-
-// Calls f(param index, begin, end) for fixed pieces of every parameter, in order.
-template <class F>
-void for_each_chunk(const ParameterList& params, F f) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto n = params[i]->numel();
-    for (int64_t b = 0; b < n; b += kChunk) f(i, b, std::min(n, b + kChunk));
-  }
-}
-
 bool same_tensor(const AdamWTensor& a, const AdamWTensor& b) {
   return a.param == b.param && a.grad == b.grad && a.grad16 == b.grad16 && a.m == b.m &&
          a.v == b.v && a.n == b.n && a.decay == b.decay;
@@ -45,9 +34,6 @@ AdamW::AdamW(ParameterList params, AdamWConfig cfg, OptimizerShard shard)
     m_.emplace_back(be_);
     v_.emplace_back(be_);
   }
-  for_each_chunk(params_, [&](size_t i, int64_t b, int64_t e) {
-    chunks_.push_back({params_[i], b, e});
-  });
   build_shard();
 }
 
@@ -150,21 +136,9 @@ void AdamW::step(float lr, float grad_scale) {
 }
 
 void AdamW::zero_grad() {
-  if (!be_.host_memory()) {
-    for (Parameter* p : params_) p->grad.zero();
-    return;
-  }
-  const auto n = static_cast<int64_t>(chunks_.size());
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < n; ++k) {
-    Parameter& p = *chunks_[k].p;
-    if (p.bf16_grad()) {
-      const auto g = p.grad16.host();
-      std::fill(g.begin() + chunks_[k].begin, g.begin() + chunks_[k].end, bf16_t{0});
-    } else {
-      const auto g = p.grad.host();
-      std::fill(g.begin() + chunks_[k].begin, g.begin() + chunks_[k].end, 0.0f);
-    }
+  for (Parameter* p : params_) {
+    p->grad.zero();
+    p->grad16.zero();  // --fp8-weights' BF16 gradients (empty otherwise)
   }
 }
 

@@ -75,12 +75,7 @@ class AdamW {
   std::vector<AdamWTensor> tensors_, fresh_;  // the table as uploaded, and as it is now
   BackendBuffer<AdamWTensor> table_{be_};
   BackendBuffer<float> norm_clip_{be_};  // the norm and the step's gradient scale
-  struct Chunk {  // a piece of one parameter: zero_grad's unit of work on the host
-    Parameter* p;
-    int64_t begin, end;
-  };
-  std::vector<Chunk> chunks_;
-  int64_t numel_ = 0;  // over the shard's parameters
+  int64_t numel_ = 0;                    // over the shard's parameters
   size_t begin_ = 0, end_ = 0;
 };
 
