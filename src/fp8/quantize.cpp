@@ -32,38 +32,20 @@ Isa best_isa() {
 
 CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                    bool saturate) {
-  switch (isa) {
-    case Isa::Avx512:
-      return isa::quantize_avx512(codes, x, n, scale, format, saturate);
-    case Isa::Avx2:
-      return isa::quantize_avx2(codes, x, n, scale, format, saturate);
-    case Isa::Scalar:
-      break;
-  }
+  if (isa == Isa::Avx512) return isa::quantize_avx512(codes, x, n, scale, format, saturate);
+  if (isa == Isa::Avx2) return isa::quantize_avx2(codes, x, n, scale, format, saturate);
   return isa::quantize_scalar(codes, x, n, scale, format, saturate);
 }
 
 void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
-  switch (isa) {
-    case Isa::Avx512:
-      return isa::dequantize_avx512(y, codes, n, scale_inv, format);
-    case Isa::Avx2:
-      return isa::dequantize_avx2(y, codes, n, scale_inv, format);
-    case Isa::Scalar:
-      break;
-  }
-  isa::dequantize_scalar(y, codes, n, scale_inv, format);
+  if (isa == Isa::Avx512) return isa::dequantize_avx512(y, codes, n, scale_inv, format);
+  if (isa == Isa::Avx2) return isa::dequantize_avx2(y, codes, n, scale_inv, format);
+  return isa::dequantize_scalar(y, codes, n, scale_inv, format);
 }
 
 float absmax(Isa isa, const float* x, int64_t n) {
-  switch (isa) {
-    case Isa::Avx512:
-      return isa::absmax_avx512(x, n);
-    case Isa::Avx2:
-      return isa::absmax_avx2(x, n);
-    case Isa::Scalar:
-      break;
-  }
+  if (isa == Isa::Avx512) return isa::absmax_avx512(x, n);
+  if (isa == Isa::Avx2) return isa::absmax_avx2(x, n);
   return isa::absmax_scalar(x, n);
 }
 
@@ -85,27 +67,15 @@ void e2m1_quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float mul
   // Indices are taken mod 2^32: tensors beyond 4G elements reuse draws, which only matters
   // for statistics no test can see.
   const auto first = static_cast<uint32_t>(first_index);
-  switch (isa) {
-    case Isa::Avx512:
-      return isa::e2m1_quantize_avx512(codes, x, n, multiplier, sr_key, first);
-    case Isa::Avx2:
-      return isa::e2m1_quantize_avx2(codes, x, n, multiplier, sr_key, first);
-    case Isa::Scalar:
-      break;
-  }
-  isa::e2m1_quantize_scalar(codes, x, n, multiplier, sr_key, first);
+  if (isa == Isa::Avx512) return isa::e2m1_quantize_avx512(codes, x, n, multiplier, sr_key, first);
+  if (isa == Isa::Avx2) return isa::e2m1_quantize_avx2(codes, x, n, multiplier, sr_key, first);
+  return isa::e2m1_quantize_scalar(codes, x, n, multiplier, sr_key, first);
 }
 
 void row_block_absmax(Isa isa, float* amax, const float* x, int64_t n, int64_t block) {
-  switch (isa) {
-    case Isa::Avx512:
-      return isa::row_block_absmax_avx512(amax, x, n, block);
-    case Isa::Avx2:
-      return isa::row_block_absmax_avx2(amax, x, n, block);
-    case Isa::Scalar:
-      break;
-  }
-  isa::row_block_absmax_scalar(amax, x, n, block);
+  if (isa == Isa::Avx512) return isa::row_block_absmax_avx512(amax, x, n, block);
+  if (isa == Isa::Avx2) return isa::row_block_absmax_avx2(amax, x, n, block);
+  return isa::row_block_absmax_scalar(amax, x, n, block);
 }
 
 void fp8_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, const float* scale,
@@ -136,15 +106,9 @@ void e2m1_cast_to_bf16(Isa isa, uint8_t* codes, bf16_t* out, const float* x, con
 
 void expand_to_bf16(Isa isa, bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
                     DType format) {
-  switch (isa) {
-    case Isa::Avx512:
-      return isa::expand_to_bf16_avx512(out, codes, scale, n, format);
-    case Isa::Avx2:
-      return isa::expand_to_bf16_avx2(out, codes, scale, n, format);
-    case Isa::Scalar:
-      break;
-  }
-  isa::expand_to_bf16_scalar(out, codes, scale, n, format);
+  if (isa == Isa::Avx512) return isa::expand_to_bf16_avx512(out, codes, scale, n, format);
+  if (isa == Isa::Avx2) return isa::expand_to_bf16_avx2(out, codes, scale, n, format);
+  return isa::expand_to_bf16_scalar(out, codes, scale, n, format);
 }
 
 }  // namespace fp8lm
