@@ -48,6 +48,9 @@ struct Outputs {
         dgamma(C, 0.25f),
         dbeta(C, -0.25f) {}
   Vec y, mean, rstd, dx, dgamma, dbeta;
+  void zero_gradients() {
+    for (Vec* g : {&dx, &dgamma, &dbeta}) g->assign(g->size(), 0.0f);
+  }
 };
 
 constexpr float kEps = 1e-5f;
@@ -149,9 +152,7 @@ TEST(NormBackward, AccumulatesIntoDxAndParameterGradients) {
     const Inputs in = make_inputs(rows, C, 11);
     Outputs o(rows, C);
     forward(kind, o, in, rows, C);
-    o.dx.assign(o.dx.size(), 0.0f);
-    o.dgamma.assign(C, 0.0f);
-    o.dbeta.assign(C, 0.0f);
+    o.zero_gradients();
     backward(kind, o, in, rows, C);
     const Outputs once = o;
     backward(kind, o, in, rows, C);
@@ -191,9 +192,7 @@ TEST(NormReference, BackwardMatchesFiniteDifferences) {
       const Inputs in = make_inputs(rows, C, static_cast<uint32_t>(C) + 200);
       const Vec& w = in.dy;  // dL/dy
       Outputs o(rows, C);
-      o.dx.assign(o.dx.size(), 0.0f);
-      o.dgamma.assign(C, 0.0f);
-      o.dbeta.assign(C, 0.0f);
+      o.zero_gradients();
       cpu::ref::norm_forward(kind, o.y.data(), o.mean.data(), o.rstd.data(), in.x.data(),
                              in.gamma.data(), in.beta.data(), rows, C, kEps);
       cpu::ref::norm_backward(kind, o.dx.data(), o.dgamma.data(), o.dbeta.data(), w.data(),

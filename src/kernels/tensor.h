@@ -83,6 +83,7 @@ struct AdamWTensor {
   float* v = nullptr;
   int64_t n = 0;
   float decay = 0.0f;  // the weight decay applied to this tensor (0: none)
+  bool operator==(const AdamWTensor&) const = default;
 };
 
 struct AdamWHyper {

@@ -11,9 +11,13 @@
 namespace fp8lm {
 namespace {
 
-bool same_tensor(const AdamWTensor& a, const AdamWTensor& b) {
-  return a.param == b.param && a.grad == b.grad && a.grad16 == b.grad16 && a.m == b.m &&
-         a.v == b.v && a.n == b.n && a.decay == b.decay;
+// A parameter's gradient as an optimizer table entry: FP32, or BF16 (--fp8-weights).
+AdamWTensor gradient_entry(const Parameter& p) {
+  AdamWTensor t;
+  t.grad = p.grad.data();
+  t.grad16 = p.bf16_grad() ? p.grad16.data() : nullptr;
+  t.n = p.numel();
+  return t;
 }
 
 Backend& backend_of(const ParameterList& params) {
@@ -55,19 +59,14 @@ void AdamW::refresh_table() {
     if (p.numel() == 0) continue;
     if (p.bf16_grad() && !be_.host_memory())
       throw Error(p.name + ": BF16 gradients have no " + be_.name() + " optimizer");
-    AdamWTensor t;
+    AdamWTensor t = gradient_entry(p);
     t.param = p.value.data();
-    t.grad = p.grad.data();
-    t.grad16 = p.bf16_grad() ? p.grad16.data() : nullptr;
     t.m = m_[i].data();
     t.v = v_[i].data();
-    t.n = p.numel();
     t.decay = p.decay ? cfg_.weight_decay : 0.0f;
     fresh_.push_back(t);
   }
-  if (fresh_.size() == tensors_.size() &&
-      std::equal(fresh_.begin(), fresh_.end(), tensors_.begin(), same_tensor))
-    return;
+  if (fresh_ == tensors_) return;
   tensors_ = fresh_;
   table_.resize(tensors_.size());
   if (!tensors_.empty()) table_.upload(tensors_, "optimizer table");
@@ -147,12 +146,8 @@ float grad_norm(const ParameterList& params) {
   table.clear();
   int64_t total = 0;
   for (const Parameter* p : params) {
-    AdamWTensor t;
-    t.grad = p->grad.data();
-    t.grad16 = p->bf16_grad() ? p->grad16.data() : nullptr;
-    t.n = p->numel();
-    total += t.n;
-    table.push_back(t);
+    table.push_back(gradient_entry(*p));
+    total += p->numel();
   }
   float norm = 0;
   cpu_backend().grad_norm(&norm, nullptr, 0.0f, table.data(), static_cast<int>(table.size()),

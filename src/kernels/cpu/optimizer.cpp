@@ -28,15 +28,27 @@ const std::vector<Chunk>& chunks_of(const AdamWTensor* table, int n) {
   return chunks;
 }
 
-float grad_at(const AdamWTensor& t, int64_t j) {
-  return t.grad16 != nullptr ? bf16_to_float(t.grad16[j]) : t.grad[j];
+float value(float g) {
+  return g;
+}
+float value(bf16_t g) {
+  return bf16_to_float(g);
+}
+
+// f(the chunk's gradient): its FP32 or BF16 pointer, chosen once per chunk rather than per
+// element, so each loop has one element type.
+template <class F>
+decltype(auto) with_gradient(const AdamWTensor& t, F f) {
+  return t.grad16 != nullptr ? f(t.grad16) : f(t.grad);
 }
 
 // Out of line so that every caller runs the same machine code (the same bits).
 [[gnu::noinline]] void update_chunk(const Chunk& c, const AdamWHyper& h, float grad_scale) {
   const AdamWTensor& t = *c.t;
-  for (int64_t j = c.begin; j < c.end; ++j)
-    adamw::update(t.param[j], t.m[j], t.v[j], grad_at(t, j) * grad_scale, h, t.decay);
+  with_gradient(t, [&](const auto* g) {
+    for (int64_t j = c.begin; j < c.end; ++j)
+      adamw::update(t.param[j], t.m[j], t.v[j], value(g[j]) * grad_scale, h, t.decay);
+  });
 }
 
 }  // namespace
@@ -50,12 +62,14 @@ void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* tabl
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < pieces; ++k) {
     const Chunk& c = chunks[static_cast<size_t>(k)];
-    double sum = 0.0;
-    for (int64_t j = c.begin; j < c.end; ++j) {
-      const double g = grad_at(*c.t, j);
-      sum += g * g;
-    }
-    partial[k] = sum;
+    partial[k] = with_gradient(*c.t, [&](const auto* g) {
+      double sum = 0.0;
+      for (int64_t j = c.begin; j < c.end; ++j) {
+        const double v = value(g[j]);
+        sum += v * v;
+      }
+      return sum;
+    });
   }
   double sum = 0.0;
   for (int64_t k = 0; k < pieces; ++k) sum += partial[k];
