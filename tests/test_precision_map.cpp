@@ -56,7 +56,7 @@ TEST(PrecisionMap, KeptGemmsNeverCastToFp8) {
       EXPECT_EQ(l->kept_in_bf16(), kept) << l->name();
       {
         const Autocast fp8(true, c.recipe);
-        EXPECT_EQ(l->gemm_mode(), kept ? GemmMode::Bf16 : GemmMode::Fp8) << l->name();
+        EXPECT_EQ(l->gemm_precision(), kept ? Precision::Bf16 : Precision::Fp8) << l->name();
       }
       // Per-tensor scaling records each cast's amax; a kept GEMM has cast nothing.
       if (kind == ScalingKind::Delayed) {

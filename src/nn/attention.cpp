@@ -58,7 +58,7 @@ void MultiheadAttention::forward(const float* x, float* y, int64_t B, int64_t T)
   B_ = B, T_ = T;
   const int64_t rows = B * T;
   float* qkv = qkv_out_.begin(rows * (d_ + 2 * kv_),
-                              training_forward() && current_gemm_mode() != GemmMode::Fp32);
+                              training_forward() && current_gemm_precision() != Precision::Fp32);
   att_out_.resize(static_cast<size_t>(rows * d_));
   qkv_.forward(x, qkv, rows);
   rope(qkv, rows, T, 0, /*inverse=*/false);  // attention, and backward, see the turned q and k

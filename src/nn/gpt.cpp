@@ -168,10 +168,10 @@ void GPT::head_forward(int64_t rows) {
   logits_.resize(static_cast<size_t>(rows * V));
   // The LM head is not an FP8 GEMM (as Megatron keeps its output layer in higher precision);
   // it runs in the GEMM precision (bf16 or fp32).
-  head_mode_ = gemm_mode(GemmPrecision::current());
+  head_mode_ = GemmPrecision::current();
   Parameter& head = head_weight();
   GemmOperand x{normed_.data(), DType::F32}, w{head.data(), DType::F32};
-  if (head_mode_ == GemmMode::Bf16) {
+  if (head_mode_ == Precision::Bf16) {
     normed16_.resize(normed_.size());
     wte16_.resize(head.value.size());
     be_.fp32_to_bf16(normed16_.data(), normed_.data(), rows * d);
@@ -229,7 +229,7 @@ void GPT::backward(const GradientsReady& ready) {
   dnormed_.resize(static_cast<size_t>(rows * d));
   Parameter& head = head_weight();
   GemmOperand g{dlogits, DType::F32}, w{head.data(), DType::F32}, x{normed_.data(), DType::F32};
-  if (head_mode_ == GemmMode::Bf16) {  // forward's BF16 casts of the weight and the input
+  if (head_mode_ == Precision::Bf16) {  // forward's BF16 casts of the weight and the input
     dlogits16_.resize(logits_.size());
     be_.fp32_to_bf16(dlogits16_.data(), dlogits, rows * V);
     g = {dlogits16_.data(), DType::BF16};

@@ -117,7 +117,7 @@ class GPT {
   bool fp8_used_ = false;
   Fp8Recipe recipe_;
   AmaxReducer reduce_;
-  GemmMode head_mode_ = GemmMode::Fp32;
+  Precision head_mode_ = Precision::Fp32;
   std::unique_ptr<ScalingStore> scaling_;   // every Linear's FP8 slots
   std::vector<BackendBuffer<float>> acts_;  // residual stream before each layer, and after the last
   BackendBuffer<float> normed_{be_}, logits_{be_}, dnormed_{be_}, dacts_a_{be_}, dacts_b_{be_};

@@ -13,7 +13,7 @@ void norm_then_linear(Norm& norm, Linear& linear, BackendBuffer<float>& normed, 
   }
   const int64_t n = rows * linear.in_features();
   float* out;
-  if (current_gemm_mode() == GemmMode::Fp32) {
+  if (current_gemm_precision() == Precision::Fp32) {
     normed.resize(static_cast<size_t>(n));
     out = normed.data();
   } else {

@@ -34,7 +34,7 @@ void LayerNormMLP::forward_residual(const float* x, const float* r, float* s, fl
 void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, float* y,
                                 int64_t rows) {
   float* h = h_.begin(rows * fc1_.out_features(),
-                      training_forward() && current_gemm_mode() != GemmMode::Fp32);
+                      training_forward() && current_gemm_precision() != Precision::Fp32);
   const bool fused = fusion_enabled();
   // Fused: fc1's bias is added by the activation kernel below.
   norm_then_linear(norm_, fc1_, normed_, x, h, rows, /*add_bias=*/!fused, r, sum);
@@ -46,7 +46,7 @@ void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, floa
     return;
   }
   float* a;
-  if (current_gemm_mode() == GemmMode::Fp32) {
+  if (current_gemm_precision() == Precision::Fp32) {
     a_.resize(static_cast<size_t>(rows * ffn_));
     a = a_.data();
   } else {

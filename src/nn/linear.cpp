@@ -9,19 +9,19 @@
 
 namespace fp8lm {
 
-GemmMode current_gemm_mode() {
-  if (autocast_state().enabled) return GemmMode::Fp8;
-  return gemm_mode(GemmPrecision::current());
+Precision current_gemm_precision() {
+  if (autocast_state().enabled) return Precision::Fp8;
+  return GemmPrecision::current();
 }
 
 bool fused_fp8_casts(const Linear& consumer) {
-  return fusion_enabled() && consumer.gemm_mode() == GemmMode::Fp8 &&
+  return fusion_enabled() && consumer.gemm_precision() == Precision::Fp8 &&
          autocast_state().recipe.kind == ScalingKind::Delayed;
 }
 
-GemmMode Linear::gemm_mode() const {
-  const GemmMode m = current_gemm_mode();
-  return m == GemmMode::Fp8 && (bf16_fallback_ || bf16_by_map_) ? GemmMode::Bf16 : m;
+Precision Linear::gemm_precision() const {
+  const Precision m = current_gemm_precision();
+  return m == Precision::Fp8 && (bf16_fallback_ || bf16_by_map_) ? Precision::Bf16 : m;
 }
 
 namespace {
@@ -189,18 +189,18 @@ void Linear::adopt_fp8_weight(std::span<const uint8_t> codes, float scale, float
 }
 
 void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
-  mode_ = gemm_mode();
-  if (mode_ == GemmMode::Fp8 && autocast_state().recipe.block_scaled()) {
+  mode_ = gemm_precision();
+  if (mode_ == Precision::Fp8 && autocast_state().recipe.block_scaled()) {
     recipe_ = autocast_state().recipe;
     return forward_block(x, y, rows, add_bias);
   }
-  if (mode_ == GemmMode::Fp8) {
+  if (mode_ == Precision::Fp8) {
     cast_through_slot(Slot::Input, begin_fp8_forward(rows), x, rows * in_);
     forward_fp8_input(y, rows, add_bias);
     return;
   }
   GemmOperand w;
-  if (mode_ == GemmMode::Bf16) {
+  if (mode_ == Precision::Bf16) {
     x16_.resize(static_cast<size_t>(rows * in_));
     be_.fp32_to_bf16(x16_.data(), x, rows * in_);
     w = {weight_bf16(), DType::BF16};
@@ -213,7 +213,7 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
 }
 
 void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
-  mode_ = GemmMode::Fp8;
+  mode_ = Precision::Fp8;
   ScalingStore& store = scaling();
   be_.copy(x_scale_inv_.data(), store.scale_inv(gemm_, Slot::Input), sizeof(float));
   const uint8_t* qw = prepare_weight_fp8();
@@ -225,26 +225,16 @@ void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
 }
 
 GemmOperand Linear::weight_for_dgrad() {
-  switch (mode_) {
-    case GemmMode::Bf16:
-      return {weight_bf16(), DType::BF16};
-    case GemmMode::Fp8:
-      return {weight_fp8_for_backward(), store_->format(gemm_, Slot::Weight), w_scale_inv_.data()};
-    case GemmMode::Fp32:
-      break;
-  }
+  if (mode_ == Precision::Bf16) return {weight_bf16(), DType::BF16};
+  if (mode_ == Precision::Fp8)
+    return {weight_fp8_for_backward(), store_->format(gemm_, Slot::Weight), w_scale_inv_.data()};
   return {weight_.data(), DType::F32};
 }
 
 GemmOperand Linear::saved_input() {
-  switch (mode_) {
-    case GemmMode::Bf16:
-      return {x16_.data(), DType::BF16};
-    case GemmMode::Fp8:
-      return {qx_.data(), store_->format(gemm_, Slot::Input), x_scale_inv_.data()};
-    case GemmMode::Fp32:
-      break;
-  }
+  if (mode_ == Precision::Bf16) return {x16_.data(), DType::BF16};
+  if (mode_ == Precision::Fp8)
+    return {qx_.data(), store_->format(gemm_, Slot::Input), x_scale_inv_.data()};
   return {x_, DType::F32};
 }
 
@@ -256,33 +246,24 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
   float* dw =
       bf16_grad ? scratch<float>(be_, Scratch::WeightGrad, out_ * in_) : weight_.grad.data();
   const float wbeta = bf16_grad ? 0.0f : 1.0f;
-  if (mode_ == GemmMode::Fp8 && recipe_.block_scaled()) {
+  if (mode_ == Precision::Fp8 && recipe_.block_scaled()) {
     backward_block(dy, dx, dw, rows, beta, wbeta);
     if (bf16_grad) be_.accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
     return;
   }
   // dy as this mode's GEMMs take it.
-  GemmOperand g;
-  switch (mode_) {
-    case GemmMode::Fp32:
-      g = {dy, DType::F32};
-      break;
-    case GemmMode::Bf16: {
-      bf16_t* dy16 = scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_);
-      be_.fp32_to_bf16(dy16, dy, rows * out_);
-      g = {dy16, DType::BF16};
-      break;
-    }
-    case GemmMode::Fp8: {
-      ScalingStore& store = scaling();
-      uint8_t* qdy = scratch<uint8_t>(be_, Scratch::LinearDy, rows * out_);
-      cast_through_slot(Slot::GradOutput,
-                        store.begin_cast(gemm_, Slot::GradOutput, qdy, rows * out_), dy,
-                        rows * out_);
-      be_.copy(dy_scale_inv_.data(), store.scale_inv(gemm_, Slot::GradOutput), sizeof(float));
-      g = {qdy, store.format(gemm_, Slot::GradOutput), dy_scale_inv_.data()};
-      break;
-    }
+  GemmOperand g{dy, DType::F32};
+  if (mode_ == Precision::Bf16) {
+    bf16_t* dy16 = scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_);
+    be_.fp32_to_bf16(dy16, dy, rows * out_);
+    g = {dy16, DType::BF16};
+  } else if (mode_ == Precision::Fp8) {
+    ScalingStore& store = scaling();
+    uint8_t* qdy = scratch<uint8_t>(be_, Scratch::LinearDy, rows * out_);
+    cast_through_slot(Slot::GradOutput, store.begin_cast(gemm_, Slot::GradOutput, qdy, rows * out_),
+                      dy, rows * out_);
+    be_.copy(dy_scale_inv_.data(), store.scale_inv(gemm_, Slot::GradOutput), sizeof(float));
+    g = {qdy, store.format(gemm_, Slot::GradOutput), dy_scale_inv_.data()};
   }
   if (dx) be_.gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g, weight_for_dgrad(), beta, dx);
   be_.gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, g, saved_input(), wbeta, dw);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/bf16.h"
-#include "core/gemm_mode.h"
+#include "core/precision.h"
 #include "fp8/block_cast.h"
 #include "fp8/block_stats.h"
 #include "fp8/scaling.h"
@@ -24,7 +24,7 @@ namespace fp8lm {
 
 // How the forward of a GEMM runs right now: FP8 inside an enabled autocast, else the GEMM
 // precision.
-GemmMode current_gemm_mode();
+Precision current_gemm_precision();
 class Linear;
 // Whether producers (norms, activations) may quantize straight into a GEMM's FP8 input: FP8
 // with delayed scaling, whose scale is known before the data (current scaling needs the amax
@@ -90,7 +90,7 @@ class Linear {
   void keep_in_bf16(bool on) { bf16_by_map_ = on; }
   bool kept_in_bf16() const { return bf16_by_map_; }
   // The mode its forward runs in now: the autocast's, or BF16 for a GEMM that fell back.
-  GemmMode gemm_mode() const;
+  Precision gemm_precision() const;
   // Diagnosis of a non-finite step: while on, an FP8 forward whose output holds NaN or Inf
   // records its place in the order such outputs appeared (across every Linear), so the first
   // can be found; -1 when none did. Turning it on clears the record.
@@ -175,7 +175,7 @@ class Linear {
   BackendBuffer<float> amax_{be_, 1};  // current scaling: a tensor's amax
 
   // What forward used and saved for backward.
-  GemmMode mode_ = GemmMode::Fp32;
+  Precision mode_ = Precision::Fp32;
   Fp8Recipe recipe_;
   const float* x_ = nullptr;        // fp32 mode
   BackendBuffer<bf16_t> x16_{be_};  // bf16 mode
