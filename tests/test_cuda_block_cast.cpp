@@ -1,43 +1,29 @@
 // The device's block-scaled casts (kernels/cuda/block_cast.h, issue 14) against the CPU's:
-// the device copies of the scale rules equal the CPU functions on the host (E8M0 round-up over
-// a sweep of float bit patterns, every code's value and reciprocal, Float8BlockScaling's scale
-// with and without powers of two and an epsilon, the FP8 decode into BF16), and on the device
+// the device's FP8 decode into BF16 equals the CPU's table on the host (the scale rules are the
+// CPU's own functions, tested against their oracles in test_block_formats), and on the device
 // the codes, block scales and BF16 operand of MXFP8 (1x32, 32x1) and Float8BlockScaling (1x128,
 // 128x1, 128x128) equal fp8lm::block_cast's bit for bit, on shapes that are not multiples of
 // the blocks, with zeros, an all-equal block, NaN, Inf, subnormals and outliers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "block_inputs.h"
-#include "core/e2m1.h"
-#include "core/e8m0.h"
 #include "cuda_test_util.h"
 #include "fp8/block_cast.h"
-#include "fp8/nvfp4_quantize.h"
 #include "kernels/cuda/block_cast.h"
 #include "kernels/cuda/block_rules.cuh"
 
 namespace fp8lm {
 namespace {
 
-bool same_bits(float a, float b) {
-  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) ||
-         (std::isnan(a) && std::isnan(b));
-}
-
-TEST(CudaBlockRules, EqualTheCpuRulesOnTheHost) {
-  for (const float x : float_sweep())
-    ASSERT_EQ(cuda::e8m0_round_up(x), e8m0_encode_round_up(x)) << x;
+TEST(CudaBlockRules, TheDecodeEqualsTheCpuTableOnTheHost) {
   for (int code = 0; code < 256; ++code) {
     const auto c = static_cast<uint8_t>(code);
-    EXPECT_TRUE(same_bits(cuda::e8m0_value(c), e8m0_decode(c))) << code;
-    EXPECT_TRUE(same_bits(cuda::e8m0_rcp(c), e8m0_reciprocal(c))) << code;
     for (const float p : {1.0f, 0x1p-127f, 0x1p-20f, 0x1p40f}) {
       EXPECT_EQ(cuda::fp8_times_pow2_bf16<DType::E4M3>(c, p),
                 bf16_from_float(fp8_decode(c, DType::E4M3) * p))
@@ -46,36 +32,10 @@ TEST(CudaBlockRules, EqualTheCpuRulesOnTheHost) {
                 bf16_from_float(fp8_decode(c, DType::E5M2) * p))
           << code;
     }
-  }
-  // NVFP4's: E2M1 nearest and stochastic (with draws at and around each boundary), the
-  // E2M1 and E4M3 values, and the global encode scale.
-  for (const float x : float_sweep()) {
-    ASSERT_EQ(cuda::e2m1_nearest(x), e2m1_encode(x)) << x;
-    for (const uint32_t bits : {0u, 0x7fffffffu, 0x80000000u, 0xffffffffu, 0x12345678u})
-      ASSERT_EQ(cuda::e2m1_stochastic(x, bits), e2m1_encode_stochastic(x, bits)) << x;
-    if (!std::signbit(x)) {
-      ASSERT_TRUE(same_bits(cuda::nvfp4_global_encode(x), nvfp4_global_encode_scale(x))) << x;
-    }
-  }
-  for (int code = 0; code < 16; ++code)
-    EXPECT_TRUE(same_bits(cuda::e2m1_value(static_cast<uint8_t>(code)),
-                          e2m1_decode(static_cast<uint8_t>(code))));
-  for (int code = 0; code < 256; ++code) {
-    const auto c = static_cast<uint8_t>(code);
     if (!cuda::fp8_is_nan<DType::E4M3>(c)) {
       EXPECT_EQ(cuda::fp8_value<DType::E4M3>(c), fp8_decode(c, DType::E4M3)) << code;
     }
     EXPECT_EQ(cuda::fp8_is_nan<DType::E5M2>(c), std::isnan(fp8_decode(c, DType::E5M2)));
-  }
-  for (const float a : float_sweep()) {
-    if (std::signbit(a)) continue;  // an amax
-    for (const BlockScalingParams p :
-         {BlockScalingParams{}, BlockScalingParams{false, 0.0f}, BlockScalingParams{true, 1e-3f}}) {
-      for (const DType f : {DType::E4M3, DType::E5M2})
-        ASSERT_TRUE(same_bits(cuda::block_scale(a, fp8_max(f), p.power_2_scale, p.amax_epsilon),
-                              fp8_block_scale(a, f, p)))
-            << a;
-    }
   }
 }
 

@@ -5,13 +5,13 @@
 // Decode is exact.
 // These bit-level codecs are the ones the kernels vectorize; minifloat.h is their oracle.
 #include <array>
-#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
 #include "core/dtype.h"
 #include "core/minifloat.h"
+#include "core/op_math.h"
 
 namespace fp8lm {
 
@@ -50,11 +50,16 @@ constexpr Fp8Consts fp8_consts(DType f) {
 
 // Encodes one float. *saturated / *flushed (optional) report overflow past max (or ±Inf) and
 // a non-zero input that became ±0.
+// One source for the host and the device (op_math); device code reads the constexpr
+// fp8_consts, so .cu files including this need --expt-relaxed-constexpr. Not the PTX
+// conversion behind __nv_cvt_float_to_fp8(..., __NV_SATFINITE, ...): that one turns every NaN
+// into 0x7f (the sign dropped; this keeps it, and gives 0x7e in E5M2), and the flags need the
+// unbounded code.
 template <DType F>
-inline uint8_t fp8_encode(float x, bool saturate = true, bool* saturated = nullptr,
-                          bool* flushed = nullptr) {
+FP8LM_OP uint8_t fp8_encode(float x, bool saturate = true, bool* saturated = nullptr,
+                            bool* flushed = nullptr) {
   constexpr Fp8Consts c = fp8_consts(F);
-  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t u = op_math::bits(x);
   const uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t a = u & 0x7fffffffu;
   if (saturated) *saturated = false;
@@ -64,7 +69,7 @@ inline uint8_t fp8_encode(float x, bool saturate = true, bool* saturated = nullp
   if (a < c.min_normal_bits) {
     // The FPU's own round-to-nearest-even does the work: the magic number's ulp equals the
     // subnormal spacing, so the sum's low bits count spacings (reaching min normal exactly).
-    code = std::bit_cast<uint32_t>(std::bit_cast<float>(a) + c.subnormal_magic) - c.magic_bits;
+    code = op_math::bits(op_math::add(op_math::from_bits(a), c.subnormal_magic)) - c.magic_bits;
     if (flushed) *flushed = a != 0 && code == 0;
   } else {
     // Rebias and drop the low mantissa bits, ties to even; a carry bumps the exponent. The

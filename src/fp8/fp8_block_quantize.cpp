@@ -1,9 +1,5 @@
 #include "fp8/fp8_block_quantize.h"
 
-#include <bit>
-#include <cmath>
-#include <limits>
-
 namespace fp8lm {
 
 namespace {
@@ -24,18 +20,6 @@ void scales_to_inverses(float* scales, int64_t n) {
 }
 
 }  // namespace
-
-float fp8_block_scale(float amax, DType format, const BlockScalingParams& params) {
-  if (amax < params.amax_epsilon) amax = params.amax_epsilon;  // a NaN amax is kept (false)
-  if (amax == 0.0f || std::isinf(amax) || std::isnan(amax)) return 1.0f;
-  float scale = fp8_max(format) / amax;
-  if (std::isinf(scale)) scale = std::numeric_limits<float>::max();
-  // recipe_common.cuh: the mantissa bits masked off. scale >= 448 / FLT_MAX, a normal float,
-  // so this is the power of two at or below it.
-  if (params.power_2_scale)
-    scale = std::bit_cast<float>(std::bit_cast<uint32_t>(scale) & 0xff800000u);
-  return scale;
-}
 
 void fp8_block_quantize(uint8_t* codes, float* scale_inv, const float* x, const BlockGrid& g,
                         DType format, const BlockScalingParams& params) {

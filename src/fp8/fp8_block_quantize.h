@@ -34,8 +34,18 @@ constexpr BlockGrid fp8_block_2d(int64_t rows, int64_t cols) {
   return {rows, cols, kFp8Block, kFp8Block};
 }
 
-// The scale a block with this amax is cast with.
-float fp8_block_scale(float amax, DType format, const BlockScalingParams& params);
+// The scale a block with this amax is cast with (host and device: core/op_math.h).
+FP8LM_OP float fp8_block_scale(float amax, DType format, const BlockScalingParams& params) {
+  if (amax < params.amax_epsilon) amax = params.amax_epsilon;  // a NaN amax is kept (false)
+  const uint32_t a = op_math::bits(amax) & 0x7fffffffu;
+  if (a == 0 || a >= 0x7f800000u) return 1.0f;  // zero, Inf or NaN
+  float scale = op_math::div(fp8_max(format), amax);
+  if ((op_math::bits(scale) & 0x7fffffffu) == 0x7f800000u) scale = op_math::from_bits(0x7f7fffffu);
+  // recipe_common.cuh: the mantissa bits masked off. scale >= 448 / FLT_MAX, a normal float,
+  // so this is the power of two at or below it.
+  if (params.power_2_scale) scale = op_math::from_bits(op_math::bits(scale) & 0xff800000u);
+  return scale;
+}
 
 // codes [rows, cols] in x's layout; scale_inv one per block of g (grid order). Without an Isa,
 // the best this CPU runs.

@@ -55,11 +55,6 @@ float Nvfp4BlockScales::decode() const {
   return block() * (1.0f / global_encode);
 }
 
-float nvfp4_global_encode_scale(float global_amax) {
-  const float s = std::fmin(fp8_max(DType::E4M3) * kE2M1Max / global_amax, kFloatMax);
-  return global_amax == 0.0f || s == 0.0f ? 1.0f : s;
-}
-
 Nvfp4BlockScales nvfp4_quantize_block(uint8_t* codes, const float* x, int64_t n,
                                       float global_amax) {
   Nvfp4BlockScales s;

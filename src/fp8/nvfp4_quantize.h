@@ -16,6 +16,7 @@
 // per byte, in the low 4 bits: emulation trades the packing for plain indexing.
 #include <cstdint>
 
+#include "core/op_math.h"
 #include "fp8/block_grid.h"
 
 namespace fp8lm {
@@ -39,7 +40,12 @@ struct Nvfp4BlockScales {
   float decode() const;        // b * (1/S): what an E2M1 value is multiplied by
 };
 
-float nvfp4_global_encode_scale(float global_amax);
+// S (host and device: core/op_math.h); a NaN or Inf quotient is FLT_MAX, as fminf gives.
+FP8LM_OP float nvfp4_global_encode_scale(float global_amax) {
+  float s = op_math::div(2688.0f, global_amax);  // E4M3's max 448 times E2M1's 6
+  if (!(s < 0x1.fffffep127f)) s = 0x1.fffffep127f;
+  return global_amax == 0.0f || s == 0.0f ? 1.0f : s;
+}
 
 // One block of n values (any n) under a tensor's amax, rounded to nearest: writes the E2M1
 // codes, returns the scales (what `fp8lm fp8 encode --block` shows).

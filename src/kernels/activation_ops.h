@@ -13,7 +13,7 @@
 // fused multiply-adds and can differ in the last bits.
 #include "fp8lm/model_config.h"
 #include "kernels/activation_constants.h"
-#include "kernels/op_math.h"
+#include "core/op_math.h"
 
 namespace fp8lm::act {
 

@@ -2,7 +2,7 @@
 // AdamW's update of one element and gradient clipping's factor, written once in op_math's
 // arithmetic for the CPU's optimizer (kernels/cpu/optimizer.cpp) and the CUDA one
 // (kernels/cuda/optimizer.cu), which therefore give the same bits.
-#include "kernels/op_math.h"
+#include "core/op_math.h"
 #include "kernels/tensor.h"
 
 namespace fp8lm::adamw {

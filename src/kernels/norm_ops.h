@@ -11,7 +11,7 @@
 // g = gamma * dy: dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) (RMSNorm: no mean(g)),
 // dgamma += dy * xhat, dbeta += dy.
 #include "fp8lm/model_config.h"
-#include "kernels/op_math.h"
+#include "core/op_math.h"
 
 namespace fp8lm::norm {
 

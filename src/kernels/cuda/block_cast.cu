@@ -1,11 +1,14 @@
 // Block-scaled casts (block_cast.h): one thread per scale block takes its amax, its scale by
-// the recipe's rule (block_rules.cuh), each value's code (fp8_codec.cuh) and the BF16 operand.
+// the recipe's rule and each value's code (the CPU's own, core/ and fp8/: one source for host
+// and device) and the BF16 operand (block_rules.cuh).
 // NVFP4 first takes the RHT (one thread per column of a group of 16 rows) and the tensor's
 // amax, which its global scale needs.
 // Simple rather than fast: the emulated recipes' GEMMs dominate; a tiled kernel can replace it
 // against the same parity tests.
 #include "core/counter_rng.h"
+#include "core/e2m1.h"
 #include "fp8/hadamard.h"
+#include "fp8/nvfp4_quantize.h"
 #include "kernels/cuda/block_cast.h"
 #include "kernels/cuda/block_rules.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -40,8 +43,7 @@ __device__ inline float block_amax(const float* x, const Blocks& g, const BlockS
 template <DType F, bool kMx>
 __global__ void block_cast_kernel(uint8_t* codes, void* scales, uint16_t* operand,
                                   float* tensor_scale_inv, const float* x, Blocks g,
-                                  bool power_2_scale, float amax_epsilon) {
-  constexpr float fp8_max = F == DType::E4M3 ? 448.0f : 57344.0f;
+                                  BlockScalingParams params) {
   if (global_thread() == 0) *tensor_scale_inv = 1.0f;
   for (int64_t b = global_thread(); b < g.count; b += grid_threads()) {
     const BlockSpan span = block_span(g, b);
@@ -49,20 +51,20 @@ __global__ void block_cast_kernel(uint8_t* codes, void* scales, uint16_t* operan
     float multiplier, decode;
     if constexpr (kMx) {
       // max_norm_rcp: 1 / max rounded to FP32 once (a constant), then a product.
-      constexpr auto max_rcp = static_cast<float>(1.0 / static_cast<double>(fp8_max));
-      const uint8_t s = e8m0_round_up(amax * max_rcp);
+      constexpr auto max_rcp = static_cast<float>(1.0 / static_cast<double>(fp8_max(F)));
+      const uint8_t s = e8m0_encode_round_up(amax * max_rcp);
       static_cast<uint8_t*>(scales)[b] = s;
-      multiplier = e8m0_rcp(s);
-      decode = e8m0_value(s);
+      multiplier = e8m0_reciprocal(s);
+      decode = e8m0_decode(s);
     } else {
-      multiplier = block_scale(amax, fp8_max, power_2_scale, amax_epsilon);
+      multiplier = fp8_block_scale(amax, F, params);
       decode = 1.0f / multiplier;
       static_cast<float*>(scales)[b] = decode;
     }
     for (int64_t r = span.r0; r < span.r1; ++r)
       for (int64_t c = span.c0; c < span.c1; ++c) {
         const int64_t i = r * g.cols + c;
-        const uint8_t code = fp8_encode_sat<F>(x[i] * multiplier).code;
+        const uint8_t code = fp8_encode<F>(x[i] * multiplier);
         codes[i] = code;
         operand[i] = fp8_times_pow2_bf16<F>(code, decode);
       }
@@ -74,8 +76,7 @@ void launch(const BlockCast& c, const BlockCastOut& out, const float* x, cudaStr
   const BlockGrid& bg = c.grid;
   const Blocks g{bg.rows, bg.cols, bg.block_rows, bg.block_cols, bg.grid_cols(), bg.blocks()};
   block_cast_kernel<F, kMx><<<grid_stride_blocks(g.count, kThreads, 4096), kThreads, 0, stream>>>(
-      out.codes, out.scales, out.operand, out.tensor_scale_inv, x, g, c.params.power_2_scale,
-      c.params.amax_epsilon);
+      out.codes, out.scales, out.operand, out.tensor_scale_inv, x, g, c.params);
   FP8LM_CUDA_CHECK_LAUNCH();
 }
 
@@ -109,14 +110,14 @@ template <bool kStochastic>
 __global__ void nvfp4_kernel(uint8_t* codes, uint8_t* scales, uint16_t* operand,
                              float* tensor_scale_inv, const float* x, const float* tensor_amax,
                              Blocks g, uint32_t sr_key) {
-  const float global = nvfp4_global_encode(*tensor_amax);
+  const float global = nvfp4_global_encode_scale(*tensor_amax);
   const float inv_global = __fdiv_rn(1.0f, global);
   if (global_thread() == 0) *tensor_scale_inv = inv_global;
   const float k = __fmul_rn(global, 1.0f / 6.0f);
   for (int64_t b = global_thread(); b < g.count; b += grid_threads()) {
     const BlockSpan span = block_span(g, b);
     const float amax = block_amax(x, g, span);
-    const uint8_t s = fp8_encode_sat<DType::E4M3>(__fmul_rn(amax, k)).code;
+    const uint8_t s = fp8_encode<DType::E4M3>(__fmul_rn(amax, k));
     scales[b] = s;
     const float scale = fp8_value<DType::E4M3>(s);  // never a NaN code: amax is not NaN
     float multiplier = __fdiv_rn(1.0f, __fmul_rn(scale, inv_global));
@@ -126,10 +127,10 @@ __global__ void nvfp4_kernel(uint8_t* codes, uint8_t* scales, uint16_t* operand,
         const int64_t i = r * g.cols + c;
         const float v = __fmul_rn(x[i], multiplier);
         const uint8_t code =
-            kStochastic ? e2m1_stochastic(v, counter_bits(sr_key, static_cast<uint32_t>(i)))
-                        : e2m1_nearest(v);
+            kStochastic ? e2m1_encode_stochastic(v, counter_bits(sr_key, static_cast<uint32_t>(i)))
+                        : e2m1_encode(v);
         codes[i] = code;
-        operand[i] = bf16_round(__fmul_rn(e2m1_value(code), scale));
+        operand[i] = bf16_from_float(__fmul_rn(e2m1_decode(code), scale));
       }
   }
 }

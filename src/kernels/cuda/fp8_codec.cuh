@@ -1,72 +1,19 @@
 #pragma once
-// The CPU codecs on the device, bit for bit, and the only copy of them there: FP8 encode
-// (fp8_encode of core/fp8_dtype.h in its saturating mode, with its saturated / flushed flags),
-// BF16 rounding (core/bf16.h), and what every FP8 producer shares: the statistics
-// of CastStats (fp8/quantize.h), gathered per thread and committed with one atomic per block.
-// The encoder is integer arithmetic on fp8_consts, not the PTX conversion behind
-// __nv_cvt_float_to_fp8(..., __NV_SATFINITE, ...): that one turns every NaN into 0x7f (sign
-// dropped; the CPU keeps it and gives 0x7e in E5M2), and the flags need the unbounded code.
-//
-// The codecs are __host__ __device__ so that a host program can hold them against the CPU
-// codecs over every float; everything else here is device-only. Device code calls the
-// constexpr fp8_consts, so .cu files including this need --expt-relaxed-constexpr.
+// What every FP8 producer on the device shares: the statistics of CastStats (fp8/quantize.h),
+// gathered per thread and committed with one atomic per block. The codecs are the CPU's own
+// (core/fp8_dtype.h, core/bf16.h: one source for host and device).
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "core/fp8_dtype.h"
-#include "kernels/op_math.h"
 
 #ifdef __CUDACC__
 #include "kernels/cuda/reduce.cuh"
 #endif
 
 namespace fp8lm::cuda {
-
-struct Fp8Code {
-  uint8_t code;
-  bool saturated;  // |x| rounded past the format's max, or was ±Inf (the code is then ±max)
-  bool flushed;    // x was non-zero and became ±0
-};
-
-// fp8_encode<F>(x, /*saturate=*/true, ...) step for step: NaN keeps its sign, ties go to even.
-template <DType F>
-__host__ __device__ inline Fp8Code fp8_encode_sat(float x) {
-  constexpr Fp8Consts c = fp8_consts(F);
-  const uint32_t u = op_math::bits(x);
-  const uint32_t sign = (u >> 24) & 0x80u;
-  const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return {static_cast<uint8_t>(sign | c.nan_code), false, false};
-  uint32_t code;
-  bool flushed = false;
-  if (a < c.min_normal_bits) {
-    // The magic number's ulp is the subnormal spacing, so the rounded sum counts spacings. An
-    // explicit round-to-nearest add: the compiler may not fold or reassociate it.
-#ifdef __CUDA_ARCH__
-    const float sum = __fadd_rn(op_math::from_bits(a), c.subnormal_magic);
-#else
-    const float sum = op_math::from_bits(a) + c.subnormal_magic;
-#endif
-    code = op_math::bits(sum) - c.magic_bits;
-    flushed = a != 0 && code == 0;
-  } else {
-    // Rebias, drop the low mantissa bits with ties to even; a carry bumps the exponent, and
-    // anything past max (Inf included) lands above max_code.
-    const uint32_t half_minus_one = (1u << (c.man_shift - 1)) - 1;
-    code = (a - c.rebias + half_minus_one + ((a >> c.man_shift) & 1u)) >> c.man_shift;
-  }
-  const bool saturated = code > c.max_code;
-  if (saturated) code = c.max_code;
-  return {static_cast<uint8_t>(sign | code), saturated, flushed};
-}
-
-// bf16_from_float: round to nearest even, NaN stays a quiet NaN with its sign.
-__host__ __device__ inline uint16_t bf16_round(float x) {
-  uint32_t u = op_math::bits(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
 
 #ifdef __CUDACC__
 
@@ -89,11 +36,12 @@ struct Fp8Stats {
 // the product rounded once, as on the CPU).
 template <DType F>
 __device__ inline uint8_t fp8_encode_counted(float y, float scale, Fp8Stats& stats) {
-  const Fp8Code c = fp8_encode_sat<F>(__fmul_rn(y, scale));
+  bool saturated, flushed;
+  const uint8_t code = fp8_encode<F>(__fmul_rn(y, scale), true, &saturated, &flushed);
   stats.amax = fmaxf(stats.amax, fabsf(y));  // fmaxf returns the other operand for a NaN
-  stats.saturated += c.saturated;
-  stats.flushed += c.flushed;
-  return c.code;
+  stats.saturated += saturated;
+  stats.flushed += flushed;
+  return code;
 }
 
 // Adds the block's statistics to *amax, *saturated and *flushed, with one atomic each from one

@@ -51,7 +51,7 @@ struct OutWriter {
     if constexpr (K == DType::F32) {
       out.y[i] = v;
     } else if constexpr (K == DType::BF16) {
-      out.y16[i] = bf16_round(v);
+      out.y16[i] = bf16_from_float(v);
     } else if constexpr (K == DType::E4M3) {
       out.y8.data[i] = fp8_encode_counted<DType::E4M3>(v, scale, stats);
     } else {

@@ -54,7 +54,7 @@ __global__ void absmax_kernel(float* amax, const float* x, int64_t n) {
 }
 
 __global__ void fp32_to_bf16_kernel(uint16_t* y, const float* x, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = bf16_round(x[i]);
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = bf16_from_float(x[i]);
 }
 
 __global__ void bf16_to_fp32_kernel(float* y, const uint16_t* x, int64_t n) {
