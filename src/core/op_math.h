@@ -57,6 +57,15 @@ FP8LM_OP float sqrt(float a) {
 #endif
 }
 
+// x * 2^e, exact unless the result leaves the normal range (CUDA's ldexpf is exact too).
+FP8LM_OP float ldexp(float x, int e) {
+#ifdef __CUDA_ARCH__
+  return ldexpf(x, e);
+#else
+  return std::ldexp(x, e);
+#endif
+}
+
 FP8LM_OP uint32_t bits(float x) {
 #ifdef __CUDA_ARCH__
   return __float_as_uint(x);

@@ -10,6 +10,7 @@
 
 #include "fp8/quantize.h"
 #include "fp8/recipe.h"
+#include "fp8/scaling_rules.h"
 
 namespace fp8lm {
 
@@ -51,19 +52,8 @@ struct ScalingState {
   }
 };
 
-// The scale for an amax: (fp8_max / amax) / 2^margin when amax is finite and > 0, else
-// `previous`. A scale that overflows becomes FLT_MAX; one that underflows becomes FLT_MIN
-// (so scale_inv stays finite).
-float compute_scale(float amax, float fp8_max, int margin, float previous);
-
-// Delayed scaling, one slot, after its amax has been reduced across processes:
-// amax = max(history) or history[0] (most_recent); roll the history so the newest amax moves
-// to the end and [0] restarts at 0 (not rolled if [0] is 0: the module did not run); then
-// scale = compute_scale(amax, ...). The max propagates NaN, as torch.max does in TE.
+// Delayed scaling of one slot (fp8/scaling_rules.h).
 void update_delayed_scaling(ScalingState& s, const DelayedScaling& recipe);
-// The same step over one slot's arrays (a structure-of-arrays store's row).
-void update_delayed_scaling(std::span<float> amax_history, float fp8_max, int margin,
-                            AmaxComputeAlgo algo, float& scale, float& scale_inv);
 
 // Current scaling: scale from x's own amax (first pass), then the cast (second pass).
 CastStats cast_current_scaling(ScalingState& s, const CurrentScaling& recipe, uint8_t* codes,

@@ -168,10 +168,11 @@ class CpuBackend final : public Backend {
 
   void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,
                               AmaxComputeAlgo algo) override {
-    const auto H = static_cast<size_t>(slots.history_len);
+    const int64_t H = slots.history_len;
     for (int i = first; i < first + count; ++i) {
-      fp8lm::update_delayed_scaling({slots.amax_history + i * H, H}, slots.fp8_max[i], margin, algo,
-                                    slots.scale[i], slots.scale_inv[i]);
+      fp8lm::update_delayed_scaling(slots.amax_history + i * H, H, slots.fp8_max[i], margin,
+                                    algo == AmaxComputeAlgo::MostRecent, slots.scale[i],
+                                    slots.scale_inv[i]);
     }
   }
   void scale_from_amax(float* scale, float* scale_inv, const float* amax, float fp8_max,

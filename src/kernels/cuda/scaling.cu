@@ -1,12 +1,11 @@
-// Delayed scaling of many FP8 slots in one launch, one thread per slot. Each step is
-// fp8/scaling.cpp's, with the same comparisons and one correctly rounded division each, so a
-// slot's scale, scale_inv and history come out with the CPU's bits.
+// Delayed scaling of many FP8 slots in one launch, one thread per slot, by the CPU's own rules
+// (fp8/scaling_rules.h: one source for host and device), so a slot's scale, scale_inv and
+// history come out with the CPU's bits.
 #include <cuda_runtime.h>
 
-#include <cfloat>
-#include <cmath>
 #include <string>
 
+#include "fp8/scaling_rules.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/scaling.h"
@@ -16,43 +15,14 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__device__ float max_keeping_nan(float a, float b) {
-  if (isnan(a) || isnan(b)) return NAN;
-  return a < b ? b : a;  // std::max
-}
-
-__device__ float compute_scale(float amax, float fp8_max, int margin, float previous) {
-  if (!isfinite(amax) || !(amax > 0.0f)) return previous;
-  // Scaling by 2^-margin is exact unless the result leaves the normal range, and there
-  // both sides clamp (to FLT_MAX or FLT_MIN) whatever the rounding.
-  const float s = ldexpf(__fdiv_rn(fp8_max, amax), -margin);
-  if (isinf(s)) return FLT_MAX;
-  if (s < FLT_MIN) return FLT_MIN;
-  return s;
-}
-
 __global__ void delayed_scaling_kernel(ScalingSlots slots, int first, int count, int margin,
                                        bool most_recent) {
   const int k = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (k >= count) return;
   const int64_t slot = int64_t{first} + k;
-  const int H = slots.history_len;
-  float* h = slots.amax_history + slot * H;
-  const float newest = h[0];
-  float amax = newest;
-  if (!most_recent) {
-    amax = 0.0f;  // std::accumulate's initial value
-    for (int i = 0; i < H; ++i) amax = max_keeping_nan(amax, h[i]);
-  }
-  // std::rotate by one to the left, then [0] restarts: the newest amax moves to the end.
-  if (newest != 0.0f) {
-    for (int i = 0; i + 1 < H; ++i) h[i] = h[i + 1];
-    h[H - 1] = newest;
-    h[0] = 0.0f;
-  }
-  const float scale = compute_scale(amax, slots.fp8_max[slot], margin, slots.scale[slot]);
-  slots.scale[slot] = scale;
-  slots.scale_inv[slot] = __fdiv_rn(1.0f, scale);
+  fp8lm::update_delayed_scaling(slots.amax_history + slot * slots.history_len, slots.history_len,
+                                slots.fp8_max[slot], margin, most_recent, slots.scale[slot],
+                                slots.scale_inv[slot]);
 }
 
 __global__ void scale_from_amax_kernel(float* scale, float* scale_inv, const float* amax,
