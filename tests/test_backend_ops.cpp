@@ -303,9 +303,9 @@ TEST(BackendOps, NormsAgreeWithTheReferenceOnEveryBackend) {
       const Buf<float> x(be, in.x), r(be, in.r), g(be, in.gamma), b(be, in.beta);
       Buf<float> sum(be, static_cast<size_t>(n)), d_mean(be, static_cast<size_t>(c.rows)),
           d_rstd(be, static_cast<size_t>(c.rows));
-      be.norm_forward(c.kind, y.out(), c.residual ? sum.data() : nullptr, d_mean.data(),
-                      d_rstd.data(), x.data(), c.residual ? r.data() : nullptr, g.data(),
-                      ln ? b.data() : nullptr, c.rows, c.C, kNormEps);
+      be.norm_forward({c.kind, g.data(), ln ? b.data() : nullptr, c.C, kNormEps},
+                      {d_mean.data(), d_rstd.data()}, y.out(), c.residual ? sum.data() : nullptr,
+                      x.data(), c.residual ? r.data() : nullptr, c.rows);
       if (c.residual) {
         EXPECT_TRUE(test::same_bits(sum.to_host(), s));
       }
@@ -431,9 +431,10 @@ TEST(BackendOps, AttentionAgreesWithTheReferenceOnEveryBackend) {
                                    c.B, c.T, c.C, c.H, c.Hkv);
       const Buf<float> d_qkv(be, qkv), d_dout(be, dout);
       Buf<float> d_out(be, out.size()), d_lse(be, lse.size()), d_dqkv(be, dqkv.size());
-      be.attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), c.B, c.T, c.C, c.H, c.Hkv);
-      be.attention_backward(d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), d_lse.data(),
-                            c.B, c.T, c.C, c.H, c.Hkv);
+      const AttentionShape shape{c.B, c.T, c.C, c.H, c.Hkv};
+      be.attention_forward(shape, d_out.data(), d_lse.data(), d_qkv.data());
+      be.attention_backward(shape, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(),
+                            d_lse.data());
       // FP32 sums over a head's hd products and T keys: (hd + T) roundings of the largest value
       // (test_kernel_attention.cpp's float_sum_tolerance), twice for two summation orders; a
       // shared key/value head's gradient sums its group's (H / Hkv terms more).
@@ -462,7 +463,8 @@ TEST(BackendOps, KvCacheDecodeAgreesWithTheReferenceOnEveryBackend) {
       SCOPED_TRACE(be.name() + " Hkv " + std::to_string(Hkv));
       const Buf<float> d_q(be, q), d_k(be, k), d_v(be, v);
       Buf<float> out(be, want.size());
-      be.attention_decode(out.data(), d_q.data(), d_k.data(), d_v.data(), B, Tmax, len, C, H, Hkv);
+      be.attention_decode({B, Tmax, C, H, Hkv}, len, out.data(), d_q.data(), d_k.data(),
+                          d_v.data());
       // FP32 sums over hd products and len keys, in two orders (as the attention rows).
       const double units = 2 * static_cast<double>(C / H + len) * 0x1p-24;
       expect_within(out.to_host(), want, units * max_abs(want), "out");

@@ -26,12 +26,11 @@ void Backend::require(const std::vector<OptionalOp>& ops) const {
     if (!supports(op)) refuse(op);
 }
 
-void Backend::attention_forward_unfused(float*, float*, const float*, int64_t, int64_t, int64_t,
-                                        int64_t, int64_t) {
+void Backend::attention_forward_unfused(const AttentionShape&, float*, float*, const float*) {
   refuse(OptionalOp::UnfusedAttention);
 }
-void Backend::attention_backward_unfused(float*, const float*, const float*, const float*, int64_t,
-                                         int64_t, int64_t, int64_t, int64_t) {
+void Backend::attention_backward_unfused(const AttentionShape&, float*, const float*, const float*,
+                                         const float*) {
   refuse(OptionalOp::UnfusedAttention);
 }
 float Backend::softmax_cross_entropy_unfused(float*, float*, const float*, const int32_t*, int64_t,

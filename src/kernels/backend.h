@@ -69,15 +69,12 @@ class Backend {
                     const GemmOperand& A, const GemmOperand& B, float beta, float* C) = 0;
 
   // --- producers: the output's dtype picks the fused cast (kernels/tensor.h) ---
-  // Normalizes x (or, with r, s = x + r, written to s) over rows of C; mean is unused (may be
-  // null) and beta must be null for RMSNorm.
-  virtual void norm_forward(Normalization kind, ProducerOut out, float* s, float* mean, float* rstd,
-                            const float* x, const float* r, const float* gamma, const float* beta,
-                            int64_t rows, int64_t C, float eps) = 0;
+  // Normalizes x (or, with r, s = x + r, written to s) over rows of n.C, keeping stats.
+  virtual void norm_forward(const NormParams& n, const NormStats& stats, ProducerOut out, float* s,
+                            const float* x, const float* r, int64_t rows) = 0;
   // dx, dgamma, dbeta +=.
-  virtual void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta,
-                             const float* dy, const float* x, const float* gamma, const float* mean,
-                             const float* rstd, int64_t rows, int64_t C) = 0;
+  virtual void norm_backward(const NormParams& n, const NormStats& stats, float* dx, float* dgamma,
+                             float* dbeta, const float* dy, const float* x, int64_t rows) = 0;
   // h += bias (bias null: none, the unfused twin's order), out = act(h). F is the activation's
   // width; h has activation_input_width(act, F) columns.
   virtual void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act,
@@ -106,17 +103,14 @@ class Backend {
   virtual void scale_from_amax(float* scale, float* scale_inv, const float* amax, float fp8_max,
                                int margin) = 0;
 
-  // --- attention over packed qkv [B, T, C + 2*Ckv], causal, H query heads sharing Hkv
-  // key/value heads (kernels/cpu/attention.h) ---
-  virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                                 int64_t C, int64_t H, int64_t Hkv) = 0;
-  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                  const float* out, const float* lse, int64_t B, int64_t T,
-                                  int64_t C, int64_t H, int64_t Hkv) = 0;
-  // One new query per sequence against a KV cache [B, Tmax, Ckv].
-  virtual void attention_decode(float* out, const float* q, const float* k_cache,
-                                const float* v_cache, int64_t B, int64_t Tmax, int64_t len,
-                                int64_t C, int64_t H, int64_t Hkv) = 0;
+  // --- attention over packed qkv [B, T, C + 2*Ckv] (AttentionShape; kernels/cpu/attention.h) ---
+  virtual void attention_forward(const AttentionShape& a, float* out, float* lse,
+                                 const float* qkv) = 0;
+  virtual void attention_backward(const AttentionShape& a, float* dqkv, const float* dout,
+                                  const float* qkv, const float* out, const float* lse) = 0;
+  // One new query per sequence against a KV cache [B, a.T, Ckv] holding len positions.
+  virtual void attention_decode(const AttentionShape& a, int64_t len, float* out, const float* q,
+                                const float* k_cache, const float* v_cache) = 0;
   // Rotary position embeddings in place (kernels/cpu/rope.h): the first `heads` heads of hd
   // values of each row of x (rows `stride` floats apart), row r at position pos0 + r % T.
   virtual void rope(float* x, int64_t rows, int64_t T, int64_t pos0, int64_t stride, int64_t heads,
@@ -146,11 +140,10 @@ class Backend {
 
   // --- ops not every device has ---
   // --no-fusion's twins: the T x T probabilities stored, the softmax stored.
-  virtual void attention_forward_unfused(float* out, float* probs, const float* qkv, int64_t B,
-                                         int64_t T, int64_t C, int64_t H, int64_t Hkv);
-  virtual void attention_backward_unfused(float* dqkv, const float* dout, const float* qkv,
-                                          const float* probs, int64_t B, int64_t T, int64_t C,
-                                          int64_t H, int64_t Hkv);
+  virtual void attention_forward_unfused(const AttentionShape& a, float* out, float* probs,
+                                         const float* qkv);
+  virtual void attention_backward_unfused(const AttentionShape& a, float* dqkv, const float* dout,
+                                          const float* qkv, const float* probs);
   virtual float softmax_cross_entropy_unfused(float* dlogits, float* probs, const float* logits,
                                               const int32_t* targets, int64_t rows, int64_t V,
                                               float grad_scale);

@@ -35,10 +35,33 @@ bool normalization_centred(Normalization n);
 struct QkvLayout {
   QkvLayout(int64_t c, int64_t H, int64_t Hkv)
       : hd(c / H), C(c), Ckv(Hkv * hd), row(C + 2 * Ckv), group(H / Hkv) {}
+  explicit QkvLayout(const struct AttentionShape& s);
   int64_t hd, C, Ckv, row, group;
   int64_t q(int64_t h) const { return h * hd; }
   int64_t k(int64_t h) const { return C + h / group * hd; }
   int64_t v(int64_t h) const { return C + Ckv + h / group * hd; }
+};
+
+// Causal attention's shape: B sequences of T positions (a KV cache's capacity for decode) over
+// packed qkv rows [C + 2*Ckv], H query heads sharing Hkv key/value heads.
+struct AttentionShape {
+  int64_t B, T, C, H, Hkv;
+};
+inline QkvLayout::QkvLayout(const AttentionShape& s) : QkvLayout(s.C, s.H, s.Hkv) {}
+
+// A norm layer over rows of C values: its kind, gamma and beta (null for RMSNorm), epsilon.
+struct NormParams {
+  Normalization kind;
+  const float* gamma;
+  const float* beta;
+  int64_t C;
+  float eps;
+};
+// What a norm's forward keeps per row for its backward: the mean (unused by RMSNorm, may be
+// null) and the reciprocal standard deviation.
+struct NormStats {
+  float* mean;
+  float* rstd;
 };
 
 }  // namespace fp8lm

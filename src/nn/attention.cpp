@@ -8,25 +8,21 @@
 namespace fp8lm {
 
 void DotProductAttention::forward(const float* qkv, float* out, int64_t B, int64_t T, int64_t C) {
-  B_ = B, T_ = T, C_ = C;
+  shape_ = {B, T, C, n_heads_, n_kv_heads_};
   out_ = out;
   fused_ = fusion_enabled();
   if (!fused_) {
     probs_.resize(static_cast<size_t>(B * n_heads_ * T * T));
-    be_.attention_forward_unfused(out, probs_.data(), qkv, B, T, C, n_heads_, n_kv_heads_);
+    be_.attention_forward_unfused(shape_, out, probs_.data(), qkv);
     return;
   }
   lse_.resize(static_cast<size_t>(B * n_heads_ * T));
-  be_.attention_forward(out, lse_.data(), qkv, B, T, C, n_heads_, n_kv_heads_);
+  be_.attention_forward(shape_, out, lse_.data(), qkv);
 }
 
 void DotProductAttention::backward(const float* dout, float* dqkv, const float* qkv) {
-  if (!fused_) {
-    be_.attention_backward_unfused(dqkv, dout, qkv, probs_.data(), B_, T_, C_, n_heads_,
-                                   n_kv_heads_);
-    return;
-  }
-  be_.attention_backward(dqkv, dout, qkv, out_, lse_.data(), B_, T_, C_, n_heads_, n_kv_heads_);
+  if (!fused_) return be_.attention_backward_unfused(shape_, dqkv, dout, qkv, probs_.data());
+  be_.attention_backward(shape_, dqkv, dout, qkv, out_, lse_.data());
 }
 
 MultiheadAttention::MultiheadAttention(const std::string& prefix, const GPTConfig& cfg,
@@ -104,8 +100,8 @@ void MultiheadAttention::decode(const float* x, float* y, KvCache& cache, int64_
   be_.copy_rows(q1_.data(), q_row, qkv, width, q_row, rows);
   be_.copy_rows(cache.k.data() + pos * kv_, cache_pitch, qkv + d_, width, kv_row, rows);
   be_.copy_rows(cache.v.data() + pos * kv_, cache_pitch, qkv + d_ + kv_, width, kv_row, rows);
-  be_.attention_decode(att_out_.data(), q1_.data(), cache.k.data(), cache.v.data(), B, cache.Tmax,
-                       pos + 1, d_, n_heads_, n_kv_heads_);
+  be_.attention_decode({B, cache.Tmax, d_, n_heads_, n_kv_heads_}, pos + 1, att_out_.data(),
+                       q1_.data(), cache.k.data(), cache.v.data());
   proj_.forward(att_out_.data(), y, B);
 }
 

@@ -28,7 +28,7 @@ class DotProductAttention {
  private:
   Backend& be_;
   int64_t n_heads_, n_kv_heads_;
-  int64_t B_ = 0, T_ = 0, C_ = 0;
+  AttentionShape shape_{};
   const float* out_ = nullptr;
   BackendBuffer<float> lse_{be_};
   bool fused_ = true;                // what forward ran, for backward

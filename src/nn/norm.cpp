@@ -21,15 +21,18 @@ void Norm::forward(const ProducerOut& out, const float* x, int64_t rows, const f
   x_ = r ? s : x;
   mean_.resize(static_cast<size_t>(rows));
   rstd_.resize(static_cast<size_t>(rows));
-  const float* beta = kind_ == Normalization::LayerNorm ? beta_.data() : nullptr;
-  be_.norm_forward(kind_, out, s, mean_.data(), rstd_.data(), x, r, gamma_.data(), beta, rows, C_,
-                   eps_);
+  be_.norm_forward(params(), {mean_.data(), rstd_.data()}, out, s, x, r, rows);
 }
 
 void Norm::backward(const float* dy, float* dx, int64_t rows) {
   float* dbeta = kind_ == Normalization::LayerNorm ? beta_.grad.data() : nullptr;
-  be_.norm_backward(kind_, dx, gamma_.grad.data(), dbeta, dy, x_, gamma_.data(), mean_.data(),
-                    rstd_.data(), rows, C_);
+  be_.norm_backward(params(), {mean_.data(), rstd_.data()}, dx, gamma_.grad.data(), dbeta, dy, x_,
+                    rows);
+}
+
+NormParams Norm::params() {
+  const float* beta = kind_ == Normalization::LayerNorm ? beta_.data() : nullptr;
+  return {kind_, gamma_.data(), beta, C_, eps_};
 }
 
 }  // namespace fp8lm

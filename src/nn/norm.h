@@ -36,6 +36,8 @@ class Norm {
   float eps() const { return eps_; }
 
  private:
+  NormParams params();  // the backend's view of this layer
+
   Backend& be_;
   Normalization kind_;
   int64_t C_;

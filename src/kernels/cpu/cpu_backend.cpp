@@ -94,27 +94,26 @@ class CpuBackend final : public Backend {
     cpu::gemm(ta, tb, M, N, K, alpha, A, B, beta, C);  // counts its own traffic
   }
 
-  void norm_forward(Normalization kind, ProducerOut out, float* s, float* mean, float* rstd,
-                    const float* x, const float* r, const float* gamma, const float* beta,
-                    int64_t rows, int64_t C, float eps) override {
+  void norm_forward(const NormParams& n, const NormStats& st, ProducerOut out, float* s,
+                    const float* x, const float* r, int64_t rows) override {
     // x (and r) in, s out with r; y out in its dtype.
-    count_traffic(rows * C * (4 + (r ? 8 : 0) + out_bytes(out, "norm_forward")));
+    count_traffic(rows * n.C * (4 + (r ? 8 : 0) + out_bytes(out, "norm_forward")));
     if (r != nullptr && s == nullptr) throw Error("norm_forward: residual r without s");
     produce(
-        out, rows * C, "norm_forward",
+        out, rows * n.C, "norm_forward",
         [&](float* y) {
-          cpu::norm_forward(kind, y, s, mean, rstd, x, r, gamma, beta, rows, C, eps);
+          cpu::norm_forward(n.kind, y, s, st.mean, st.rstd, x, r, n.gamma, n.beta, rows, n.C,
+                            n.eps);
         },
         [&](uint8_t* q, float scale, DType f) {
-          return cpu::norm_forward_fp8(kind, q, scale, f, s, mean, rstd, x, r, gamma, beta, rows, C,
-                                       eps);
+          return cpu::norm_forward_fp8(n.kind, q, scale, f, s, st.mean, st.rstd, x, r, n.gamma,
+                                       n.beta, rows, n.C, n.eps);
         });
   }
-  void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
-                     const float* x, const float* gamma, const float* mean, const float* rstd,
-                     int64_t rows, int64_t C) override {
-    count_traffic(rows * C * 16);  // dy, x, dx read and written
-    cpu::norm_backward(kind, dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, C);
+  void norm_backward(const NormParams& n, const NormStats& st, float* dx, float* dgamma,
+                     float* dbeta, const float* dy, const float* x, int64_t rows) override {
+    count_traffic(rows * n.C * 16);  // dy, x, dx read and written
+    cpu::norm_backward(n.kind, dx, dgamma, dbeta, dy, x, n.gamma, st.mean, st.rstd, rows, n.C);
   }
   void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
                         int64_t F) override {
@@ -181,39 +180,35 @@ class CpuBackend final : public Backend {
     *scale_inv = 1.0f / *scale;
   }
 
-  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
-                         int64_t H, int64_t Hkv) override {
+  void attention_forward(const AttentionShape& a, float* out, float* lse,
+                         const float* qkv) override {
     // Flash style: q, k, v read once per query block, the output written once; no T x T scores.
-    const int64_t row = QkvLayout(C, H, Hkv).row;
-    count_traffic(B * T * (row + C) * 4 + B * H * T * 4);
-    cpu::attention_forward(out, lse, qkv, B, T, C, H, Hkv);
+    count_traffic(a.B * a.T * (QkvLayout(a).row + a.C) * 4 + a.B * a.H * a.T * 4);
+    cpu::attention_forward(out, lse, qkv, a.B, a.T, a.C, a.H, a.Hkv);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
-                          int64_t Hkv) override {
-    const int64_t row = QkvLayout(C, H, Hkv).row;
-    count_traffic(B * T * (2 * row + 2 * C) * 4 + B * H * T * 4);  // qkv, out, dout in; dqkv out
-    cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, Hkv);
+  void attention_backward(const AttentionShape& a, float* dqkv, const float* dout, const float* qkv,
+                          const float* out, const float* lse) override {
+    // qkv, out, dout in; dqkv out
+    count_traffic(a.B * a.T * (2 * QkvLayout(a).row + 2 * a.C) * 4 + a.B * a.H * a.T * 4);
+    cpu::attention_backward(dqkv, dout, qkv, out, lse, a.B, a.T, a.C, a.H, a.Hkv);
   }
-  void attention_forward_unfused(float* out, float* probs, const float* qkv, int64_t B, int64_t T,
-                                 int64_t C, int64_t H, int64_t Hkv) override {
+  void attention_forward_unfused(const AttentionShape& a, float* out, float* probs,
+                                 const float* qkv) override {
     // Head-major copies of q, k, v (read, written, read), the scores written and read by
     // softmax and read again by P·V, the output scattered back.
-    count_traffic(B * T * C * 4 * 10 + B * H * T * T * 4 * 4);
-    cpu::attention_forward_unfused(out, probs, qkv, B, T, C, H, Hkv);
+    count_traffic(a.B * a.T * a.C * 4 * 10 + a.B * a.H * a.T * a.T * 4 * 4);
+    cpu::attention_forward_unfused(out, probs, qkv, a.B, a.T, a.C, a.H, a.Hkv);
   }
-  void attention_backward_unfused(float* dqkv, const float* dout, const float* qkv,
-                                  const float* probs, int64_t B, int64_t T, int64_t C, int64_t H,
-                                  int64_t Hkv) override {
-    count_traffic(B * T * C * 4 * 16 + B * H * T * T * 4 * 6);
-    cpu::attention_backward_unfused(dqkv, dout, qkv, probs, B, T, C, H, Hkv);
+  void attention_backward_unfused(const AttentionShape& a, float* dqkv, const float* dout,
+                                  const float* qkv, const float* probs) override {
+    count_traffic(a.B * a.T * a.C * 4 * 16 + a.B * a.H * a.T * a.T * 4 * 6);
+    cpu::attention_backward_unfused(dqkv, dout, qkv, probs, a.B, a.T, a.C, a.H, a.Hkv);
   }
-  void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
-                        int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H,
-                        int64_t Hkv) override {
-    const int64_t kv = QkvLayout(C, H, Hkv).Ckv;
-    count_traffic(B * len * kv * 8 + B * C * 8);  // the cached keys and values; q in, out
-    cpu::attention_decode(out, q, k_cache, v_cache, B, Tmax, len, C, H, Hkv);
+  void attention_decode(const AttentionShape& a, int64_t len, float* out, const float* q,
+                        const float* k_cache, const float* v_cache) override {
+    // the cached keys and values; q in, out
+    count_traffic(a.B * len * QkvLayout(a).Ckv * 8 + a.B * a.C * 8);
+    cpu::attention_decode(out, q, k_cache, v_cache, a.B, a.T, len, a.C, a.H, a.Hkv);
   }
   void rope(float* x, int64_t rows, int64_t T, int64_t pos0, int64_t stride, int64_t heads,
             int64_t hd, float theta, bool inverse) override {

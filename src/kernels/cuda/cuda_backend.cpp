@@ -102,15 +102,15 @@ class CudaBackend final : public Backend {
     return scheme == BlockScheme::Fp8Block && cuda::block_scaled_gemm_available();
   }
 
-  void norm_forward(Normalization kind, ProducerOut out, float* s, float* mean, float* rstd,
-                    const float* x, const float* r, const float* gamma, const float* beta,
-                    int64_t rows, int64_t C, float eps) override {
-    cuda::norm_forward(kind, out, s, mean, rstd, x, r, gamma, beta, rows, C, eps, stream_);
+  void norm_forward(const NormParams& n, const NormStats& st, ProducerOut out, float* s,
+                    const float* x, const float* r, int64_t rows) override {
+    cuda::norm_forward(n.kind, out, s, st.mean, st.rstd, x, r, n.gamma, n.beta, rows, n.C, n.eps,
+                       stream_);
   }
-  void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
-                     const float* x, const float* gamma, const float* mean, const float* rstd,
-                     int64_t rows, int64_t C) override {
-    cuda::norm_backward(kind, dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, C, stream_);
+  void norm_backward(const NormParams& n, const NormStats& st, float* dx, float* dgamma,
+                     float* dbeta, const float* dy, const float* x, int64_t rows) override {
+    cuda::norm_backward(n.kind, dx, dgamma, dbeta, dy, x, n.gamma, st.mean, st.rstd, rows, n.C,
+                        stream_);
   }
   void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
                         int64_t F) override {
@@ -169,14 +169,13 @@ class CudaBackend final : public Backend {
     cuda::scale_from_amax(scale, scale_inv, amax, fp8_max, margin, stream_);
   }
 
-  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
-                         int64_t H, int64_t Hkv) override {
-    cuda::attention_forward(out, lse, qkv, B, T, C, H, Hkv, stream_);
+  void attention_forward(const AttentionShape& a, float* out, float* lse,
+                         const float* qkv) override {
+    cuda::attention_forward(out, lse, qkv, a.B, a.T, a.C, a.H, a.Hkv, stream_);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
-                          int64_t Hkv) override {
-    cuda::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, Hkv, stream_);
+  void attention_backward(const AttentionShape& a, float* dqkv, const float* dout, const float* qkv,
+                          const float* out, const float* lse) override {
+    cuda::attention_backward(dqkv, dout, qkv, out, lse, a.B, a.T, a.C, a.H, a.Hkv, stream_);
   }
   void rope(float* x, int64_t rows, int64_t T, int64_t pos0, int64_t stride, int64_t heads,
             int64_t hd, float theta, bool inverse) override {
@@ -192,10 +191,9 @@ class CudaBackend final : public Backend {
     cuda::adamw_step(table, n, total, h, grad_scale, stream_);
   }
 
-  void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
-                        int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H,
-                        int64_t Hkv) override {
-    cuda::attention_decode(out, q, k_cache, v_cache, B, Tmax, len, C, H, Hkv, stream_);
+  void attention_decode(const AttentionShape& a, int64_t len, float* out, const float* q,
+                        const float* k_cache, const float* v_cache) override {
+    cuda::attention_decode(out, q, k_cache, v_cache, a.B, a.T, len, a.C, a.H, a.Hkv, stream_);
   }
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
