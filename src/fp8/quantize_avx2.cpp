@@ -48,7 +48,8 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
     saturated = _mm256_sub_epi32(saturated, over);
     flushed = _mm256_sub_epi32(flushed, flush);
   }
-  const CastStats tail = quantize_scalar(codes + body, x + body, n - body, scale, F, saturate);
+  const CastStats tail =
+      kScalarCasts.quantize(codes + body, x + body, n - body, scale, F, saturate);
   return {max_ignoring_nan(tail.amax, reduce_max(amax)), sum_lanes(saturated) + tail.saturated,
           sum_lanes(flushed) + tail.flushed};
 }
@@ -67,8 +68,7 @@ void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const 
     store8_bf16(out + i, round_to_bf16(_mm256_mul_ps(decode_fp8(c8, F == DType::E4M3),
                                                      _mm256_loadu_ps(scale + i))));
   }
-  quantize_scalar(codes + body, x + body, n - body, 1.0f, F, true);
-  expand_to_bf16_scalar(out + body, codes + body, scale + body, n - body, F);
+  kScalarCasts.fp8_cast_to_bf16(codes + body, out + body, x + body, scale + body, n - body, F);
 }
 
 template <DType F>
@@ -79,10 +79,8 @@ void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, i
     const __m256 v = round.value(_mm256_castps_si256(_mm256_loadu_ps(x + i)));
     store8_bf16(out + i, round_to_bf16(_mm256_mul_ps(v, _mm256_loadu_ps(scale + i))));
   }
-  fp8_round_to_bf16_scalar(out + body, x + body, scale + body, n - body, F);
+  kScalarCasts.fp8_round_to_bf16(out + body, x + body, scale + body, n - body, F);
 }
-
-}  // namespace
 
 CastStats quantize_avx2(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                         bool saturate) {
@@ -97,7 +95,7 @@ void dequantize_avx2(float* y, const uint8_t* codes, int64_t n, float scale_inv,
     const __m256 v = decode_fp8(load8_bytes(codes + i), format == DType::E4M3);
     _mm256_storeu_ps(y + i, _mm256_mul_ps(v, vscale));
   }
-  dequantize_scalar(y + body, codes + body, n - body, scale_inv, format);
+  kScalarCasts.dequantize(y + body, codes + body, n - body, scale_inv, format);
 }
 
 float absmax_avx2(const float* x, int64_t n) {
@@ -107,7 +105,7 @@ float absmax_avx2(const float* x, int64_t n) {
   for (int64_t i = 0; i < body; i += 8) {
     amax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), amax);
   }
-  return max_ignoring_nan(absmax_scalar(x + body, n - body), reduce_max(amax));
+  return max_ignoring_nan(kScalarCasts.absmax(x + body, n - body), reduce_max(amax));
 }
 
 void e2m1_quantize_avx2(uint8_t* codes, const float* x, int64_t n, float multiplier,
@@ -119,8 +117,8 @@ void e2m1_quantize_avx2(uint8_t* codes, const float* x, int64_t n, float multipl
     const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vm);
     store8_bytes(codes + i, pack_low_bytes(e2m1.encode(v, first_index + static_cast<uint32_t>(i))));
   }
-  e2m1_quantize_scalar(codes + body, x + body, n - body, multiplier, sr_key,
-                       first_index + static_cast<uint32_t>(body));
+  kScalarCasts.e2m1_quantize(codes + body, x + body, n - body, multiplier, sr_key,
+                             first_index + static_cast<uint32_t>(body));
 }
 
 // The codes and, from them still in registers, the operand: one permute of E2M1's values.
@@ -135,9 +133,8 @@ void e2m1_cast_to_bf16_avx2(uint8_t* codes, bf16_t* out, const float* x, const f
     store8_bf16(out + i,
                 round_to_bf16(_mm256_mul_ps(e2m1.value_of(code), _mm256_loadu_ps(scale + i))));
   }
-  e2m1_quantize_scalar(codes + body, x + body, n - body, 1.0f, sr_key,
-                       first_index + static_cast<uint32_t>(body));
-  expand_to_bf16_scalar(out + body, codes + body, scale + body, n - body, DType::E2M1);
+  kScalarCasts.e2m1_cast_to_bf16(codes + body, out + body, x + body, scale + body, n - body, sr_key,
+                                 first_index + static_cast<uint32_t>(body));
 }
 
 void fp8_round_to_bf16_avx2(bf16_t* out, const float* x, const float* scale, int64_t n,
@@ -165,7 +162,7 @@ void expand_to_bf16_avx2(bf16_t* out, const uint8_t* codes, const float* scale, 
                                                  : decode_fp8(c8, format == DType::E4M3);
     store8_bf16(out + i, round_to_bf16(_mm256_mul_ps(decoded, _mm256_loadu_ps(scale + i))));
   }
-  expand_to_bf16_scalar(out + body, codes + body, scale + body, n - body, format);
+  kScalarCasts.expand_to_bf16(out + body, codes + body, scale + body, n - body, format);
 }
 
 // maxps(|x|, acc) keeps acc where x is NaN: the scalar twin's max_ignoring_nan, lane by lane;
@@ -186,5 +183,11 @@ void row_block_absmax_avx2(float* amax, const float* x, int64_t n, int64_t block
     amax[b] = r;
   }
 }
+
+}  // namespace
+
+const CastKernels kAvx2Casts{quantize_avx2,         dequantize_avx2,        absmax_avx2,
+                             e2m1_quantize_avx2,    expand_to_bf16_avx2,    row_block_absmax_avx2,
+                             fp8_cast_to_bf16_avx2, e2m1_cast_to_bf16_avx2, fp8_round_to_bf16_avx2};
 
 }  // namespace fp8lm::isa

@@ -63,8 +63,6 @@ void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const 
   }
 }
 
-}  // namespace
-
 CastStats quantize_avx512(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                           bool saturate) {
   return format == DType::E4M3 ? quantize_one_format<DType::E4M3>(codes, x, n, scale, saturate)
@@ -91,8 +89,6 @@ float absmax_avx512(const float* x, int64_t n) {
   return _mm512_reduce_max_ps(amax);
 }
 
-namespace {
-
 // The E2M1 codes of x * multiplier, sixteen lanes at a time: emit(i, live, codes) for each.
 template <class Emit>
 void e2m1_lanes(const float* x, int64_t n, float multiplier, const uint32_t* sr_key,
@@ -105,8 +101,6 @@ void e2m1_lanes(const float* x, int64_t n, float multiplier, const uint32_t* sr_
     emit(i, live, e2m1.encode(v, first_index + static_cast<uint32_t>(i)));
   }
 }
-
-}  // namespace
 
 void e2m1_quantize_avx512(uint8_t* codes, const float* x, int64_t n, float multiplier,
                           const uint32_t* sr_key, uint32_t first_index) {
@@ -175,5 +169,12 @@ void row_block_absmax_avx512(float* amax, const float* x, int64_t n, int64_t blo
     amax[b] = max_ignoring_nan(_mm512_reduce_max_ps(m), amax[b]);
   }
 }
+
+}  // namespace
+
+const CastKernels kAvx512Casts{
+    quantize_avx512,         dequantize_avx512,        absmax_avx512,
+    e2m1_quantize_avx512,    expand_to_bf16_avx512,    row_block_absmax_avx512,
+    fp8_cast_to_bf16_avx512, e2m1_cast_to_bf16_avx512, fp8_round_to_bf16_avx512};
 
 }  // namespace fp8lm::isa

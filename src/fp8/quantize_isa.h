@@ -5,36 +5,29 @@
 
 namespace fp8lm::isa {
 
-#define FP8LM_DECLARE_QUANTIZE_ISA(suffix)                                                       \
-  CastStats quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float scale,            \
-                              DType format, bool saturate);                                      \
-  void dequantize_##suffix(float* y, const uint8_t* codes, int64_t n, float scale_inv,           \
-                           DType format);                                                        \
-  float absmax_##suffix(const float* x, int64_t n);                                              \
-  void e2m1_quantize_##suffix(uint8_t* codes, const float* x, int64_t n, float multiplier,       \
-                              const uint32_t* sr_key, uint32_t first_index);                     \
-  void expand_to_bf16_##suffix(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n, \
-                               DType format);                                                    \
-  void row_block_absmax_##suffix(float* amax, const float* x, int64_t n, int64_t block);
+// The kernels behind quantize.h, one table per instruction set, each filled in the file compiled
+// for its ISA (quantize_scalar.cpp, quantize_avx2.cpp, quantize_avx512.cpp).
+struct CastKernels {
+  CastStats (*quantize)(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
+                        bool saturate);
+  void (*dequantize)(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format);
+  float (*absmax)(const float* x, int64_t n);
+  void (*e2m1_quantize)(uint8_t* codes, const float* x, int64_t n, float multiplier,
+                        const uint32_t* sr_key, uint32_t first_index);
+  void (*expand_to_bf16)(bf16_t* out, const uint8_t* codes, const float* scale, int64_t n,
+                         DType format);
+  void (*row_block_absmax)(float* amax, const float* x, int64_t n, int64_t block);
+  // The fused block-operand casts; the scalar table's are the passes they fuse (their twins).
+  void (*fp8_cast_to_bf16)(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                           int64_t n, DType format);
+  void (*e2m1_cast_to_bf16)(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                            int64_t n, const uint32_t* sr_key, uint32_t first_index);
+  // fp8_round_to_bf16's definition (scalar): the decoded saturating code times the scale.
+  void (*fp8_round_to_bf16)(bf16_t* out, const float* x, const float* scale, int64_t n,
+                            DType format);
+};
+extern const CastKernels kScalarCasts, kAvx2Casts, kAvx512Casts;
 
-FP8LM_DECLARE_QUANTIZE_ISA(scalar)
-FP8LM_DECLARE_QUANTIZE_ISA(avx2)
-FP8LM_DECLARE_QUANTIZE_ISA(avx512)
-#undef FP8LM_DECLARE_QUANTIZE_ISA
-
-// The fused block-operand casts (AVX-512 and AVX2); without SIMD (quantize.cpp) they are the
-// passes they fuse, which are their twins.
-#define FP8LM_DECLARE_CAST_TO_BF16_ISA(suffix)                                                     \
-  void fp8_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale,  \
-                                 int64_t n, DType format);                                         \
-  void e2m1_cast_to_bf16_##suffix(uint8_t* codes, bf16_t* out, const float* x, const float* scale, \
-                                  int64_t n, const uint32_t* sr_key, uint32_t first_index);        \
-  void fp8_round_to_bf16_##suffix(bf16_t* out, const float* x, const float* scale, int64_t n,      \
-                                  DType format);
-
-FP8LM_DECLARE_CAST_TO_BF16_ISA(avx2)
-FP8LM_DECLARE_CAST_TO_BF16_ISA(avx512)
-#undef FP8LM_DECLARE_CAST_TO_BF16_ISA
 // NVFP4's 1D casts under the global encode scale S (fp8/nvfp4_quantize.h), each block in
 // registers: rows [rows, cols] in 1x16 blocks (scales: ceil(cols / 16) per row), or one stripe
 // of at most 16 rows in 16x1 blocks (scales: one per column), taken through the 16-point
@@ -58,9 +51,6 @@ float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols);
 float rht16_absmax_avx2(const float* x, int64_t rows, int64_t cols);
 // rht16_rows with each group's sixteen rows in registers, eight columns at a time.
 void rht16_rows_avx2(float* y, const float* x, int64_t rows, int64_t cols);
-// fp8_round_to_bf16's definition: the decoded saturating code times the scale.
-void fp8_round_to_bf16_scalar(bf16_t* out, const float* x, const float* scale, int64_t n,
-                              DType format);
 
 // Each code's value: the expand kernels' lookup.
 inline const float* decode_table(DType f) {

@@ -24,8 +24,6 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
   return s;
 }
 
-}  // namespace
-
 CastStats quantize_scalar(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                           bool saturate) {
   return format == DType::E4M3 ? quantize_one_format<DType::E4M3>(codes, x, n, scale, saturate)
@@ -75,5 +73,25 @@ void fp8_round_to_bf16_scalar(bf16_t* out, const float* x, const float* scale, i
   for (int64_t i = 0; i < n; ++i)
     out[i] = bf16_from_float(table[fp8_encode(x[i], format)] * scale[i]);
 }
+
+// The fused casts' twins: the two passes they fuse.
+void fp8_cast_to_bf16_scalar(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                             int64_t n, DType format) {
+  quantize_scalar(codes, x, n, 1.0f, format, true);
+  expand_to_bf16_scalar(out, codes, scale, n, format);
+}
+
+void e2m1_cast_to_bf16_scalar(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
+                              int64_t n, const uint32_t* sr_key, uint32_t first_index) {
+  e2m1_quantize_scalar(codes, x, n, 1.0f, sr_key, first_index);
+  expand_to_bf16_scalar(out, codes, scale, n, DType::E2M1);
+}
+
+}  // namespace
+
+const CastKernels kScalarCasts{
+    quantize_scalar,         dequantize_scalar,        absmax_scalar,
+    e2m1_quantize_scalar,    expand_to_bf16_scalar,    row_block_absmax_scalar,
+    fp8_cast_to_bf16_scalar, e2m1_cast_to_bf16_scalar, fp8_round_to_bf16_scalar};
 
 }  // namespace fp8lm::isa
