@@ -2,8 +2,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -20,8 +18,6 @@
 
 namespace fp8lm::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 ModelInput model_input(const LoadedModel& m) {
   return cli::model_input(m.config, m.file.metadata());
@@ -253,7 +249,7 @@ EvalData explicit_eval_data(const EvalFlags& f, const LoadedModel& m, const std:
   if (static_cast<int64_t>(ids.size()) < T + 1)
     throw Error(
         fmt::format("--data {}: {} tokens, fewer than --seq-len {} + 1", f.data, ids.size(), T));
-  return {consecutive_batches(ids, 0, B, T, f.batches),
+  return {consecutive_batches(ids, B, T, f.batches),
           fmt::format("{} ({}{})", f.data, input == ModelInput::Bytes ? "bytes" : "tokenized by ",
                       input == ModelInput::Bytes ? "" : tok->path)};
 }

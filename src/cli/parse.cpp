@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <cstdlib>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>

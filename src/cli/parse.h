@@ -1,7 +1,6 @@
 #pragma once
 // Strict parsing of command-line values: the whole token must be consumed, or Error names it.
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include <cerrno>
-#include <climits>
 #include <cmath>
 #include <cstring>
 

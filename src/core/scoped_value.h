@@ -18,4 +18,18 @@ class ScopedValue {
   T saved_;
 };
 
+// A setting each thread holds, starting at kInitial (Tag tells settings of one type apart):
+// value() reads it, and a Scope sets it until the scope ends.
+template <class T, T kInitial, class Tag>
+struct ThreadSetting {
+  static T& slot() {
+    thread_local T v = kInitial;
+    return v;
+  }
+  static T value() { return slot(); }
+  struct Scope : ScopedValue<T> {
+    explicit Scope(T v) : ScopedValue<T>(slot(), v) {}
+  };
+};
+
 }  // namespace fp8lm

@@ -6,8 +6,6 @@
 // operation (mx_quantize.cpp's MxRule, core/e8m0.h, fp8_round_to_bf16), so the bits are the same.
 #include <immintrin.h>
 
-#include <algorithm>
-
 #include "fp8/lanes_avx512.h"
 #include "fp8/mx_quantize.h"
 #include "fp8/quantize_isa.h"

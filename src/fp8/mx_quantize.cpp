@@ -70,16 +70,6 @@ uint8_t mxfp8_quantize_block(uint8_t* codes, const float* x, int64_t n, DType fo
   return scale;
 }
 
-void mxfp8_quantize_rowwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
-                            int64_t cols, DType format) {
-  quantize_mx(best_isa(), codes, scales, x, rowwise(rows, cols), format);
-}
-
-void mxfp8_quantize_columnwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
-                               int64_t cols, DType format) {
-  quantize_mx(best_isa(), codes, scales, x, columnwise(rows, cols), format);
-}
-
 void mxfp8_quantize_rowwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
                             int64_t cols, DType format) {
   quantize_mx(isa, codes, scales, x, rowwise(rows, cols), format);

@@ -30,12 +30,7 @@ constexpr int64_t mx_blocks(int64_t n) {
 }
 
 // x is [rows, cols] row-major; codes are [rows, cols] in the same layout. Row-wise scales are
-// [rows, mx_blocks(cols)]; column-wise scales are [mx_blocks(rows), cols]. Without an Isa, the
-// best this CPU runs.
-void mxfp8_quantize_rowwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
-                            int64_t cols, DType format);
-void mxfp8_quantize_columnwise(uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
-                               int64_t cols, DType format);
+// [rows, mx_blocks(cols)]; column-wise scales are [mx_blocks(rows), cols].
 void mxfp8_quantize_rowwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x, int64_t rows,
                             int64_t cols, DType format);
 void mxfp8_quantize_columnwise(Isa isa, uint8_t* codes, uint8_t* scales, const float* x,

@@ -5,7 +5,6 @@
 // same order (nvfp4_quantize.cpp's rule, hadamard.cpp's butterflies), so the bits are the same.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cfloat>
 
 #include "fp8/hadamard.h"

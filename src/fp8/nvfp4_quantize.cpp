@@ -1,7 +1,6 @@
 #include "fp8/nvfp4_quantize.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -102,11 +101,6 @@ void nvfp4_quantize_to_bf16(uint8_t* codes, uint8_t* block_scales, bf16_t* opera
       [&](uint8_t* c, bf16_t* out, const float* v, const float* s, int64_t n_row, int64_t first) {
         e2m1_cast_to_bf16(isa, c, out, v, s, n_row, sr_key, first_index + first);
       });
-}
-
-void nvfp4_quantize(uint8_t* codes, uint8_t* block_scales, const float* x, const BlockGrid& g,
-                    float global_amax, const uint32_t* sr_key, int64_t first_index) {
-  nvfp4_quantize(best_isa(), codes, block_scales, x, g, global_amax, sr_key, first_index);
 }
 
 void nvfp4_quantize(Isa isa, uint8_t* codes, uint8_t* block_scales, const float* x,

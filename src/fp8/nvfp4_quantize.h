@@ -53,12 +53,9 @@ Nvfp4BlockScales nvfp4_quantize_block(uint8_t* codes, const float* x, int64_t n,
 
 // codes [rows, cols] in x's layout; block_scales: E4M3 codes, one per block of g in grid order.
 // global_amax is the tensor's (its amax, or after a Hadamard transform the transform's). With
-// sr_key, stochastic rounding with element i drawing counter_bits(*sr_key, i). Without an Isa,
-// the best this CPU runs.
+// sr_key, stochastic rounding with element i drawing counter_bits(*sr_key, i).
 // first_index: x[0]'s place in its tensor, where g is a stripe of a larger one (the draws
 // follow the place).
-void nvfp4_quantize(uint8_t* codes, uint8_t* block_scales, const float* x, const BlockGrid& g,
-                    float global_amax, const uint32_t* sr_key = nullptr, int64_t first_index = 0);
 // nvfp4_quantize, also writing the GEMM operand (fp8/block_cast.h): E2M1 value x E4M3 block
 // scale in BF16, from the codes as they are made. codes may be null (not kept). With rht, the
 // cast is of rht16_rows(x) (g column-wise, rows a multiple of 16), the transform never written

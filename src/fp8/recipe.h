@@ -1,6 +1,5 @@
 #pragma once
 // FP8 recipes, with Transformer Engine's names, fields and defaults (docs/reference/numerics.md).
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>

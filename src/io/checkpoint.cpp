@@ -4,11 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
-#include <filesystem>
 #include <nlohmann/json.hpp>
-#include <string_view>
-#include <type_traits>
 
 #include "core/finite.h"
 #include "core/json.h"

@@ -35,23 +35,13 @@ const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", 
 
 std::string escape(const std::string& s) {
   std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
+  for (const char c : s) {
+    const char* entity = c == '<'   ? "&lt;"
+                         : c == '>' ? "&gt;"
+                         : c == '&' ? "&amp;"
+                         : c == '"' ? "&quot;"
+                                    : nullptr;
+    entity ? out.append(entity) : out.append(1, c);
   }
   return out;
 }

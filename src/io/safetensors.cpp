@@ -8,11 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
-#include <string_view>
 
 #include <xxhash.h>
 

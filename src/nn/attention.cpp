@@ -1,7 +1,5 @@
 #include "nn/attention.h"
 
-#include <algorithm>
-
 #include "nn/fusion.h"
 #include "nn/scratch.h"
 

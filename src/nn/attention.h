@@ -4,7 +4,6 @@
 // into the QKV projection, rotary position embeddings if the model has them, attention, output
 // projection).
 #include <string>
-#include <vector>
 
 #include "fp8lm/model_config.h"
 

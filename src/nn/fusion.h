@@ -6,17 +6,14 @@
 //
 // The CPU backend counts the bytes each op reads and writes (kernels/traffic.h), so the
 // benchmark can show the traffic fusion saves.
-#include <cstdint>
-
 #include "core/scoped_value.h"
 
 namespace fp8lm {
 
-bool fusion_enabled();
-
-class FusionScope : ScopedValue<bool> {
- public:
-  explicit FusionScope(bool enabled);
-};
+using FusionSetting = ThreadSetting<bool, true, struct FusionTag>;
+inline bool fusion_enabled() {
+  return FusionSetting::value();
+}
+using FusionScope = FusionSetting::Scope;
 
 }  // namespace fp8lm

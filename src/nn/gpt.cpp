@@ -35,7 +35,7 @@ void TransformerLayer::run(const float* x, float* y, int64_t rows, Attend attend
   resid_.resize(static_cast<size_t>(n));
   attend(attn_out);
   if (fusion_enabled()) {  // the residual add runs inside LayerNorm 2's pass over each row
-    mlp_.forward_residual(x, attn_out, resid_.data(), mlp_out, rows);
+    mlp_.forward(x, mlp_out, rows, attn_out, resid_.data());
   } else {
     be_.add(resid_.data(), x, attn_out, n);
     mlp_.forward(resid_.data(), mlp_out, rows);

@@ -5,7 +5,6 @@
 // embedding, or its own matrix), trained with fused softmax-cross-entropy.
 #include <functional>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "fp8lm/generation.h"

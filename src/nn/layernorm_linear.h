@@ -1,7 +1,6 @@
 #pragma once
 // TE's LayerNormLinear: a norm then a Linear. Under FP8 delayed scaling the norm writes FP8
 // codes straight into the GEMM's input (fused LN+cast, amax taken in the same pass).
-#include <vector>
 
 #include "nn/linear.h"
 #include "nn/norm.h"

@@ -22,17 +22,7 @@ ParameterList LayerNormMLP::parameters() {
   return p;
 }
 
-void LayerNormMLP::forward(const float* x, float* y, int64_t rows) {
-  forward_impl(x, nullptr, nullptr, y, rows);
-}
-
-void LayerNormMLP::forward_residual(const float* x, const float* r, float* s, float* y,
-                                    int64_t rows) {
-  forward_impl(x, r, s, y, rows);
-}
-
-void LayerNormMLP::forward_impl(const float* x, const float* r, float* sum, float* y,
-                                int64_t rows) {
+void LayerNormMLP::forward(const float* x, float* y, int64_t rows, const float* r, float* sum) {
   float* h = h_.begin(rows * fc1_.out_features(),
                       training_forward() && current_gemm_precision() != Precision::Fp32);
   const bool fused = fusion_enabled();

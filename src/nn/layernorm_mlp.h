@@ -3,7 +3,6 @@
 // quantizes into fc1's input and the bias+activation quantizes into fc2's input, each taking
 // its amax in the same pass (docs/ARCHITECTURE.md: one training step).
 #include <string>
-#include <vector>
 
 #include "nn/linear.h"
 #include "nn/norm.h"
@@ -17,9 +16,10 @@ class LayerNormMLP {
   LayerNormMLP(const std::string& prefix, int64_t d, int64_t ffn, Activation act,
                Normalization norm, bool bias = true, Backend& backend = cpu_backend());
 
-  void forward(const float* x, float* y, int64_t rows);  // y overwritten
-  // The same on s = x + r (the block's mid residual), written to s in the norm's pass.
-  void forward_residual(const float* x, const float* r, float* s, float* y, int64_t rows);
+  // y overwritten. With r, on s = x + r (the block's mid residual), written to s in the norm's
+  // pass.
+  void forward(const float* x, float* y, int64_t rows, const float* r = nullptr,
+               float* s = nullptr);
   void backward(const float* dy, float* dx, int64_t rows);  // dx +=
 
   Norm& norm() { return norm_; }
@@ -44,7 +44,6 @@ class LayerNormMLP {
   // outputs (fc1's and fc2's inputs); other modes keep those in scratch.
   BackendBuffer<float> normed_{be_}, a_{be_};
   SavedActivation h_{Scratch::MlpPre, be_};  // the pre-activation (BF16 in low precision)
-  void forward_impl(const float* x, const float* r, float* sum, float* y, int64_t rows);
 };
 
 }  // namespace fp8lm

@@ -13,11 +13,10 @@ enum class MicroBatch {
   Later,  // reuses the first micro-batch's casts
 };
 
-MicroBatch current_micro_batch();
-
-class MicroBatchScope : ScopedValue<MicroBatch> {
- public:
-  explicit MicroBatchScope(MicroBatch m);
-};
+using MicroBatchSetting = ThreadSetting<MicroBatch, MicroBatch::Only, struct MicroBatchTag>;
+inline MicroBatch current_micro_batch() {
+  return MicroBatchSetting::value();
+}
+using MicroBatchScope = MicroBatchSetting::Scope;
 
 }  // namespace fp8lm

@@ -2,7 +2,6 @@
 // TE's LayerNorm and RMSNorm modules over rows of C values. FP32 math in every precision; an
 // FP8 or BF16 output is cast in the same pass (the fused producer a GEMM consumes).
 #include <string>
-#include <vector>
 
 #include "kernels/backend.h"
 #include "nn/parameter.h"
@@ -45,18 +44,6 @@ class Norm {
   Parameter gamma_, beta_;
   const float* x_ = nullptr;
   BackendBuffer<float> mean_{be_}, rstd_{be_};
-};
-
-class LayerNorm : public Norm {
- public:
-  LayerNorm(std::string name, int64_t C, float eps = kNormEps, Backend& backend = cpu_backend())
-      : Norm(std::move(name), C, Normalization::LayerNorm, eps, backend) {}
-};
-
-class RMSNorm : public Norm {
- public:
-  RMSNorm(std::string name, int64_t C, float eps = kNormEps, Backend& backend = cpu_backend())
-      : Norm(std::move(name), C, Normalization::RMSNorm, eps, backend) {}
 };
 
 }  // namespace fp8lm

@@ -2,7 +2,6 @@
 // A trainable tensor: its FP32 master value, its gradient, and what the optimizer and the
 // checkpoint need to know about it.
 #include <cstdint>
-#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>

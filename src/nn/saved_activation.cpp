@@ -32,16 +32,4 @@ const float* SavedActivation::values() {
   return work_;
 }
 
-namespace {
-bool& training_slot() {
-  thread_local bool on = false;
-  return on;
-}
-}  // namespace
-
-bool training_forward() {
-  return training_slot();
-}
-TrainingForward::TrainingForward(bool on) : ScopedValue(training_slot(), on) {}
-
 }  // namespace fp8lm

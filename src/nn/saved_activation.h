@@ -6,7 +6,6 @@
 // widens that copy back into the same scratch role. Inference (no backward to come) keeps FP32,
 // so the KV cache and logits are what full-precision outputs give.
 #include <cstdint>
-#include <vector>
 
 #include "core/bf16.h"
 #include "core/scoped_value.h"
@@ -39,10 +38,10 @@ class SavedActivation {
 };
 
 // Whether the current forward will be followed by backward (GPT::forward with targets).
-bool training_forward();
-class TrainingForward : ScopedValue<bool> {
- public:
-  explicit TrainingForward(bool on);
-};
+using TrainingSetting = ThreadSetting<bool, false, struct TrainingTag>;
+inline bool training_forward() {
+  return TrainingSetting::value();
+}
+using TrainingForward = TrainingSetting::Scope;
 
 }  // namespace fp8lm

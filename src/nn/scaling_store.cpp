@@ -1,7 +1,5 @@
 #include "nn/scaling_store.h"
 
-#include <span>
-
 namespace fp8lm {
 namespace {
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/input_file.h"
 #include "core/json.h"

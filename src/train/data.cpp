@@ -110,11 +110,11 @@ Batch TextData::next_train(int64_t B, int64_t T) {
   return b;
 }
 
-std::vector<Batch> consecutive_batches(const std::vector<int32_t>& ids, int64_t begin, int64_t B,
-                                       int64_t T, int64_t max_batches) {
+std::vector<Batch> consecutive_batches(const std::vector<int32_t>& ids, int64_t B, int64_t T,
+                                       int64_t max_batches) {
   std::vector<Batch> batches;
   const auto n = static_cast<int64_t>(ids.size());
-  int64_t s = begin;
+  int64_t s = 0;
   while (static_cast<int64_t>(batches.size()) < max_batches && s + T + 1 <= n) {
     Batch b{0, T, {}, {}};
     while (b.B < B && s + T + 1 <= n) {
@@ -130,7 +130,7 @@ std::vector<Batch> consecutive_batches(const std::vector<int32_t>& ids, int64_t 
 
 std::vector<Batch> TextData::validation(int64_t B, int64_t T, int64_t max_batches) const {
   const std::vector<int32_t> held_out(bytes_.begin() + split_, bytes_.end());
-  return consecutive_batches(held_out, 0, B, T, max_batches);
+  return consecutive_batches(held_out, B, T, max_batches);
 }
 
 std::vector<int32_t> TextData::validation_prompt(int64_t n) const {

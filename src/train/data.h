@@ -62,10 +62,10 @@ class TextSource {
   virtual std::vector<int32_t> stop_tokens() const { return {}; }
 };
 
-// Consecutive windows of T + 1 tokens over ids[begin, end) (each next one starting T later),
-// B to a batch, up to max_batches batches: the held-out loss's batches.
-std::vector<Batch> consecutive_batches(const std::vector<int32_t>& ids, int64_t begin, int64_t B,
-                                       int64_t T, int64_t max_batches);
+// Consecutive windows of T + 1 tokens over ids (each next one starting T later), B to a batch,
+// up to max_batches batches: the held-out loss's batches.
+std::vector<Batch> consecutive_batches(const std::vector<int32_t>& ids, int64_t B, int64_t T,
+                                       int64_t max_batches);
 
 // A token dataset directory (manifest.json) or a byte-level text file, for a model of
 // model_vocab tokens: where the data meets the model, every id it can hold must lie below that

@@ -45,6 +45,15 @@ thread_local Text g_label;
 #define SHOW_INT(field) [](const TrainConfig& c) { return std::to_string(c.field); }
 #define SHOW_REAL(field) [](const TrainConfig& c) { return real_text(c.field); }
 #define SHOW_BOOL(field) [](const TrainConfig& c) { return bool_text(c.field); }
+// A choice: its name by the enum's own name function, parsed by its parser.
+#define CHOICE(field, name_of, parse)                                 \
+  [](const TrainConfig& c) { return std::string(name_of(c.field)); }, \
+      [](TrainConfig& c, Text v) { c.field = parse_choice(g_label, [&] { return parse(v); }); }
+// A check that the value satisfies `ok` (e.g. "> 0"); `message` formats the value.
+#define REQUIRE(field, ok, message)                                \
+  [](const TrainConfig& c) {                                       \
+    if (!(c.field ok)) throw Error(fmt::format(message, c.field)); \
+  }
 
 // One row a setting: name, group, type, help, choices, get, set[, check[, fp8_only]]. Kept out
 // of clang-format so that a row reads as one.
@@ -69,17 +78,10 @@ const std::vector<Setting>& table() {
      SHOW_INT(model.n_kv_heads), INT(model.n_kv_heads)},
     {"ffn", "model", SettingType::Int, "MLP hidden width", {}, SHOW_INT(model.ffn), INT(model.ffn)},
     {"activation", "model", SettingType::Choice, "the MLP's activation (Llama: swiglu)",
-     activation_names(),
-     [](const TrainConfig& c) { return std::string(activation_name(c.model.activation)); },
-     [](TrainConfig& c, Text v) {
-       c.model.activation = parse_choice(g_label, [&] { return parse_activation(v); });
-     }},
+     activation_names(), CHOICE(model.activation, activation_name, parse_activation)},
     {"normalization", "model", SettingType::Choice, "the blocks' norm (Llama: rmsnorm)",
      normalization_names(),
-     [](const TrainConfig& c) { return std::string(normalization_name(c.model.normalization)); },
-     [](TrainConfig& c, Text v) {
-       c.model.normalization = parse_choice(g_label, [&] { return parse_normalization(v); });
-     }},
+     CHOICE(model.normalization, normalization_name, parse_normalization)},
     {"rope-theta", "model", SettingType::Float,
      "rotary position embeddings with this base (Llama: 10000); 0: learned positions", {},
      SHOW_REAL(model.rope_theta), REAL(model.rope_theta)},
@@ -92,34 +94,18 @@ const std::vector<Setting>& table() {
     // Precision and TE's recipes.
     {"precision", "precision", SettingType::Choice,
      "auto: FP8 where the GPU has it, else BF16 (fp8lm doctor says which)",
-     precision_names(),
-     [](const TrainConfig& c) { return std::string(precision_name(c.precision)); },
-     [](TrainConfig& c, Text v) {
-       c.precision = parse_choice(g_label, [&] { return parse_precision(v); });
-     }},
+     precision_names(), CHOICE(precision, precision_name, parse_precision)},
     {"recipe", "precision", SettingType::Choice,
      "TE's FP8 recipes: DelayedScaling, Float8CurrentScaling, Float8BlockScaling, "
      "MXFP8BlockScaling, NVFP4BlockScaling",
-     scaling_kind_names(),
-     [](const TrainConfig& c) { return std::string(scaling_kind_name(c.recipe.kind)); },
-     [](TrainConfig& c, Text v) {
-       c.recipe.kind = parse_choice(g_label, [&] { return parse_scaling_kind(v); });
-     },
-     nullptr, true},
+     scaling_kind_names(), CHOICE(recipe.kind, scaling_kind_name, parse_scaling_kind), nullptr,
+     true},
     {"fp8-format", "precision", SettingType::Choice,
      "per-tensor recipes: E4M3 everywhere, or hybrid (E5M2 gradients)", {"e4m3", "hybrid"},
-     [](const TrainConfig& c) { return std::string(format_name(c.recipe.delayed.format)); },
-     [](TrainConfig& c, Text v) {
-       c.recipe.delayed.format = parse_choice(g_label, [&] { return parse_format(v); });
-     },
-     nullptr, true},
+     CHOICE(recipe.delayed.format, format_name, parse_format), nullptr, true},
     {"margin", "precision", SettingType::Int, "scale = fp8_max / amax / 2^margin", {},
      SHOW_INT(recipe.delayed.margin), INT32(recipe.delayed.margin),
-     [](const TrainConfig& c) {
-       if (c.recipe.delayed.margin < 0)
-         throw Error(fmt::format("--margin {} is negative", c.recipe.delayed.margin));
-     },
-     true},
+     REQUIRE(recipe.delayed.margin, >= 0, "--margin {} is negative"), true},
     {"amax-history-len", "precision", SettingType::Int, "delayed scaling: amax history length", {},
      SHOW_INT(recipe.delayed.amax_history_len), INT32(recipe.delayed.amax_history_len),
      [](const TrainConfig& c) {
@@ -131,24 +117,14 @@ const std::vector<Setting>& table() {
      true},
     {"amax-compute-algo", "precision", SettingType::Choice,
      "delayed scaling: the history's max, or its newest entry", {"max", "most_recent"},
-     [](const TrainConfig& c) {
-       return std::string(amax_compute_algo_name(c.recipe.delayed.amax_compute_algo));
-     },
-     [](TrainConfig& c, Text v) {
-       c.recipe.delayed.amax_compute_algo =
-           parse_choice(g_label, [&] { return parse_amax_compute_algo(v); });
-     },
+     CHOICE(recipe.delayed.amax_compute_algo, amax_compute_algo_name, parse_amax_compute_algo),
      nullptr, true},
     {"power-2-scale", "precision", SettingType::Bool, "block recipe: scales powers of two", {},
      SHOW_BOOL(recipe.block.power_2_scale), BOOL(recipe.block.power_2_scale), nullptr, true},
     {"amax-epsilon", "precision", SettingType::Float,
      "block recipe: the smallest amax a block's scale is taken from", {},
      SHOW_REAL(recipe.block.amax_epsilon), REAL(recipe.block.amax_epsilon),
-     [](const TrainConfig& c) {
-       if (!(c.recipe.block.amax_epsilon >= 0.0f))
-         throw Error(fmt::format("--amax-epsilon {} must be finite and 0 or more",
-                                 c.recipe.block.amax_epsilon));
-     },
+     REQUIRE(recipe.block.amax_epsilon, >= 0.0f, "--amax-epsilon {} must be finite and 0 or more"),
      true},
     {"disable-rht", "precision", SettingType::Bool,
      "nvfp4: no Hadamard transform on the weight gradient's inputs", {},
@@ -181,27 +157,17 @@ const std::vector<Setting>& table() {
 
     // The optimization.
     {"steps", "training", SettingType::Int, "training steps", {}, SHOW_INT(steps), INT(steps),
-     [](const TrainConfig& c) {
-       if (c.steps <= 0) throw Error(fmt::format("--steps {} must be positive", c.steps));
-     }},
+     REQUIRE(steps, > 0, "--steps {} must be positive")},
     {"batch-size", "training", SettingType::Int,
      "sequences per forward and backward, across all ranks", {}, SHOW_INT(batch_size),
      INT(batch_size),
-     [](const TrainConfig& c) {
-       if (c.batch_size <= 0)
-         throw Error(fmt::format("--batch-size {} must be positive", c.batch_size));
-     }},
+     REQUIRE(batch_size, > 0, "--batch-size {} must be positive")},
     {"grad-accum", "training", SettingType::Int,
      "micro-batches of --batch-size whose gradients one optimizer step sums", {},
      SHOW_INT(grad_accum), INT(grad_accum),
-     [](const TrainConfig& c) {
-       if (c.grad_accum <= 0)
-         throw Error(fmt::format("--grad-accum {} must be positive", c.grad_accum));
-     }},
+     REQUIRE(grad_accum, > 0, "--grad-accum {} must be positive")},
     {"lr", "training", SettingType::Float, "peak learning rate", {}, SHOW_REAL(lr), REAL(lr),
-     [](const TrainConfig& c) {
-       if (!(c.lr > 0.0f)) throw Error(fmt::format("--lr {} must be positive", c.lr));
-     }},
+     REQUIRE(lr, > 0.0f, "--lr {} must be positive")},
     {"min-lr-ratio", "training", SettingType::Float, "the cosine schedule ends at lr times this",
      {}, SHOW_REAL(min_lr_ratio), REAL(min_lr_ratio),
      [](const TrainConfig& c) {
@@ -209,21 +175,13 @@ const std::vector<Setting>& table() {
          throw Error(fmt::format("--min-lr-ratio {} must be 0 to 1", c.min_lr_ratio));
      }},
     {"warmup", "training", SettingType::Int, "warmup steps", {}, SHOW_INT(warmup), INT(warmup),
-     [](const TrainConfig& c) {
-       if (c.warmup < 0) throw Error(fmt::format("--warmup {} must be 0 or more", c.warmup));
-     }},
+     REQUIRE(warmup, >= 0, "--warmup {} must be 0 or more")},
     {"weight-decay", "training", SettingType::Float, "AdamW weight decay (matrices only)", {},
      SHOW_REAL(weight_decay), REAL(weight_decay),
-     [](const TrainConfig& c) {
-       if (!(c.weight_decay >= 0.0f))
-         throw Error(fmt::format("--weight-decay {} must be 0 or more", c.weight_decay));
-     }},
+     REQUIRE(weight_decay, >= 0.0f, "--weight-decay {} must be 0 or more")},
     {"grad-clip", "training", SettingType::Float, "clip the global gradient norm to this (0: off)",
      {}, SHOW_REAL(grad_clip), REAL(grad_clip),
-     [](const TrainConfig& c) {
-       if (!(c.grad_clip >= 0.0f))
-         throw Error(fmt::format("--grad-clip {} must be 0 (off) or more", c.grad_clip));
-     }},
+     REQUIRE(grad_clip, >= 0.0f, "--grad-clip {} must be 0 (off) or more")},
     {"seed", "training", SettingType::Int, "random seed (weights and data order)", {},
      SHOW_INT(seed),
      [](TrainConfig& c, Text v) {
@@ -235,16 +193,10 @@ const std::vector<Setting>& table() {
     {"max-skipped-steps", "training", SettingType::Int,
      "non-finite steps skipped in a row before the run stops", {}, SHOW_INT(max_skipped_steps),
      INT(max_skipped_steps),
-     [](const TrainConfig& c) {
-       if (c.max_skipped_steps < 1)
-         throw Error(fmt::format("--max-skipped-steps {} must be at least 1", c.max_skipped_steps));
-     }},
+     REQUIRE(max_skipped_steps, >= 1, "--max-skipped-steps {} must be at least 1")},
     {"threads", "training", SettingType::Int, "threads (0: all cores)", {}, SHOW_INT(threads),
      INT32(threads),
-     [](const TrainConfig& c) {
-       if (c.threads < 0)
-         throw Error(fmt::format("--threads {} must be 0 (all cores) or more", c.threads));
-     }},
+     REQUIRE(threads, >= 0, "--threads {} must be 0 (all cores) or more")},
 
     // What it trains on, and how it is evaluated.
     {"data", "data", SettingType::Text,
@@ -258,23 +210,14 @@ const std::vector<Setting>& table() {
      }},
     {"max-stride", "data", SettingType::Int, "stride demo: the largest stride K", {},
      SHOW_INT(max_stride), INT(max_stride),
-     [](const TrainConfig& c) {
-       if (c.max_stride < 1)
-         throw Error(fmt::format("--max-stride {} must be at least 1", c.max_stride));
-     }},
+     REQUIRE(max_stride, >= 1, "--max-stride {} must be at least 1")},
     {"prompt-len", "data", SettingType::Int, "stride demo: the held-out prompts' length", {},
      SHOW_INT(prompt_len), INT(prompt_len),
-     [](const TrainConfig& c) {
-       if (c.prompt_len < 2)
-         throw Error(fmt::format("--prompt-len {} must be at least 2", c.prompt_len));
-     }},
+     REQUIRE(prompt_len, >= 2, "--prompt-len {} must be at least 2")},
     {"eval-prompts", "data", SettingType::Int,
      "stride demo: held-out prompts the accuracy is measured on", {}, SHOW_INT(eval_prompts),
      INT(eval_prompts),
-     [](const TrainConfig& c) {
-       if (c.eval_prompts < 1)
-         throw Error(fmt::format("--eval-prompts {} must be at least 1", c.eval_prompts));
-     }},
+     REQUIRE(eval_prompts, >= 1, "--eval-prompts {} must be at least 1")},
     {"evaluate", "data", SettingType::Bool,
      "generation or validation after training (--no-evaluate: skip it)", {}, SHOW_BOOL(evaluate),
      BOOL(evaluate)},
@@ -316,6 +259,8 @@ const std::vector<Setting>& table() {
 #undef SHOW_INT
 #undef SHOW_REAL
 #undef SHOW_BOOL
+#undef CHOICE
+#undef REQUIRE
 
 std::string dashes(std::string_view s) {
   std::string out(s);

@@ -292,22 +292,10 @@ Batch TokenDataset::next_train(int64_t B, int64_t T) {
 }
 
 std::vector<Batch> TokenDataset::validation(int64_t B, int64_t T, int64_t max_batches) const {
-  std::vector<Batch> batches;
-  const int64_t n = val_->size();
-  int64_t s = 0;
-  while (static_cast<int64_t>(batches.size()) < max_batches && s + T + 1 <= n) {
-    Batch b{0, T, {}, {}};
-    while (b.B < B && s + T + 1 <= n) {
-      for (int64_t t = 0; t < T; ++t) {
-        b.tokens.push_back((*val_)[s + t]);
-        b.targets.push_back((*val_)[s + t + 1]);
-      }
-      ++b.B;
-      s += T;
-    }
-    batches.push_back(std::move(b));
-  }
-  return batches;
+  // The windows read no further than this.
+  std::vector<int32_t> ids(static_cast<size_t>(std::min(val_->size(), max_batches * B * T + 1)));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = (*val_)[static_cast<int64_t>(i)];
+  return consecutive_batches(ids, B, T, max_batches);
 }
 
 std::string TokenDataset::state() const {

@@ -1,8 +1,6 @@
 // Built with AVX-512 flags (src/CMakeLists.txt); reached only through casts.cpp's dispatch.
 #include <immintrin.h>
 
-#include <cmath>
-
 #include "fp8/lanes_avx512.h"
 #include "kernels/cpu/casts.h"
 

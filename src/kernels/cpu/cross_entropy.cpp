@@ -2,7 +2,6 @@
 #include "kernels/cpu/row_reduce.h"
 
 #include <cmath>
-#include <string>
 #include <vector>
 
 #include "fp8lm/error.h"

@@ -4,7 +4,6 @@
 // unit of work: the norm adds one double partial per chunk, in chunk order, and the update is
 // element-wise (kernels/adamw_ops.h), so the bits do not depend on the thread count. A
 // tensor's gradient is FP32 (grad) or BF16 (grad16, --fp8-weights).
-#include <cstdint>
 
 #include "kernels/tensor.h"
 

@@ -96,30 +96,11 @@ Alignments alignments(const LtProblem& p, const LtOperands& ops) {
 using Key = std::array<int64_t, 24>;
 
 Key make_key(int device, const LtProblem& p, const Alignments& al) {
-  return {device,
-          p.transa,
-          p.transb,
-          p.m,
-          p.n,
-          p.k,
-          p.atype,
-          p.btype,
-          p.ctype,
-          p.lda,
-          p.ldb,
-          p.ldc,
-          p.batch,
-          p.stride_a,
-          p.stride_b,
-          p.stride_c,
-          p.fp8,
-          p.alpha_nonzero,
-          p.beta_nonzero,
-          al.a,
-          al.b,
-          al.c,
-          p.scale_mode_a,
-          p.scale_mode_b};
+  // clang-format off
+  return {device, p.transa, p.transb, p.m, p.n, p.k, p.atype, p.btype, p.ctype, p.lda, p.ldb,
+          p.ldc, p.batch, p.stride_a, p.stride_b, p.stride_c, p.fp8, p.alpha_nonzero,
+          p.beta_nonzero, al.a, al.b, al.c, p.scale_mode_a, p.scale_mode_b};
+  // clang-format on
 }
 
 struct KeyHash {
@@ -142,32 +123,29 @@ std::string describe(const LtProblem& p) {
                          : std::string());
 }
 
+// A cuBLASLt setter's status; Error naming the setter and the attribute.
+void check_set(cublasStatus_t s, const char* setter, int attr) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw_cublas_error(fmt::format("{}({})", setter, attr).c_str(), s, __FILE__, __LINE__);
+}
+
 template <typename T>
 void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
-  const cublasStatus_t s = cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value));
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw_cublas_error(
-        fmt::format("cublasLtMatmulDescSetAttribute({})", static_cast<int>(attr)).c_str(), s,
-        __FILE__, __LINE__);
+  check_set(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)),
+            "cublasLtMatmulDescSetAttribute", attr);
 }
 
 template <typename T>
 void set_attr(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr, const T& value) {
-  const cublasStatus_t s = cublasLtMatrixLayoutSetAttribute(layout, attr, &value, sizeof(value));
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw_cublas_error(
-        fmt::format("cublasLtMatrixLayoutSetAttribute({})", static_cast<int>(attr)).c_str(), s,
-        __FILE__, __LINE__);
+  check_set(cublasLtMatrixLayoutSetAttribute(layout, attr, &value, sizeof(value)),
+            "cublasLtMatrixLayoutSetAttribute", attr);
 }
 
 template <typename T>
 void set_attr(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
               const T& value) {
-  const cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value));
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw_cublas_error(
-        fmt::format("cublasLtMatmulPreferenceSetAttribute({})", static_cast<int>(attr)).c_str(), s,
-        __FILE__, __LINE__);
+  check_set(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)),
+            "cublasLtMatmulPreferenceSetAttribute", attr);
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include <cublasLt.h>
 
 #include <cstdint>
-#include <string>
 
 #include "fp8lm/error.h"
 

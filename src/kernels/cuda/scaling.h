@@ -4,8 +4,6 @@
 // device: slot i's history is amax_history[i*H .. i*H+H), [0] accumulating this step.
 #include <cuda_runtime_api.h>
 
-#include <cstdint>
-
 #include "fp8/recipe.h"
 #include "kernels/tensor.h"
 
