@@ -49,10 +49,13 @@ CliResult bounded(const std::string& args, const std::string& prefix = "") {
   return fp8lm(args, "", prefix + " timeout 120");
 }
 
-// A finished tiny run with a checkpoint per step, trained once for the tests here.
+// A finished tiny run with a checkpoint per step, trained once per test process (in a directory
+// of the test's own: ctest runs tests as parallel processes sharing TempDir()).
 const std::string& tiny_run() {
   static const std::string dir = [] {
-    const std::string d = fresh("fp8lm_inputs_run") + "/run";
+    const std::string d = fresh(std::string("fp8lm_inputs_run_") +
+                                testing::UnitTest::GetInstance()->current_test_info()->name()) +
+                          "/run";
     const CliResult r = fp8lm("train --steps 2 --checkpoint-every 1 " + kTinyModel + " --out " + d);
     EXPECT_EQ(r.status, 0) << r.err;
     return d;

@@ -140,8 +140,14 @@ TEST(BpeTokenizer, AnyBytesRoundTrip) {
   EXPECT_LT(ids.size(), spaces.size() / 2) << "runs of spaces merge";
 }
 
+// A file of the running test's own: ctest runs tests as parallel processes sharing TempDir().
+std::string bad_tokenizer_path() {
+  return testing::TempDir() + "fp8lm_bad_tokenizer_" +
+         testing::UnitTest::GetInstance()->current_test_info()->name() + ".json";
+}
+
 void expect_error(const std::string& json_text, const std::string& needle) {
-  const std::string path = testing::TempDir() + "fp8lm_bad_tokenizer.json";
+  const std::string path = bad_tokenizer_path();
   std::ofstream(path) << json_text;
   try {
     BpeTokenizer::load(path);
@@ -225,7 +231,7 @@ TEST(BpeTokenizer, IdsThatDoNotNameOneTokenEachAreRefused) {
       "added token '<|endoftext|>' has id 2147483648, not an integer from 0 to 2147483647");
   expect_error(with([](auto& j) { j["model"]["vocab"]["x"] = 5.5; }), "token 'x' has id 5.5");
   expect_error(with([](auto& j) { j["model"]["vocab"]["zzzz"] = 7; }),
-               testing::TempDir() + "fp8lm_bad_tokenizer.json: ");  // the file is named
+               bad_tokenizer_path() + ": ");  // the file is named
   // An added token repeating its vocabulary entry (GPT-2's <|endoftext|>) is one token.
   EXPECT_EQ(BpeTokenizer::load(kData + "/gpt2").vocab_size(), 2000);
 }

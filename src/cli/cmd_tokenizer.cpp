@@ -127,7 +127,7 @@ void run_train(const TrainFlags& f) {
   }
   const std::string json = all.train();
   // Written whole or not at all, with the reason when it cannot be (a full disk, ulimit -f).
-  write_file_atomic(f.out, {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
+  write_text_atomic(f.out, json);
   const text::BpeTokenizer tok = text::BpeTokenizer::from_hf_json(f.out);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("learnt a vocabulary of {} from {:.2f} MB ({} distinct pieces) in {:.1f}s; wrote {}\n",

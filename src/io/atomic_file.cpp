@@ -87,4 +87,8 @@ void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) 
   file.commit();
 }
 
+void write_text_atomic(const std::string& path, const std::string& text) {
+  write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+}
+
 }  // namespace fp8lm

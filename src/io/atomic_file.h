@@ -37,8 +37,9 @@ class AtomicFile {
   off_t appended_ = 0, flushed_ = 0;
 };
 
-// Writes bytes to path atomically (AtomicFile).
+// Writes bytes (or text) to path atomically (AtomicFile).
 void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes);
+void write_text_atomic(const std::string& path, const std::string& text);
 
 // Renames a written file or directory over `to` and fsyncs the directory that holds it, so the
 // new name survives a power cut; Error naming `to` when the rename fails.

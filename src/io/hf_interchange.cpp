@@ -195,10 +195,6 @@ SafetensorsWriter fp8_codes_file(GPT& model, const std::vector<Mapping>& maps,
   return st;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
-}
-
 }  // namespace
 
 HfArchitecture hf_architecture(const GPTConfig& m) {
@@ -266,14 +262,15 @@ void export_hf(GPT& model, const std::string& dir, const HfExportOptions& option
   if (codes) codes->write(dir + "/fp8_weights.safetensors");
   Json config = config_json(m, a, options.dtype);
   add_hf_token_ids(config, special);
-  write_text(dir + "/config.json", config.dump(2) + "\n");
-  write_text(dir + "/generation_config.json",
-             hf_generation_config(special, m.seq_len).dump(2) + "\n");
+  write_text_atomic(dir + "/config.json", config.dump(2) + "\n");
+  write_text_atomic(dir + "/generation_config.json",
+                    hf_generation_config(special, m.seq_len).dump(2) + "\n");
   if (!options.tokenizer.empty()) {
     fs::copy_file(options.tokenizer, dir + "/tokenizer.json");
-    write_text(dir + "/tokenizer_config.json",
-               hf_tokenizer_config(special, m.seq_len).dump(2) + "\n");
-    write_text(dir + "/special_tokens_map.json", hf_special_tokens_map(special).dump(2) + "\n");
+    write_text_atomic(dir + "/tokenizer_config.json",
+                      hf_tokenizer_config(special, m.seq_len).dump(2) + "\n");
+    write_text_atomic(dir + "/special_tokens_map.json",
+                      hf_special_tokens_map(special).dump(2) + "\n");
   }
 }
 

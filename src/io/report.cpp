@@ -346,9 +346,7 @@ void write_report(const std::string& dir) {
   html << "<h2>Summary</h2><pre>" << escape(summary) << "</pre><h2>Config</h2><pre>"
        << escape(config) << "</pre>";
   html << "</body></html>\n";
-  const std::string text = html.str();
-  write_file_atomic(dir + "/report.html",
-                    std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  write_text_atomic(dir + "/report.html", html.str());
 }
 
 }  // namespace fp8lm

@@ -29,10 +29,6 @@ using Json = nlohmann::json;
 
 namespace {
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
-
 Json fp8_snapshot(GPT& model) {
   Json j = Json::object();
   for (const Fp8SlotState& st : fp8_slot_states(model)) {

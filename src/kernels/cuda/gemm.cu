@@ -162,12 +162,7 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, Gemm
   p.ldc = N;
   p.fp8 = fp8;
 
-  LtOperands ops;
-  ops.a = B.data;
-  ops.b = A.data;
-  ops.c = C;
-  ops.scale_a = B.scale_inv;
-  ops.scale_b = A.scale_inv;
+  const LtOperands ops{B.data, A.data, C, B.scale_inv, A.scale_inv};
   lt_run(lt_plan(p, ops), ops, alpha, beta, stream);
 }
 
@@ -198,10 +193,7 @@ void gemm_batched_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, floa
   p.stride_b = stride_a;
   p.stride_c = stride_c;
 
-  LtOperands ops;
-  ops.a = B;
-  ops.b = A;
-  ops.c = C;
+  const LtOperands ops{B, A, C};
   lt_run(lt_plan(p, ops), ops, alpha, beta, stream);
 }
 
@@ -218,12 +210,7 @@ bool gemm_block_scaled(int64_t M, int64_t N, int64_t K, float alpha, const Block
   p.scale_mode_a = B.two_d ? kBlk128x128 : kVec128;
   p.scale_mode_b = A.two_d ? kBlk128x128 : kVec128;
 
-  LtOperands ops;
-  ops.a = B.codes;
-  ops.b = A.codes;
-  ops.c = C;
-  ops.scale_a = B.scales;
-  ops.scale_b = A.scales;
+  const LtOperands ops{B.codes, A.codes, C, B.scales, A.scales};
   LtPlan* plan = lt_plan_if_any(p, ops);
   if (!plan) return false;
   lt_run(*plan, ops, alpha, beta, stream);

@@ -1,20 +1,15 @@
 // The cross-entropy oracle: plain loops in double, no threads, no intrinsics.
 #include <cmath>
-#include <string>
 #include <vector>
 
-#include "fp8lm/error.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/loss.h"
 
 namespace fp8lm::cpu::ref {
 
 float softmax_cross_entropy(float* dlogits, float* losses, const float* logits,
                             const int32_t* targets, int64_t rows, int64_t V, float grad_scale) {
-  for (int64_t r = 0; r < rows; ++r) {
-    if (targets[r] >= V)
-      throw Error("cross-entropy: target " + std::to_string(targets[r]) + " at row " +
-                  std::to_string(r) + " is outside the vocabulary of " + std::to_string(V));
-  }
+  check_targets(targets, rows, V);
   double total = 0.0;
   int64_t counted = 0;
   std::vector<double> x(static_cast<size_t>(V));
