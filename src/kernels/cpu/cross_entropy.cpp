@@ -6,20 +6,21 @@
 
 #include "fp8lm/error.h"
 #include "kernels/loss.h"
+#include "kernels/loss_ops.h"
 
 namespace fp8lm::cpu {
 namespace {
 
-// max, ignoring NaN (a NaN logit still poisons the sum of exponentials, hence the loss).
+// The row's max (loss::max_ignoring_nan), in kLanes partial maxima the compiler vectorizes.
 inline float row_max(const float* x, int64_t n) {
   float part[kLanes];
   for (float& p : part) p = -INFINITY;
   const int64_t body = n - n % kLanes;
   for (int64_t i = 0; i < body; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) part[j] = x[i + j] > part[j] ? x[i + j] : part[j];
-  for (int64_t i = body; i < n; ++i) part[i - body] = x[i] > part[i - body] ? x[i] : part[i - body];
+    for (int64_t j = 0; j < kLanes; ++j) part[j] = loss::max_ignoring_nan(part[j], x[i + j]);
+  for (int64_t i = body; i < n; ++i) part[i - body] = loss::max_ignoring_nan(part[i - body], x[i]);
   float m = -INFINITY;
-  for (float p : part) m = p > m ? p : m;
+  for (float p : part) m = loss::max_ignoring_nan(m, p);
   return m;
 }
 
@@ -81,14 +82,13 @@ float softmax_cross_entropy(float* dlogits, float* losses, const float* logits,
       // Keep the exponentials in d: one exp per logit, and the same sum as the branch below.
       for (int64_t i = 0; i < V; ++i) d[i] = std::exp(x[i] - m);
       sum = lane_sum(V, [d](int64_t i) { return d[i]; });
-      const float k = grad_scale / sum;
-      for (int64_t i = 0; i < V; ++i) d[i] *= k;
-      d[t] -= grad_scale;
+      const float k = loss::gradient_factor(grad_scale, sum);
+      for (int64_t i = 0; i < V; ++i) d[i] = loss::gradient(d[i], k);
+      d[t] = loss::gradient_at_target(d[t], grad_scale);
     } else {
       sum = lane_sum(V, [x, m](int64_t i) { return std::exp(x[i] - m); });
     }
-    // -log(exp(x_t - m) / sum): sum >= 1, so nothing overflows or underflows to -inf.
-    losses[r] = std::log(sum) - (x_target - m);
+    losses[r] = loss::row_loss(std::log(sum), x_target, m);
   }
 
   return mean_loss(losses, targets, rows);

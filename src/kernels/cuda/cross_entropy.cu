@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/loss_embedding.h"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/loss_ops.h"
 
 namespace fp8lm::cuda {
 namespace {
@@ -21,8 +22,8 @@ namespace {
 constexpr int kRowThreads = 512;
 constexpr int kSumThreads = 1024;
 
-struct MaxIgnoringNan {  // as the CPU's row_max: a NaN never wins
-  __device__ float operator()(float a, float b) const { return b > a ? b : a; }
+struct MaxIgnoringNan {
+  __device__ float operator()(float a, float b) const { return loss::max_ignoring_nan(a, b); }
 };
 
 __global__ void cross_entropy_kernel(float* dlogits, float* losses, const float* logits,
@@ -54,15 +55,13 @@ __global__ void cross_entropy_kernel(float* dlogits, float* losses, const float*
   sum = block_allreduce(sum, Sum{}, 0.0f);
 
   if (d != nullptr) {
-    // Rounded step by step as on the CPU (no contraction of e * k - grad_scale into an FMA).
-    const float k = __fdiv_rn(grad_scale, sum);
+    const float k = loss::gradient_factor(grad_scale, sum);
     for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-      const float p = __fmul_rn(d[i], k);
-      d[i] = i == t ? __fsub_rn(p, grad_scale) : p;
+      const float g = loss::gradient(d[i], k);
+      d[i] = i == t ? loss::gradient_at_target(g, grad_scale) : g;
     }
   }
-  // -log(exp(x_t - m) / sum): sum >= 1, so nothing overflows or underflows to -inf.
-  if (threadIdx.x == 0) losses[r] = logf(sum) - (x_target - m);
+  if (threadIdx.x == 0) losses[r] = loss::row_loss(logf(sum), x_target, m);
 }
 
 // One block: the losses summed in double over a fixed partition and tree.
