@@ -10,7 +10,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(FP8LM_INSTALLED_TARGETS fp8lm fp8lm_api fp8lm_io fp8lm_train fp8lm_nn fp8lm_dist fp8lm_cuda
-    fp8lm_kernels fp8lm_fp8 fp8lm_text fp8lm_core)
+    fp8lm_kernels fp8lm_fp8 fp8lm_text fp8lm_core fp8lm_tensorboard_proto)
 install(TARGETS ${FP8LM_INSTALLED_TARGETS} EXPORT fp8lmTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/fp8lm DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

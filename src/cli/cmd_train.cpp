@@ -43,6 +43,7 @@ struct TrainFlags {
   std::set<std::string> negated;              // switches given as --no-NAME
   bool no_save = false;
   bool no_fusion = false;
+  bool no_tensorboard = false;
   bool allow_data_change = false;  // --resume on data that changed since the run recorded it
   std::string device = "auto";
   double collective_timeout = kDefaultCollectiveTimeout;
@@ -180,6 +181,7 @@ RunSettings run_settings(const TrainFlags& f, CLI::App* app, const std::string& 
     settings.checkpoint_every = f.checkpoint_every;
   if (f.resume.empty() || app->get_option("--keep-checkpoints")->count() > 0)
     settings.keep_checkpoints = f.keep_checkpoints;
+  if (f.resume.empty() || f.no_tensorboard) settings.tensorboard = !f.no_tensorboard;
   return settings;
 }
 
@@ -224,7 +226,8 @@ std::vector<NamedValue> agreed_settings(const TrainFlags& f, const TrainConfig* 
                                {"--keep-checkpoints", std::to_string(f.keep_checkpoints)},
                                {"--stop-after", std::to_string(f.stop_after)},
                                {"--collective-timeout", fmt::format("{}", f.collective_timeout)},
-                               {"--no-fusion", f.no_fusion ? "true" : "false"}};
+                               {"--no-fusion", f.no_fusion ? "true" : "false"},
+                               {"--no-tensorboard", f.no_tensorboard ? "true" : "false"}};
   if (c) {
     for (const Setting& s : train_settings()) v.emplace_back(s.flag(), s.get(*c));
   }
@@ -242,6 +245,7 @@ void apply_config_run(TrainFlags& f, CLI::App* app, const nlohmann::json& run) {
       run["keep_checkpoints"].is_number_integer())
     f.keep_checkpoints =
         static_cast<int>(std::clamp<int64_t>(run["keep_checkpoints"].get<int64_t>(), 1, INT32_MAX));
+  if (run.contains("tensorboard") && run["tensorboard"] == false) f.no_tensorboard = true;
 }
 
 int run_train(TrainFlags f, CLI::App* app) {
@@ -409,6 +413,8 @@ void add_train_command(CLI::App& app) {
        "FLOAT", fmt::format("{}", kDefaultCollectiveTimeout));
   train->add_flag("--no-fusion", flags->no_fusion,
                   "run the unfused kernel twins (to measure what fusion saves)");
+  train->add_flag("--no-tensorboard", flags->no_tensorboard,
+                  "no TensorBoard event files (OUT/tb/) beside metrics.jsonl");
   const std::map<std::string_view, std::string> groups = {
       {"model", "Model"},
       {"precision", "Precision and FP8 recipes"},

@@ -19,6 +19,8 @@ inline constexpr std::array<float, 16> kE2M1Values = {0.0f,  0.5f,  1.0f,  1.5f,
                                                       4.0f,  6.0f,  -0.0f, -0.5f, -1.0f, -1.5f,
                                                       -2.0f, -3.0f, -4.0f, -6.0f};
 
+// The tables in the functions are local copies of the ones above: device code cannot index a
+// namespace-scope array.
 FP8LM_OP float e2m1_decode(uint8_t code) {
   constexpr float kMagnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   const float v = kMagnitudes[code & 7u];

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 

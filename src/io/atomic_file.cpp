@@ -87,6 +87,23 @@ void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) 
   file.commit();
 }
 
+void append_whole(int fd, const std::string& path, std::string_view bytes) {
+  const off_t before = ::lseek(fd, 0, SEEK_END);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w >= 0) {
+      done += static_cast<size_t>(w);
+    } else if (errno != EINTR) {
+      const int err = errno;
+      if (before >= 0 && ::ftruncate(fd, before) != 0) {
+        // Nothing more to do: the error below is what the user needs.
+      }
+      throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
+    }
+  }
+}
+
 void write_text_atomic(const std::string& path, const std::string& text) {
   write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
 }

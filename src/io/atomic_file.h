@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace fp8lm {
 
@@ -36,6 +37,10 @@ class AtomicFile {
   bool done_ = false;
   off_t appended_ = 0, flushed_ = 0;
 };
+
+// Appends bytes to the file open as fd (path, for the error) whole or not at all: a failed write
+// (a full disk) is cut back off, so the file never holds a torn record, and Error names it.
+void append_whole(int fd, const std::string& path, std::string_view bytes);
 
 // Writes bytes (or text) to path atomically (AtomicFile).
 void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes);

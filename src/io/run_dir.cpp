@@ -41,25 +41,6 @@ Json fp8_snapshot(GPT& model) {
   return j;
 }
 
-// Appends a whole line or nothing: a failed write (a full disk) is cut back off, so the file
-// never holds a torn line, and the error stops the run.
-void append_line(int fd, const std::string& path, const std::string& line) {
-  const off_t before = ::lseek(fd, 0, SEEK_END);
-  size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t w = ::write(fd, line.data() + done, line.size() - done);
-    if (w >= 0) {
-      done += static_cast<size_t>(w);
-    } else if (errno != EINTR) {
-      const int err = errno;
-      if (before >= 0 && ::ftruncate(fd, before) != 0) {
-        // Nothing more to do: the error below is what the user needs.
-      }
-      throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
-    }
-  }
-}
-
 // A checkpoint being written; renamed to its step-NNNNNN name once whole.
 constexpr const char* kPartialPrefix = ".partial-";
 
@@ -254,6 +235,8 @@ RunSettings read_run_settings(const std::string& dir) {
   if (run.contains("keep_checkpoints") && run["keep_checkpoints"].is_number_integer())
     s.keep_checkpoints = static_cast<int>(
         std::clamp(run["keep_checkpoints"].get<int64_t>(), int64_t{1}, int64_t{INT32_MAX}));
+  if (run.contains("tensorboard") && run["tensorboard"].is_boolean())
+    s.tensorboard = run["tensorboard"].get<bool>();
   return s;
 }
 
@@ -306,6 +289,7 @@ RunDirectory::RunDirectory(std::string dir, Trainer& trainer, RunSettings settin
   Json config = Json::parse(train_config_to_json(trainer.config()));
   config["run"] = {{"checkpoint_every", settings.checkpoint_every},
                    {"keep_checkpoints", settings.keep_checkpoints},
+                   {"tensorboard", settings.tensorboard},
                    {"world_size", trainer.ranks().size()},
                    {"id", stamp_.run_id}};
   if (!data.is_null()) config["run"]["data"] = data;
@@ -314,6 +298,7 @@ RunDirectory::RunDirectory(std::string dir, Trainer& trainer, RunSettings settin
   metrics_fd_ = ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (metrics_fd_ < 0)
     throw Error(fmt::format("{}: cannot open: {}", metrics_path, std::strerror(errno)));
+  if (settings.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(dir_ + "/tb");
 }
 
 RunDirectory::~RunDirectory() {
@@ -343,7 +328,8 @@ void RunDirectory::step(Trainer& trainer, const StepRecord& record) {
       line["fp8"] = fp8_snapshot(trainer.model());
     }
   }
-  append_line(metrics_fd_, dir_ + "/metrics.jsonl", line.dump() + "\n");
+  append_whole(metrics_fd_, dir_ + "/metrics.jsonl", line.dump() + "\n");
+  if (tensorboard_) tensorboard_->scalars(s.step, line);
 }
 
 void RunDirectory::checkpoint(Trainer& trainer) {

@@ -1,7 +1,8 @@
 #pragma once
 // A run directory: config.json, metrics.jsonl (a line per step; every N steps a snapshot of
-// every FP8 slot), checkpoints/step-NNNNNN/ (the last K, `latest` naming the newest complete
-// one), and at the end model.safetensors, summary.json and report.html.
+// every FP8 slot) and the same as TensorBoard event files in tb/, checkpoints/step-NNNNNN/ (the
+// last K, `latest` naming the newest complete one), and at the end model.safetensors, summary.json
+// and report.html.
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "io/run_identity.h"
 #include "io/safetensors.h"
+#include "io/tensorboard_writer.h"
 #include "train/run_loop.h"
 
 namespace fp8lm {
@@ -21,6 +23,7 @@ namespace fp8lm {
 struct RunSettings {
   int64_t checkpoint_every = 0;  // 0: at the end only
   int keep_checkpoints = 3;
+  bool tensorboard = true;  // the metrics as TensorBoard event files too, in tb/
 };
 // The settings a run directory's config.json holds (the defaults where it holds none).
 RunSettings read_run_settings(const std::string& dir);
@@ -50,6 +53,7 @@ class RunDirectory : public RunRecorder {
   RunStamp stamp_;  // this run's id (kept from config.json on a resume) and data
   int keep_;
   int metrics_fd_ = -1;  // metrics.jsonl, appended a whole line per write
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // tb/: the same records
 };
 
 // A trainer's checkpoint (save_checkpoint of io/checkpoint.h with the trainer's model,
