@@ -5,6 +5,7 @@
 // reader runs in tools/tensorboard_check.py.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -103,6 +104,43 @@ TEST(TensorBoardWriter, ARecordsNumbersAreOneEventOfScalarsWithItsStep) {
     ASSERT_TRUE(got.count(tag)) << tag;
     EXPECT_EQ(std::memcmp(&got[tag], &value, sizeof value), 0) << tag;
   }
+}
+
+TEST(TensorBoardWriter, AHistogramCountsEveryFiniteValueInItsBucket) {
+  const std::string dir = fresh_dir("fp8lm_tb_histogram");
+  std::string path;
+  const std::vector<float> values = {0.0f, 0.0f, 1.0f, 3.0f, NAN, 3.0f, INFINITY};
+  {
+    TensorBoardWriter w(dir);
+    path = w.path();
+    w.histogram(7, "amax_history/blocks.0.fc1/input", values);
+    w.histogram(8, "constant", std::vector<float>{2.0f, 2.0f});
+    w.histogram(9, "nothing finite", std::vector<float>{NAN});  // no record
+  }
+  const std::vector<std::string> recs = records(read_file(path));
+  ASSERT_EQ(recs.size(), 3u);
+  tensorboard::Event e;
+  ASSERT_TRUE(e.ParseFromString(recs[1]));
+  EXPECT_EQ(e.step(), 7);
+  ASSERT_EQ(e.summary().value_size(), 1);
+  EXPECT_EQ(e.summary().value(0).tag(), "amax_history/blocks.0.fc1/input");
+  const tensorboard::HistogramProto& h = e.summary().value(0).histo();
+  EXPECT_EQ(h.min(), 0.0);
+  EXPECT_EQ(h.max(), 3.0);
+  EXPECT_EQ(h.num(), 5.0);
+  EXPECT_EQ(h.sum(), 7.0);
+  EXPECT_EQ(h.sum_squares(), 19.0);
+  ASSERT_EQ(h.bucket_size(), 30);
+  ASSERT_EQ(h.bucket_limit_size(), 30);
+  EXPECT_EQ(h.bucket_limit(29), 3.0);
+  EXPECT_EQ(h.bucket(0), 2.0);   // the zeros: (.., 0.1]
+  EXPECT_EQ(h.bucket(9), 1.0);   // 1: (0.9, 1.0]
+  EXPECT_EQ(h.bucket(29), 2.0);  // the threes: (2.9, 3]
+  ASSERT_TRUE(e.ParseFromString(recs[2]));
+  const tensorboard::HistogramProto& c = e.summary().value(0).histo();
+  ASSERT_EQ(c.bucket_size(), 1);
+  EXPECT_EQ(c.bucket(0), 2.0);
+  EXPECT_EQ(c.bucket_limit(0), 2.0);
 }
 
 TEST(TensorBoardWriter, ADirectoryThatCannotBeMadeIsNamed) {

@@ -5,7 +5,8 @@ Trains the demo a few steps under FP8 delayed scaling (a snapshot of every FP8 s
 1), then loads
 OUT/tb with tensorboard's EventAccumulator and checks that every number of every
 metrics.jsonl record (nested keys joined by '/', "step" left out) is a scalar of the same
-tag and step, equal to the value rounded to float32 (TensorBoard's simple_value), bit for bit.
+tag and step, equal to the value rounded to float32 (TensorBoard's simple_value), bit for bit,
+and that the final checkpoint's amax history of every FP8 slot is a histogram of its values.
 Exits 77 (ctest: skipped) when tensorboard cannot be imported.
 
 Usage: tools/tensorboard_check.py --fp8lm build/release/fp8lm
@@ -68,6 +69,14 @@ def main():
                     failures.append(f"{tag} step {step}: tb {got.get(step)}, metrics {value}")
         if not any("/" in t for t in tags):
             failures.append("no FP8 slot's scalars (fp8/<gemm>/<slot>/...)")
+        # The checkpoint at the end: every FP8 slot's amax history (1024 long by default).
+        histograms = acc.Tags()["histograms"]
+        if not histograms or not all(t.startswith("amax_history/") for t in histograms):
+            failures.append(f"no amax history histograms: {histograms[:5]}")
+        for tag in histograms:
+            h = acc.Histograms(tag)[-1].histogram_value
+            if h.num != 1024 or sum(h.bucket) != h.num:
+                failures.append(f"{tag}: {h.num} values, buckets hold {sum(h.bucket)}")
         for f in failures[:20]:
             print(f)
         print(f"{len(tags)} tags, {sum(len(s) for s in want.values())} values: "

@@ -353,6 +353,11 @@ void RunDirectory::checkpoint(Trainer& trainer) {
   for (size_t i = static_cast<size_t>(std::max(keep_, 1)); i < newest_first.size(); ++i) {
     if (newest_first[i] != name) fs::remove_all(root + "/" + newest_first[i]);
   }
+  // Every FP8 slot's amax history, as the checkpoint holds it.
+  if (tensorboard_ && trainer.precision().precision == Precision::Fp8)
+    for (const Fp8SlotState& st : fp8_slot_states(trainer.model()))
+      tensorboard_->histogram(trainer.steps_done(), "amax_history/" + st.gemm + "/" + st.slot,
+                              st.amax_history);
 }
 
 void RunDirectory::stopped(Trainer&) {

@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "fp8lm/error.h"
 #include "io/atomic_file.h"
@@ -57,6 +60,42 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
 
 TensorBoardWriter::~TensorBoardWriter() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+void TensorBoardWriter::histogram(int64_t step, const std::string& tag,
+                                  std::span<const float> values) {
+  std::vector<double> finite;
+  for (const float v : values)
+    if (std::isfinite(v)) finite.push_back(v);
+  if (finite.empty()) return;
+  tensorboard::Event e;
+  e.set_wall_time(seconds_since_epoch());
+  e.set_step(step);
+  tensorboard::Summary::Value* value = e.mutable_summary()->add_value();
+  value->set_tag(tag);
+  tensorboard::HistogramProto& h = *value->mutable_histo();
+  const auto [lo, hi] = std::minmax_element(finite.begin(), finite.end());
+  const double min = *lo, max = *hi;
+  const int buckets = max > min ? 30 : 1;
+  std::vector<double> count(static_cast<size_t>(buckets), 0.0);
+  double sum = 0, sum_squares = 0;
+  for (const double v : finite) {
+    // The bucket whose half-open interval (limit[i - 1], limit[i]] holds v.
+    const double i = buckets == 1 ? 0.0 : std::ceil((v - min) / (max - min) * buckets) - 1.0;
+    count[static_cast<size_t>(std::clamp(i, 0.0, buckets - 1.0))] += 1;
+    sum += v;
+    sum_squares += v * v;
+  }
+  h.set_min(min);
+  h.set_max(max);
+  h.set_num(static_cast<double>(finite.size()));
+  h.set_sum(sum);
+  h.set_sum_squares(sum_squares);
+  for (int i = 0; i < buckets; ++i) {
+    h.add_bucket_limit(i + 1 == buckets ? max : min + (max - min) * (i + 1) / buckets);
+    h.add_bucket(count[static_cast<size_t>(i)]);
+  }
+  append_whole(fd_, path_, tfrecord(e.SerializeAsString()));
 }
 
 void TensorBoardWriter::scalars(int64_t step, const nlohmann::json& record) {

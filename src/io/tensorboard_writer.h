@@ -5,6 +5,7 @@
 // killed run leaves every record it wrote readable.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 
 namespace fp8lm {
@@ -21,6 +22,9 @@ class TensorBoardWriter {
   // a nested object's keys joined by '/' ("fp8/blocks.0.attn.qkv/input/scale"); "step",
   // booleans, strings, arrays and nulls (a skipped step's loss) left out.
   void scalars(int64_t step, const nlohmann::json& record);
+  // The finite ones of values as a histogram at `step`: 30 equal-width buckets over
+  // [min, max] (one where they are all equal), bucket i counting (limit[i - 1], limit[i]].
+  void histogram(int64_t step, const std::string& tag, std::span<const float> values);
   const std::string& path() const { return path_; }
 
  private:
