@@ -25,6 +25,14 @@ double seconds_since_epoch() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// An Event stamped now, at step.
+tensorboard::Event event_at(int64_t step) {
+  tensorboard::Event e;
+  e.set_wall_time(seconds_since_epoch());
+  e.set_step(step);
+  return e;
+}
+
 void add_numbers(tensorboard::Summary& summary, const std::string& prefix,
                  const nlohmann::json& j) {
   for (const auto& [key, value] : j.items()) {
@@ -52,8 +60,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
                       static_cast<int64_t>(seconds_since_epoch()), host, ::getpid(), opened++);
   fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error(fmt::format("{}: cannot create: {}", path_, std::strerror(errno)));
-  tensorboard::Event first;
-  first.set_wall_time(seconds_since_epoch());
+  tensorboard::Event first = event_at(0);
   first.set_file_version("brain.Event:2");
   append_whole(fd_, path_, tfrecord(first.SerializeAsString()));
 }
@@ -68,9 +75,7 @@ void TensorBoardWriter::histogram(int64_t step, const std::string& tag,
   for (const float v : values)
     if (std::isfinite(v)) finite.push_back(v);
   if (finite.empty()) return;
-  tensorboard::Event e;
-  e.set_wall_time(seconds_since_epoch());
-  e.set_step(step);
+  tensorboard::Event e = event_at(step);
   tensorboard::Summary::Value* value = e.mutable_summary()->add_value();
   value->set_tag(tag);
   tensorboard::HistogramProto& h = *value->mutable_histo();
@@ -99,9 +104,7 @@ void TensorBoardWriter::histogram(int64_t step, const std::string& tag,
 }
 
 void TensorBoardWriter::scalars(int64_t step, const nlohmann::json& record) {
-  tensorboard::Event e;
-  e.set_wall_time(seconds_since_epoch());
-  e.set_step(step);
+  tensorboard::Event e = event_at(step);
   add_numbers(*e.mutable_summary(), "", record);
   append_whole(fd_, path_, tfrecord(e.SerializeAsString()));
 }
