@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""report.html of a run renders in headless Chromium: it is self-contained (no network), its
-chart elements exist in the DOM (training charts and per-layer FP8 charts with data lines), and
-the screenshot is not blank. Arguments: the fp8lm binary."""
+"""report.html of a run, and compare.html of a comparison, render in headless Chromium: each is
+self-contained (no network, no script), its elements exist in the DOM (report: training charts
+and per-layer FP8 charts with data lines; compare: the table, the verdicts, the loss chart), and
+its screenshots at 1400 and 390 px wide are not blank and log no console error. Arguments: the
+fp8lm binary."""
 import os
 import shutil
 import struct
@@ -64,14 +66,41 @@ def main(binary):
         missing = [t for t in titles if f'data-title="{t}"' not in dom]
         if charts < 4 + 3 * 2 or lines < 20 or missing:
             sys.exit(f"FAIL: {charts} charts, {lines} lines in the rendered DOM; missing {missing}")
-        shot = os.path.join(tmp, "report.png")
-        subprocess.run(flags + [f"--screenshot={shot}", "file://" + report], capture_output=True, timeout=120)
-        pixels = png_pixels(shot)
-        colors = set(pixels)
-        ink = sum(1 for p in pixels if p != b"\xff\xff\xff") / len(pixels)
-        if len(colors) < 16 or ink < 0.01:
-            sys.exit(f"FAIL: the screenshot looks blank ({len(colors)} colors, {ink:.2%} non-white)")
-    print("1 passed, 0 failed")
+        for width in (1400, 390):
+            look(browser, report, os.path.join(tmp, f"report-{width}.png"), width)
+        # compare.html: two arms, two seeds of the same small model.
+        cmp = os.path.join(tmp, "cmp")
+        subprocess.run([binary, "compare", "--precision", "bf16,fp8", "--seeds", "2", "--steps", "20",
+                        "--vocab", "16", "--seq-len", "12", "--d-model", "32", "--n-layers", "1", "--n-heads", "2",
+                        "--ffn", "64", "--batch-size", "4", "--threads", "2", "--out", cmp],
+                       check=True, capture_output=True)
+        page = os.path.join(cmp, "compare.html")
+        html = open(page).read()
+        if "http://" in html or "https://" in html or "<script" in html:
+            sys.exit("FAIL: compare.html is not self-contained")
+        dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "file://" + page],
+                             capture_output=True, text=True, timeout=120).stdout
+        if dom.count("<tr>") < 3 or 'data-title="train loss"' not in dom or "seed noise" not in dom:
+            sys.exit("FAIL: compare.html lacks its table, verdicts or loss chart")
+        for width in (1400, 390):
+            look(browser, page, os.path.join(tmp, f"compare-{width}.png"), width)
+    print("2 passed, 0 failed")
+
+
+def look(browser, page, shot, width):
+    """A screenshot at this width that is not blank, with no console error on the way."""
+    res = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                          f"--window-size={width},1800", "--enable-logging=stderr", "--v=0",
+                          f"--screenshot={shot}", "file://" + page], capture_output=True, text=True, timeout=120)
+    errors = [line for line in res.stderr.splitlines() if "CONSOLE" in line and "ERROR" in line.upper()]
+    if errors:
+        sys.exit(f"FAIL: console errors in {os.path.basename(page)} at {width} px: {errors[:3]}")
+    pixels = png_pixels(shot)
+    colors = set(pixels)
+    ink = sum(1 for p in pixels if p != b"\xff\xff\xff") / len(pixels)
+    if len(colors) < 16 or ink < 0.01:
+        sys.exit(f"FAIL: the {width} px screenshot of {os.path.basename(page)} looks blank "
+                 f"({len(colors)} colors, {ink:.2%} non-white)")
 
 
 if __name__ == "__main__":

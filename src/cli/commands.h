@@ -8,6 +8,7 @@ namespace fp8lm::cli {
 void add_fp8_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);

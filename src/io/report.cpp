@@ -17,6 +17,7 @@
 #include "fp8lm/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "io/svg_chart.h"
 
 namespace fp8lm {
 
@@ -24,100 +25,6 @@ namespace {
 
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
-
-struct Series {
-  std::string name;
-  std::vector<double> x, y;
-};
-
-const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-                         "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939"};
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    const char* entity = c == '<'   ? "&lt;"
-                         : c == '>' ? "&gt;"
-                         : c == '&' ? "&amp;"
-                         : c == '"' ? "&quot;"
-                                    : nullptr;
-    entity ? out.append(entity) : out.append(1, c);
-  }
-  return out;
-}
-
-// One line chart as inline SVG; log_y plots log10 of positive values (others dropped).
-std::string line_chart(const std::string& title, std::vector<Series> series, bool log_y = false) {
-  constexpr double W = 460, H = 240, L = 56, R = 12, T = 28, B = 34;
-  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-  for (Series& s : series) {
-    Series kept{s.name, {}, {}};
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      double y = s.y[i];
-      if (!std::isfinite(y) || (log_y && y <= 0)) continue;
-      if (log_y) y = std::log10(y);
-      kept.x.push_back(s.x[i]);
-      kept.y.push_back(y);
-      x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]), y0 = std::min(y0, y),
-      y1 = std::max(y1, y);
-    }
-    s = std::move(kept);
-  }
-  std::ostringstream svg;
-  svg << fmt::format(
-      R"(<svg class="chart" data-title="{}" width="{}" height="{}" viewBox="0 0 {} {}">)",
-      escape(title), W, H, W, H);
-  svg << fmt::format(R"(<rect x="0" y="0" width="{}" height="{}" fill="#fff" stroke="#ccc"/>)", W,
-                     H);
-  svg << fmt::format(R"(<text x="{}" y="18" font-size="13" font-weight="bold">{}</text>)", L,
-                     escape(title));
-  if (!(x0 <= x1)) {
-    svg << fmt::format(R"(<text x="{}" y="{}" font-size="12" fill="#888">no data</text></svg>)", L,
-                       H / 2);
-    return svg.str();
-  }
-  if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) y1 = y0 + 1, y0 -= 1;
-  const auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
-  const auto py = [&](double y) { return T + (1 - (y - y0) / (y1 - y0)) * (H - T - B); };
-  svg << fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#444"/>)", L, H - B, W - R,
-                     H - B);
-  svg << fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#444"/>)", L, T, L, H - B);
-  for (int k = 0; k <= 4; ++k) {
-    const double yv = y0 + (y1 - y0) * k / 4, xv = x0 + (x1 - x0) * k / 4;
-    const std::string label =
-        log_y ? fmt::format("{:.3g}", std::pow(10.0, yv)) : fmt::format("{:.3g}", yv);
-    svg << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="end">{}</text>)", L - 4,
-                       py(yv) + 3, label);
-    svg << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="middle">{:.0f}</text>)",
-                       px(xv), H - B + 14, xv);
-  }
-  svg << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="middle">step</text>)",
-                     (L + W - R) / 2, H - 4);
-  for (size_t i = 0; i < series.size(); ++i) {
-    const Series& s = series[i];
-    const char* color = kColors[i % std::size(kColors)];
-    if (s.x.empty()) continue;
-    std::ostringstream pts;
-    for (size_t k = 0; k < s.x.size(); ++k)
-      pts << fmt::format("{:.1f},{:.1f} ", px(s.x[k]), py(s.y[k]));
-    if (s.x.size() == 1) {
-      svg << fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"/>)", px(s.x[0]),
-                         py(s.y[0]), color);
-    }
-    svg << fmt::format(
-        R"(<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"><title>{}</title></polyline>)",
-        color, pts.str(), escape(s.name));
-    if (series.size() > 1) {
-      const double ly = T + 4 + 11.0 * static_cast<double>(i);
-      svg << fmt::format(
-          R"(<text x="{}" y="{}" font-size="9" fill="{}" text-anchor="end">{}</text>)", W - R - 2,
-          ly + 6, color, escape(s.name));
-    }
-  }
-  svg << "</svg>";
-  return svg.str();
-}
 
 // Block-scaled recipes: one cell per recorded step (columns) and GEMM tensor role (rows), its
 // colour the median power of two of the blocks' scales (blue small, yellow large), a red
@@ -160,14 +67,14 @@ std::string block_heatmap(const std::map<std::string, std::vector<BlockCell>>& r
   double y = T;
   for (const auto& [name, cells] : rows) {
     svg << fmt::format(R"(<text x="{}" y="{}" font-size="9" text-anchor="end">{}</text>)", L - 4,
-                       y + ch - 2, escape(name));
+                       y + ch - 2, html_escape(name));
     for (const BlockCell& c : cells) {
       const auto col = std::lower_bound(steps.begin(), steps.end(), c.step) - steps.begin();
       const bool bad = c.saturated > 0 || c.flushed > 0;
       svg << fmt::format(
           R"(<rect x="{}" y="{}" width="{}" height="{}" fill="{}" stroke="{}"><title>{} step {}: median 2^{} · saturated {:.2f}% · flushed {:.2f}% of blocks</title></rect>)",
           L + cw * static_cast<double>(col), y, cw - 1, ch - 1, colour(c.median),
-          bad ? "#d62728" : "none", escape(name), c.step, c.median, 100 * c.saturated,
+          bad ? "#d62728" : "none", html_escape(name), c.step, c.median, 100 * c.saturated,
           100 * c.flushed);
     }
     y += ch;
@@ -301,7 +208,7 @@ void write_report(const std::string& dir) {
          ".row{display:flex;flex-wrap:wrap;gap:12px}pre{background:#f6f6f6;padding:8px;font-size:"
          "11px;max-height:260px;overflow:auto}"
          "</style></head><body>";
-  html << "<h1>fp8lm run report: " << escape(dir) << "</h1>";
+  html << "<h1>fp8lm run report: " << html_escape(dir) << "</h1>";
   html << "<h2>Training</h2>";
   if (!skipped.empty()) {
     html << "<p><b>" << skipped.size()
@@ -309,12 +216,13 @@ void write_report(const std::string& dir) {
          << fmt::format("{}", fmt::join(skipped, ", ")) << "</p>";
   }
   for (const Fallback& f : fallbacks) {
-    html << "<p><b>" << escape(f.gemm) << " fell back to BF16</b> at step " << f.step << " (slot "
-         << escape(f.slot) << ": " << escape(f.reason) << ")</p>";
+    html << "<p><b>" << html_escape(f.gemm) << " fell back to BF16</b> at step " << f.step
+         << " (slot " << html_escape(f.slot) << ": " << html_escape(f.reason) << ")</p>";
   }
   if (unread > 0) {
     html << "<p><b>" << unread
-         << " lines of metrics.jsonl left out</b>, the first: " << escape(first_unread) << "</p>";
+         << " lines of metrics.jsonl left out</b>, the first: " << html_escape(first_unread)
+         << "</p>";
   }
   html << "<div class=\"row\">";
   html << line_chart("loss (train and validation)", {loss, val});
@@ -343,8 +251,8 @@ void write_report(const std::string& dir) {
   } else if (fp8.empty()) {
     html << "<p>No FP8 state: this run did not train in FP8.</p>";
   }
-  html << "<h2>Summary</h2><pre>" << escape(summary) << "</pre><h2>Config</h2><pre>"
-       << escape(config) << "</pre>";
+  html << "<h2>Summary</h2><pre>" << html_escape(summary) << "</pre><h2>Config</h2><pre>"
+       << html_escape(config) << "</pre>";
   html << "</body></html>\n";
   write_text_atomic(dir + "/report.html", html.str());
 }

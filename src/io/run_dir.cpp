@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -179,6 +180,15 @@ ResumedRun resume_newest_checkpoint(const std::string& run_dir) {
       fmt::format("{}: no checkpoint to resume from: {}", run_dir, fmt::join(failures, "; ")));
 }
 
+namespace {
+// This process's largest resident set so far (a resumed run: since it resumed).
+double peak_rss_mb() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0.0;
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux counts kilobytes
+}
+}  // namespace
+
 void write_summary(const std::string& dir, const Trainer& trainer, const TrainResult& r) {
   const TrainConfig& c = trainer.config();
   Json j = {{"precision", r.precision.label()},
@@ -193,7 +203,8 @@ void write_summary(const std::string& dir, const Trainer& trainer, const TrainRe
             {"skipped_steps", r.skipped_steps},
             {"fp8_fallbacks", fp8_fallbacks_json(r.fp8_fallbacks)},
             {"parameters", c.model.parameter_count()},
-            {"world_size", trainer.ranks().size()}};
+            {"world_size", trainer.ranks().size()},
+            {"peak_rss_mb", peak_rss_mb()}};
   // A run that did not end well says why; "ok" is what a script checks.
   j["ok"] = r.failure.empty();
   if (!r.failure.empty()) j["failure"] = r.failure;

@@ -1,0 +1,389 @@
+// fp8lm compare: the tutorial's question in one command. Every arm (precision x recipe x
+// format) is trained once per seed as an ordinary run under DIR/runs/ (each resumable, each with
+// its own TensorBoard directory), then DIR/compare.json and DIR/compare.html hold the arms'
+// statistics over seeds and their gaps to the baseline, and a table is printed. Under mpirun
+// the runs are spread over the ranks, each run a process of its own.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <span>
+
+#include "cli/child_process.h"
+#include "cli/commands.h"
+#include "core/input_file.h"
+#include "core/json.h"
+#include "dist/communicator.h"
+#include "fp8lm/error.h"
+#include "io/atomic_file.h"
+#include "io/compare_results.h"
+#include "io/new_dir.h"
+#include "io/run_lock.h"
+#include "train/compare_plan.h"
+#include "train/settings.h"
+
+namespace fp8lm::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+// The settings compare itself varies: every other train setting passes through to each run.
+const std::set<std::string> kVaried = {"precision", "recipe", "fp8-format", "seed"};
+
+struct CompareFlags {
+  std::string precisions = "fp32,bf16,fp8", recipes, formats, baseline, out, resume, config;
+  std::string device = "auto";
+  int64_t seeds = 3, first_seed = 1, checkpoint_every = 0;
+  bool no_tensorboard = false;
+  std::map<std::string, std::string> values;  // a train setting's flag text
+  std::set<std::string> negated;              // --no-NAME switches
+};
+
+// What a comparison is, saved as DIR/compare-plan.json so that --resume finishes it.
+struct Plan {
+  std::vector<CompareArm> arms;
+  std::vector<uint64_t> seeds;
+  std::string baseline;
+  std::vector<std::string> train_args;  // the flags every run shares
+};
+
+Json plan_json(const Plan& p) {
+  Json arms = Json::array();
+  for (const CompareArm& a : p.arms)
+    arms.push_back({{"label", a.label},
+                    {"precision", a.precision},
+                    {"recipe", a.recipe},
+                    {"fp8_format", a.format}});
+  return {
+      {"arms", arms}, {"seeds", p.seeds}, {"baseline", p.baseline}, {"train_args", p.train_args}};
+}
+
+Plan read_plan(const std::string& dir) {
+  const std::string path = dir + "/compare-plan.json";
+  if (!fs::exists(path))
+    throw Error(fmt::format("--resume {}: not a comparison (no compare-plan.json)", dir));
+  const Json j = read_json_file(path, kJsonFileBytes);
+  Plan p;
+  try {
+    for (const Json& a : j.at("arms"))
+      p.arms.push_back({a.at("label").get<std::string>(), a.at("precision").get<std::string>(),
+                        a.at("recipe").get<std::string>(), a.at("fp8_format").get<std::string>()});
+    p.seeds = j.at("seeds").get<std::vector<uint64_t>>();
+    p.baseline = j.at("baseline").get<std::string>();
+    p.train_args = j.at("train_args").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(
+        fmt::format("{}: damaged (fp8lm compare writes it; start the comparison again)", path));
+  }
+  if (p.arms.empty() || p.seeds.empty())
+    throw Error(fmt::format("{}: names no arm or no seed", path));
+  compare_baseline(p.arms, p.baseline);
+  return p;
+}
+
+std::string run_dir(const CompareArm& arm, uint64_t seed) {
+  return fmt::format("runs/{}/seed-{}", arm.label, seed);
+}
+
+// The train flags of one run, for a new run in DIR.
+std::vector<std::string> new_run_args(const Plan& p, const CompareArm& arm, uint64_t seed,
+                                      const std::string& out) {
+  std::vector<std::string> args = {"train", "--out", out, "--seed", std::to_string(seed)};
+  const std::vector<std::string> own = arm.train_flags();
+  args.insert(args.end(), own.begin(), own.end());
+  args.insert(args.end(), p.train_args.begin(), p.train_args.end());
+  return args;
+}
+
+// Every arm's flags as train would take them, checked before anything runs: a setting train
+// refuses for an arm (a flag of another recipe, a shape it cannot run) is named now.
+void check_arms(const Plan& p, const std::string& dir) {
+  set_parse_only(true);
+  try {
+    for (const CompareArm& arm : p.arms) {
+      CLI::App app;
+      add_train_command(app);
+      std::vector<std::string> args =
+          new_run_args(p, arm, p.seeds.front(), dir + "/" + run_dir(arm, p.seeds.front()));
+      std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+      try {
+        app.parse(args);
+      } catch (const Error& e) {
+        throw Error(fmt::format("arm {}: {}", arm.label, e.what()));
+      } catch (const CLI::ParseError& e) {
+        throw Error(fmt::format("arm {}: {}", arm.label, e.what()));
+      }
+    }
+  } catch (...) {
+    set_parse_only(false);
+    throw;
+  }
+  set_parse_only(false);
+  // train's own stop handlers, installed as it checked a run directory, are not compare's
+  // (StopForwarding's are, while runs train).
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+// The flags every run shares, from what was given on the command line.
+std::vector<std::string> shared_train_args(const CompareFlags& f, CLI::App* app) {
+  std::vector<std::string> args;
+  if (!f.config.empty()) args.insert(args.end(), {"--config", fs::absolute(f.config).string()});
+  if (app->get_option("--device")->count() > 0) args.insert(args.end(), {"--device", f.device});
+  if (f.checkpoint_every > 0)
+    args.insert(args.end(), {"--checkpoint-every", std::to_string(f.checkpoint_every)});
+  if (f.no_tensorboard) args.push_back("--no-tensorboard");
+  for (const Setting& s : train_settings()) {
+    const std::string name(s.name);
+    if (kVaried.contains(name)) continue;
+    if (f.negated.contains(name)) args.push_back("--no-" + name);
+    if (app->get_option(s.flag())->count() == 0) continue;
+    const std::string& v = f.values.at(name);
+    if (s.type == SettingType::Bool && (v.empty() || v == "true")) {
+      args.push_back(s.flag());
+    } else if (s.type == SettingType::Bool && v == "false") {
+      args.push_back("--no-" + name);
+    } else {
+      // A data path stays valid from wherever the runs start.
+      args.insert(args.end(), {s.flag(), name == "data" ? fs::absolute(v).string() : v});
+    }
+  }
+  return args;
+}
+
+enum class RunState { Done, Resume, New };
+
+RunState state_of(const std::string& dir) {
+  if (fs::exists(dir + "/summary.json")) return RunState::Done;
+  if (fs::exists(dir + "/config.json")) return RunState::Resume;
+  return RunState::New;
+}
+
+// "  1.2345 ± 0.0012": a mean and its spread across seeds from compare.json.
+std::string mean_std(const Json& s, int digits) {
+  if (!s["mean"].is_number()) return "n/a";
+  if (!s["std"].is_number()) return fmt::format("{:.{}f}", s["mean"].get<double>(), digits);
+  return fmt::format("{:.{}f} ± {:.{}f}", s["mean"].get<double>(), digits, s["std"].get<double>(),
+                     digits);
+}
+
+std::string gap_text(const Json& arm, const std::string& key) {
+  if (!arm.contains(key)) return "baseline";
+  const Json& g = arm[key];
+  if (!g["relative"].is_number()) return "n/a";
+  if (!g["relative_low"].is_number())
+    return fmt::format("{:+.3g}%", 100 * g["relative"].get<double>());
+  return fmt::format("{:+.3g}% [{:+.3g}, {:+.3g}]", 100 * g["relative"].get<double>(),
+                     100 * g["relative_low"].get<double>(), 100 * g["relative_high"].get<double>());
+}
+
+std::string saturation_text(const Json& arm) {
+  if (arm["saturated"].empty()) return "-";
+  std::string out;
+  for (const char* role : {"input", "weight", "grad_output"}) {
+    const Json& s = arm["saturated"].contains(role) ? arm["saturated"][role] : Json();
+    out += (out.empty() ? "" : " / ") + (s.is_object() && s["mean"].is_number()
+                                             ? fmt::format("{:.2g}%", 100 * s["mean"].get<double>())
+                                             : std::string("-"));
+  }
+  return out + (arm["saturated_of"] == "blocks" ? " (blocks)" : "");
+}
+
+void print_table(const Json& j) {
+  const bool val = j["headline"] == "val_loss";
+  const std::string gap_key = val ? "gap_val_loss" : "gap_train_loss";
+  fmt::print(
+      "\n{:<20} {:>18} {:>18} {:>28} {:>10} {:>9} {:>7} {:>9}  {}\n", "arm", "train loss",
+      val ? "val loss" : "stride accuracy",
+      fmt::format("{} gap to {} (95%)", val ? "val" : "train", j["baseline"].get<std::string>()),
+      "tokens/s", "peak MiB", "skipped", "fallbacks", "saturated in / w / grad_out");
+  for (const Json& arm : j["arms"]) {
+    const Json& m = j["measured"][arm["label"].get<std::string>()];
+    fmt::print("{:<20} {:>18} {:>18} {:>28} {:>10} {:>9} {:>7} {:>9}  {}\n",
+               arm["label"].get<std::string>(), mean_std(arm["train_loss"], 4),
+               mean_std(val ? arm["val_loss"] : arm["stride_accuracy"], 4), gap_text(arm, gap_key),
+               m["tokens_per_s"]["mean"].is_number()
+                   ? fmt::format("{:.0f}", m["tokens_per_s"]["mean"].get<double>())
+                   : "n/a",
+               m["peak_rss_mb"]["mean"].is_number()
+                   ? fmt::format("{:.0f}", m["peak_rss_mb"]["mean"].get<double>())
+                   : "n/a",
+               arm["skipped_steps"].get<int64_t>(), arm["fp8_fallbacks"].get<int64_t>(),
+               saturation_text(arm));
+  }
+  fmt::print("\n");
+  for (const Json& arm : j["arms"]) fmt::print("{}\n", arm["verdict"].get<std::string>());
+}
+
+int run_compare(const CompareFlags& f, CLI::App* app) {
+  if (!f.out.empty() && !f.resume.empty())
+    throw Error("--out and --resume name the comparison twice; --resume DIR finishes DIR");
+  Plan plan;
+  std::string dir = f.resume;
+  if (!f.resume.empty()) {
+    for (const CLI::Option* o : app->get_options()) {
+      if (o->count() > 0 && o->get_name() != "--resume" && o->get_name() != "--device")
+        throw Error(fmt::format("--resume finishes the comparison as it was planned; drop {}",
+                                o->get_name()));
+    }
+    plan = read_plan(dir);
+  } else {
+    plan.arms = compare_arms(
+        {split_list(f.precisions, "--precision"),
+         f.recipes.empty() ? std::vector<std::string>{} : split_list(f.recipes, "--recipe"),
+         f.formats.empty() ? std::vector<std::string>{} : split_list(f.formats, "--fp8-format")});
+    if (f.first_seed < 0) throw Error(fmt::format("--seed {} must be 0 or more", f.first_seed));
+    plan.seeds = compare_seeds(static_cast<uint64_t>(f.first_seed), f.seeds);
+    plan.baseline = compare_baseline(plan.arms, f.baseline);
+    plan.train_args = shared_train_args(f, app);
+    dir = f.out.empty() ? timestamped_run_dir() : f.out;
+    check_arms(plan, dir);
+    if (parse_only()) return 0;
+  }
+  Communicator& comm = world();
+  comm.set_timeout(0);  // ranks finish their runs at different times
+  const bool lead = comm.rank() == 0;
+  if (f.resume.empty() && lead) {
+    make_new_or_empty_dir(dir, "--out " + dir);
+    write_text_atomic(dir + "/compare-plan.json", plan_json(plan).dump(2) + "\n");
+  }
+  if (lead) {
+    fs::create_directories(dir + "/logs");
+    fmt::print("comparing {} arms x {} seeds in {} (baseline {}); each run's output in {}/logs/\n",
+               plan.arms.size(), plan.seeds.size(), dir, plan.baseline, dir);
+  }
+  // The plan written and logs/ made before any rank starts a run.
+  double ready = 0.0;
+  comm.all_reduce_sum(std::span<double>(&ready, 1), "compare: plan written");
+
+  // Seed by seed, so that an early stop leaves whole seeds of every arm.
+  double failed = 0.0;
+  int index = 0;
+  StopForwarding stops;
+  const int total = static_cast<int>(plan.arms.size() * plan.seeds.size());
+  for (const uint64_t seed : plan.seeds) {
+    for (const CompareArm& arm : plan.arms) {
+      const int i = index++;
+      if (stops.signal() != 0 || i % comm.size() != comm.rank()) continue;
+      const std::string rel = run_dir(arm, seed), path = dir + "/" + rel;
+      const std::string log = fmt::format("{}/logs/{}-seed-{}.log", dir, arm.label, seed);
+      const RunState state = state_of(path);
+      if (state == RunState::Done) continue;
+      std::vector<std::string> args;
+      if (state == RunState::Resume) {
+        args = {"train", "--resume", path};
+        if (app->get_option("--device")->count() > 0)
+          args.insert(args.end(), {"--device", f.device});
+      } else {
+        fs::remove_all(path);  // a run stopped before it wrote its config: nothing in it yet
+        fs::create_directories(fs::path(path).parent_path());
+        args = new_run_args(plan, arm, seed, path);
+      }
+      fmt::print("[{}/{}] {} seed {}{}\n", i + 1, total, arm.label, seed,
+                 state == RunState::Resume ? " (resuming)" : "");
+      std::fflush(stdout);
+      const int code = run_fp8lm(args, log);
+      if (stops.signal() != 0) continue;  // the run stopped with a checkpoint
+      if (code != 0) {
+        failed += 1.0;
+        fmt::print(stderr, "{} seed {} failed (exit {}): see {}\n", arm.label, seed, code, log);
+      }
+    }
+  }
+  if (const int stop = stops.signal(); stop != 0) {
+    fmt::print(stderr,
+               "stopped; the run it was in checkpointed. Continue with: fp8lm compare "
+               "--resume {}\n",
+               dir);
+    return 128 + stop;
+  }
+  comm.all_reduce_sum(std::span<double>(&failed, 1), "compare: runs done");
+  if (!lead) return failed > 0 ? 1 : 0;
+
+  Comparison c{plan.arms, plan.seeds, plan.baseline, {}, {}};
+  for (const CompareArm& arm : plan.arms) {
+    c.dirs.emplace_back();
+    c.runs.emplace_back();
+    for (const uint64_t seed : plan.seeds) {
+      c.dirs.back().push_back(run_dir(arm, seed));
+      c.runs.back().push_back(read_run_outcome(dir + "/" + run_dir(arm, seed)));
+    }
+  }
+  const Json summary = comparison_json(c);
+  write_text_atomic(dir + "/compare.json", summary.dump(2) + "\n");
+  write_text_atomic(dir + "/compare.html", comparison_page(c, summary));
+  print_table(summary);
+  fmt::print(
+      "\nwrote {0}/compare.json and {0}/compare.html; TensorBoard overlays the runs: "
+      "tensorboard --logdir {0}/runs\n",
+      dir);
+  if (failed > 0) {
+    fmt::print(stderr, "error: {} of {} runs failed (their logs are in {}/logs/)\n",
+               static_cast<int>(failed), total, dir);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "compare", "Train every precision/recipe arm on several seeds and compare them");
+  auto f = std::make_shared<CompareFlags>();
+  cmd->option_defaults()->group("Comparison");
+  cmd->add_option("--precision", f->precisions, "precisions to compare, comma-separated")
+      ->type_name("LIST");
+  cmd->add_option("--recipe", f->recipes,
+                  "FP8 recipes, comma-separated: delayed, current, block, mxfp8, nvfp4 "
+                  "(default: delayed)")
+      ->type_name("LIST");
+  cmd->add_option("--fp8-format", f->formats,
+                  "formats of the per-tensor recipes, comma-separated: e4m3, hybrid (default: "
+                  "hybrid)")
+      ->type_name("LIST");
+  cmd->add_option("--seeds", f->seeds, "runs per arm, on seeds --seed, --seed + 1, ...")
+      ->type_name("INT");
+  cmd->add_option("--seed", f->first_seed, "the first seed")->type_name("INT");
+  cmd->add_option("--baseline", f->baseline, "the arm gaps are measured against (default: bf16)")
+      ->type_name("ARM");
+  cmd->add_option("--out", f->out, "the comparison's directory (default: runs/<date>-<time>)")
+      ->type_name("DIR");
+  cmd->add_option("--resume", f->resume, "finish the comparison in this directory")
+      ->type_name("DIR");
+  cmd->add_option("--config", f->config, "JSON file of train settings every run starts from")
+      ->type_name("FILE");
+  cmd->add_option("--device", f->device, "auto: a GPU when one is present; cuda:N picks one")
+      ->type_name("{auto,cpu,cuda,cuda:N}");
+  cmd->add_option("--checkpoint-every", f->checkpoint_every,
+                  "each run checkpoints every N steps (a stopped comparison resumes mid-run)")
+      ->type_name("INT");
+  cmd->add_flag("--no-tensorboard", f->no_tensorboard, "no TensorBoard event files in the runs");
+  // Every other train setting, passed to each run.
+  for (const Setting& s : train_settings()) {
+    const std::string name(s.name);
+    if (kVaried.contains(name)) continue;
+    CLI::Option* o = cmd->add_option(s.flag(), f->values[name], std::string(s.help));
+    o->group("Train settings (every run)");
+    if (s.type == SettingType::Bool) {
+      o->expected(0, 1)->type_name("");
+      cmd->add_flag_callback(fmt::format("--no-{}", name), [f, name] { f->negated.insert(name); })
+          ->group("");
+    } else {
+      o->type_name(s.type_name());
+    }
+  }
+  cmd->callback([f, cmd] {
+    const int code = run_compare(*f, cmd);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace fp8lm::cli

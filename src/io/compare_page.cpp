@@ -1,0 +1,129 @@
+// compare.html: what `fp8lm compare` prints, as a page (the table, the verdicts) with each
+// arm's loss curves averaged over its seeds. Inline SVG and CSS only: no script, no network.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "io/compare_results.h"
+#include "io/svg_chart.h"
+
+namespace fp8lm {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string cell(const Json& spread, int digits) {
+  if (!spread.is_object() || !spread["mean"].is_number()) return "n/a";
+  const double mean = spread["mean"].get<double>();
+  if (!spread["std"].is_number()) return fmt::format("{:.{}f}", mean, digits);
+  return fmt::format("{:.{}f} ± {:.{}f}", mean, digits, spread["std"].get<double>(), digits);
+}
+
+std::string gap_cell(const Json& arm, const std::string& key) {
+  if (!arm.contains(key)) return "baseline";
+  const Json& g = arm[key];
+  if (!g["relative"].is_number()) return "n/a";
+  std::string out = fmt::format("{:+.3g}%", 100 * g["relative"].get<double>());
+  if (g["relative_low"].is_number())
+    out += fmt::format(" [{:+.3g}%, {:+.3g}%]", 100 * g["relative_low"].get<double>(),
+                       100 * g["relative_high"].get<double>());
+  return out;
+}
+
+// The mean over seeds at each step some seed recorded (a seed without that step left out).
+Series mean_curve(const std::string& name, const std::vector<RunOutcome>& runs,
+                  std::vector<double> RunOutcome::*steps, std::vector<double> RunOutcome::*values) {
+  std::map<double, std::pair<double, int>> at;
+  for (const RunOutcome& r : runs) {
+    for (size_t i = 0; i < (r.*steps).size(); ++i) {
+      auto& [sum, n] = at[(r.*steps)[i]];
+      sum += (r.*values)[i];
+      ++n;
+    }
+  }
+  Series s{name, {}, {}};
+  for (const auto& [step, sum_n] : at) {
+    s.x.push_back(step);
+    s.y.push_back(sum_n.first / sum_n.second);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string comparison_page(const Comparison& c, const Json& summary) {
+  const bool val = summary["headline"] == "val_loss";
+  const std::string gap_key = val ? "gap_val_loss" : "gap_train_loss";
+  std::ostringstream html;
+  html << "<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+          "<title>fp8lm compare</title><style>"
+          "body{font-family:sans-serif;margin:16px;color:#222;max-width:1400px}"
+          "h1{font-size:20px}h2{font-size:16px;margin-top:24px}"
+          ".wide{overflow-x:auto}table{border-collapse:collapse;font-size:13px}"
+          "th,td{padding:4px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}"
+          "th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}"
+          ".row{display:flex;flex-wrap:wrap;gap:12px}svg.chart{max-width:100%;height:auto}"
+          "li{margin:4px 0}"
+          "</style></head><body>";
+  html << fmt::format("<h1>fp8lm compare: {} arms × {} seeds, baseline {}</h1>", c.arms.size(),
+                      c.seeds.size(), html_escape(c.baseline));
+  html << "<div class=\"wide\"><table><tr><th>arm</th><th>train loss (mean ± std)</th>"
+       << (val ? "<th>validation loss</th>" : "<th>stride accuracy</th>")
+       << fmt::format("<th>{} gap to {} [95% interval]</th>", val ? "validation" : "train",
+                      html_escape(c.baseline))
+       << "<th>tokens/s</th><th>peak memory (MiB)</th><th>skipped steps</th>"
+          "<th>BF16 fallbacks</th><th>saturated: input / weight / grad_output</th></tr>";
+  for (const Json& arm : summary["arms"]) {
+    const std::string label = arm["label"].get<std::string>();
+    const Json& m = summary["measured"][label];
+    std::string sat;
+    for (const char* role : {"input", "weight", "grad_output"}) {
+      const Json& s = arm["saturated"].contains(role) ? arm["saturated"][role] : Json();
+      sat +=
+          (sat.empty() ? "" : " / ") + (s.is_object() && s["mean"].is_number()
+                                            ? fmt::format("{:.2g}%", 100 * s["mean"].get<double>())
+                                            : std::string("–"));
+    }
+    if (arm["saturated_of"] == "blocks") sat += " of blocks";
+    if (arm["saturated"].empty()) sat = "no FP8";
+    html << "<tr><td>" << html_escape(label) << "</td><td>" << cell(arm["train_loss"], 4)
+         << "</td><td>" << cell(val ? arm["val_loss"] : arm["stride_accuracy"], 4) << "</td><td>"
+         << gap_cell(arm, gap_key) << "</td><td>" << cell(m["tokens_per_s"], 0) << "</td><td>"
+         << cell(m["peak_rss_mb"], 0) << "</td><td>" << arm["skipped_steps"].get<int64_t>()
+         << "</td><td>" << arm["fp8_fallbacks"].get<int64_t>() << "</td><td>" << sat
+         << "</td></tr>";
+  }
+  html << "</table></div>";
+  html << "<h2>Is each gap more than seed noise?</h2><ul>";
+  for (const Json& arm : summary["arms"])
+    html << "<li>" << html_escape(arm["verdict"].get<std::string>()) << "</li>";
+  html << "</ul><p>" << html_escape(summary["final_train_loss"].get<std::string>())
+       << " make a run's train loss; gaps are paired over seeds (seed s of every arm starts from "
+          "the same weights and reads the same batches), with Student's t 95% interval.</p>";
+  std::vector<Series> train, valid;
+  for (size_t a = 0; a < c.arms.size(); ++a) {
+    train.push_back(
+        mean_curve(c.arms[a].label, c.runs[a], &RunOutcome::loss_steps, &RunOutcome::losses));
+    valid.push_back(
+        mean_curve(c.arms[a].label, c.runs[a], &RunOutcome::val_steps, &RunOutcome::val_losses));
+  }
+  html << "<h2>Loss, mean over seeds</h2><div class=\"row\">"
+       << line_chart("train loss", train, true) << line_chart("validation loss", valid, true)
+       << "</div>";
+  html << "<h2>Runs</h2><p>Each run is an ordinary run directory (report.html, metrics.jsonl, "
+          "tb/) under runs/; <code>tensorboard --logdir runs</code> overlays them.</p><ul>";
+  for (size_t a = 0; a < c.arms.size(); ++a) {
+    for (size_t s = 0; s < c.seeds.size(); ++s) {
+      const std::string& d = c.dirs[a][s];
+      html << fmt::format("<li><a href=\"{0}/report.html\">{0}</a>{1}</li>", html_escape(d),
+                          c.runs[a][s].finished ? "" : " (not finished)");
+    }
+  }
+  html << "</ul></body></html>\n";
+  return html.str();
+}
+
+}  // namespace fp8lm

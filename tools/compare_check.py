@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""`fp8lm compare` against its own runs, computed here from nothing but the runs' metrics.jsonl
+and summary.json (issue 32).
+
+1. A comparison of bf16 and FP8 (delayed and current scaling) over 3 seeds on byte-level text
+   (/usr/share/common-licenses/GPL-3, Debian's base-files): compare.json's per-run values, each
+   arm's mean and sample standard deviation over seeds, and the paired gap to the baseline with
+   Student's t 95% interval (the t quantiles from a table here) agree with what this script
+   computes from metrics.jsonl to 1e-9 relative (both in double; only the order of summation
+   differs). The printed table names every arm; compare.html exists and holds no script.
+2. The same comparison stopped with SIGTERM while its third run trains, then `compare --resume`:
+   compare.json equals the uninterrupted one, apart from "measured" (tokens/s and memory, which
+   are timings) and the runs' directories' own paths.
+
+Usage: tools/compare_check.py --fp8lm build/release/fp8lm
+"""
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TEXT = "/usr/share/common-licenses/GPL-3"
+FLAGS = ["--precision", "bf16,fp8", "--recipe", "delayed,current", "--seeds", "3", "--data", TEXT,
+         "--steps", "120", "--d-model", "32", "--n-layers", "2", "--n-heads", "2", "--ffn", "64",
+         "--batch-size", "4", "--seq-len", "32", "--threads", "1", "--checkpoint-every", "20"]
+# Two-sided 95% quantiles of Student's t for 1..5 degrees of freedom (standard tables).
+T95 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 5: 2.5706}
+
+
+def fail(msg):
+    sys.exit(f"FAIL: {msg}")
+
+
+def close(a, b, what):
+    if a is None or b is None:
+        if a is not b:
+            fail(f"{what}: {a} vs {b}")
+        return
+    if abs(a - b) > 1e-9 * max(1.0, abs(b)):
+        fail(f"{what}: compare.json has {a}, the runs give {b}")
+
+
+def run_values(run_dir):
+    """(final train loss, last validation loss) from metrics.jsonl alone."""
+    losses, val = [], None
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            losses.append(r.get("loss"))
+            if r.get("val_loss") is not None:
+                val = r["val_loss"]
+    tail = [x for x in losses[-50:] if x is not None and math.isfinite(x)]
+    return sum(tail) / len(tail), val
+
+
+def mean_std(xs):
+    m = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return m, None
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def check_statistics(out):
+    j = json.load(open(os.path.join(out, "compare.json")))
+    seeds = j["seeds"]
+    if seeds != [1, 2, 3] or j["baseline"] != "bf16" or j["headline"] != "val_loss":
+        fail(f"seeds {seeds}, baseline {j['baseline']}, headline {j['headline']}")
+    labels = [a["label"] for a in j["arms"]]
+    if labels != ["bf16", "fp8-delayed-hybrid", "fp8-current-hybrid"]:
+        fail(f"arms {labels}")
+    values = {}
+    for arm in j["arms"]:
+        train, val = [], []
+        for seed, run in zip(seeds, arm["runs"]):
+            path = os.path.join(out, "runs", arm["label"], f"seed-{seed}")
+            if run["dir"] != os.path.relpath(path, out) or not run["ok"]:
+                fail(f"{arm['label']} seed {seed}: {run}")
+            t, v = run_values(path)
+            close(run["train_loss"], t, f"{arm['label']} seed {seed} train loss")
+            close(run["val_loss"], v, f"{arm['label']} seed {seed} val loss")
+            train.append(t)
+            val.append(v)
+        values[arm["label"]] = (train, val)
+        for key, xs in (("train_loss", train), ("val_loss", val)):
+            m, s = mean_std(xs)
+            close(arm[key]["mean"], m, f"{arm['label']} {key} mean")
+            close(arm[key]["std"], s, f"{arm['label']} {key} std")
+    for arm in j["arms"][1:]:
+        for key, i in (("gap_train_loss", 0), ("gap_val_loss", 1)):
+            d = [a - b for a, b in zip(values[arm["label"]][i], values["bf16"][i])]
+            m, s = mean_std(d)
+            half = T95[len(d) - 1] * s / math.sqrt(len(d))
+            base = sum(values["bf16"][i]) / len(d)
+            g = arm[key]
+            what = f"{arm['label']} {key}"
+            close(g["mean"], m, what + " mean")
+            # The program's t quantile has more digits than this table's 4 decimals.
+            if abs(g["low"] - (m - half)) > 1e-4 * abs(half) + 1e-12:
+                fail(f"{what} interval low: {g['low']} vs {m - half}")
+            close(g["relative"], m / base, what + " relative")
+            if g["distinguishable"] != (m - half > 0 or m + half < 0):
+                fail(f"{what}: distinguishable {g['distinguishable']}, interval {m - half}..{m + half}")
+        if "seed noise" not in arm["verdict"] or arm["label"] not in arm["verdict"]:
+            fail(f"verdict: {arm['verdict']}")
+        sat = arm["saturated"]
+        if sorted(sat) != ["grad_output", "input", "weight"] or arm["saturated_of"] != "values":
+            fail(f"{arm['label']} saturation: {sat}, of {arm['saturated_of']}")
+    return j
+
+
+def comparable(j):
+    j = dict(j)
+    j.pop("measured")
+    return j
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--fp8lm", required=True)
+    a = p.parse_args()
+    if not os.path.exists(TEXT):
+        print(f"{TEXT} is missing (Debian's base-files): skipped")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory() as tmp:
+        whole = os.path.join(tmp, "whole")
+        res = subprocess.run([a.fp8lm, "compare", *FLAGS, "--out", whole], capture_output=True,
+                             text=True, timeout=600)
+        if res.returncode != 0:
+            fail(f"compare exited {res.returncode}: {res.stderr[-2000:]}")
+        for label in ("bf16", "fp8-delayed-hybrid", "fp8-current-hybrid", "seed noise"):
+            if label not in res.stdout:
+                fail(f"the printed table lacks '{label}':\n{res.stdout}")
+        html = open(os.path.join(whole, "compare.html")).read()
+        if "<script" in html or "http://" in html or "<table>" not in html:
+            fail("compare.html is not a self-contained page with a table")
+        first = check_statistics(whole)
+
+        # Stopped while its third run (seed 1 of fp8-current-hybrid) trains, then resumed.
+        parted = os.path.join(tmp, "parted")
+        proc = subprocess.Popen([a.fp8lm, "compare", *FLAGS, "--out", parted],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        third = os.path.join(parted, "runs", "fp8-current-hybrid", "seed-1", "checkpoints")
+        deadline = time.time() + 300
+        while not os.path.isdir(third) and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
+        if proc.returncode != 128 + signal.SIGTERM or "--resume" not in err:
+            fail(f"a stopped compare exited {proc.returncode}: {err[-1000:]}")
+        if os.path.exists(os.path.join(parted, "compare.json")):
+            fail("a stopped compare wrote compare.json")
+        res = subprocess.run([a.fp8lm, "compare", "--resume", parted], capture_output=True,
+                             text=True, timeout=600)
+        if res.returncode != 0:
+            fail(f"compare --resume exited {res.returncode}: {res.stderr[-2000:]}")
+        if "resuming" not in res.stdout:
+            fail(f"compare --resume resumed no run:\n{res.stdout}")
+        second = check_statistics(parted)
+        if comparable(first) != comparable(second):
+            fail("compare.json after a stop and --resume differs from the uninterrupted one")
+    print("2 passed, 0 failed")
+
+
+if __name__ == "__main__":
+    main()
