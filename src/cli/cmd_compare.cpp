@@ -20,12 +20,15 @@
 #include "core/input_file.h"
 #include "core/json.h"
 #include "dist/communicator.h"
+#include "fp8/recipe.h"
 #include "fp8lm/error.h"
 #include "io/atomic_file.h"
+#include "io/checkpoint.h"
 #include "io/compare_results.h"
 #include "io/new_dir.h"
 #include "io/run_lock.h"
 #include "train/compare_plan.h"
+#include "train/roofline.h"
 #include "train/settings.h"
 
 namespace fp8lm::cli {
@@ -220,6 +223,31 @@ void print_table(const Json& j) {
   }
   fmt::print("\n");
   for (const Json& arm : j["arms"]) fmt::print("{}\n", arm["verdict"].get<std::string>());
+  if (!j["roofline"].is_object() || j["roofline"].empty()) return;
+  fmt::print(
+      "\nwill FP8 pay off on a GPU? the step's FP8/BF16 speedup for this model, roofline "
+      "estimate (fp8lm advise: GEMM by GEMM, with its assumptions):\n");
+  for (const auto& [label, gpus] : j["roofline"].items()) {
+    std::string line;
+    for (const auto& [gpu, speedup] : gpus.items())
+      line += fmt::format("{}{} {:.2f}x", line.empty() ? "" : " · ", gpu, speedup.get<double>());
+    fmt::print("{}: {}\n", label, line);
+  }
+}
+
+// Will the FP8 arms pay off on a GPU? Each FP8 arm's whole-step FP8/BF16 speedup for the runs'
+// model on the datasheet GPUs (fp8lm advise shows it GEMM by GEMM).
+Json roofline_of_arms(const Plan& p, const std::string& dir) {
+  const std::string config = dir + "/" + run_dir(p.arms.front(), p.seeds.front()) + "/config.json";
+  if (!fs::exists(config)) return nullptr;
+  const TrainConfig c = train_config_from_json(read_input_file(config, "", kJsonFileBytes), config);
+  Json out = Json::object();
+  for (const CompareArm& arm : p.arms) {
+    if (arm.recipe.empty()) continue;
+    for (const GpuPeaks& gpu : datasheet_gpus())
+      out[arm.label][gpu.name] = estimate_step(c, gpu, parse_scaling_kind(arm.recipe)).speedup();
+  }
+  return out;
 }
 
 int run_compare(const CompareFlags& f, CLI::App* app) {
@@ -316,7 +344,8 @@ int run_compare(const CompareFlags& f, CLI::App* app) {
       c.runs.back().push_back(read_run_outcome(dir + "/" + run_dir(arm, seed)));
     }
   }
-  const Json summary = comparison_json(c);
+  Json summary = comparison_json(c);
+  summary["roofline"] = roofline_of_arms(plan, dir);
   write_text_atomic(dir + "/compare.json", summary.dump(2) + "\n");
   write_text_atomic(dir + "/compare.html", comparison_page(c, summary));
   print_table(summary);

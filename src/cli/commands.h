@@ -9,6 +9,7 @@ void add_fp8_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_advise_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);

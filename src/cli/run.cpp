@@ -130,6 +130,7 @@ int run_command(int argc, char** argv) {
   add_doctor_command(app);
   add_train_command(app);
   add_compare_command(app);
+  add_advise_command(app);
   add_generate_command(app);
   add_eval_command(app);
   add_inspect_command(app);

@@ -103,6 +103,23 @@ std::string comparison_page(const Comparison& c, const Json& summary) {
   html << "</ul><p>" << html_escape(summary["final_train_loss"].get<std::string>())
        << " make a run's train loss; gaps are paired over seeds (seed s of every arm starts from "
           "the same weights and reads the same batches), with Student's t 95% interval.</p>";
+  if (summary.contains("roofline") && summary["roofline"].is_object() &&
+      !summary["roofline"].empty()) {
+    html << "<h2>Will FP8 pay off on a GPU?</h2><p>The step's FP8/BF16 speedup for this model on "
+            "each GPU, a roofline estimate from the datasheets' peaks (<code>fp8lm advise</code> "
+            "shows it GEMM by GEMM, with its assumptions).</p><div class=\"wide\"><table><tr>"
+            "<th>arm</th>";
+    const Json& first = summary["roofline"].begin().value();
+    for (const auto& [gpu, v] : first.items()) html << "<th>" << html_escape(gpu) << "</th>";
+    html << "</tr>";
+    for (const auto& [label, gpus] : summary["roofline"].items()) {
+      html << "<tr><td>" << html_escape(label) << "</td>";
+      for (const auto& [gpu, v] : gpus.items())
+        html << fmt::format("<td>{:.2f}x</td>", v.get<double>());
+      html << "</tr>";
+    }
+    html << "</table></div>";
+  }
   std::vector<Series> train, valid;
   for (size_t a = 0; a < c.arms.size(); ++a) {
     train.push_back(
