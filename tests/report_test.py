@@ -62,8 +62,14 @@ def main(binary):
         dom = subprocess.run(flags + ["--dump-dom", "file://" + report], capture_output=True, text=True, timeout=120).stdout
         charts, lines = dom.count('<svg class="chart"'), dom.count("<polyline")
         titles = ["loss (train and validation)", "throughput (tokens/s)", "learning rate", "gradient norm",
-                  "layer 0 amax (newest)", "layer 1 scale", "layer 1 saturated (%)"]
+                  "input · layer 0 · amax (newest)", "weight · layer 1 · scale",
+                  "grad_output · layer 1 · amax (newest)"]
         missing = [t for t in titles if f'data-title="{t}"' not in dom]
+        # Saturation: a chart per layer, or one sentence where nothing saturated.
+        if 'data-title="input · layer 1 · saturated (%)"' not in dom and 'data-title="input saturated"' not in dom:
+            missing.append("input saturation")
+        if "<th>throughput</th>" not in dom:
+            missing.append("the summary table")
         if charts < 4 + 3 * 2 or lines < 20 or missing:
             sys.exit(f"FAIL: {charts} charts, {lines} lines in the rendered DOM; missing {missing}")
         for width in (1400, 390):

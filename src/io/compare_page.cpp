@@ -64,7 +64,8 @@ std::string comparison_page(const Comparison& c, const Json& summary) {
           "h1{font-size:20px}h2{font-size:16px;margin-top:24px}"
           ".wide{overflow-x:auto}table{border-collapse:collapse;font-size:13px}"
           "th,td{padding:4px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}"
-          "th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}"
+          "th:first-child,td:first-child{text-align:left}th{background:#f3f3f3;white-space:normal;"
+          "vertical-align:bottom}"
           ".row{display:flex;flex-wrap:wrap;gap:12px}svg.chart{max-width:100%;height:auto}"
           "li{margin:4px 0}"
           "</style></head><body>";
@@ -100,9 +101,10 @@ std::string comparison_page(const Comparison& c, const Json& summary) {
   html << "<h2>Is each gap more than seed noise?</h2><ul>";
   for (const Json& arm : summary["arms"])
     html << "<li>" << html_escape(arm["verdict"].get<std::string>()) << "</li>";
-  html << "</ul><p>" << html_escape(summary["final_train_loss"].get<std::string>())
-       << " make a run's train loss; gaps are paired over seeds (seed s of every arm starts from "
-          "the same weights and reads the same batches), with Student's t 95% interval.</p>";
+  html << "</ul><p>A run's train loss is "
+       << html_escape(summary["final_train_loss"].get<std::string>())
+       << "; gaps are paired over seeds (seed s of every arm starts from the same weights and "
+          "reads the same batches), with Student's t 95% interval.</p>";
   if (summary.contains("roofline") && summary["roofline"].is_object() &&
       !summary["roofline"].empty()) {
     html << "<h2>Will FP8 pay off on a GPU?</h2><p>The step's FP8/BF16 speedup for this model on "

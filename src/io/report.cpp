@@ -48,15 +48,13 @@ std::string block_heatmap(const std::map<std::string, std::vector<BlockCell>>& r
     }
   std::sort(steps.begin(), steps.end());
   steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
-  constexpr double L = 210, T = 30, cw = 14, ch = 11;
+  constexpr double L = 210, T = 24, cw = 14, ch = 11;
   const double W = L + cw * static_cast<double>(steps.size()) + 150,
                H = T + ch * static_cast<double>(rows.size()) + 30;
   std::ostringstream svg;
   svg << fmt::format(
       R"(<svg class="heatmap" data-title="block scales" width="{}" height="{}" viewBox="0 0 {} {}">)",
       W, H, W, H);
-  svg << fmt::format(
-      R"(<text x="4" y="16" font-size="13" font-weight="bold">block-scale exponent (median power of two) by GEMM tensor and step</text>)");
   const auto colour = [&](int e) {
     const double t = hi == lo ? 0.5 : static_cast<double>(e - lo) / (hi - lo);
     // viridis-like: dark blue -> teal -> yellow
@@ -84,6 +82,7 @@ std::string block_heatmap(const std::map<std::string, std::vector<BlockCell>>& r
                        L + cw * static_cast<double>(k) + cw / 2, y + 12, steps[k]);
   }
   const double lx = L + cw * static_cast<double>(steps.size()) + 20;
+  svg << fmt::format(R"(<text x="{}" y="{}" font-size="10">median scale</text>)", lx, T - 6);
   for (int k = 0; k <= 4; ++k) {
     const int e = lo + (hi - lo) * k / 4;
     svg << fmt::format(R"(<rect x="{}" y="{}" width="12" height="10" fill="{}"/>)", lx,
@@ -95,6 +94,86 @@ std::string block_heatmap(const std::map<std::string, std::vector<BlockCell>>& r
   return svg.str();
 }
 
+// The FP8 sections: each GEMM role, what it is, and the quantities charted per layer.
+const std::pair<const char*, const char*> kRoles[] = {
+    {"input", "The tensor each GEMM multiplies in the forward pass (X in Y = X Wᵀ)."},
+    {"weight", "Each GEMM's weight W, cast once per step."},
+    {"grad_output", "The output gradient dY the backward GEMMs read (dX = dY W, dW = dYᵀ X)."}};
+const std::pair<const char*, const char*> kQuantities[] = {
+    {"amax", "amax (newest)"}, {"scale", "scale"}, {"saturated", "saturated (%)"}};
+constexpr int kOpenLayers = 4;  // shown; the layers after them fold
+
+bool all_zero(const std::map<int, std::map<std::string, Series>>& layers) {
+  for (const auto& [layer, gemms] : layers)
+    for (const auto& [gemm, s] : gemms)
+      for (const double y : s.y)
+        if (y != 0) return false;
+  return true;
+}
+
+// 12345678 -> "12,345,678".
+std::string grouped(double v) {
+  std::string digits = fmt::format("{:.0f}", std::fabs(v)), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (v < 0 ? "-" : "") + out;
+}
+
+// summary.json as a table with units; its text as it is when it does not read.
+std::string summary_table(const std::string& text) {
+  if (text.empty())
+    return "<p>No summary.json yet: the run has not ended (stopped, or training).</p>";
+  Json j;
+  try {
+    j = parse_json(text, "summary.json");
+  } catch (const Error&) {
+    return "<h2>Summary</h2><pre>" + html_escape(text) + "</pre>";
+  }
+  if (!j.is_object()) return "<h2>Summary</h2><pre>" + html_escape(text) + "</pre>";
+  std::vector<std::pair<std::string, std::string>> rows;
+  const auto num = [&](const char* key) -> const Json* {
+    return j.contains(key) && j[key].is_number() ? &j[key] : nullptr;
+  };
+  const auto text_of = [&](const char* key) {
+    return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+  };
+  if (j.contains("ok"))
+    rows.push_back(
+        {"result", j["ok"] == true ? "ended well" : "did not end well: " + text_of("failure")});
+  rows.push_back(
+      {"precision",
+       text_of("precision") +
+           (text_of("precision_reason").empty() ? "" : " (" + text_of("precision_reason") + ")")});
+  if (!text_of("recipe").empty() && text_of("recipe") != "none")
+    rows.push_back({"recipe", text_of("recipe")});
+  if (const Json* v = num("steps")) rows.push_back({"steps", grouped(v->get<double>())});
+  if (const Json* v = num("seconds"))
+    rows.push_back({"training time", fmt::format("{:.3g} s", v->get<double>())});
+  if (const Json* v = num("tokens_per_s"))
+    rows.push_back({"throughput", grouped(v->get<double>()) + " tokens/s"});
+  if (const Json* v = num("final_loss"))
+    rows.push_back(
+        {"final train loss (mean of the last 50 steps)", fmt::format("{:.4f}", v->get<double>())});
+  if (const Json* v = num("val_loss"))
+    rows.push_back({"validation loss", fmt::format("{:.4f}", v->get<double>())});
+  if (const Json* v = num("stride_accuracy"))
+    rows.push_back({"stride accuracy", fmt::format("{:.1f}%", 100 * v->get<double>())});
+  if (const Json* v = num("skipped_steps"))
+    rows.push_back({"skipped steps", grouped(v->get<double>())});
+  if (j.contains("fp8_fallbacks") && j["fp8_fallbacks"].is_array())
+    rows.push_back({"GEMMs fallen back to BF16", std::to_string(j["fp8_fallbacks"].size())});
+  if (const Json* v = num("parameters")) rows.push_back({"parameters", grouped(v->get<double>())});
+  if (const Json* v = num("world_size")) rows.push_back({"processes", grouped(v->get<double>())});
+  if (const Json* v = num("peak_rss_mb"))
+    rows.push_back({"peak memory (resident)", fmt::format("{:.0f} MiB", v->get<double>())});
+  std::string html = "<h2>Summary</h2><table>";
+  for (const auto& [k, v] : rows)
+    html += "<tr><th>" + html_escape(k) + "</th><td>" + html_escape(v) + "</td></tr>";
+  return html + "</table>";
+}
+
 }  // namespace
 
 void write_report(const std::string& dir) {
@@ -103,8 +182,9 @@ void write_report(const std::string& dir) {
   InputStream in(metrics, "");
   Series loss{"train", {}, {}}, val{"validation", {}, {}}, tps{"tokens/s", {}, {}},
       lr{"lr", {}, {}}, gn{"grad norm", {}, {}}, comm{"ms per step", {}, {}};
-  // layer -> quantity (amax | scale | saturated) -> series "gemm slot"
-  std::map<int, std::map<std::string, std::map<std::string, Series>>> fp8;
+  // role (input | weight | grad_output) -> quantity (amax | scale | saturated) -> layer -> the
+  // series of each of its GEMMs (qkv, proj, fc1, fc2)
+  std::map<std::string, std::map<std::string, std::map<int, std::map<std::string, Series>>>> fp8;
   std::vector<int64_t> skipped;
   struct Fallback {
     double step;
@@ -180,11 +260,10 @@ void write_report(const std::string& dir) {
         for (const char* slot : {"input", "weight", "grad_output"}) {
           if (!slots.contains(slot)) continue;
           const Json& s = slots[slot];
-          const std::string label = fmt::format("{} {}", name, slot);
           for (const char* q : {"amax", "scale", "saturated"}) {
             if (!s.contains(q) || !s[q].is_number()) continue;
-            Series& series = fp8[layer][q][label];
-            series.name = label;
+            Series& series = fp8[slot][q][layer][name];
+            series.name = name;
             series.x.push_back(step);
             series.y.push_back(s[q].get<double>() * (std::string(q) == "saturated" ? 100.0 : 1.0));
           }
@@ -194,21 +273,28 @@ void write_report(const std::string& dir) {
       if (unread++ == 0) first_unread = e.what();
     }
   }
-  std::string summary = "{}", config = "{}";
+  std::string summary, config = "{}";
   if (fs::exists(dir + "/summary.json"))
     summary = read_input_file(dir + "/summary.json", "", kJsonFileBytes);
   if (fs::exists(dir + "/config.json"))
     config = read_input_file(dir + "/config.json", "", kJsonFileBytes);
 
   std::ostringstream html;
-  html
-      << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>fp8lm run report</title><style>"
-         "body{font-family:sans-serif;margin:20px;color:#222}h1{font-size:20px}h2{font-size:16px;"
-         "margin-top:24px}"
-         ".row{display:flex;flex-wrap:wrap;gap:12px}pre{background:#f6f6f6;padding:8px;font-size:"
-         "11px;max-height:260px;overflow:auto}"
-         "</style></head><body>";
+  html << "<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+          "<title>fp8lm run report</title><style>"
+          "body{font-family:sans-serif;margin:16px;color:#222;max-width:1400px}"
+          "h1{font-size:20px;overflow-wrap:anywhere}h2{font-size:16px;margin-top:24px}"
+          "h3{font-size:14px;margin:14px 0 6px}"
+          ".row{display:flex;flex-wrap:wrap;gap:12px}svg{max-width:100%;height:auto}"
+          ".wide{overflow-x:auto}table{border-collapse:collapse;font-size:13px}"
+          "th,td{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left}"
+          "td.n{text-align:right;font-variant-numeric:tabular-nums}"
+          "summary{cursor:pointer;margin:8px 0}pre{background:#f6f6f6;padding:8px;font-size:"
+          "11px;max-height:260px;overflow:auto}"
+          "</style></head><body>";
   html << "<h1>fp8lm run report: " << html_escape(dir) << "</h1>";
+  html << summary_table(summary);
   html << "<h2>Training</h2>";
   if (!skipped.empty()) {
     html << "<p><b>" << skipped.size()
@@ -234,25 +320,51 @@ void write_report(const std::string& dir) {
   }
   html << line_chart("gradient norm", {gn});
   html << "</div>";
-  for (auto& [layer, quantities] : fp8) {
-    html << "<h2>Layer " << layer << ": FP8 scaling</h2><div class=\"row\">";
-    const std::pair<const char*, const char*> charts[] = {
-        {"amax", "amax (newest)"}, {"scale", "scale"}, {"saturated", "saturated (%)"}};
-    for (const auto& [key, title] : charts) {
-      std::vector<Series> lines;
-      for (auto& [label, s] : quantities[key]) lines.push_back(s);
-      html << line_chart(fmt::format("layer {} {}", layer, title), lines,
-                         std::string(key) != "saturated");
+  for (const auto& [role, what] : kRoles) {
+    if (!fp8.contains(role)) continue;
+    html << "<h2>FP8 scaling: " << role << "</h2><p>" << what
+         << " Each chart is one layer, a line per GEMM.</p>";
+    for (const auto& [key, title] : kQuantities) {
+      auto& layers = fp8[role][key];
+      if (std::string(key) == "saturated" && all_zero(layers)) {
+        html << "<p class=\"empty\" data-title=\"" << role << " saturated\"><b>" << title
+             << "</b>: no value saturated, in any layer or GEMM.</p>";
+        continue;
+      }
+      html << "<h3>" << title << "</h3>";
+      std::string open, folded;
+      int shown = 0, first_folded = -1, last = 0;
+      for (auto& [layer, gemms] : layers) {
+        std::vector<Series> lines;
+        for (auto& [gemm, series] : gemms) lines.push_back(series);
+        const std::string chart = line_chart(fmt::format("{} · layer {} · {}", role, layer, title),
+                                             lines, std::string(key) != "saturated", 300);
+        if (shown++ < kOpenLayers) {
+          open += chart;
+        } else {
+          if (first_folded < 0) first_folded = layer;
+          folded += chart;
+        }
+        last = layer;
+      }
+      html << "<div class=\"row\">" << open << "</div>";
+      if (!folded.empty()) {
+        html << fmt::format("<details><summary>layers {} to {}</summary><div class=\"row\">",
+                            first_folded, last)
+             << folded << "</div></details>";
+      }
     }
-    html << "</div>";
   }
   if (!blocks.empty()) {
-    html << "<h2>Block scales</h2>" << block_heatmap(blocks);
+    html << "<h2>Block scales</h2><h3>The median power of two of each tensor's block scales, "
+            "by GEMM, role and step</h3><p>A red outline marks a step where blocks saturated or "
+            "flushed; each cell's tooltip has its numbers.</p><div class=\"wide\">"
+         << block_heatmap(blocks) << "</div>";
   } else if (fp8.empty()) {
     html << "<p>No FP8 state: this run did not train in FP8.</p>";
   }
-  html << "<h2>Summary</h2><pre>" << html_escape(summary) << "</pre><h2>Config</h2><pre>"
-       << html_escape(config) << "</pre>";
+  html << "<details><summary>config.json</summary><pre>" << html_escape(config)
+       << "</pre></details>";
   html << "</body></html>\n";
   write_text_atomic(dir + "/report.html", html.str());
 }

@@ -13,15 +13,20 @@ namespace {
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
                          "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939"};
 
-// Where a linear axis from lo to hi ticks: 4 equal steps.
+// Where a linear axis from lo to hi ticks: at multiples of a round step (1, 2 or 5 times a
+// power of ten) that gives 3 to 6 ticks, so labels read 0.5, 1, 1.5 rather than 0.4716.
 std::vector<double> linear_ticks(double lo, double hi) {
+  const double raw = (hi - lo) / 4, power = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = raw / power < 1.5 ? power : raw / power < 3.5 ? 2 * power : 5 * power;
   std::vector<double> t;
-  for (int k = 0; k <= 4; ++k) t.push_back(lo + (hi - lo) * k / 4);
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step)
+    t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
   return t;
 }
 
 // Where a log axis over [lo, hi] (log10 units) ticks: at every power of ten inside it, and at
-// 2 and 5 times them where it spans less than two decades; at its ends when it holds none.
+// 2 and 5 times them where it spans less than two decades; where that gives fewer than three
+// ticks (a range inside one decade), at round values as a linear axis would have them.
 std::vector<double> log_ticks(double lo, double hi) {
   std::vector<double> t;
   const bool fine = hi - lo < 2.0;
@@ -32,7 +37,10 @@ std::vector<double> log_ticks(double lo, double hi) {
       if (v >= lo - 1e-9 && v <= hi + 1e-9) t.push_back(v);
     }
   }
-  if (t.empty()) t = {lo, hi};
+  if (t.size() >= 3) return t;
+  t.clear();
+  for (const double v : linear_ticks(std::pow(10.0, lo), std::pow(10.0, hi)))
+    if (v > 0) t.push_back(std::log10(v));
   return t;
 }
 
@@ -56,7 +64,8 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-std::string line_chart(const std::string& title, std::vector<Series> series, bool log_y) {
+std::string line_chart(const std::string& title, std::vector<Series> series, bool log_y,
+                       double width) {
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (Series& s : series) {
     Series kept{s.name, {}, {}};
@@ -78,8 +87,9 @@ std::string line_chart(const std::string& title, std::vector<Series> series, boo
   // The legend below the plot, one row per two series: never over the lines.
   const size_t named = series.size() > 1 ? series.size() : 0;
   const double legend_rows = static_cast<double>((named + 1) / 2);
-  constexpr double W = 460, L = 56, R = 12, T = 28, B = 34, PlotH = 178, Row = 14;
-  const double H = T + PlotH + B + legend_rows * Row;
+  constexpr double L = 56, R = 12, T = 28, B = 34, Row = 14;
+  const double W = width, PlotH = std::round(width * 0.39);
+  const double H = T + PlotH + B + (named > 0 ? 6 : 0) + legend_rows * Row;
   std::ostringstream svg;
   svg << fmt::format(
       R"(<svg class="chart" data-title="{}" width="{}" height="{}" viewBox="0 0 {} {}">)",
@@ -100,16 +110,15 @@ std::string line_chart(const std::string& title, std::vector<Series> series, boo
                      bottom);
   svg << fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#444"/>)", L, T, L, bottom);
   for (const double yv : log_y ? log_ticks(y0, y1) : linear_ticks(y0, y1)) {
-    const std::string label = log_y ? power_label(yv) : fmt::format("{:.3g}", yv);
+    const std::string label = log_y ? power_label(yv) : fmt::format("{:g}", yv);
     svg << fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end">{}</text>)",
                        L - 4, py(yv) + 3, label);
     svg << fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#eee"/>)", L + 1,
                        py(yv), W - R, py(yv));
   }
   for (const double xv : linear_ticks(x0, x1)) {
-    svg << fmt::format(
-        R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle">{:.0f}</text>)", px(xv),
-        bottom + 14, xv);
+    svg << fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle">{:g}</text>)",
+                       px(xv), bottom + 14, xv);
   }
   svg << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="middle">step</text>)",
                      (L + W - R) / 2, bottom + 27);
@@ -118,7 +127,7 @@ std::string line_chart(const std::string& title, std::vector<Series> series, boo
     const char* color = kColors[i % std::size(kColors)];
     if (named > 0) {  // its legend entry, even for a series with nothing to draw
       const double lx = i % 2 == 0 ? L : L + (W - L - R) / 2,
-                   ly = bottom + B + Row * static_cast<double>(i / 2);
+                   ly = bottom + B + 6 + Row * static_cast<double>(i / 2);
       svg << fmt::format(R"(<rect x="{}" y="{:.1f}" width="10" height="3" fill="{}"/>)", lx, ly - 4,
                          color);
       svg << fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10">{}{}</text>)", lx + 14, ly,

@@ -14,8 +14,10 @@ struct Series {
 // Text for HTML: & < > " as entities.
 std::string html_escape(const std::string& s);
 
-// One chart over step; log_y plots positive values on a log axis (others dropped). A chart
-// without a single finite value says so in a sentence instead of drawing empty axes.
-std::string line_chart(const std::string& title, std::vector<Series> series, bool log_y = false);
+// One chart over step, `width` pixels wide (it shrinks with the page: small multiples take
+// 300); log_y plots positive values on a log axis (others dropped). A chart without a single
+// finite value says so in a sentence instead of drawing empty axes.
+std::string line_chart(const std::string& title, std::vector<Series> series, bool log_y = false,
+                       double width = 460);
 
 }  // namespace fp8lm
