@@ -10,7 +10,9 @@ and summary.json (issue 32).
    differs). The printed table names every arm; compare.html exists and holds no script.
 2. The same comparison stopped with SIGTERM while its third run trains, then `compare --resume`:
    compare.json equals the uninterrupted one, apart from "measured" (tokens/s and memory, which
-   are timings) and the runs' directories' own paths.
+   are timings).
+3. Where Open MPI's mpirun is installed and fp8lm was built with MPI: the comparison under
+   `mpirun -np 2` (its runs spread over the two ranks) gives the same compare.json again.
 
 Usage: tools/compare_check.py --fp8lm build/release/fp8lm
 """
@@ -18,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -163,7 +166,28 @@ def main():
         second = check_statistics(parted)
         if comparable(first) != comparable(second):
             fail("compare.json after a stop and --resume differs from the uninterrupted one")
-    print("2 passed, 0 failed")
+
+        mpirun = shutil.which("mpirun")
+        if not mpirun:
+            print("mpirun is not installed: the spread over ranks not checked")
+            print("2 passed, 0 failed")
+            return
+        spread = os.path.join(tmp, "spread")
+        res = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
+                              a.fp8lm, "compare", *FLAGS, "--out", spread],
+                             capture_output=True, text=True, timeout=600)
+        if res.returncode != 0 and "built without MPI" in res.stderr:
+            print("fp8lm was built without MPI: the spread over ranks not checked")
+            print("2 passed, 0 failed")
+            return
+        if res.returncode != 0:
+            fail(f"compare under mpirun exited {res.returncode}: {res.stderr[-2000:]}")
+        # Each rank ran its own share (run i on rank i mod 2).
+        if res.stdout.count(" on rank 0") != 5 or res.stdout.count(" on rank 1") != 4:
+            fail(f"compare under mpirun did not spread the runs over the ranks:\n{res.stdout}")
+        if comparable(first) != comparable(check_statistics(spread)):
+            fail("compare.json under mpirun -np 2 differs from one process's")
+    print("3 passed, 0 failed")
 
 
 if __name__ == "__main__":

@@ -314,8 +314,9 @@ int run_compare(const CompareFlags& f, CLI::App* app) {
         fs::create_directories(fs::path(path).parent_path());
         args = new_run_args(plan, arm, seed, path);
       }
-      fmt::print("[{}/{}] {} seed {}{}\n", i + 1, total, arm.label, seed,
-                 state == RunState::Resume ? " (resuming)" : "");
+      fmt::print("[{}/{}] {} seed {}{}{}\n", i + 1, total, arm.label, seed,
+                 state == RunState::Resume ? " (resuming)" : "",
+                 comm.size() > 1 ? fmt::format(" on rank {}", comm.rank()) : "");
       std::fflush(stdout);
       const int code = run_fp8lm(args, log);
       if (stops.signal() != 0) continue;  // the run stopped with a checkpoint
