@@ -12,6 +12,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/setting_options.h"
 #include "core/input_file.h"
 #include "core/json.h"
 #include "fp8/recipe.h"
@@ -28,8 +29,7 @@ namespace {
 struct AdviseFlags {
   std::string config, recipes = "delayed", gpus, device = "auto";
   bool json = false;
-  std::map<std::string, std::string> values;  // model settings and --batch-size
-  std::set<std::string> negated;              // --no-NAME switches
+  std::shared_ptr<SettingOptions> settings = std::make_shared<SettingOptions>();  // the model's
 };
 
 // The model's shape and the batch: what sizes the GEMMs.
@@ -55,14 +55,7 @@ int run_advise(const AdviseFlags& f, CLI::App* cmd) {
         parse_json(read_input_file(f.config, "--config", kJsonFileBytes), "--config " + f.config);
     apply_settings_json(c, j, f.config, {"run"});
   }
-  for (const Setting& s : train_settings()) {
-    if (!advise_setting(s)) continue;
-    const std::string name(s.name);
-    if (f.negated.contains(name)) apply_setting(c, s, "false");
-    if (cmd->get_option(s.flag())->count() == 0) continue;
-    const std::string& v = f.values.at(name);
-    apply_setting(c, s, s.type == SettingType::Bool && v.empty() ? "true" : v);
-  }
+  for (const auto& [s, text] : given_settings(*f.settings, cmd)) apply_setting(c, *s, text);
   c.model.validate();
   std::vector<ScalingKind> recipes;
   for (const std::string& r : split_list(f.recipes, "--recipe"))
@@ -180,7 +173,8 @@ int run_advise(const AdviseFlags& f, CLI::App* cmd) {
   if (device.cuda) {
     fmt::print(
         "\nmeasured here: each GEMM on {} (median of 10 calls after 3; BF16 against "
-        "per-tensor E4M3 operands, random values; casts not included)\n",
+        "per-tensor E4M3 operands, random values; casts not included); the whole step "
+        "in that column adds the roofline's casts and rest of the step to them\n",
         device.name);
   }
   fmt::print("\nassumptions (docs/guide/will-fp8-pay-off.md derives the model):\n");
@@ -206,18 +200,8 @@ void add_advise_command(CLI::App& app) {
                   "auto: measure each GEMM on a GPU when one is present; cpu: estimates only")
       ->type_name("{auto,cpu,cuda,cuda:N}");
   cmd->add_flag("--json", f->json, "print the estimates as JSON");
-  for (const Setting& s : train_settings()) {
-    if (!advise_setting(s)) continue;
-    const std::string name(s.name);
-    CLI::Option* o = cmd->add_option(s.flag(), f->values[name], std::string(s.help));
-    o->group("Model (as train takes it)");
-    if (s.type == SettingType::Bool) {  // a switch, with its --no- form
-      o->expected(0, 1)->type_name("");
-      cmd->add_flag_callback("--no-" + name, [f, name] { f->negated.insert(name); })->group("");
-    } else {
-      o->type_name(s.type_name());
-    }
-  }
+  add_setting_options(cmd, f->settings, advise_setting,
+                      [](const Setting&) { return "Model (as train takes it)"; });
   cmd->callback([f, cmd] {
     if (parse_only()) return;
     const int code = run_advise(*f, cmd);

@@ -17,6 +17,7 @@
 
 #include "cli/child_process.h"
 #include "cli/commands.h"
+#include "cli/setting_options.h"
 #include "core/input_file.h"
 #include "core/json.h"
 #include "dist/communicator.h"
@@ -45,8 +46,7 @@ struct CompareFlags {
   std::string device = "auto";
   int64_t seeds = 3, first_seed = 1, checkpoint_every = 0;
   bool no_tensorboard = false;
-  std::map<std::string, std::string> values;  // a train setting's flag text
-  std::set<std::string> negated;              // --no-NAME switches
+  std::shared_ptr<SettingOptions> settings = std::make_shared<SettingOptions>();
 };
 
 // What a comparison is, saved as DIR/compare-plan.json so that --resume finishes it.
@@ -143,19 +143,12 @@ std::vector<std::string> shared_train_args(const CompareFlags& f, CLI::App* app)
   if (f.checkpoint_every > 0)
     args.insert(args.end(), {"--checkpoint-every", std::to_string(f.checkpoint_every)});
   if (f.no_tensorboard) args.push_back("--no-tensorboard");
-  for (const Setting& s : train_settings()) {
-    const std::string name(s.name);
-    if (kVaried.contains(name)) continue;
-    if (f.negated.contains(name)) args.push_back("--no-" + name);
-    if (app->get_option(s.flag())->count() == 0) continue;
-    const std::string& v = f.values.at(name);
-    if (s.type == SettingType::Bool && (v.empty() || v == "true")) {
-      args.push_back(s.flag());
-    } else if (s.type == SettingType::Bool && v == "false") {
-      args.push_back("--no-" + name);
+  for (const auto& [s, text] : given_settings(*f.settings, app)) {
+    if (s->type == SettingType::Bool) {
+      args.push_back(text == "true" ? s->flag() : "--no-" + std::string(s->name));
     } else {
       // A data path stays valid from wherever the runs start.
-      args.insert(args.end(), {s.flag(), name == "data" ? fs::absolute(v).string() : v});
+      args.insert(args.end(), {s->flag(), s->name == "data" ? fs::absolute(text).string() : text});
     }
   }
   return args;
@@ -163,63 +156,32 @@ std::vector<std::string> shared_train_args(const CompareFlags& f, CLI::App* app)
 
 enum class RunState { Done, Resume, New };
 
+// Characters on screen of UTF-8 text ("±" is one).
+size_t utf8_width(const std::string& s) {
+  size_t n = 0;
+  for (const char ch : s) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+  return n;
+}
+
 RunState state_of(const std::string& dir) {
   if (fs::exists(dir + "/summary.json")) return RunState::Done;
   if (fs::exists(dir + "/config.json")) return RunState::Resume;
   return RunState::New;
 }
 
-// "  1.2345 ± 0.0012": a mean and its spread across seeds from compare.json.
-std::string mean_std(const Json& s, int digits) {
-  if (!s["mean"].is_number()) return "n/a";
-  if (!s["std"].is_number()) return fmt::format("{:.{}f}", s["mean"].get<double>(), digits);
-  return fmt::format("{:.{}f} ± {:.{}f}", s["mean"].get<double>(), digits, s["std"].get<double>(),
-                     digits);
-}
-
-std::string gap_text(const Json& arm, const std::string& key) {
-  if (!arm.contains(key)) return "baseline";
-  const Json& g = arm[key];
-  if (!g["relative"].is_number()) return "n/a";
-  if (!g["relative_low"].is_number())
-    return fmt::format("{:+.3g}%", 100 * g["relative"].get<double>());
-  return fmt::format("{:+.3g}% [{:+.3g}, {:+.3g}]", 100 * g["relative"].get<double>(),
-                     100 * g["relative_low"].get<double>(), 100 * g["relative_high"].get<double>());
-}
-
-std::string saturation_text(const Json& arm) {
-  if (arm["saturated"].empty()) return "-";
-  std::string out;
-  for (const char* role : {"input", "weight", "grad_output"}) {
-    const Json& s = arm["saturated"].contains(role) ? arm["saturated"][role] : Json();
-    out += (out.empty() ? "" : " / ") + (s.is_object() && s["mean"].is_number()
-                                             ? fmt::format("{:.2g}%", 100 * s["mean"].get<double>())
-                                             : std::string("-"));
-  }
-  return out + (arm["saturated_of"] == "blocks" ? " (blocks)" : "");
-}
-
 void print_table(const Json& j) {
-  const bool val = j["headline"] == "val_loss";
-  const std::string gap_key = val ? "gap_val_loss" : "gap_train_loss";
-  fmt::print(
-      "\n{:<20} {:>18} {:>18} {:>28} {:>10} {:>9} {:>7} {:>9}  {}\n", "arm", "train loss",
-      val ? "val loss" : "stride accuracy",
-      fmt::format("{} gap to {} (95%)", val ? "val" : "train", j["baseline"].get<std::string>()),
-      "tokens/s", "peak MiB", "skipped", "fallbacks", "saturated in / w / grad_out");
-  for (const Json& arm : j["arms"]) {
-    const Json& m = j["measured"][arm["label"].get<std::string>()];
-    fmt::print("{:<20} {:>18} {:>18} {:>28} {:>10} {:>9} {:>7} {:>9}  {}\n",
-               arm["label"].get<std::string>(), mean_std(arm["train_loss"], 4),
-               mean_std(val ? arm["val_loss"] : arm["stride_accuracy"], 4), gap_text(arm, gap_key),
-               m["tokens_per_s"]["mean"].is_number()
-                   ? fmt::format("{:.0f}", m["tokens_per_s"]["mean"].get<double>())
-                   : "n/a",
-               m["peak_rss_mb"]["mean"].is_number()
-                   ? fmt::format("{:.0f}", m["peak_rss_mb"]["mean"].get<double>())
-                   : "n/a",
-               arm["skipped_steps"].get<int64_t>(), arm["fp8_fallbacks"].get<int64_t>(),
-               saturation_text(arm));
+  const std::vector<std::vector<std::string>> table = comparison_table(j);
+  std::vector<size_t> width(table.front().size(), 0);
+  for (const auto& row : table)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], utf8_width(row[c]));
+  fmt::print("\n");
+  for (const auto& row : table) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - utf8_width(row[c]), ' ');
+      line += c == 0 ? row[c] + pad : "  " + pad + row[c];  // the arm left, numbers right
+    }
+    fmt::print("{}\n", line);
   }
   fmt::print("\n");
   for (const Json& arm : j["arms"]) fmt::print("{}\n", arm["verdict"].get<std::string>());
@@ -227,7 +189,10 @@ void print_table(const Json& j) {
   fmt::print(
       "\nwill FP8 pay off on a GPU? the step's FP8/BF16 speedup for this model, roofline "
       "estimate (fp8lm advise: GEMM by GEMM, with its assumptions):\n");
-  for (const auto& [label, gpus] : j["roofline"].items()) {
+  for (const Json& arm : j["arms"]) {  // in the arms' order (a JSON object sorts its keys)
+    const std::string label = arm["label"].get<std::string>();
+    if (!j["roofline"].contains(label)) continue;
+    const Json& gpus = j["roofline"][label];
     std::string line;
     for (const auto& [gpu, speedup] : gpus.items())
       line += fmt::format("{}{} {:.2f}x", line.empty() ? "" : " · ", gpu, speedup.get<double>());
@@ -397,19 +362,9 @@ void add_compare_command(CLI::App& app) {
       ->type_name("INT");
   cmd->add_flag("--no-tensorboard", f->no_tensorboard, "no TensorBoard event files in the runs");
   // Every other train setting, passed to each run.
-  for (const Setting& s : train_settings()) {
-    const std::string name(s.name);
-    if (kVaried.contains(name)) continue;
-    CLI::Option* o = cmd->add_option(s.flag(), f->values[name], std::string(s.help));
-    o->group("Train settings (every run)");
-    if (s.type == SettingType::Bool) {
-      o->expected(0, 1)->type_name("");
-      cmd->add_flag_callback(fmt::format("--no-{}", name), [f, name] { f->negated.insert(name); })
-          ->group("");
-    } else {
-      o->type_name(s.type_name());
-    }
-  }
+  add_setting_options(
+      cmd, f->settings, [](const Setting& s) { return !kVaried.contains(std::string(s.name)); },
+      [](const Setting&) { return "Train settings (every run)"; });
   cmd->callback([f, cmd] {
     const int code = run_compare(*f, cmd);
     if (code != 0) throw CLI::RuntimeError(code);

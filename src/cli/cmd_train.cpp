@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/model_text.h"
 #include "cli/parse.h"
+#include "cli/setting_options.h"
 #include "cli/train_output.h"
 #include "core/input_file.h"
 #include "core/json.h"
@@ -39,8 +40,7 @@ struct TrainFlags {
   std::string config, out, resume, init;
   int64_t checkpoint_every = 0, stop_after = 0;
   int keep_checkpoints = 3;
-  std::map<std::string, std::string> values;  // setting name -> the flag's text
-  std::set<std::string> negated;              // switches given as --no-NAME
+  std::shared_ptr<SettingOptions> settings = std::make_shared<SettingOptions>();
   bool no_save = false;
   bool no_fusion = false;
   bool no_tensorboard = false;
@@ -48,33 +48,6 @@ struct TrainFlags {
   std::string device = "auto";
   double collective_timeout = kDefaultCollectiveTimeout;
 };
-
-// The settings given on the command line, as (setting, text): a switch alone is "true", its
-// --no- form "false"; the old spelling "--bias false" still works, with a line saying so.
-std::vector<std::pair<const Setting*, std::string>> given_settings(const TrainFlags& f,
-                                                                   CLI::App* app) {
-  std::vector<std::pair<const Setting*, std::string>> given;
-  for (const Setting& s : train_settings()) {
-    const std::string name(s.name);
-    const bool set = app->get_option(s.flag())->count() > 0;
-    if (s.type != SettingType::Bool) {
-      if (set) given.emplace_back(&s, f.values.at(name));
-      continue;
-    }
-    const bool negated = f.negated.contains(name);
-    if (set && negated)
-      throw Error(fmt::format("{} and --no-{} contradict each other", s.flag(), name));
-    if (negated) given.emplace_back(&s, "false");
-    if (!set) continue;
-    const std::string& v = f.values.at(name);
-    if (v == "true" || v == "false") {
-      fmt::print(stderr, "note: {} {} is an old spelling; write {}\n", s.flag(), v,
-                 v == "false" ? fmt::format("--no-{}", name) : s.flag());
-    }
-    given.emplace_back(&s, v.empty() ? "true" : v);
-  }
-  return given;
-}
 
 // A JSON object of settings, as a run's config.json holds them ({"d_model": 512,
 // "precision": "fp8", "run": {...}}). Returns the settings it set; a run's checkpointing
@@ -268,7 +241,7 @@ int run_train(TrainFlags f, CLI::App* app) {
   // trains and holds the same model).
   const bool lead = world().rank() == 0;
   world().set_timeout(f.collective_timeout);
-  const auto given = given_settings(f, app);
+  const auto given = given_settings(*f.settings, app);
   if (!f.resume.empty()) {
     if (!given.empty()) {
       throw Error(fmt::format("--resume continues the run's own config; drop {}",
@@ -421,23 +394,9 @@ void add_train_command(CLI::App& app) {
       {"training", "Optimization"},
       {"data", "Data and evaluation"},
       {"parallel", "Many processes (mpirun)"}};
-  for (const Setting& s : train_settings()) {
-    const std::string name(s.name);
-    CLI::Option* o = train->add_option(s.flag(), flags->values[name], std::string(s.help));
-    o->group(groups.at(s.group));
-    if (s.type == SettingType::Bool) {
-      // A switch; "--NAME false" still parses (the old spelling), hidden from help.
-      o->expected(0, 1)->type_name("");
-      o->description(fmt::format("{} (default: {}; --no-{} turns it off)", s.help,
-                                 s.fallback() == "true" ? "on" : "off", name));
-      train
-          ->add_flag_callback(fmt::format("--no-{}", name),
-                              [flags, name] { flags->negated.insert(name); })
-          ->group("");
-    } else {
-      text(o, s.type_name().c_str(), s.fallback());
-    }
-  }
+  add_setting_options(
+      train, flags->settings, [](const Setting&) { return true; },
+      [&groups](const Setting& s) { return groups.at(s.group); });
   train->callback([flags, train] {
     const int code = run_train(*flags, train);
     if (code != 0) throw CLI::RuntimeError(code);

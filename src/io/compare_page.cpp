@@ -14,24 +14,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string cell(const Json& spread, int digits) {
-  if (!spread.is_object() || !spread["mean"].is_number()) return "n/a";
-  const double mean = spread["mean"].get<double>();
-  if (!spread["std"].is_number()) return fmt::format("{:.{}f}", mean, digits);
-  return fmt::format("{:.{}f} ± {:.{}f}", mean, digits, spread["std"].get<double>(), digits);
-}
-
-std::string gap_cell(const Json& arm, const std::string& key) {
-  if (!arm.contains(key)) return "baseline";
-  const Json& g = arm[key];
-  if (!g["relative"].is_number()) return "n/a";
-  std::string out = fmt::format("{:+.3g}%", 100 * g["relative"].get<double>());
-  if (g["relative_low"].is_number())
-    out += fmt::format(" [{:+.3g}%, {:+.3g}%]", 100 * g["relative_low"].get<double>(),
-                       100 * g["relative_high"].get<double>());
-  return out;
-}
-
 // The mean over seeds at each step some seed recorded (a seed without that step left out).
 Series mean_curve(const std::string& name, const std::vector<RunOutcome>& runs,
                   std::vector<double> RunOutcome::*steps, std::vector<double> RunOutcome::*values) {
@@ -71,31 +53,13 @@ std::string comparison_page(const Comparison& c, const Json& summary) {
           "</style></head><body>";
   html << fmt::format("<h1>fp8lm compare: {} arms × {} seeds, baseline {}</h1>", c.arms.size(),
                       c.seeds.size(), html_escape(c.baseline));
-  html << "<div class=\"wide\"><table><tr><th>arm</th><th>train loss (mean ± std)</th>"
-       << (val ? "<th>validation loss</th>" : "<th>stride accuracy</th>")
-       << fmt::format("<th>{} gap to {} [95% interval]</th>", val ? "validation" : "train",
-                      html_escape(c.baseline))
-       << "<th>tokens/s</th><th>peak memory (MiB)</th><th>skipped steps</th>"
-          "<th>BF16 fallbacks</th><th>saturated: input / weight / grad_output</th></tr>";
-  for (const Json& arm : summary["arms"]) {
-    const std::string label = arm["label"].get<std::string>();
-    const Json& m = summary["measured"][label];
-    std::string sat;
-    for (const char* role : {"input", "weight", "grad_output"}) {
-      const Json& s = arm["saturated"].contains(role) ? arm["saturated"][role] : Json();
-      sat +=
-          (sat.empty() ? "" : " / ") + (s.is_object() && s["mean"].is_number()
-                                            ? fmt::format("{:.2g}%", 100 * s["mean"].get<double>())
-                                            : std::string("–"));
-    }
-    if (arm["saturated_of"] == "blocks") sat += " of blocks";
-    if (arm["saturated"].empty()) sat = "no FP8";
-    html << "<tr><td>" << html_escape(label) << "</td><td>" << cell(arm["train_loss"], 4)
-         << "</td><td>" << cell(val ? arm["val_loss"] : arm["stride_accuracy"], 4) << "</td><td>"
-         << gap_cell(arm, gap_key) << "</td><td>" << cell(m["tokens_per_s"], 0) << "</td><td>"
-         << cell(m["peak_rss_mb"], 0) << "</td><td>" << arm["skipped_steps"].get<int64_t>()
-         << "</td><td>" << arm["fp8_fallbacks"].get<int64_t>() << "</td><td>" << sat
-         << "</td></tr>";
+  const std::vector<std::vector<std::string>> table = comparison_table(summary);
+  html << "<div class=\"wide\"><table>";
+  for (size_t r = 0; r < table.size(); ++r) {
+    html << "<tr>";
+    for (const std::string& v : table[r])
+      html << (r == 0 ? "<th>" : "<td>") << html_escape(v) << (r == 0 ? "</th>" : "</td>");
+    html << "</tr>";
   }
   html << "</table></div>";
   html << "<h2>Is each gap more than seed noise?</h2><ul>";
@@ -114,7 +78,10 @@ std::string comparison_page(const Comparison& c, const Json& summary) {
     const Json& first = summary["roofline"].begin().value();
     for (const auto& [gpu, v] : first.items()) html << "<th>" << html_escape(gpu) << "</th>";
     html << "</tr>";
-    for (const auto& [label, gpus] : summary["roofline"].items()) {
+    for (const Json& arm : summary["arms"]) {  // in the arms' order
+      const std::string label = arm["label"].get<std::string>();
+      if (!summary["roofline"].contains(label)) continue;
+      const Json& gpus = summary["roofline"][label];
       html << "<tr><td>" << html_escape(label) << "</td>";
       for (const auto& [gpu, v] : gpus.items())
         html << fmt::format("<td>{:.2f}x</td>", v.get<double>());

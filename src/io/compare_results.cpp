@@ -170,7 +170,61 @@ std::string verdict(const std::string& label, const std::string& baseline,
       label, metric, percent(rel), baseline, interval, baseline, 100.0 * base.std / base.mean);
 }
 
+// "3.9078 ± 0.0367": a {n, mean, std} of compare.json.
+std::string spread_text(const Json& s, int digits) {
+  if (!s.is_object() || !s["mean"].is_number()) return "n/a";
+  const double mean = s["mean"].get<double>();
+  if (!s["std"].is_number()) return fmt::format("{:.{}f}", mean, digits);
+  return fmt::format("{:.{}f} ± {:.{}f}", mean, digits, s["std"].get<double>(), digits);
+}
+
+// "+0.538% [-12%, +13.1%]".
+std::string gap_text(const Json& arm, const std::string& key) {
+  if (!arm.contains(key)) return "baseline";
+  const Json& g = arm[key];
+  if (!g["relative"].is_number()) return "n/a";
+  std::string out = percent(g["relative"].get<double>());
+  if (g["relative_low"].is_number())
+    out += fmt::format(" [{}, {}]", percent(g["relative_low"].get<double>()),
+                       percent(g["relative_high"].get<double>()));
+  return out;
+}
+
+// "0.013% / 0% / 0.018%" for input / weight / grad_output.
+std::string saturation_text(const Json& arm) {
+  if (arm["saturated"].empty()) return "no FP8";
+  std::string out;
+  for (const char* role : {"input", "weight", "grad_output"}) {
+    const Json& s = arm["saturated"].contains(role) ? arm["saturated"][role] : Json();
+    out += (out.empty() ? "" : " / ") + (s.is_object() && s["mean"].is_number()
+                                             ? fmt::format("{:.2g}%", 100 * s["mean"].get<double>())
+                                             : std::string("-"));
+  }
+  return out + (arm["saturated_of"] == "blocks" ? " of blocks" : "");
+}
+
 }  // namespace
+
+std::vector<std::vector<std::string>> comparison_table(const Json& summary) {
+  const bool val = summary["headline"] == "val_loss";
+  const std::string gap_key = val ? "gap_val_loss" : "gap_train_loss";
+  std::vector<std::vector<std::string>> rows = {
+      {"arm", "train loss", val ? "validation loss" : "stride accuracy",
+       fmt::format("{} gap to {} [95%]", val ? "validation" : "train",
+                   summary["baseline"].get<std::string>()),
+       "tokens/s", "peak MiB", "skipped steps", "BF16 fallbacks",
+       "saturated: input / weight / grad_output"}};
+  for (const Json& arm : summary["arms"]) {
+    const Json& m = summary["measured"][arm["label"].get<std::string>()];
+    rows.push_back({arm["label"].get<std::string>(), spread_text(arm["train_loss"], 4),
+                    spread_text(val ? arm["val_loss"] : arm["stride_accuracy"], 4),
+                    gap_text(arm, gap_key), spread_text(m["tokens_per_s"], 0),
+                    spread_text(m["peak_rss_mb"], 0),
+                    std::to_string(arm["skipped_steps"].get<int64_t>()),
+                    std::to_string(arm["fp8_fallbacks"].get<int64_t>()), saturation_text(arm)});
+  }
+  return rows;
+}
 
 RunOutcome read_run_outcome(const std::string& dir) {
   RunOutcome r;

@@ -48,6 +48,11 @@ struct Comparison {
 // the verdict in words; timings under "measured".
 nlohmann::json comparison_json(const Comparison& c);
 
+// The table compare prints and compare.html shows, from compare.json: a header row, then a row
+// per arm (means ± standard deviations over seeds, the gap to the baseline with its interval,
+// timings, counts, saturation per role).
+std::vector<std::vector<std::string>> comparison_table(const nlohmann::json& summary);
+
 // compare.html beside compare.json: the table, the verdicts and the loss curves, inline SVG.
 std::string comparison_page(const Comparison& c, const nlohmann::json& summary);
 
