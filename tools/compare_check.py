@@ -11,7 +11,10 @@ and summary.json (issue 32).
 2. The same comparison stopped with SIGTERM while its third run trains, then `compare --resume`:
    compare.json equals the uninterrupted one, apart from "measured" (tokens/s and memory, which
    are timings).
-3. Where Open MPI's mpirun is installed and fp8lm was built with MPI: the comparison under
+3. Bad input gets one line naming it and a non-zero exit, with nothing of the user's touched:
+   a list that asks for nothing, --out on a directory holding something, --resume on a
+   directory that is no comparison or with a damaged plan, --resume with a planning flag.
+4. Where Open MPI's mpirun is installed and fp8lm was built with MPI: the comparison under
    `mpirun -np 2` (its runs spread over the two ranks) gives the same compare.json again.
 
 Usage: tools/compare_check.py --fp8lm build/release/fp8lm
@@ -46,6 +49,14 @@ def close(a, b, what):
         return
     if abs(a - b) > 1e-9 * max(1.0, abs(b)):
         fail(f"{what}: compare.json has {a}, the runs give {b}")
+
+
+def refused(binary, args, words):
+    """The command fails with one line on stderr holding these words."""
+    res = subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
+    lines = res.stderr.strip().splitlines()
+    if res.returncode == 0 or len(lines) != 1 or words not in lines[0] or "internal" in lines[0]:
+        fail(f"fp8lm {' '.join(args)}: exit {res.returncode}, stderr {res.stderr!r}; expected one line with '{words}'")
 
 
 def run_values(run_dir):
@@ -167,10 +178,24 @@ def main():
         if comparable(first) != comparable(second):
             fail("compare.json after a stop and --resume differs from the uninterrupted one")
 
+        refused(a.fp8lm, ["compare", "--precision", "bf16", "--recipe", "delayed"], "--precision has no fp8")
+        mine = os.path.join(tmp, "mine")
+        os.makedirs(mine)
+        open(os.path.join(mine, "notes.txt"), "w").write("keep me")
+        refused(a.fp8lm, ["compare", "--precision", "bf16", "--seeds", "1", "--out", mine], "is not empty")
+        if os.listdir(mine) != ["notes.txt"]:
+            fail(f"compare --out on a directory holding a file changed it: {os.listdir(mine)}")
+        refused(a.fp8lm, ["compare", "--resume", mine], "not a comparison")
+        refused(a.fp8lm, ["compare", "--resume", whole, "--seeds", "5"], "drop --seeds")
+        plan = json.load(open(os.path.join(whole, "compare-plan.json")))
+        plan["arms"][0]["label"] = "../escape"
+        json.dump(plan, open(os.path.join(parted, "compare-plan.json"), "w"))
+        refused(a.fp8lm, ["compare", "--resume", parted], "is not an arm's name")
+
         mpirun = shutil.which("mpirun")
         if not mpirun:
             print("mpirun is not installed: the spread over ranks not checked")
-            print("2 passed, 0 failed")
+            print("3 passed, 0 failed")
             return
         spread = os.path.join(tmp, "spread")
         res = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
@@ -178,7 +203,7 @@ def main():
                              capture_output=True, text=True, timeout=600)
         if res.returncode != 0 and "built without MPI" in res.stderr:
             print("fp8lm was built without MPI: the spread over ranks not checked")
-            print("2 passed, 0 failed")
+            print("3 passed, 0 failed")
             return
         if res.returncode != 0:
             fail(f"compare under mpirun exited {res.returncode}: {res.stderr[-2000:]}")
@@ -187,7 +212,7 @@ def main():
             fail(f"compare under mpirun did not spread the runs over the ranks:\n{res.stdout}")
         if comparable(first) != comparable(check_statistics(spread)):
             fail("compare.json under mpirun -np 2 differs from one process's")
-    print("3 passed, 0 failed")
+    print("4 passed, 0 failed")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/compare_results.h"
-#include "io/new_dir.h"
 #include "io/run_lock.h"
 #include "train/compare_plan.h"
 #include "train/roofline.h"
@@ -87,6 +86,12 @@ Plan read_plan(const std::string& dir) {
   }
   if (p.arms.empty() || p.seeds.empty())
     throw Error(fmt::format("{}: names no arm or no seed", path));
+  // A label names a directory under runs/: letters, digits and '-' only (never "..").
+  for (const CompareArm& a : p.arms) {
+    if (a.label.empty() ||
+        a.label.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
+      throw Error(fmt::format("{}: arm '{}' is not an arm's name", path, a.label));
+  }
   compare_baseline(p.arms, p.baseline);
   return p;
 }
@@ -243,9 +248,15 @@ int run_compare(const CompareFlags& f, CLI::App* app) {
   Communicator& comm = world();
   comm.set_timeout(0);  // ranks finish their runs at different times
   const bool lead = comm.rank() == 0;
-  if (f.resume.empty() && lead) {
-    make_new_or_empty_dir(dir, "--out " + dir);
+  // One process writes a comparison: its directory is claimed (new) or locked (resumed).
+  std::unique_ptr<NewRunDir> claim;
+  std::unique_ptr<RunLock> lock;
+  if (lead && f.resume.empty()) {
+    claim = std::make_unique<NewRunDir>(dir);
     write_text_atomic(dir + "/compare-plan.json", plan_json(plan).dump(2) + "\n");
+    claim->keep();
+  } else if (lead) {
+    lock = std::make_unique<RunLock>(dir);
   }
   if (lead) {
     fs::create_directories(dir + "/logs");
@@ -358,7 +369,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--device", f->device, "auto: a GPU when one is present; cuda:N picks one")
       ->type_name("{auto,cpu,cuda,cuda:N}");
   cmd->add_option("--checkpoint-every", f->checkpoint_every,
-                  "each run checkpoints every N steps (a stopped comparison resumes mid-run)")
+                  "each run checkpoints every N steps (a killed comparison resumes from there)")
       ->type_name("INT");
   cmd->add_flag("--no-tensorboard", f->no_tensorboard, "no TensorBoard event files in the runs");
   // Every other train setting, passed to each run.
