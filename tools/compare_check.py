@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`fp8lm compare` against its own runs, computed here from nothing but the runs' metrics.jsonl
+"""`fp8lm compare` (and `advise`) against its own runs, computed here from nothing but the runs' metrics.jsonl
 and summary.json (issue 32).
 
 1. A comparison of bf16 and FP8 (delayed and current scaling) over 3 seeds on byte-level text
@@ -14,7 +14,10 @@ and summary.json (issue 32).
 3. Bad input gets one line naming it and a non-zero exit, with nothing of the user's touched:
    a list that asks for nothing, --out on a directory holding something, --resume on a
    directory that is no comparison or with a damaged plan, --resume with a planning flag.
-4. Where Open MPI's mpirun is installed and fp8lm was built with MPI: the comparison under
+4. `fp8lm advise --json` on the demo model: 12 GEMMs (4 Linears x fprop, dgrad, wgrad), each
+   with an estimate per GPU whose speedup is its BF16 time over its FP8 and cast time, and the
+   step per GPU; a bad value is refused.
+5. Where Open MPI's mpirun is installed and fp8lm was built with MPI: the comparison under
    `mpirun -np 2` (its runs spread over the two ranks) gives the same compare.json again.
 
 Usage: tools/compare_check.py --fp8lm build/release/fp8lm
@@ -192,10 +195,25 @@ def main():
         json.dump(plan, open(os.path.join(parted, "compare-plan.json"), "w"))
         refused(a.fp8lm, ["compare", "--resume", parted], "is not an arm's name")
 
+        refused(a.fp8lm, ["advise", "--batch-size", "-1"], "--batch-size")
+        res = subprocess.run([a.fp8lm, "advise", "--json", "--device", "cpu", "--recipe", "delayed,mxfp8"],
+                             capture_output=True, text=True, timeout=60)
+        advice = json.loads(res.stdout)
+        for r in advice["recipes"]:
+            if len(r["gemms"]) != 12 or sorted(r["step"]) != ["B200", "H100 SXM", "H200 SXM"]:
+                fail(f"advise --json: {len(r['gemms'])} GEMMs, steps for {sorted(r['step'])}")
+            for g in r["gemms"]:
+                for gpu, e in g["estimate"].items():
+                    if abs(e["speedup"] - e["bf16_s"] / (e["fp8_s"] + e["cast_s"])) > 1e-12 * e["speedup"]:
+                        fail(f"advise --json: {g['gemm']} on {gpu}: {e}")
+        native = {r["recipe"]: r["gemms"][0]["estimate"]["H100 SXM"]["native"] for r in advice["recipes"]}
+        if native != {"delayed": True, "mxfp8": False}:
+            fail(f"advise --json: native on H100 {native}")
+
         mpirun = shutil.which("mpirun")
         if not mpirun:
             print("mpirun is not installed: the spread over ranks not checked")
-            print("3 passed, 0 failed")
+            print("4 passed, 0 failed")
             return
         spread = os.path.join(tmp, "spread")
         res = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
@@ -203,7 +221,7 @@ def main():
                              capture_output=True, text=True, timeout=600)
         if res.returncode != 0 and "built without MPI" in res.stderr:
             print("fp8lm was built without MPI: the spread over ranks not checked")
-            print("3 passed, 0 failed")
+            print("4 passed, 0 failed")
             return
         if res.returncode != 0:
             fail(f"compare under mpirun exited {res.returncode}: {res.stderr[-2000:]}")
@@ -212,7 +230,7 @@ def main():
             fail(f"compare under mpirun did not spread the runs over the ranks:\n{res.stdout}")
         if comparable(first) != comparable(check_statistics(spread)):
             fail("compare.json under mpirun -np 2 differs from one process's")
-    print("4 passed, 0 failed")
+    print("5 passed, 0 failed")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ int run_advise(const AdviseFlags& f, CLI::App* cmd) {
     apply_settings_json(c, j, f.config, {"run"});
   }
   for (const auto& [s, text] : given_settings(*f.settings, cmd)) apply_setting(c, *s, text);
+  check_each_setting(c);  // each value in its range (--batch-size 0 too)
   c.model.validate();
   std::vector<ScalingKind> recipes;
   for (const std::string& r : split_list(f.recipes, "--recipe"))
