@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/seed_statistics.h"
 #include "fp8lm/error.h"
+#include "train/trainer.h"
 
 namespace fp8lm {
 namespace {

@@ -12,9 +12,6 @@
 
 namespace fp8lm {
 
-// The last steps whose losses make a run's final train loss: as summary.json's final_loss.
-inline constexpr int kFinalLossSteps = 50;
-
 struct RunOutcome {
   bool finished = false;  // summary.json is there: the run ended
   bool ok = false;        // ... and ended well

@@ -27,9 +27,10 @@ Precision gemm_precision_for(Precision p) {
   return p == Precision::Fp32 ? Precision::Fp32 : Precision::Bf16;
 }
 
-// The mean of the last 50 steps' losses, those of skipped steps left out (NaN if all were).
+// The mean of the last kFinalLossSteps steps' losses, those of skipped steps left out (NaN if
+// all were).
 float final_loss(const std::vector<float>& losses) {
-  const size_t tail = std::min<size_t>(50, losses.size());
+  const size_t tail = std::min<size_t>(kFinalLossSteps, losses.size());
   float sum = 0.0f;
   int n = 0;
   for (size_t i = losses.size() - tail; i < losses.size(); ++i) {

@@ -18,6 +18,10 @@
 
 namespace fp8lm {
 
+// The last steps whose mean loss is a run's final train loss (summary.json's final_loss, and
+// the train loss `fp8lm compare` reads back from metrics.jsonl).
+inline constexpr int kFinalLossSteps = 50;
+
 using ProgressFn = std::function<void(const StepStats&)>;
 
 // Where a run stands beyond its weights, optimizer and FP8 state: what a checkpoint keeps so
