@@ -15,6 +15,11 @@ is generated, excluded) is run, unless the line before it is `<!-- illustrative 
   matches any text; a line that is only `...` marks skipped output and matches nothing;
 - the command must exit with 0, or with N when its last expected line is `[exit N]`.
 
+`python3` in those commands is Debian's interpreter (with numpy and PyTorch), and the Python
+package built beside --fp8lm (BUILD/python) is on its PYTHONPATH where it was built. Every block
+tagged `python` (not illustrative) is a whole program: it runs with that interpreter, in the same
+directory after the file's console blocks before it, and must exit with 0.
+
 Usage: doc_test.py --fp8lm BIN --root REPO [FILE.md ...] (files relative to REPO; default all).
 Prints each failure with the file, the block's line and the missing line, then how many blocks
 ran and how many were illustrative; exits 1 on any failure.
@@ -114,16 +119,22 @@ def first_missing(expected, output):
     return None
 
 
+def python_program(block):
+    """A python block as one command: the interpreter on the block's text, expecting exit 0."""
+    program = "\n".join(block.lines)
+    return Command(block.line, f"python3 - <<'PYTHON_BLOCK'\n{program}\nPYTHON_BLOCK")
+
+
 def run_file(path, blocks, env, root):
     failures, ran = [], 0
     with tempfile.TemporaryDirectory(prefix="doc_test.") as work:
         for name in ("README.md", "docs", "examples"):
             os.symlink(os.path.join(root, name), os.path.join(work, name))
         for block in blocks:
-            if block.tag != "console" or block.illustrative:
+            if block.tag not in ("console", "python") or block.illustrative:
                 continue
             ran += 1
-            for cmd in commands(block):
+            for cmd in commands(block) if block.tag == "console" else [python_program(block)]:
                 t0 = time.time()
                 try:
                     p = subprocess.run(["bash", "-c", cmd.text], cwd=work, env=env, stdout=subprocess.PIPE,
@@ -189,16 +200,20 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="doc_test_bin.") as bindir:
         os.symlink(binary, os.path.join(bindir, "fp8lm"))
+        os.symlink("/usr/bin/python3", os.path.join(bindir, "python3"))
+        package = os.path.join(os.path.dirname(binary), "python")
         # The CPU's outputs everywhere: a GPU on the test machine would change what `--device
         # auto` picks and what the commands print.
         env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
                    OMP_NUM_THREADS="2", LC_ALL="C.UTF-8", CUDA_VISIBLE_DEVICES="")
+        if os.path.isdir(os.path.join(package, "fp8lm")):
+            env["PYTHONPATH"] = package
         self_test(env)
         t0, ran, skipped, failures = time.time(), 0, 0, []
         for f in files:
             text = open(os.path.join(root, f), encoding="utf-8").read()
             blocks = fenced_blocks(f, text)
-            skipped += sum(1 for b in blocks if b.tag == "console" and b.illustrative)
+            skipped += sum(1 for b in blocks if b.tag in ("console", "python") and b.illustrative)
             try:
                 for b in blocks:
                     if b.tag == "console" and not b.illustrative:
@@ -210,7 +225,7 @@ def main():
             r, fails = run_file(f, blocks, env, root)
             ran += r
             failures += fails
-    print(f"\n{ran} console blocks run, {skipped} illustrative (not run), in {len(files)} files, "
+    print(f"\n{ran} console and python blocks run, {skipped} illustrative (not run), in {len(files)} files, "
           f"{time.time() - t0:.0f} s; {len(failures)} failed")
     for f in failures:  # once more, one line each, after the progress
         print(" ".join(l.strip() for l in f.split("\n")[:2]))

@@ -30,7 +30,12 @@ std::string temp_path(const std::string& name) {
 TEST(PublicApi, TrainsShowsFp8StateAndResumesBitForBit) {
   fp8lm::Training straight(tiny_fp8_run());
   std::vector<float> losses;
-  while (!straight.done()) losses.push_back(straight.step().loss);
+  while (!straight.done()) {
+    const fp8lm::StepStats s = straight.step();
+    losses.push_back(s.loss);
+    // The held-out loss where `fp8lm train` measures it: every 20th step and the last.
+    EXPECT_EQ(s.val_loss.has_value(), s.step == 6) << s.step;
+  }
   // Every GEMM (qkv, proj, fc1, fc2 per layer) with its five slots; the delayed-scaling
   // updates moved the input slots' scales away from step 1's 1.
   const std::vector<fp8lm::Fp8SlotState> state = straight.fp8_state();

@@ -2,6 +2,7 @@
 // A training run's settings (every `fp8lm train` flag, the --config JSON keys), a step's
 // figures and a finished run's result.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,9 @@ struct StepStats {
   double comm_seconds = 0;
   uint64_t comm_bytes = 0;
   double step_seconds = 0;
+  // The held-out loss, on the steps `fp8lm train` measures it (Training::step: every 20th and
+  // the last); empty on the others.
+  std::optional<double> val_loss;
 };
 
 struct TrainResult {

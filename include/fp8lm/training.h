@@ -27,7 +27,9 @@ class Training {
   Training(Training&&) noexcept;
   Training& operator=(Training&&) noexcept;
 
-  // Throws Error when max_skipped_steps steps in a row had a non-finite loss or gradients.
+  // One step, then the held-out loss where `fp8lm train` measures it (StepStats::val_loss), so
+  // that a run through the library is the command line's run. Throws Error when
+  // max_skipped_steps steps in a row had a non-finite loss or gradients.
   StepStats step();
   bool done() const;
   // Evaluates (stride accuracy, or validation loss and a sample) and summarizes the run.

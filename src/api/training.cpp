@@ -3,6 +3,7 @@
 
 #include "io/run_dir.h"
 #include "nn/fp8_slots.h"
+#include "train/run_loop.h"
 #include "train/trainer.h"
 
 namespace fp8lm {
@@ -17,7 +18,9 @@ Training::Training(Training&&) noexcept = default;
 Training& Training::operator=(Training&&) noexcept = default;
 
 StepStats Training::step() {
-  return trainer_->train_step();
+  StepStats s = trainer_->train_step();
+  s.val_loss = scheduled_validation(*trainer_, RunSchedule{}, s.step);
+  return s;
 }
 bool Training::done() const {
   return trainer_->done();

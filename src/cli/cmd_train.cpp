@@ -1,7 +1,6 @@
 // fp8lm train: parses the run's configuration (built-in stride demo < --config FILE.json <
 // flags), trains with a progress bar, prints the result and writes DIR/summary.json.
 #include <fmt/format.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -29,7 +28,6 @@
 #include "io/run_dir.h"
 #include "io/run_lock.h"
 #include "train/settings.h"
-#include "train/token_shards.h"
 #include "train/trainer.h"
 
 namespace fp8lm::cli {
@@ -174,18 +172,6 @@ int follow(Trainer& trainer, const std::string& dir, const TrainFlags& f, CLI::A
   return 0;
 }
 
-// More threads than the machine has CPUs only queue behind each other (a run of --threads
-// 10000 trains at a few tokens a second): refused when a run starts. A resumed run keeps its
-// own, whatever machine it resumes on.
-void check_threads(const TrainConfig& c) {
-  const int cpus = omp_get_num_procs();
-  if (c.threads > cpus)
-    throw Error(
-        fmt::format("--threads {} is more than the {} CPUs this process may use; give {} "
-                    "or fewer (0: all of them)",
-                    c.threads, cpus, cpus));
-}
-
 // What every rank of a run must agree on, before anything is built or written: the run's own
 // flags and, for a new run, each setting's value. The device is left out: ranks may name their
 // own GPU (cuda:N).
@@ -273,10 +259,7 @@ int run_train(TrainFlags f, CLI::App* app) {
       apply_setting(c, *setting, text);
       set.insert(std::string(setting->name));
     }
-    // Byte-level text has 256 token ids, a token dataset its tokenizer's: the vocabulary
-    // unless one was asked for.
-    if (!c.data.empty() && !set.contains("vocab"))
-      c.model.vocab = is_token_dataset(c.data) ? read_manifest(c.data).vocab_size : 256;
+    if (!set.contains("vocab")) default_vocab_for_data(c);
     c.device = parse_device(f.device);
     // Fine-tuning: the model's shape is the init file's; a shape flag beside it would be
     // ignored, so it is refused.

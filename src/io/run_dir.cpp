@@ -331,7 +331,7 @@ void RunDirectory::step(Trainer& trainer, const StepRecord& record) {
   if (s.skipped) line["skipped"] = true;  // its loss (NaN or Inf) is written as null
   if (s.skipped_steps > 0) line["skipped_steps"] = s.skipped_steps;
   if (!s.fp8_fallbacks.empty()) line["fp8_fallback"] = fp8_fallbacks_json(s.fp8_fallbacks);
-  if (record.val_loss) line["val_loss"] = *record.val_loss;
+  if (record.stats.val_loss) line["val_loss"] = *record.stats.val_loss;
   if (record.fp8_snapshot) {
     if (trainer.config().recipe.block_scaled()) {
       if (const Json b = block_scales_json(trainer.model()); !b.is_null()) line["block_scales"] = b;

@@ -3,8 +3,12 @@
 namespace fp8lm {
 
 std::vector<Fp8SlotState> fp8_slot_states(GPT& model) {
+  return fp8_slot_states(model.linears());
+}
+
+std::vector<Fp8SlotState> fp8_slot_states(const std::vector<Linear*>& linears) {
   std::vector<Fp8SlotState> out;
-  for (Linear* l : model.linears()) {
+  for (Linear* l : linears) {
     const Fp8Meta meta = l->fp8_meta();
     for (Slot s : {Slot::Input, Slot::Weight, Slot::Output, Slot::GradOutput, Slot::GradInput}) {
       const ScalingState& st = meta[s];

@@ -9,5 +9,7 @@
 namespace fp8lm {
 
 std::vector<Fp8SlotState> fp8_slot_states(GPT& model);
+// The same of any Linears (fp8lm.torch's, each on its own).
+std::vector<Fp8SlotState> fp8_slot_states(const std::vector<Linear*>& linears);
 
 }  // namespace fp8lm

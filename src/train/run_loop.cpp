@@ -4,6 +4,13 @@
 
 namespace fp8lm {
 
+std::optional<double> scheduled_validation(Trainer& trainer, const RunSchedule& schedule,
+                                           int64_t step) {
+  if (schedule.val_every > 0 && (step % schedule.val_every == 0 || trainer.done()))
+    return trainer.validation_loss();
+  return std::nullopt;
+}
+
 RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& recorder,
                     const ProgressFn& progress, const std::atomic<bool>* stop,
                     TrainResult* result) {
@@ -32,9 +39,7 @@ RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& 
       throw;
     }
     const int64_t step = record.stats.step;
-    if (schedule.val_every > 0 && (step % schedule.val_every == 0 || trainer.done())) {
-      record.val_loss = trainer.validation_loss();
-    }
+    record.stats.val_loss = scheduled_validation(trainer, schedule, step);
     record.fp8_snapshot = snapshot;
     recorder.step(trainer, record);
     if (progress) progress(record.stats);

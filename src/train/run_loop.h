@@ -19,9 +19,8 @@ struct RunSchedule {
 
 // One step as the recorder sees it.
 struct StepRecord {
-  StepStats stats;
-  std::optional<double> val_loss;  // when the schedule measured it
-  bool fp8_snapshot = false;       // the FP8 state is due to be recorded (fp8 runs)
+  StepStats stats;            // with val_loss when the schedule measured it
+  bool fp8_snapshot = false;  // the FP8 state is due to be recorded (fp8 runs)
 };
 
 class RunRecorder {
@@ -36,6 +35,12 @@ class RunRecorder {
   virtual void trained(Trainer& trainer, const TrainResult& result) = 0;
   virtual void finished(Trainer& trainer, const TrainResult& result) = 0;
 };
+
+// The held-out loss after `step`, when the schedule measures it (every val_every steps and after
+// the last): `fp8lm train` and the library's Training::step both take it, so that their runs
+// (whose FP8 forward scales the held-out passes update) stay the same run.
+std::optional<double> scheduled_validation(Trainer& trainer, const RunSchedule& schedule,
+                                           int64_t step);
 
 enum class RunEnd { Finished, Stopped };
 

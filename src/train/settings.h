@@ -68,5 +68,12 @@ std::set<std::string> apply_settings_json(TrainConfig& c, const nlohmann::json& 
 // Settings only FP8 training reads, changed from their defaults in a run that is not FP8:
 // Error naming the first ("--recipe mxfp8 is an FP8 setting: add --precision fp8").
 void check_fp8_only_settings(const TrainConfig& c);
+// A new run with --data and no --vocab: byte-level text has 256 token ids, a token dataset its
+// tokenizer's (`fp8lm train` and fp8lm.Training).
+void default_vocab_for_data(TrainConfig& c);
+// --threads more than the CPUs this process may use (they would only queue behind each other:
+// --threads 10000 trains at a few tokens a second): Error saying how many it may. Checked when
+// a new run starts; a resumed run keeps its own, whatever machine it resumes on.
+void check_threads(const TrainConfig& c);
 
 }  // namespace fp8lm

@@ -2,6 +2,8 @@
 // is its row of the settings table (train/settings.cpp).
 #include <fmt/format.h>
 
+#include <omp.h>
+
 #include <climits>
 
 #include "fp8/recipe.h"
@@ -57,6 +59,20 @@ void TrainConfig::validate() const {
     throw Error(
         fmt::format("--vocab {} is too small for byte-level text (needs 256)", model.vocab));
   }
+}
+
+void default_vocab_for_data(TrainConfig& c) {
+  if (!c.data.empty())
+    c.model.vocab = is_token_dataset(c.data) ? read_manifest(c.data).vocab_size : 256;
+}
+
+void check_threads(const TrainConfig& c) {
+  const int cpus = omp_get_num_procs();
+  if (c.threads > cpus)
+    throw Error(
+        fmt::format("--threads {} is more than the {} CPUs this process may use; give {} "
+                    "or fewer (0: all of them)",
+                    c.threads, cpus, cpus));
 }
 
 }  // namespace fp8lm

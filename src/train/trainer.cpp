@@ -266,7 +266,8 @@ StepStats Trainer::train_step() {
                         fell,
                         traffic.seconds - traffic_before.seconds,
                         traffic.bytes - traffic_before.bytes,
-                        took};
+                        took,
+                        std::nullopt};
   if (consecutive_skips_ >= cfg_.max_skipped_steps) {
     throw SkipLimitReached(
         fmt::format("step {}: {} steps in a row skipped, their loss or gradients not finite (from "
