@@ -1,15 +1,17 @@
 #!/usr/bin/python3
 """What the Python layer costs (issue 33), as ratios against the C++ in the same run:
 
-- fp8lm.Training: the demo (`fp8lm train`'s defaults) run by the command line and by a Python
-  loop of step() calls, each a whole process, for STEPS and for STEPS/6 steps, alternated
-  REPEATS times; a step's time is the difference over the steps between them (start-up and
-  the final evaluation cancel out); the medians and their ratio (goal: Python within 3%).
+- fp8lm.Training.step() on the demo (`fp8lm train`'s defaults): the Python layer's own cost,
+  the wall time around each step() call against the step's time on the trainer's clock
+  (StepStats.step_seconds; the steps that also take a held-out loss left out), and the
+  training time (the trainer's clock, all steps) of a Python process against an
+  `fp8lm train` process, alternated REPEATS times: the medians and their ratio (goal: Python
+  within 3%).
 - fp8lm.quantize of a 4096x4096 float32 tensor to E4M3 at a per-tensor scale against
   bench_quantize's BM_quantize/<best ISA>/64 MiB, the same cast in C++ (goal: within 10%).
 
 Usage: PYTHONPATH=build/release/python bench/python_overhead.py [--build build/release]
-       [--repeats 3] [--steps 120]
+       [--repeats 5] [--steps 120]
 Prints one line per figure and a JSON line last. Run it on a quiet machine."""
 import argparse
 import json
@@ -25,18 +27,17 @@ import numpy as np
 import fp8lm
 
 TRAIN_PY = """
-import sys, fp8lm
+import json, sys, time, fp8lm
 run = fp8lm.Training(steps=int(sys.argv[1]), precision=sys.argv[2])
+wall = inner = 0.0
 while not run.done():
-    run.step()
-run.finish()
-"""
-
-
-def wall(cmd, env=None):
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - t0
+    s = run.step()
+    if s.val_loss is None:
+        wall += time.perf_counter() - t0
+        inner += s.step_seconds
+print(json.dumps({"seconds": s.seconds, "wall": wall, "inner": inner}))
+"""
 
 
 def main():
@@ -48,25 +49,24 @@ def main():
     args = ap.parse_args()
     cli = os.path.join(args.build, "fp8lm")
 
-    # Per step: the wall time of STEPS steps less that of SHORT steps, each a whole process,
-    # so that start-up, imports and the final evaluation cancel out; what is left is the steps
-    # (held-out passes on the same schedule included) and whatever each side adds per step.
-    short = max(1, args.steps // 6)
-    cli_s, py_s = [], []
-    for _ in range(args.repeats):
-        per = {}
-        for n in (args.steps, short):
-            per[("cli", n)] = wall([cli, "train", "--no-save", "--steps", str(n), "--precision",
-                                    args.precision])
-            per[("py", n)] = wall([sys.executable, "-c", TRAIN_PY, str(n), args.precision],
-                                  env=dict(os.environ))
-        cli_s.append((per[("cli", args.steps)] - per[("cli", short)]) / (args.steps - short))
-        py_s.append((per[("py", args.steps)] - per[("py", short)]) / (args.steps - short))
+    cli_s, py_s, layer = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeats):
+            out = os.path.join(tmp, f"run{i}")
+            subprocess.run([cli, "train", "--steps", str(args.steps), "--precision",
+                            args.precision, "--out", out], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cli_s.append(json.load(open(os.path.join(out, "summary.json")))["seconds"])
+            r = json.loads(subprocess.run([sys.executable, "-c", TRAIN_PY, str(args.steps),
+                                           args.precision], check=True, capture_output=True,
+                                          text=True).stdout)
+            py_s.append(r["seconds"])
+            layer.append(r["wall"] / r["inner"] - 1)
     train_ratio = statistics.median(py_s) / statistics.median(cli_s)
-    print(f"demo, --precision {args.precision}, a step ({args.steps} steps less {short}, whole "
-          f"processes): fp8lm train {statistics.median(cli_s) * 1e3:.1f} ms, fp8lm.Training "
-          f"{statistics.median(py_s) * 1e3:.1f} ms (median of {args.repeats}): Python/CLI "
-          f"{train_ratio:.3f}")
+    print(f"demo, {args.steps} steps, --precision {args.precision}: the Python layer's own cost "
+          f"per step {statistics.median(layer) * 100:+.2f}%; training time fp8lm train "
+          f"{statistics.median(cli_s):.2f} s, fp8lm.Training {statistics.median(py_s):.2f} s "
+          f"(medians of {args.repeats}): Python/CLI {train_ratio:.3f}")
 
     x = np.random.default_rng(42).normal(0, 3, (4096, 4096)).astype(np.float32)
     times = []
@@ -89,7 +89,9 @@ def main():
     q_ratio = py_q / cpp_q
     print(f"quantize 4096x4096 to E4M3: fp8lm.quantize {py_q * 1e3:.2f} ms, C++ "
           f"BM_quantize/{isa} {cpp_q * 1e3:.2f} ms: Python/C++ {q_ratio:.3f}")
-    print(json.dumps({"step_cli_s": statistics.median(cli_s), "step_py_s": statistics.median(py_s),
+    print(json.dumps({"train_cli_s": statistics.median(cli_s),
+                      "train_py_s": statistics.median(py_s),
+                      "python_layer": statistics.median(layer),
                       "train_ratio": train_ratio, "quantize_py_ms": py_q * 1e3,
                       "quantize_cpp_ms": cpp_q * 1e3, "quantize_ratio": q_ratio}))
 
