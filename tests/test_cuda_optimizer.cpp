@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "kernels/cuda/device_query.h"
 #include "kernels/cuda/optimizer.h"
 #include "nn/parameter.h"
 #include "test_util.h"
@@ -98,6 +99,19 @@ struct Mirror {
   }
   int n_tensors() const { return static_cast<int>(table.size()); }
 };
+
+TEST(CudaOptimizer, TheAsyncPoolKeepsItsMemory) {
+  FP8LM_REQUIRE_CUDA();
+  // Issue 34: the grad norm's stream-ordered scratch (cudaMallocAsync) stays mapped between
+  // steps once the backend exists: the pool's release threshold is "never".
+  cuda::backend(0);
+  cudaMemPool_t pool = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
+  uint64_t threshold = 0;
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+            cudaSuccess);
+  EXPECT_EQ(threshold, UINT64_MAX);
+}
 
 TEST(CudaOptimizer, GradNormAndClipMatchCpu) {
   FP8LM_REQUIRE_CUDA();

@@ -14,6 +14,11 @@ from fp8lm.numerics import FormatInfo, formats, quantize
 from fp8lm.recipe import (DelayedScaling, Float8BlockScaling, Float8CurrentScaling, Format,
                           MXFP8BlockScaling, NVFP4BlockScaling, QParams)
 
+# Errors and results print as fp8lm.Error, fp8lm.StepStats, ... (where users meet them).
+for _type in (Error, QuantizedTensor, StepStats, TrainResult):
+    _type.__module__ = "fp8lm"
+del _type
+
 __all__ = [
     "Error", "QuantizedTensor", "StepStats", "TrainResult", "__version__", "Model", "Tokenizer",
     "Training", "FormatInfo", "formats", "quantize", "DelayedScaling", "Float8BlockScaling",

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <vector>
 
 #include "dist/device_collectives.h"
@@ -45,7 +46,15 @@ class NcclCollectives final : public DeviceCollectives {
     FP8LM_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   }
   ~NcclCollectives() override {
-    if (comm_) ncclCommDestroy(comm_);
+    cudaSetDevice(device_);  // the communicator's and its stream's device
+    // ncclCommDestroy finalizes: it waits for every operation issued on the communicator, and
+    // one that a dead or departed peer never joins never ends. With collectives in flight, or
+    // while an exception unwinds (a collective failed or timed out), abort instead.
+    if (comm_ && (!started_.empty() || std::uncaught_exceptions() > 0)) {
+      abort_communicator();
+    } else if (comm_) {
+      ncclCommDestroy(comm_);
+    }
     if (done_) cudaEventDestroy(done_);
     if (queued_) cudaEventDestroy(queued_);
     if (stream_) cudaStreamDestroy(stream_);

@@ -90,16 +90,18 @@ void ScalingStore::update(Direction d, const DelayedScaling& recipe, const AmaxR
   const auto H = static_cast<size_t>(history_);
   float* newest = history_buf_.data() + static_cast<size_t>(first) * H;
   if (recipe.reduce_amax && reduce) {
-    // Each slot's history[0], gathered in slot order, max-reduced, and put back.
-    BackendBuffer<float> gathered(be_, static_cast<size_t>(count));
+    // Each slot's history[0], gathered in slot order, max-reduced, and put back, through
+    // buffers kept from step to step: an allocation per step would be a device-wide
+    // synchronisation on a GPU (cudaMalloc/cudaFree).
+    const auto n = static_cast<size_t>(count);
+    reduce_gathered_.resize(n);
+    reduce_host_.resize(n);
     const size_t pitch = H * sizeof(float);
-    be_.copy_rows(gathered.data(), sizeof(float), newest, pitch, sizeof(float),
-                  static_cast<size_t>(count));
-    std::vector<float> amaxes = gathered.to_host();
-    reduce(amaxes);
-    gathered.upload(amaxes, "reduced amaxes");
-    be_.copy_rows(newest, pitch, gathered.data(), sizeof(float), sizeof(float),
-                  static_cast<size_t>(count));
+    be_.copy_rows(reduce_gathered_.data(), sizeof(float), newest, pitch, sizeof(float), n);
+    be_.download(reduce_host_.data(), reduce_gathered_.data(), n * sizeof(float));
+    reduce(reduce_host_);
+    be_.upload(reduce_gathered_.data(), reduce_host_.data(), n * sizeof(float));
+    be_.copy_rows(newest, pitch, reduce_gathered_.data(), sizeof(float), sizeof(float), n);
   }
   const ScalingSlots view{history_buf_.data(), scale_.data(), scale_inv_.data(),
                           fp8_max_.data(),     5 * n_,        history_};

@@ -87,6 +87,9 @@ class ScalingStore {
   std::vector<int64_t> saved_cast_n_;
   BackendBuffer<float> saved_history_buf_{be_}, saved_scale_{be_}, saved_scale_inv_{be_};
   BackendBuffer<unsigned long long> saved_counts_{be_};
+  // update()'s cross-process reduction: the newest amaxes, on the backend and on the host.
+  BackendBuffer<float> reduce_gathered_{be_};
+  std::vector<float> reduce_host_;
 };
 
 }  // namespace fp8lm

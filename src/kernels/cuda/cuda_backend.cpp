@@ -30,7 +30,16 @@ namespace {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {}
+  explicit CudaBackend(int device) : device_(device) {
+    // cudaMallocAsync's pool (the optimizer's and the embedding backward's scratch) hands its
+    // memory back to the device at every synchronisation by default (release threshold 0), to
+    // be mapped again next step; the largest threshold keeps it, as a caching allocator would.
+    select();
+    cudaMemPool_t pool = nullptr;
+    FP8LM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+    uint64_t keep_all = UINT64_MAX;
+    FP8LM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+  }
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   // Block casts; the unfused twins and BF16 gradient accumulation are the CPU's alone.
   bool supports(OptionalOp op) const override { return op == OptionalOp::BlockCast; }

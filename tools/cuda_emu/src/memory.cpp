@@ -1,6 +1,8 @@
 // Device memory is host memory the registry knows. Fresh allocations are filled with 0xFF
 // bytes (NaN in every float format), so reading memory nobody wrote shows up in results; every
 // copy and memset is checked against the direction its kind names.
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -178,6 +180,35 @@ cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream) 
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   return cudaFree(ptr);
+}
+
+namespace {
+struct MemPool {
+  std::atomic<uint64_t> release_threshold{0};  // CUDA's default: return memory at each sync
+};
+MemPool g_default_pool;  // the one device's
+}  // namespace
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+  if (!pool || device != 0) return fail(cudaErrorInvalidValue);
+  *pool = reinterpret_cast<cudaMemPool_t>(&g_default_pool);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+  if (pool != reinterpret_cast<cudaMemPool_t>(&g_default_pool) || !value ||
+      attr != cudaMemPoolAttrReleaseThreshold)
+    return fail(cudaErrorInvalidValue);
+  g_default_pool.release_threshold = *static_cast<uint64_t*>(value);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+  if (pool != reinterpret_cast<cudaMemPool_t>(&g_default_pool) || !value ||
+      attr != cudaMemPoolAttrReleaseThreshold)
+    return fail(cudaErrorInvalidValue);
+  *static_cast<uint64_t*>(value) = g_default_pool.release_threshold;
+  return cudaSuccess;
 }
 
 cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {

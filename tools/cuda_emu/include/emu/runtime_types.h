@@ -73,6 +73,12 @@ struct cudaDeviceProp {
   int pciDomainID;
 };
 
+// cudaMallocAsync's memory pools: one per device, the one attribute this project sets.
+typedef struct CUmemPoolHandle_st* cudaMemPool_t;
+enum cudaMemPoolAttr {
+  cudaMemPoolAttrReleaseThreshold = 4,
+};
+
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
 
