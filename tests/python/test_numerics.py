@@ -103,64 +103,49 @@ def test_one_block_equals_fp8_encode_block(run_cli, fmt):
 
 
 # Plain numpy twins of each recipe's published rule (fp8lm's docs/reference/numerics.md and
-# TE's kernels), the casts through ml_dtypes.
-def mxfp8_rowwise(x):
+# TE's kernels), the casts through ml_dtypes: each rule maps one row-wise block of values to
+# (its stored scale, its codes).
+def rowwise(x, size, rule, scale_dtype):
     rows, cols = x.shape
-    blocks = -(-cols // 32)
-    scales = np.zeros((rows, blocks), np.uint8)
+    blocks = -(-cols // size)
+    scales = np.zeros((rows, blocks), scale_dtype)
     codes = np.zeros(x.shape, np.uint8)
     for r in range(rows):
         for b in range(blocks):
-            v = x[r, 32 * b:32 * b + 32]
-            amax = np.float32(np.max(np.abs(v)))
-            ratio = np.float32(amax * np.float32(1 / 448))
-            e = 0 if ratio == 0 else int(np.ceil(np.log2(np.float64(ratio)))) + 127
-            e = min(max(e, 0), 254)
-            scales[r, b] = e
-            recip = np.float32(1.0) if e == 0 else np.float32(2.0 ** (127 - e))
-            scaled = np.clip(v * recip, -448, 448)
-            codes[r, 32 * b:32 * b + 32] = scaled.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+            scales[r, b], codes[r, size * b:size * (b + 1)] = rule(x[r, size * b:size * (b + 1)])
     return codes, scales
 
 
-def fp8_block_rowwise(x):
-    rows, cols = x.shape
-    blocks = -(-cols // 128)
-    scale_inv = np.zeros((rows, blocks), np.float32)
-    codes = np.zeros(x.shape, np.uint8)
-    for r in range(rows):
-        for b in range(blocks):
-            v = x[r, 128 * b:128 * b + 128]
-            amax = np.float32(np.max(np.abs(v)))
-            scale = np.float32(1) if amax == 0 else np.float32(448) / amax
-            scale = np.float32(2.0 ** np.floor(np.log2(np.float64(scale))))  # power_2_scale
-            scale_inv[r, b] = np.float32(1) / scale
-            scaled = np.clip(v * scale, -448, 448)
-            codes[r, 128 * b:128 * b + 128] = scaled.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
-    return codes, scale_inv
+def e4m3_codes(v):
+    return np.clip(v, -448, 448).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
 
 
-def nvfp4_rowwise(x):
-    rows, cols = x.shape
-    gamax = np.float32(np.max(np.abs(x)))
-    S = np.float32(2688) / gamax
-    blocks = -(-cols // 16)
-    scales = np.zeros((rows, blocks), np.uint8)
-    codes = np.zeros(x.shape, np.uint8)
-    e2m1 = fp8lm.formats["e2m1"]
-    for r in range(rows):
-        for b in range(blocks):
-            v = x[r, 16 * b:16 * b + 16]
-            amax = np.float32(np.max(np.abs(v)))
-            block = np.clip(amax * (S * np.float32(1 / 6)), -448, 448)
-            bcode = np.float32(block).astype(ml_dtypes.float8_e4m3fn)
-            scales[r, b] = bcode.view(np.uint8)
-            decoded = np.float32(bcode.astype(np.float32)) * (np.float32(1) / S)
-            mult = np.float32(np.finfo(np.float32).max) if decoded == 0 else \
-                min(np.float32(1) / decoded, np.finfo(np.float32).max)
-            q = (v * np.float32(mult)).astype(ml_dtypes.float4_e2m1fn).astype(np.float32)
-            codes[r, 16 * b:16 * b + 16] = e2m1.encode(q)
-    return codes, scales
+def mxfp8_block(v):
+    ratio = np.float32(np.float32(np.max(np.abs(v))) * np.float32(1 / 448))
+    e = 0 if ratio == 0 else int(np.ceil(np.log2(np.float64(ratio)))) + 127
+    e = min(max(e, 0), 254)
+    recip = np.float32(1.0) if e == 0 else np.float32(2.0 ** (127 - e))
+    return e, e4m3_codes(v * recip)
+
+
+def fp8_block(v):
+    amax = np.float32(np.max(np.abs(v)))
+    scale = np.float32(1) if amax == 0 else np.float32(448) / amax
+    scale = np.float32(2.0 ** np.floor(np.log2(np.float64(scale))))  # power_2_scale
+    return np.float32(1) / scale, e4m3_codes(v * scale)
+
+
+def nvfp4_block(S):
+    def rule(v):
+        amax = np.float32(np.max(np.abs(v)))
+        bcode = np.float32(np.clip(amax * (S * np.float32(1 / 6)), -448, 448)).astype(
+            ml_dtypes.float8_e4m3fn)
+        decoded = np.float32(bcode.astype(np.float32)) * (np.float32(1) / S)
+        mult = np.float32(np.finfo(np.float32).max) if decoded == 0 else \
+            min(np.float32(1) / decoded, np.finfo(np.float32).max)
+        q = (v * np.float32(mult)).astype(ml_dtypes.float4_e2m1fn).astype(np.float32)
+        return bcode.view(np.uint8), fp8lm.formats["e2m1"].encode(q)
+    return rule
 
 
 def test_block_recipes_equal_their_rules():
@@ -168,14 +153,15 @@ def test_block_recipes_equal_their_rules():
     x = (rng.standard_normal((6, 300)) * np.float32(2.0) ** rng.integers(-8, 8, (6, 1)))
     x = x.astype(np.float32)
     x[2, :40] = 0  # an all-zero block
-    codes, scales = mxfp8_rowwise(x)
+    codes, scales = rowwise(x, 32, mxfp8_block, np.uint8)
     q = fp8lm.quantize(x, fp8lm.MXFP8BlockScaling())
     assert np.array_equal(q.codes, codes) and np.array_equal(q.scale_inv, scales)
     assert q.block_shape == (1, 32)
-    codes, scale_inv = fp8_block_rowwise(x)
+    codes, scale_inv = rowwise(x, 128, fp8_block, np.float32)
     q = fp8lm.quantize(x, fp8lm.Float8BlockScaling())
     assert np.array_equal(q.codes, codes) and same_floats(q.scale_inv, scale_inv)
-    codes, scales = nvfp4_rowwise(x)
+    S = np.float32(2688) / np.float32(np.max(np.abs(x)))  # the tensor scale, from its amax
+    codes, scales = rowwise(x, 16, nvfp4_block(S), np.uint8)
     q = fp8lm.quantize(x, fp8lm.NVFP4BlockScaling())
     assert np.array_equal(q.codes, codes) and np.array_equal(q.scale_inv, scales)
     assert q.tensor_scale_inv == np.float32(1) / (np.float32(2688) / np.max(np.abs(x)))
