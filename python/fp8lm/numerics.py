@@ -19,19 +19,11 @@ def as_float32(x, what="x"):
     if hasattr(x, "detach") and hasattr(x, "device"):  # a torch.Tensor
         if x.device.type != "cpu":
             raise _fp8lm.Error(f"{what}: a tensor on {x.device}; fp8lm takes CPU tensors")
-        x = x.detach()
-        if x.dtype != _torch_float32():
-            x = x.float()
-        return x.contiguous()
+        return x.detach().float().contiguous()  # each a no-op where it already holds
     a = np.asarray(x)
     if a.dtype != np.float32 or not a.flags.c_contiguous:
         a = np.ascontiguousarray(a, dtype=np.float32)
     return a
-
-
-def _torch_float32():
-    import torch
-    return torch.float32
 
 
 def quantize(x: Any, recipe: Any = None, *, role: str = "input", columnwise: bool = False,

@@ -25,6 +25,7 @@ from typing import Any, Dict, Optional, Sequence
 import torch
 
 from fp8lm import _fp8lm
+from fp8lm.numerics import as_float32
 from fp8lm.recipe import DelayedScaling, settings_of
 
 _autocast_seeds = itertools.count(1)
@@ -64,12 +65,6 @@ class gemm_precision(_Scope):
         self._scope = _fp8lm._GemmPrecisionScope(precision)
 
 
-def _host_float32(t):
-    if t.device.type != "cpu":
-        raise _fp8lm.Error(f"fp8lm.torch takes CPU tensors; this one is on {t.device}")
-    return t.detach().to(torch.float32).contiguous()
-
-
 class _LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, module, training):
@@ -90,7 +85,7 @@ class _LinearFunction(torch.autograd.Function):
             x, weight, bias = ctx.saved_tensors
             with gemm_precision(ctx.precision):
                 _, ctx.forward_id = _run_forward(module, x, weight, bias, True)
-        dx, dw, db = module._impl.backward(_host_float32(dy).reshape(-1, module.out_features),
+        dx, dw, db = module._impl.backward(as_float32(dy).reshape(-1, module.out_features),
                                            ctx.forward_id)
         dw = torch.from_numpy(dw)
         if module.weight_transposed:
@@ -101,11 +96,11 @@ class _LinearFunction(torch.autograd.Function):
 
 
 def _run_forward(module, x, weight, bias, training):
-    w = _host_float32(weight)
+    w = as_float32(weight)
     if module.weight_transposed:
         w = w.t().contiguous()
-    b = None if bias is None else _host_float32(bias)
-    return module._impl.forward(_host_float32(x).reshape(-1, module.in_features), w, b, training)
+    b = None if bias is None else as_float32(bias)
+    return module._impl.forward(as_float32(x).reshape(-1, module.in_features), w, b, training)
 
 
 _linear_numbers = itertools.count()

@@ -280,9 +280,7 @@ int run_train(TrainFlags f, CLI::App* app) {
       // of tokens) is refused rather than trained on.
       if (!c.data.empty()) check_model_reads(trained, meta, init, c.data, "--init " + f.init);
     }
-    check_fp8_only_settings(c);
-    c.validate();
-    check_threads(c);
+    check_new_run(c);
     if (parse_only()) return 0;
     require_ranks_agree(world(), agreed_settings(f, &c));
     // --out DIR: a new directory, or an empty one, claimed before anything else. A config

@@ -39,9 +39,7 @@ TrainConfig new_run_config(const std::string& settings_json, const std::string& 
   apply_settings_json(c, j, "fp8lm.Training");
   if (!j.contains("vocab")) default_vocab_for_data(c);
   c.device = parse_device(device);
-  check_fp8_only_settings(c);
-  c.validate();
-  check_threads(c);
+  check_new_run(c);
   return c;
 }
 

@@ -72,10 +72,13 @@ struct QuantizedTensor {
   }
 };
 
-DType element_format(const std::string& name) {
+// A format by name: the element formats (e4m3, e5m2, e2m1), and MX's scale format e8m0 where
+// a whole table or its codes are asked for.
+DType format_named(const std::string& name, bool e8m0_too = false) {
   const std::optional<DType> d = parse_dtype(name);
-  if (!d || !(is_fp8(*d) || *d == DType::E2M1))
-    throw Error("format '" + name + "': expected e4m3, e5m2 or e2m1");
+  if (!d || !(is_fp8(*d) || *d == DType::E2M1 || (e8m0_too && *d == DType::E8M0)))
+    throw Error("format '" + name + "': expected " +
+                (e8m0_too ? "e4m3, e5m2, e2m1 or e8m0" : "e4m3, e5m2 or e2m1"));
   return *d;
 }
 
@@ -94,34 +97,26 @@ QuantizedTensor quantize_per_tensor(const FloatIn& x, const std::string& format_
                                     std::optional<float> scale, int margin, bool saturate) {
   QuantizedTensor q;
   q.recipe = scale ? "delayed" : "current";
-  q.format = element_format(format_name);
+  q.format = format_named(format_name);
   q.shape = shape_of(x);
   const auto n = static_cast<int64_t>(x.size());
   q.codes.resize(x.size());
   if (scale && !(std::isnormal(*scale) && *scale > 0 && std::isfinite(1.0f / *scale)))
     throw Error("scale " + std::to_string(*scale) + ": the scale must be a positive normal float");
   nb::gil_scoped_release unlocked;
-  if (q.format == DType::E2M1) {
-    // NVFP4's element format on its own: x * scale rounded to nearest even, saturating at 6.
-    const float s = scale.value_or(1.0f);
-    CastStats st;
-    for (int64_t i = 0; i < n; ++i) {
-      bool sat = false, flushed = false;
-      q.codes[static_cast<size_t>(i)] = e2m1_encode(x.data()[i] * s, &sat, &flushed);
-      st.saturated += sat;
-      st.flushed += flushed;
-      if (!std::isnan(x.data()[i])) st.amax = std::fmax(st.amax, std::fabs(x.data()[i]));
-    }
-    q.scale = s;
-    q.scale_inv = 1.0f / s;
-    q.amax = st.amax;
-    q.saturated = st.saturated;
-    q.flushed = st.flushed;
-    return q;
-  }
   ScalingState slot(q.format, 1);
   CastStats st;
-  if (scale) {
+  if (q.format == DType::E2M1) {
+    // NVFP4's element format on its own: x * scale rounded to nearest even, saturating at 6.
+    slot.set_scale(scale.value_or(1.0f));
+    for (int64_t i = 0; i < n; ++i) {
+      bool sat = false, flushed = false;
+      q.codes[static_cast<size_t>(i)] = e2m1_encode(x.data()[i] * slot.scale, &sat, &flushed);
+      st.saturated += sat;
+      st.flushed += flushed;
+    }
+    st.amax = absmax(x.data(), n);
+  } else if (scale) {
     slot.set_scale(*scale);
     st = quantize(q.codes.data(), x.data(), n, slot.scale, q.format, saturate);
   } else {
@@ -178,16 +173,14 @@ QuantizedTensor quantize_blocks(const FloatIn& x, const std::string& recipe_sett
 
 // Every code of a format and its value: 256 (E4M3, E5M2, E8M0) or 16 (E2M1).
 Numpy<float> format_values(const std::string& name) {
-  const std::optional<DType> d = parse_dtype(name);
-  if (!d || !(is_fp8(*d) || *d == DType::E2M1 || *d == DType::E8M0))
-    throw Error("format '" + name + "': expected e4m3, e5m2, e2m1 or e8m0");
-  const int codes = *d == DType::E2M1 ? 16 : 256;
+  const DType d = format_named(name, /*e8m0_too=*/true);
+  const int codes = d == DType::E2M1 ? 16 : 256;
   std::vector<float> v(static_cast<size_t>(codes));
   for (int c = 0; c < codes; ++c) {
     const auto code = static_cast<uint8_t>(c);
-    v[static_cast<size_t>(c)] = is_fp8(*d)          ? fp8_decode(code, *d)
-                                : *d == DType::E2M1 ? kE2M1Values[code]
-                                                    : e8m0_decode(code);
+    v[static_cast<size_t>(c)] = is_fp8(d)          ? fp8_decode(code, d)
+                                : d == DType::E2M1 ? kE2M1Values[code]
+                                                   : e8m0_decode(code);
   }
   return to_numpy(std::move(v), {static_cast<size_t>(codes)});
 }
@@ -196,17 +189,15 @@ Numpy<float> format_values(const std::string& name) {
 // nearest even (saturating or not), E2M1 nearest even saturating at 6, E8M0 rounding up
 // (the MX scale rule).
 Numpy<uint8_t> encode(const FloatIn& x, const std::string& name, bool saturate) {
-  const std::optional<DType> d = parse_dtype(name);
-  if (!d || !(is_fp8(*d) || *d == DType::E2M1 || *d == DType::E8M0))
-    throw Error("format '" + name + "': expected e4m3, e5m2, e2m1 or e8m0");
+  const DType d = format_named(name, /*e8m0_too=*/true);
   std::vector<uint8_t> codes(x.size());
   const auto n = static_cast<int64_t>(x.size());
-  if (is_fp8(*d)) {
-    quantize(codes.data(), x.data(), n, 1.0f, *d, saturate);
+  if (is_fp8(d)) {
+    quantize(codes.data(), x.data(), n, 1.0f, d, saturate);
   } else {
     for (int64_t i = 0; i < n; ++i)
       codes[static_cast<size_t>(i)] =
-          *d == DType::E2M1 ? e2m1_encode(x.data()[i]) : e8m0_encode_round_up(x.data()[i]);
+          d == DType::E2M1 ? e2m1_encode(x.data()[i]) : e8m0_encode_round_up(x.data()[i]);
   }
   return to_numpy(std::move(codes), shape_of(x));
 }

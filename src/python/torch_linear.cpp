@@ -91,16 +91,22 @@ class TorchLinear {
     copy_into(linear_.weight(), weight, "weight");
     if (linear_.bias() && bias) copy_into(*linear_.bias(), *bias, "bias");
     rows_ = static_cast<int64_t>(x.size()) / in;
-    x_.assign(x.data(), x.data() + x.size());  // the FP32 GEMMs' backward reads it
     const AutocastState& scope = autocast_state();
     precision_ = linear_.gemm_precision();
     fp8_ = scope.enabled && precision_ == Precision::Fp8;
     recipe_ = scope.recipe;
+    // An FP32 forward keeps a pointer to its input for the weight gradient, which the caller's
+    // tensor may not outlive: a copy of its own. The BF16 and FP8 forwards save their casts.
+    const float* input = x.data();
+    if (precision_ == Precision::Fp32) {
+      x_.assign(x.data(), x.data() + x.size());
+      input = x_.data();
+    }
     std::vector<float> y(static_cast<size_t>(rows_ * out));
     {
       nb::gil_scoped_release unlocked;
       TrainingForward saving(training);
-      linear_.forward(x_.data(), y.data(), rows_);
+      linear_.forward(input, y.data(), rows_);
     }
     return {to_numpy(std::move(y), {static_cast<size_t>(rows_), static_cast<size_t>(out)}),
             ++forwards_};

@@ -71,9 +71,11 @@ void check_fp8_only_settings(const TrainConfig& c);
 // A new run with --data and no --vocab: byte-level text has 256 token ids, a token dataset its
 // tokenizer's (`fp8lm train` and fp8lm.Training).
 void default_vocab_for_data(TrainConfig& c);
-// --threads more than the CPUs this process may use (they would only queue behind each other:
-// --threads 10000 trains at a few tokens a second): Error saying how many it may. Checked when
-// a new run starts; a resumed run keeps its own, whatever machine it resumes on.
-void check_threads(const TrainConfig& c);
+// A new run's last checks, where `fp8lm train` and fp8lm.Training make one: FP8-only settings
+// outside FP8 (check_fp8_only_settings), TrainConfig::validate, and --threads more than the
+// CPUs this process may use (they would only queue behind each other: --threads 10000 trains
+// at a few tokens a second). A resumed run keeps its own threads, whatever machine it resumes
+// on. Error naming the setting.
+void check_new_run(const TrainConfig& c);
 
 }  // namespace fp8lm

@@ -66,7 +66,9 @@ void default_vocab_for_data(TrainConfig& c) {
     c.model.vocab = is_token_dataset(c.data) ? read_manifest(c.data).vocab_size : 256;
 }
 
-void check_threads(const TrainConfig& c) {
+void check_new_run(const TrainConfig& c) {
+  check_fp8_only_settings(c);
+  c.validate();
   const int cpus = omp_get_num_procs();
   if (c.threads > cpus)
     throw Error(

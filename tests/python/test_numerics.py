@@ -177,8 +177,9 @@ def test_dequantize_is_codes_times_scales():
     # Float8BlockScaling's weights: 128x128 blocks serving both directions.
     q = fp8lm.quantize(x, fp8lm.Float8BlockScaling(), role="weight")
     assert q.block_shape == (128, 128) and q.scale_inv.shape == (1, 1)
-    # NVFP4's weights: 16x16 blocks; relative error bounded by E2M1's half step at 1x the
-    # block amax (values round to within 1/3 of the block's top value's spacing).
+    # NVFP4's weights: 16x16 blocks. A block's scale takes its amax to about 6, E2M1's top,
+    # where the widest gap between E2M1 values is 2 (4 to 6): rounding moves a value by at
+    # most half that, 1/6 of the block's amax, itself at most the tensor's.
     q = fp8lm.quantize(x, fp8lm.NVFP4BlockScaling(), role="weight")
     assert q.block_shape == (16, 16) and q.format == "e2m1"
     assert np.max(np.abs(q.dequantize() - x)) <= np.max(np.abs(x)) / 6
