@@ -23,6 +23,9 @@ add_library(fp8lm_cuda_emu STATIC ${FP8LM_CUDA_EMU_RUNTIME})
 target_include_directories(fp8lm_cuda_emu SYSTEM PUBLIC ${FP8LM_CUDA_EMU_DIR}/include)
 target_compile_options(fp8lm_cuda_emu PRIVATE ${FP8LM_WARNINGS})
 
+# Device code (the rewritten .cu files) checks the alignment of every typed load and store.
+set(FP8LM_CUDA_EMU_ALIGNMENT -fsanitize=alignment -fno-sanitize-recover=alignment)
+
 # The names src/CMakeLists.txt links fp8lm_cuda against.
 foreach(name cudart_static cublasLt)
   add_library(CUDA::${name} INTERFACE IMPORTED GLOBAL)
@@ -70,12 +73,14 @@ function(fp8lm_cuda_emu_patch target)
   # What nvcc gives a .cu file: __CUDACC__ and the device pass's __CUDA_ARCH__ (the emulator
   # runs the device code), cuda_runtime.h included first. nvcc builds them with -Wall -Wextra
   # only (src/CMakeLists.txt), so the project's stricter warnings are relaxed to that here; and
-  # g++ does not know CUDA's #pragma unroll (-Wno-unknown-pragmas, the emulation's one).
+  # g++ does not know CUDA's #pragma unroll (-Wno-unknown-pragmas, the emulation's one). A GPU
+  # faults on a misaligned vector load; the alignment sanitizer stops the program there.
   set_source_files_properties(${cu_sources} TARGET_DIRECTORY ${target} PROPERTIES
     GENERATED ON
     COMPILE_DEFINITIONS "__CUDACC__;__CUDA_ARCH__=900"
-    COMPILE_OPTIONS "-iquote;${out_root};-include;cuda_runtime.h;-Wno-conversion;-Wno-shadow;-Wno-pedantic;-Wno-unknown-pragmas")
+    COMPILE_OPTIONS "-iquote;${out_root};-include;cuda_runtime.h;-Wno-conversion;-Wno-shadow;-Wno-pedantic;-Wno-unknown-pragmas;${FP8LM_CUDA_EMU_ALIGNMENT}")
   target_compile_definitions(${target} PUBLIC FP8LM_CUDA_EMU=1)
+  target_link_options(${target} PUBLIC ${FP8LM_CUDA_EMU_ALIGNMENT})
 endfunction()
 cmake_language(DEFER CALL fp8lm_cuda_emu_patch fp8lm_cuda)
 
@@ -92,8 +97,9 @@ if(FP8LM_BUILD_TESTS)
   add_executable(test_cuda_emu ${selftest_out})
   set_source_files_properties(${selftest_out} PROPERTIES
     COMPILE_DEFINITIONS "__CUDACC__;__CUDA_ARCH__=900"
-    COMPILE_OPTIONS "-include;cuda_runtime.h")
+    COMPILE_OPTIONS "-include;cuda_runtime.h;${FP8LM_CUDA_EMU_ALIGNMENT}")
   target_link_libraries(test_cuda_emu PRIVATE fp8lm_cuda_emu GTest::gtest_main)
+  target_link_options(test_cuda_emu PRIVATE ${FP8LM_CUDA_EMU_ALIGNMENT})
   set_target_properties(test_cuda_emu PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
   gtest_discover_tests(test_cuda_emu DISCOVERY_TIMEOUT 60)
 endif()

@@ -1,7 +1,10 @@
 #include "block_scheduler.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
+#include <random>
 #include <string>
 
 #include "emu/thread.h"
@@ -11,6 +14,8 @@ namespace emu::detail {
 namespace {
 
 thread_local Block* g_running = nullptr;
+thread_local uint64_t g_launches = 0;
+thread_local std::mt19937_64 g_order;  // reseeded at every launch
 
 std::size_t stack_bytes() {
   // Kernels keep their locals (WMMA fragments included) on these stacks; 256 KiB is far more
@@ -91,9 +96,13 @@ void run_block(Block& b) {
   b.barrier_arrived = 0;
   if (b.shared_bytes) std::memset(b.shared, 0xff, b.shared_bytes);  // like garbage: NaN
   b.poisoned.clear();
+  b.turns.resize(b.threads.size());
+  std::iota(b.turns.begin(), b.turns.end(), 0u);
+  if (order_seed() != 0) std::shuffle(b.turns.begin(), b.turns.end(), g_order);
   while (b.live > 0 && !b.failed) {
     const uint64_t before = b.progress;
-    for (ThreadState& t : b.threads) {
+    for (const unsigned i : b.turns) {
+      ThreadState& t = b.threads[i];
       if (t.done || (t.wait_on && *t.wait_on == t.wait_value)) continue;
       b.current = &t;
       threadIdx = t.idx;
@@ -112,6 +121,18 @@ struct AlignedFree {
 };
 
 }  // namespace
+
+unsigned order_seed() {
+  static const unsigned seed = [] {
+    const char* v = std::getenv("CUDA_EMU_SEED");
+    return v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : 1u;
+  }();
+  return seed;
+}
+
+uint64_t launches() {
+  return g_launches;
+}
 
 void wait_for_change(const unsigned& generation, unsigned value, Wait why) {
   ThreadState& t = *g_running->current;
@@ -160,13 +181,19 @@ bool run_blocks(dim3 grid, dim3 block, std::size_t shared_bytes, void (*body)(vo
 
   gridDim = grid;
   blockDim = block;
+  ++g_launches;
+  g_order.seed(order_seed() * 0x9e3779b97f4a7c15ull + g_launches);
+  const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
+  std::vector<uint64_t> order(blocks);
+  std::iota(order.begin(), order.end(), uint64_t{0});
+  if (order_seed() != 0) std::shuffle(order.begin(), order.end(), g_order);
   g_running = &b;
-  for (unsigned z = 0; z < grid.z && !b.failed; ++z)
-    for (unsigned y = 0; y < grid.y && !b.failed; ++y)
-      for (unsigned x = 0; x < grid.x && !b.failed; ++x) {
-        blockIdx = {x, y, z};
-        run_block(b);
-      }
+  for (uint64_t i = 0; i < blocks && !b.failed; ++i) {
+    const uint64_t at = order[i];
+    blockIdx = {static_cast<unsigned>(at % grid.x), static_cast<unsigned>(at / grid.x % grid.y),
+                static_cast<unsigned>(at / grid.x / grid.y)};
+    run_block(b);
+  }
   g_running = nullptr;
   b.current = nullptr;
   return !b.failed;
@@ -198,8 +225,10 @@ void device_error(const char* what) {
     detail::report("device error outside a kernel: %s", what);
     std::abort();
   }
-  detail::report("device error in block (%u,%u,%u) thread (%u,%u,%u): %s", blockIdx.x, blockIdx.y,
-                 blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
+  detail::report(
+      "device error in block (%u,%u,%u) thread (%u,%u,%u) (launch %llu, CUDA_EMU_SEED=%u): %s",
+      blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z,
+      static_cast<unsigned long long>(detail::g_launches), detail::order_seed(), what);
   b->failed = true;
   detail::switch_context(b->current->ctx, b->scheduler);
   std::abort();  // an abandoned block is never resumed

@@ -1,6 +1,10 @@
 #pragma once
 // One block of a launch in progress: its threads' fibres, its barrier and warp state, and its
-// shared memory. The blocks of a grid run one after another on the launching host thread.
+// shared memory. The blocks of a grid run one after another on the launching host thread, in
+// an order drawn from CUDA_EMU_SEED (default 1; 0 keeps index order), and each block's
+// threads take their turns in an order drawn from it too: a kernel whose result depends on
+// which block or thread runs first (a GPU promises neither) gives different results for
+// different seeds.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -42,6 +46,7 @@ struct Block {
   void (*body)(void*) = nullptr;
   void* body_ctx = nullptr;
   std::vector<ThreadState> threads;
+  std::vector<unsigned> turns;  // the order in which threads take their turns in this block
   std::vector<WarpState> warps;
   unsigned live = 0;
   unsigned barrier_arrived = 0;
@@ -54,6 +59,11 @@ struct Block {
   std::size_t shared_bytes = 0;
   std::vector<const void*> poisoned;  // static __shared__ variables poisoned in this block
 };
+
+// CUDA_EMU_SEED, and the number of launches this host thread has made (what a failure's
+// report names, so that its order can be replayed).
+unsigned order_seed();
+uint64_t launches();
 
 // The block running on this host thread (null outside a launch).
 Block* running_block();

@@ -57,9 +57,16 @@ cublasStatus_t refuse(const char* call, cublasStatus_t status, const std::string
 }
 
 bool device_ok(const char* call, const void* p, std::size_t bytes, const char* what) {
-  if (p && is_device_range(p, bytes)) return true;
-  report("%s: %s (%p, %zu bytes) is not inside one cudaMalloc allocation", call, what, p, bytes);
-  return false;
+  if (!p || !is_device_range(p, bytes)) {
+    report("%s: %s (%p, %zu bytes) is not inside one cudaMalloc allocation", call, what, p, bytes);
+    return false;
+  }
+  if (device_of(p) != current_device()) {
+    report("%s: %s (%p) is device %d's memory, but device %d is current", call, what, p,
+           device_of(p), current_device());
+    return false;
+  }
+  return true;
 }
 
 float read_scale(const void* p) {
@@ -121,7 +128,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               std::size_t workspace_bytes, cudaStream_t stream) {
   const char* call = "cublasLtMatmul";
   if (!objects_live(handle, desc, a, b, c, d)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (!is_valid_stream(stream)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!is_current_device_stream(stream)) return CUBLAS_STATUS_INVALID_VALUE;
   if (!alpha || !beta) return refuse(call, CUBLAS_STATUS_INVALID_VALUE, "null alpha or beta");
   const LtVerdict v = check_problem(*desc, *a, *b, *c, *d);
   if (v.status != CUBLAS_STATUS_SUCCESS) return refuse(call, v.status, v.why);

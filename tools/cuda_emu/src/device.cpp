@@ -1,8 +1,10 @@
-// The one emulated device: an sm_90-like GPU (compute capability 9.0, so the FP8 paths run),
-// its streams and events. Every operation completes before its call returns, so streams only
-// need to exist and events only need a time.
+// The emulated devices: sm_90-like GPUs (compute capability 9.0, so the FP8 paths run), one
+// unless CUDA_EMU_DEVICES asks for more, their streams and events. Every operation completes
+// before its call returns, so streams only need to exist (on their device) and events only
+// need a time.
 #include <unistd.h>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -12,6 +14,7 @@
 
 struct CUstream_st {
   unsigned flags = 0;
+  int device = 0;
 };
 
 struct CUevent_st {
@@ -64,11 +67,25 @@ cudaDeviceProp make_properties() {
   return p;
 }
 
+bool is_device(int device) {
+  return device >= 0 && device < device_count();
+}
+
 }  // namespace
 
 const cudaDeviceProp& properties() {
   static const cudaDeviceProp p = make_properties();
   return p;
+}
+
+int current_device() {
+  return g_device;
+}
+
+int device_count() {
+  const char* v = std::getenv("CUDA_EMU_DEVICES");
+  const long n = v ? std::strtol(v, nullptr, 10) : 1;
+  return n < 1 ? 1 : n > kMaxDevices ? kMaxDevices : static_cast<int>(n);
 }
 
 bool is_valid_stream(cudaStream_t s) {
@@ -77,6 +94,14 @@ bool is_valid_stream(cudaStream_t s) {
   if (g_streams.count(s)) return true;
   report("stream %p is not the default stream or a live cudaStreamCreate stream",
          static_cast<void*>(s));
+  return false;
+}
+
+bool is_current_device_stream(cudaStream_t s) {
+  if (!is_valid_stream(s)) return false;
+  if (s == nullptr || s->device == g_device) return true;
+  report("stream %p belongs to device %d, but device %d is current", static_cast<void*>(s),
+         s->device, g_device);
   return false;
 }
 
@@ -96,7 +121,7 @@ cudaError_t cudaDriverGetVersion(int* version) {
 
 cudaError_t cudaGetDeviceCount(int* count) {
   if (!count) return fail(cudaErrorInvalidValue);
-  *count = 1;
+  *count = emu::detail::device_count();
   return cudaSuccess;
 }
 
@@ -107,21 +132,22 @@ cudaError_t cudaGetDevice(int* device) {
 }
 
 cudaError_t cudaSetDevice(int device) {
-  if (device != 0) return fail(cudaErrorInvalidDevice);
+  if (!emu::detail::is_device(device)) return fail(cudaErrorInvalidDevice);
   emu::detail::g_device = device;
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (!prop) return fail(cudaErrorInvalidValue);
-  if (device != 0) return fail(cudaErrorInvalidDevice);
+  if (!emu::detail::is_device(device)) return fail(cudaErrorInvalidDevice);
   *prop = emu::detail::properties();
+  prop->pciDeviceID = device;  // each device at its own PCI address
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   if (!value) return fail(cudaErrorInvalidValue);
-  if (device != 0) return fail(cudaErrorInvalidDevice);
+  if (!emu::detail::is_device(device)) return fail(cudaErrorInvalidDevice);
   const cudaDeviceProp& p = emu::detail::properties();
   switch (attr) {
     case cudaDevAttrMaxThreadsPerBlock:
@@ -173,7 +199,7 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
   if (!stream) return fail(cudaErrorInvalidValue);
-  *stream = new CUstream_st{flags};
+  *stream = new CUstream_st{flags, emu::detail::g_device};
   const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
   emu::detail::g_streams.insert(*stream);
   return cudaSuccess;

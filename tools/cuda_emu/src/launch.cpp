@@ -1,6 +1,7 @@
 // Kernel launches: the configuration checks the CUDA runtime makes, then the blocks.
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "block_scheduler.h"
 #include "emu/launch.h"
@@ -14,11 +15,12 @@ constexpr int kDefaultDynamicShared = 48 * 1024;  // without cudaFuncSetAttribut
 constexpr int kMaxDynamicShared = 227 * 1024;     // sm_90's opt-in limit
 
 std::mutex g_mutex;
-std::map<const void*, int> g_max_dynamic_shared;  // per kernel, from cudaFuncSetAttribute
+// Per device and kernel, from cudaFuncSetAttribute (which sets it for the current device).
+std::map<std::pair<int, const void*>, int> g_max_dynamic_shared;
 
 int max_dynamic_shared(const void* kernel) {
   const std::lock_guard<std::mutex> lock(g_mutex);
-  const auto it = g_max_dynamic_shared.find(kernel);
+  const auto it = g_max_dynamic_shared.find({current_device(), kernel});
   return it == g_max_dynamic_shared.end() ? kDefaultDynamicShared : it->second;
 }
 
@@ -53,16 +55,27 @@ void refuse_launch(cudaError_t error) {
 }
 
 bool check_pointer_argument(const void* kernel, int index, const void* p) {
-  if (p == nullptr || detail::is_device_range(p, 0)) return true;
-  detail::report("launch of kernel %p: argument %d (%p) is not device memory", kernel, index, p);
-  return false;
+  if (p == nullptr) return true;
+  const int device = detail::device_of(p);
+  if (device < 0) {
+    detail::report("launch of kernel %p: argument %d (%p) is not device memory", kernel, index, p);
+    return false;
+  }
+  if (device != detail::current_device()) {
+    // Without peer access a kernel faults on another device's memory.
+    detail::report("launch of kernel %p on device %d: argument %d (%p) is device %d's memory",
+                   kernel, detail::current_device(), index, p, device);
+    return false;
+  }
+  return true;
 }
 
 void run_grid(const LaunchConfig& config, const void* kernel, void (*body)(void*), void* ctx) {
-  if (!detail::is_valid_stream(config.stream)) return refuse_launch(cudaErrorInvalidResourceHandle);
+  if (!detail::is_current_device_stream(config.stream))
+    return refuse_launch(cudaErrorInvalidResourceHandle);
   if (!detail::config_ok(config, kernel)) return refuse_launch(cudaErrorInvalidConfiguration);
-  if (!detail::run_blocks(config.grid, config.block, config.shared_bytes, body, ctx))
-    detail::note_launch_failure();
+  const bool ran = detail::run_blocks(config.grid, config.block, config.shared_bytes, body, ctx);
+  if (!detail::guards_intact(kernel) || !ran) detail::note_launch_failure();
 }
 
 }  // namespace emu
@@ -77,6 +90,6 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
     return emu::detail::fail(cudaErrorInvalidValue);
   }
   const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
-  emu::detail::g_max_dynamic_shared[func] = value;
+  emu::detail::g_max_dynamic_shared[{emu::detail::current_device(), func}] = value;
   return cudaSuccess;
 }

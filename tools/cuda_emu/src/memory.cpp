@@ -1,30 +1,39 @@
-// Device memory is host memory the registry knows. Fresh allocations are filled with 0xFF
-// bytes (NaN in every float format), so reading memory nobody wrote shows up in results; every
-// copy and memset is checked against the direction its kind names.
+// Device memory is host memory the registry knows, each allocation between guards
+// (guard_pages.h). Fresh allocations are filled with 0xFF bytes (NaN in every float format),
+// so reading memory nobody wrote shows up in results; every copy and memset is checked against
+// the direction its kind names; each allocation belongs to the device current when it was made.
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
 #include <mutex>
 
+#include "guard_pages.h"
 #include "report.h"
 #include "runtime_state.h"
 
 namespace emu::detail {
 namespace {
 
+struct Allocation {
+  Mapping mapping;
+  int device = 0;
+  std::size_t bytes() const { return mapping.bytes; }
+};
+
 std::mutex g_mutex;
-std::map<uintptr_t, std::size_t> g_allocations;  // base -> bytes
+std::map<uintptr_t, Allocation> g_allocations;  // by base
 std::size_t g_allocated = 0;
 
 // The allocation holding p (or ending at p), or end().
-std::map<uintptr_t, std::size_t>::const_iterator find(uintptr_t p) {
+std::map<uintptr_t, Allocation>::const_iterator find(uintptr_t p) {
   auto it = g_allocations.upper_bound(p);
   if (it == g_allocations.begin()) return g_allocations.end();
   --it;
-  return p <= it->first + it->second ? it : g_allocations.end();
+  return p <= it->first + it->second.bytes() ? it : g_allocations.end();
 }
 
 const char* kind_name(cudaMemcpyKind kind) {
@@ -109,14 +118,52 @@ bool is_device_range(const void* p, std::size_t bytes) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const std::lock_guard<std::mutex> lock(g_mutex);
   const auto it = find(a);
-  return it != g_allocations.end() && a + bytes <= it->first + it->second && a + bytes >= a;
+  return it != g_allocations.end() && a + bytes <= it->first + it->second.bytes() && a + bytes >= a;
 }
 
 bool is_device_pointer(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const std::lock_guard<std::mutex> lock(g_mutex);
   const auto it = find(a);
-  return it != g_allocations.end() && a < it->first + it->second;
+  return it != g_allocations.end() && a < it->first + it->second.bytes();
+}
+
+int device_of(const void* p) {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  const auto it = find(reinterpret_cast<uintptr_t>(p));
+  return it == g_allocations.end() ? -1 : it->second.device;
+}
+
+bool guards_intact(const void* kernel) {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  bool intact = true;
+  for (const auto& [base, a] : g_allocations) {
+    std::ptrdiff_t offset = 0;
+    if (!overwritten_guard(a.mapping, true, &offset)) continue;
+    report("kernel %p wrote outside its buffer: offset %td of the %zu-byte allocation at %p",
+           kernel, offset, a.bytes(), reinterpret_cast<void*>(base));
+    intact = false;
+  }
+  return intact;
+}
+
+bool describe_guard_fault(uintptr_t addr, char* out, std::size_t out_bytes) {
+  std::unique_lock<std::mutex> lock(g_mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  // The allocation whose trailing guard page holds addr starts at or before it; the one whose
+  // leading guard page does starts after it.
+  auto after = g_allocations.upper_bound(addr);
+  for (auto it : {after, after == g_allocations.begin() ? g_allocations.end() : std::prev(after)}) {
+    if (it == g_allocations.end()) continue;
+    const Mapping& m = it->second.mapping;
+    if (addr < m.map || addr >= m.map + m.map_bytes) continue;
+    const auto offset = static_cast<std::ptrdiff_t>(addr) - static_cast<std::ptrdiff_t>(m.base);
+    std::snprintf(out, out_bytes,
+                  "out-of-bounds access to %p: offset %td of the %zu-byte allocation at %p",
+                  reinterpret_cast<void*>(addr), offset, m.bytes, reinterpret_cast<void*>(m.base));
+    return true;
+  }
+  return false;
 }
 
 // The byte fresh allocations are filled with: 0xFF (NaN everywhere), or CUDA_EMU_FILL (e.g.
@@ -145,19 +192,19 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
   if (bytes == 0) return cudaSuccess;
   if (bytes > emu::detail::kDeviceMemory - emu::detail::allocated_bytes())
     return fail(cudaErrorMemoryAllocation);
-  const std::size_t rounded = (bytes + 255) / 256 * 256;  // cudaMalloc aligns to 256 bytes
-  void* p = std::aligned_alloc(256, rounded);
-  if (!p) return fail(cudaErrorMemoryAllocation);
-  std::memset(p, emu::detail::fill_byte(), rounded);
+  emu::detail::install_fault_handler();
+  const emu::detail::Mapping m = emu::detail::map_guarded(bytes, emu::detail::fill_byte());
+  if (!m.map) return fail(cudaErrorMemoryAllocation);
   const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
-  emu::detail::g_allocations[reinterpret_cast<uintptr_t>(p)] = bytes;
+  emu::detail::g_allocations[m.base] = {m, emu::detail::current_device()};
   emu::detail::g_allocated += bytes;
-  *ptr = p;
+  *ptr = reinterpret_cast<void*>(m.base);
   return cudaSuccess;
 }
 
 cudaError_t cudaFree(void* ptr) {
   if (!ptr) return cudaSuccess;
+  emu::detail::Mapping m;
   {
     const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
     const auto it = emu::detail::g_allocations.find(reinterpret_cast<uintptr_t>(ptr));
@@ -165,11 +212,18 @@ cudaError_t cudaFree(void* ptr) {
       report("cudaFree(%p): not the start of a live cudaMalloc allocation", ptr);
       return fail(cudaErrorInvalidValue);
     }
-    emu::detail::g_allocated -= it->second;
+    m = it->second.mapping;
+    emu::detail::g_allocated -= m.bytes;
     emu::detail::g_allocations.erase(it);
   }
-  std::free(ptr);
-  return cudaSuccess;
+  std::ptrdiff_t offset = 0;
+  const bool overwritten = emu::detail::overwritten_guard(m, false, &offset);
+  emu::detail::retire(m);
+  if (!overwritten) return cudaSuccess;
+  // As cudaFree returns the errors of earlier launches: one wrote outside this allocation.
+  report("cudaFree(%p): something wrote outside this %zu-byte allocation (offset %td)", ptr,
+         m.bytes, offset);
+  return fail(cudaErrorLaunchFailure);
 }
 
 cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream) {
@@ -186,28 +240,33 @@ namespace {
 struct MemPool {
   std::atomic<uint64_t> release_threshold{0};  // CUDA's default: return memory at each sync
 };
-MemPool g_default_pool;  // the one device's
+MemPool g_default_pools[emu::detail::kMaxDevices];  // one per device
+
+MemPool* as_pool(cudaMemPool_t pool) {
+  for (MemPool& p : g_default_pools)
+    if (pool == reinterpret_cast<cudaMemPool_t>(&p)) return &p;
+  return nullptr;
+}
 }  // namespace
 
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
-  if (!pool || device != 0) return fail(cudaErrorInvalidValue);
-  *pool = reinterpret_cast<cudaMemPool_t>(&g_default_pool);
+  if (!pool || device < 0 || device >= emu::detail::device_count())
+    return fail(cudaErrorInvalidValue);
+  *pool = reinterpret_cast<cudaMemPool_t>(&g_default_pools[device]);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
-  if (pool != reinterpret_cast<cudaMemPool_t>(&g_default_pool) || !value ||
-      attr != cudaMemPoolAttrReleaseThreshold)
-    return fail(cudaErrorInvalidValue);
-  g_default_pool.release_threshold = *static_cast<uint64_t*>(value);
+  MemPool* p = as_pool(pool);
+  if (!p || !value || attr != cudaMemPoolAttrReleaseThreshold) return fail(cudaErrorInvalidValue);
+  p->release_threshold = *static_cast<uint64_t*>(value);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
-  if (pool != reinterpret_cast<cudaMemPool_t>(&g_default_pool) || !value ||
-      attr != cudaMemPoolAttrReleaseThreshold)
-    return fail(cudaErrorInvalidValue);
-  *static_cast<uint64_t*>(value) = g_default_pool.release_threshold;
+  MemPool* p = as_pool(pool);
+  if (!p || !value || attr != cudaMemPoolAttrReleaseThreshold) return fail(cudaErrorInvalidValue);
+  *static_cast<uint64_t*>(value) = p->release_threshold;
   return cudaSuccess;
 }
 

@@ -24,11 +24,28 @@ bool is_device_range(const void* p, std::size_t bytes);
 // Whether p points into any cudaMalloc allocation.
 bool is_device_pointer(const void* p);
 
+// The device whose memory p is (inside an allocation or at its end), or -1 if none.
+int device_of(const void* p);
+
+// The calling host thread's current device (cudaSetDevice), and how many there are:
+// CUDA_EMU_DEVICES (1 to kMaxDevices, default 1), so that code holding two devices can be
+// tested on one machine.
+int current_device();
+int device_count();
+inline constexpr int kMaxDevices = 8;
+
+// Checks the guard bytes around every live allocation after a launch: a kernel that wrote
+// past either end of its buffer is reported (the guard restored) and the launch fails.
+bool guards_intact(const void* kernel);
+
 // Bytes allocated now, for cudaMemGetInfo.
 std::size_t allocated_bytes();
 
 // Whether s is the default stream or one from cudaStreamCreate.
 bool is_valid_stream(cudaStream_t s);
+
+// Whether s may take work now: valid, and the current device's (the default stream always is).
+bool is_current_device_stream(cudaStream_t s);
 
 // The emulated device's memory size (16 GiB).
 inline constexpr std::size_t kDeviceMemory = std::size_t{16} << 30;

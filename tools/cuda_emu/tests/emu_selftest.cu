@@ -79,8 +79,8 @@ TEST(CudaEmu, ShufflesExchangeLaneValues) {
   cudaFree(out);
 }
 
-// Lane 0 reads its neighbour's slot without __syncwarp: lanes run until they block, so the
-// neighbour has not written yet and lane 0 sees the poisoned shared memory.
+// Each lane reads its neighbour's slot without __syncwarp: lanes run until they block, so of
+// each pair of neighbours the one whose turn comes first sees the poisoned shared memory.
 __global__ void missing_syncwarp(float* out) {
   extern __shared__ float slot[];
   slot[threadIdx.x] = 1.0f;
@@ -91,7 +91,8 @@ TEST(CudaEmu, MissingSyncwarpReadsPoison) {
   float* out = device_copy(std::vector<float>(32));
   missing_syncwarp<<<1, 32, 32 * sizeof(float)>>>(out);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  EXPECT_TRUE(std::isnan(host_copy(out, 32)[0]));
+  const auto v = host_copy(out, 32);
+  EXPECT_EQ(std::count_if(v.begin(), v.end(), [](float x) { return std::isnan(x); }), 16);
   cudaFree(out);
 }
 
@@ -427,6 +428,133 @@ TEST(CudaEmu, CublasLtBlockScaledFp8FollowsTheDocumentedLayouts) {
   for (void* p : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dsa),
                   static_cast<void*>(dsb), static_cast<void*>(dd)})
     cudaFree(p);
+}
+
+// Each block (and each thread of block 0) records when its turn came: the launch order.
+__global__ void record_turns(unsigned* block_turn, unsigned* thread_turn, unsigned* clock) {
+  if (threadIdx.x == 0) block_turn[blockIdx.x] = atomicAdd(clock, 1u);
+  if (blockIdx.x == 0) thread_turn[threadIdx.x] = atomicAdd(clock + 1, 1u);
+}
+
+// Broken: block b copies what block b - 1 wrote, which holds only if blocks run in index order.
+__global__ void chain_through_blocks(int* v) {
+  if (threadIdx.x == 0) v[blockIdx.x + 1] = v[blockIdx.x] + 1;
+}
+
+TEST(CudaEmu, BlocksAndThreadsRunInShuffledOrders) {
+  unsigned* block_turn = device_copy(std::vector<unsigned>(64));
+  unsigned* thread_turn = device_copy(std::vector<unsigned>(256));
+  unsigned* clock = device_copy(std::vector<unsigned>(2, 0));
+  record_turns<<<64, 256>>>(block_turn, thread_turn, clock);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (const auto& turns : {host_copy(block_turn, 64), host_copy(thread_turn, 256)}) {
+    std::vector<unsigned> sorted = turns;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], i);  // each ran once
+    EXPECT_FALSE(std::is_sorted(turns.begin(), turns.end()));  // CUDA_EMU_SEED=1: not in order
+  }
+  std::vector<int> chain(65, -1);
+  chain[0] = 0;
+  int* v = device_copy(chain);
+  chain_through_blocks<<<64, 32>>>(v);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_NE(host_copy(v, 65)[64], 64);  // in index order it would count up to 64
+  for (void* p : {static_cast<void*>(block_turn), static_cast<void*>(thread_turn),
+                  static_cast<void*>(clock), static_cast<void*>(v)})
+    cudaFree(p);
+}
+
+__global__ void read_at(float* out, const float* in, int i) {
+  out[0] = in[i];
+}
+__global__ void write_at(float* p, int i) {
+  p[i] = 1.0f;
+}
+
+TEST(CudaEmu, AccessesOutsideAnAllocationFailTheLaunch) {
+  float* out = device_copy(std::vector<float>(1, 0.0f));
+  float* whole = device_copy(std::vector<float>(1024, 0.0f));  // ends on a guard page
+  float* part = device_copy(std::vector<float>(1000, 0.0f));   // 4000 bytes: 96 guard bytes
+  read_at<<<1, 1>>>(out, whole, 1023);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  read_at<<<1, 1>>>(out, whole, 1024);  // faults on the guard page
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  read_at<<<1, 1>>>(out, whole, -1);  // the page before a page-aligned allocation
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  write_at<<<1, 1>>>(part, 999);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  write_at<<<1, 1>>>(part, 1000);  // inside the 256-byte granule: the guard bytes show it
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  write_at<<<1, 1>>>(part, -1);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaFree(part), cudaSuccess);  // the launch check restored the guard bytes
+  cudaFree(whole);
+  cudaFree(out);
+}
+
+struct Table {
+  const float* values;  // a device pointer inside a struct: not checked at launch
+};
+
+__global__ void read_through(float* out, Table t) {
+  out[0] = t.values[0];
+}
+
+TEST(CudaEmu, UseAfterFreeThroughAStructFailsTheLaunch) {
+  float* out = device_copy(std::vector<float>(1, 0.0f));
+  float* freed = device_copy(std::vector<float>(64, 2.0f));
+  read_through<<<1, 1>>>(out, Table{freed});
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(host_copy(out, 1)[0], 2.0f);
+  cudaFree(freed);
+  read_through<<<1, 1>>>(out, Table{freed});
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  cudaFree(out);
+}
+
+__global__ void load_float4(float* out, const float* in) {
+  const float4 v = *reinterpret_cast<const float4*>(in);
+  out[0] = v.x + v.y + v.z + v.w;
+}
+
+TEST(CudaEmuDeathTest, MisalignedVectorLoadsStopTheProgram) {
+  float* out = device_copy(std::vector<float>(1, 0.0f));
+  float* in = device_copy(std::vector<float>(8, 1.0f));
+  load_float4<<<1, 1>>>(out, in + 4);  // 16-byte aligned
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(host_copy(out, 1)[0], 4.0f);
+  // A GPU faults on a misaligned vector load (misaligned address); the build's alignment
+  // sanitizer stops the program with the type and the address.
+  EXPECT_DEATH(load_float4<<<1, 1>>>(out, in + 1), "misaligned address");
+  cudaFree(in);
+  cudaFree(out);
+}
+
+TEST(CudaEmu, KernelsUseTheCurrentDevicesMemory) {
+  setenv("CUDA_EMU_DEVICES", "2", 1);
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  ASSERT_EQ(count, 2);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  float* on1 = device_copy(std::vector<float>(32, 0.0f));
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  touch<<<1, 32>>>(on1);  // device 1's memory in a launch on device 0
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  touch<<<1, 32>>>(on1);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // The dynamic shared-memory opt-in is per device: device 0's (an earlier test) is not 1's.
+  touch<<<1, 32, 64 * 1024>>>(on1);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  ASSERT_EQ(cudaFuncSetAttribute(touch, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024),
+            cudaSuccess);
+  touch<<<1, 32, 64 * 1024>>>(on1);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaFree(on1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  unsetenv("CUDA_EMU_DEVICES");
+  EXPECT_EQ(cudaSetDevice(1), cudaErrorInvalidDevice);
+  (void)cudaGetLastError();
 }
 
 }  // namespace
