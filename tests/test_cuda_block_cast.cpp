@@ -133,5 +133,23 @@ TEST(CudaBlockCast, Nvfp4MatchesTheCpuBitForBit) {
   }
 }
 
+// More blocks along rows than the row kernel's grid holds groups (8192 blocks of 128 threads:
+// 32K warps, 64K half-warp groups), so both widths go round the grid-stride loop more than
+// once; the last block of each row is ragged (cols not a multiple of 16). (The column kernel's
+// loop, a thread per block, would need over a million blocks here.)
+TEST(CudaBlockCast, GridStrideLoopsCoverEveryBlock) {
+  FP8LM_REQUIRE_CUDA();
+  const int64_t rows = 1040, cols = 1272;
+  const std::vector<float> x = tensor_with_specials(rows, cols, 47, 16);
+  const DeviceBuffer<float> dx = to_device(x);
+  for (const auto& [br, bc] : {std::pair<int64_t, int64_t>{1, 16}, {1, 32}}) {
+    SCOPED_TRACE(std::to_string(br) + "x" + std::to_string(bc));
+    BlockCast c;
+    c.scheme = BlockScheme::Mxfp8;
+    c.grid = {rows, cols, br, bc};
+    expect_device_cast_matches_cpu(c, x, dx);
+  }
+}
+
 }  // namespace
 }  // namespace fp8lm

@@ -1,10 +1,18 @@
-// Block-scaled casts (block_cast.h): one thread per scale block takes its amax, its scale by
-// the recipe's rule and each value's code (the CPU's own, core/ and fp8/: one source for host
-// and device) and the BF16 operand (block_rules.cuh).
+// Block-scaled casts (block_cast.h): each scale block's amax, its scale by the recipe's rule
+// and each value's code (the CPU's own, core/ and fp8/: one source for host and device) and
+// the BF16 operand (block_rules.cuh). The rules (Fp8Rule, Nvfp4Rule) are written once; two
+// kernels walk the blocks so that a warp's loads are coalesced:
+//  - blocks along rows (1x16, 1x32, 1x128, 16x16, 128x128): a group of lanes per block (32, or
+//    16 for blocks of at most 16 values, two blocks a warp), reading the block row by row, so
+//    consecutive lanes read consecutive floats; the amax is a shuffle reduction in the group;
+//  - blocks down columns (16x1, 32x1, 128x1): a thread per block; neighbouring threads own
+//    neighbouring columns, so each row the warp reads is 32 consecutive floats.
+// (Issue 34: the old kernel, a thread per block whatever its shape, read a 128x128 block's
+// 16K values serially and a warp's lanes from 32 different blocks.)
 // NVFP4 first takes the RHT (one thread per column of a group of 16 rows) and the tensor's
 // amax, which its global scale needs.
-// Simple rather than fast: the emulated recipes' GEMMs dominate; a tiled kernel can replace it
-// against the same parity tests.
+// The amax is a maximum (fmaxf, NaN left out): the same whatever order the lanes take it in,
+// so the bits are the CPU's.
 #include "core/counter_rng.h"
 #include "core/e2m1.h"
 #include "fp8/hadamard.h"
@@ -19,65 +27,169 @@ namespace fp8lm::cuda {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int64_t kMaxBlocks = 8192;  // grid-stride beyond: enough to fill any GPU
 
 struct Blocks {
   int64_t rows, cols, block_rows, block_cols, grid_cols, count;
 };
 
-// Block b's rows [r0, r1) and columns [c0, c1), and the largest magnitude in it (NaN left out).
+// Block b's rows [r0, r0 + nr) and columns [c0, c0 + nc).
 struct BlockSpan {
-  int64_t r0, r1, c0, c1;
+  int64_t r0, c0, nr, nc;
 };
 __device__ inline BlockSpan block_span(const Blocks& g, int64_t b) {
   const int64_t r0 = b / g.grid_cols * g.block_rows, c0 = b % g.grid_cols * g.block_cols;
-  return {r0, r0 + g.block_rows < g.rows ? r0 + g.block_rows : g.rows, c0,
-          c0 + g.block_cols < g.cols ? c0 + g.block_cols : g.cols};
-}
-__device__ inline float block_amax(const float* x, const Blocks& g, const BlockSpan& s) {
-  float amax = 0.0f;
-  for (int64_t r = s.r0; r < s.r1; ++r)
-    for (int64_t c = s.c0; c < s.c1; ++c) amax = fmaxf(amax, fabsf(x[r * g.cols + c]));
-  return amax;
+  return {r0, c0, g.rows - r0 < g.block_rows ? g.rows - r0 : g.block_rows,
+          g.cols - c0 < g.block_cols ? g.cols - c0 : g.block_cols};
 }
 
+// The FP8 schemes: MXFP8 (E8M0 scales from max_norm_rcp) and Float8BlockScaling (FP32
+// power-of-two scale_invs).
 template <DType F, bool kMx>
-__global__ void block_cast_kernel(uint8_t* codes, void* scales, uint16_t* operand,
-                                  float* tensor_scale_inv, const float* x, Blocks g,
-                                  BlockScalingParams params) {
-  if (global_thread() == 0) *tensor_scale_inv = 1.0f;
-  for (int64_t b = global_thread(); b < g.count; b += grid_threads()) {
-    const BlockSpan span = block_span(g, b);
-    const float amax = block_amax(x, g, span);
+struct Fp8Rule {
+  uint8_t* codes;
+  void* scales;
+  uint16_t* operand;
+  float* tensor_scale_inv;
+  BlockScalingParams params;
+
+  struct Scale {
     float multiplier, decode;
+  };
+  __device__ void start() {
+    if (global_thread() == 0) *tensor_scale_inv = 1.0f;
+  }
+  __device__ Scale block(int64_t b, float amax, bool write) const {
     if constexpr (kMx) {
       // max_norm_rcp: 1 / max rounded to FP32 once (a constant), then a product.
       constexpr auto max_rcp = static_cast<float>(1.0 / static_cast<double>(fp8_max(F)));
       const uint8_t s = e8m0_encode_round_up(amax * max_rcp);
-      static_cast<uint8_t*>(scales)[b] = s;
-      multiplier = e8m0_reciprocal(s);
-      decode = e8m0_decode(s);
+      if (write) static_cast<uint8_t*>(scales)[b] = s;
+      return {e8m0_reciprocal(s), e8m0_decode(s)};
     } else {
-      multiplier = fp8_block_scale(amax, F, params);
-      decode = 1.0f / multiplier;
-      static_cast<float*>(scales)[b] = decode;
+      const float multiplier = fp8_block_scale(amax, F, params);
+      const float decode = 1.0f / multiplier;
+      if (write) static_cast<float*>(scales)[b] = decode;
+      return {multiplier, decode};
     }
-    for (int64_t r = span.r0; r < span.r1; ++r)
-      for (int64_t c = span.c0; c < span.c1; ++c) {
-        const int64_t i = r * g.cols + c;
-        const uint8_t code = fp8_encode<F>(x[i] * multiplier);
-        codes[i] = code;
-        operand[i] = fp8_times_pow2_bf16<F>(code, decode);
-      }
   }
+  __device__ void value(int64_t i, float x, const Scale& s) const {
+    const uint8_t code = fp8_encode<F>(x * s.multiplier);
+    codes[i] = code;
+    operand[i] = fp8_times_pow2_bf16<F>(code, s.decode);
+  }
+};
+
+// nvfp4_quantize's rule (fp8/nvfp4_quantize.cpp) per block: an E4M3 scale of the block amax
+// times the global scale over 6, each value times the scale's reciprocal cast to E2M1 (nearest,
+// or stochastically with the draw of its place in the tensor), the operand E2M1 x E4M3 (exact).
+template <bool kStochastic>
+struct Nvfp4Rule {
+  uint8_t* codes;
+  uint8_t* scales;
+  uint16_t* operand;
+  float* tensor_scale_inv;
+  const float* tensor_amax;
+  uint32_t sr_key;
+  float inv_global = 0.0f, k = 0.0f;  // start() sets them from the tensor's amax
+
+  struct Scale {
+    float multiplier, scale;
+  };
+  __device__ void start() {
+    const float global = nvfp4_global_encode_scale(*tensor_amax);
+    inv_global = __fdiv_rn(1.0f, global);
+    k = __fmul_rn(global, 1.0f / 6.0f);
+    if (global_thread() == 0) *tensor_scale_inv = inv_global;
+  }
+  __device__ Scale block(int64_t b, float amax, bool write) const {
+    const uint8_t s = fp8_encode<DType::E4M3>(__fmul_rn(amax, k));
+    if (write) scales[b] = s;
+    const float scale = fp8_value<DType::E4M3>(s);  // never a NaN code: amax is not NaN
+    float multiplier = __fdiv_rn(1.0f, __fmul_rn(scale, inv_global));
+    if (!(multiplier < 0x1.fffffep127f)) multiplier = 0x1.fffffep127f;
+    return {multiplier, scale};
+  }
+  __device__ void value(int64_t i, float x, const Scale& s) const {
+    const float v = __fmul_rn(x, s.multiplier);
+    const uint8_t code =
+        kStochastic ? e2m1_encode_stochastic(v, counter_bits(sr_key, static_cast<uint32_t>(i)))
+                    : e2m1_encode(v);
+    codes[i] = code;
+    operand[i] = bf16_from_float(__fmul_rn(e2m1_decode(code), s.scale));
+  }
+};
+
+// Blocks down columns (block_cols == 1): a thread per block, neighbours in neighbouring columns.
+template <class Rule>
+__global__ void column_blocks_kernel(Rule rule, const float* x, Blocks g) {
+  rule.start();
+  for (int64_t b = global_thread(); b < g.count; b += grid_threads()) {
+    const BlockSpan s = block_span(g, b);
+    float amax = 0.0f;
+    for (int64_t r = s.r0; r < s.r0 + s.nr; ++r) amax = fmaxf(amax, fabsf(x[r * g.cols + s.c0]));
+    const auto scale = rule.block(b, amax, true);
+    for (int64_t r = s.r0; r < s.r0 + s.nr; ++r) {
+      const int64_t i = r * g.cols + s.c0;
+      rule.value(i, x[i], scale);
+    }
+  }
+}
+
+// Blocks along rows: kLanes lanes per block (32 / kLanes blocks a warp), each lane taking every
+// kLanes-th value of the block in row-major order. Every lane of a warp runs the same number of
+// iterations (a group past the last block takes part with no values), so the shuffles always
+// have the whole warp.
+template <int kLanes, class Rule>
+__global__ void row_blocks_kernel(Rule rule, const float* x, Blocks g) {
+  static_assert(kLanes == 16 || kLanes == 32, "a warp is one or two groups");
+  constexpr int kPerWarp = 32 / kLanes;
+  rule.start();
+  const int lane = static_cast<int>(threadIdx.x % 32), member = lane % kLanes;
+  const int64_t warp = global_thread() / 32, warps = grid_threads() / 32;
+  for (int64_t first = warp * kPerWarp; first < g.count; first += warps * kPerWarp) {
+    const int64_t b = first + lane / kLanes;
+    const bool live = b < g.count;
+    const BlockSpan s = live ? block_span(g, b) : BlockSpan{0, 0, 0, 1};
+    // In-block offsets fit an int (a block holds at most 128x128 values): 32-bit division.
+    const int nc = static_cast<int>(s.nc), n = static_cast<int>(s.nr) * nc;
+    const float* base = x + s.r0 * g.cols + s.c0;
+    float amax = 0.0f;
+    for (int e = member; e < n; e += kLanes)
+      amax = fmaxf(amax, fabsf(base[e / nc * g.cols + e % nc]));
+    for (int o = kLanes / 2; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, o));
+    if (!live) continue;
+    const auto scale = rule.block(b, amax, member == 0);
+    for (int e = member; e < n; e += kLanes) {
+      const int64_t i = (s.r0 + e / nc) * g.cols + s.c0 + e % nc;
+      rule.value(i, x[i], scale);
+    }
+  }
+}
+
+template <class Rule>
+void launch_rule(const BlockGrid& bg, const Rule& rule, const float* x, cudaStream_t stream) {
+  const Blocks g{bg.rows, bg.cols, bg.block_rows, bg.block_cols, bg.grid_cols(), bg.blocks()};
+  if (g.block_cols == 1) {
+    column_blocks_kernel<Rule>
+        <<<grid_stride_blocks(g.count, kThreads, kMaxBlocks), kThreads, 0, stream>>>(rule, x, g);
+  } else if (g.block_rows * g.block_cols <= 16) {
+    row_blocks_kernel<16, Rule>
+        <<<grid_stride_blocks(g.count * 16, kThreads, kMaxBlocks), kThreads, 0, stream>>>(rule, x,
+                                                                                          g);
+  } else {
+    row_blocks_kernel<32, Rule>
+        <<<grid_stride_blocks(g.count * 32, kThreads, kMaxBlocks), kThreads, 0, stream>>>(rule, x,
+                                                                                          g);
+  }
+  FP8LM_CUDA_CHECK_LAUNCH();
 }
 
 template <DType F, bool kMx>
 void launch(const BlockCast& c, const BlockCastOut& out, const float* x, cudaStream_t stream) {
-  const BlockGrid& bg = c.grid;
-  const Blocks g{bg.rows, bg.cols, bg.block_rows, bg.block_cols, bg.grid_cols(), bg.blocks()};
-  block_cast_kernel<F, kMx><<<grid_stride_blocks(g.count, kThreads, 4096), kThreads, 0, stream>>>(
-      out.codes, out.scales, out.operand, out.tensor_scale_inv, x, g, c.params);
-  FP8LM_CUDA_CHECK_LAUNCH();
+  launch_rule(c.grid,
+              Fp8Rule<F, kMx>{out.codes, out.scales, out.operand, out.tensor_scale_inv, c.params},
+              x, stream);
 }
 
 struct RhtSigns {
@@ -103,38 +215,6 @@ __global__ void rht16_kernel(float* y, const float* x, int64_t rows, int64_t col
   }
 }
 
-// nvfp4_quantize's rule (fp8/nvfp4_quantize.cpp) per block: an E4M3 scale of the block amax
-// times the global scale over 6, each value times the scale's reciprocal cast to E2M1 (nearest,
-// or stochastically with the draw of its place in the tensor), the operand E2M1 x E4M3 (exact).
-template <bool kStochastic>
-__global__ void nvfp4_kernel(uint8_t* codes, uint8_t* scales, uint16_t* operand,
-                             float* tensor_scale_inv, const float* x, const float* tensor_amax,
-                             Blocks g, uint32_t sr_key) {
-  const float global = nvfp4_global_encode_scale(*tensor_amax);
-  const float inv_global = __fdiv_rn(1.0f, global);
-  if (global_thread() == 0) *tensor_scale_inv = inv_global;
-  const float k = __fmul_rn(global, 1.0f / 6.0f);
-  for (int64_t b = global_thread(); b < g.count; b += grid_threads()) {
-    const BlockSpan span = block_span(g, b);
-    const float amax = block_amax(x, g, span);
-    const uint8_t s = fp8_encode<DType::E4M3>(__fmul_rn(amax, k));
-    scales[b] = s;
-    const float scale = fp8_value<DType::E4M3>(s);  // never a NaN code: amax is not NaN
-    float multiplier = __fdiv_rn(1.0f, __fmul_rn(scale, inv_global));
-    if (!(multiplier < 0x1.fffffep127f)) multiplier = 0x1.fffffep127f;
-    for (int64_t r = span.r0; r < span.r1; ++r)
-      for (int64_t c = span.c0; c < span.c1; ++c) {
-        const int64_t i = r * g.cols + c;
-        const float v = __fmul_rn(x[i], multiplier);
-        const uint8_t code =
-            kStochastic ? e2m1_encode_stochastic(v, counter_bits(sr_key, static_cast<uint32_t>(i)))
-                        : e2m1_encode(v);
-        codes[i] = code;
-        operand[i] = bf16_from_float(__fmul_rn(e2m1_decode(code), scale));
-      }
-  }
-}
-
 void launch_nvfp4(const BlockCast& c, const BlockCastOut& out, const float* x, float* work,
                   cudaStream_t stream) {
   const BlockGrid& bg = c.grid;
@@ -150,16 +230,15 @@ void launch_nvfp4(const BlockCast& c, const BlockCastOut& out, const float* x, f
   }
   FP8LM_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   absmax(amax, x, n, stream);
-  const Blocks g{bg.rows, bg.cols, bg.block_rows, bg.block_cols, bg.grid_cols(), bg.blocks()};
-  const auto blocks = grid_stride_blocks(g.count, kThreads, 4096);
   auto* scales = static_cast<uint8_t*>(out.scales);
   if (c.stochastic_rounding)
-    nvfp4_kernel<true><<<blocks, kThreads, 0, stream>>>(out.codes, scales, out.operand,
-                                                        out.tensor_scale_inv, x, amax, g, c.sr_key);
+    launch_rule(
+        bg, Nvfp4Rule<true>{out.codes, scales, out.operand, out.tensor_scale_inv, amax, c.sr_key},
+        x, stream);
   else
-    nvfp4_kernel<false><<<blocks, kThreads, 0, stream>>>(
-        out.codes, scales, out.operand, out.tensor_scale_inv, x, amax, g, c.sr_key);
-  FP8LM_CUDA_CHECK_LAUNCH();
+    launch_rule(
+        bg, Nvfp4Rule<false>{out.codes, scales, out.operand, out.tensor_scale_inv, amax, c.sr_key},
+        x, stream);
   if (out.amax)
     FP8LM_CUDA_CHECK(
         cudaMemcpyAsync(out.amax, amax, sizeof(float), cudaMemcpyDeviceToDevice, stream));
