@@ -17,6 +17,10 @@
 #include "skip_check.h"
 #include "train/trainer.h"
 
+#ifdef FP8LM_CUDA_EMU
+#include <emu/host_syncs.h>
+#endif
+
 namespace fp8lm {
 namespace {
 
@@ -108,6 +112,37 @@ TEST(CudaTraining, FirstStepMatchesTheCpu) {
       }
     }
   }
+}
+
+// Issue 34: how often a steady-state training step makes the host wait for the GPU, counted by
+// the emulator (emu/host_syncs.h; a GPU has no such counter, so this runs there only). Uploads
+// go through pinned staging, the targets' check comes back with the losses, and the weight
+// casts' freshness is a host-side version, so what is left are the reads the step's decisions
+// need: each micro-batch's loss (averaged on the host in the CPU's order), the gradient norm
+// (the skip decision and the clipping), and under FP8 the saturation counters the BF16
+// fallback watches. A step of two micro-batches shows the loss read is per micro-batch.
+TEST(CudaTraining, StepHostSynchronisations) {
+  FP8LM_REQUIRE_CUDA();
+#ifndef FP8LM_CUDA_EMU
+  GTEST_SKIP() << "the emulator counts host synchronisations";
+#else
+  for (const Variant& v : kVariants) {
+    for (const int64_t micro_batches : {1, 2}) {
+      if (micro_batches == 2 && v.precision != Precision::Fp8) continue;  // one case shows it
+      SCOPED_TRACE(std::string(v.name) + ", micro-batches " + std::to_string(micro_batches));
+      TrainConfig c = variant(v, DeviceSpec::Cuda);
+      c.evaluate = false;
+      c.grad_accum = micro_batches;
+      Trainer gpu(c);
+      for (int warm = 0; warm < 2; ++warm) gpu.train_step();  // buffers grown, plans made
+      const unsigned long long before = emu::host_synchronizations();
+      gpu.train_step();
+      const bool watches_saturation = c.precision == Precision::Fp8 && c.fp8_fallback;
+      EXPECT_EQ(emu::host_synchronizations() - before,
+                static_cast<unsigned long long>(micro_batches + 1 + (watches_saturation ? 1 : 0)));
+    }
+  }
+#endif
 }
 
 // Issue 14: the block-scaled recipes run on the GPU with the same casts as the CPU (its block

@@ -125,11 +125,13 @@ const uint8_t* Linear::prepare_weight_fp8() {
     cast_version_ = ~uint64_t{0};  // the kept cast (if any) is not what this step used
     return codes;
   }
-  // Reused across micro-batches while neither the weight nor its delayed scale changed;
-  // current scaling derives its scale from the weight itself, so the version alone decides.
+  // Reused across micro-batches (and generated tokens) while neither the weight nor its
+  // delayed scale changed; current scaling derives its scale from the weight itself, so the
+  // version alone decides. The scale's version, not its value: reading the value back would
+  // make the host wait for the device at every call.
   const bool fresh = cast_version_ == weight_.version && cast_generation_ == store.generation() &&
                      (recipe_.kind == ScalingKind::Current ||
-                      cast_scale_ == store.scale_value(gemm_, Slot::Weight));
+                      cast_scale_version_ == store.scale_version(gemm_, Slot::Weight));
   if (!fresh) requantize_weight(recipe_);
   return qw_.data();
 }
@@ -165,7 +167,7 @@ void Linear::requantize_weight(const Fp8Recipe& recipe) {
   keep_weight_scale();
   cast_version_ = weight_.version;
   cast_generation_ = store.generation();
-  cast_scale_ = store.scale_value(gemm_, Slot::Weight);
+  cast_scale_version_ = store.scale_version(gemm_, Slot::Weight);
 }
 
 Linear::Fp8Weight Linear::fp8_weight() {
@@ -185,7 +187,8 @@ void Linear::adopt_fp8_weight(std::span<const uint8_t> codes, float scale, float
   w_scale_inv_.upload({scale_inv}, name_ + ".weight scale_inv");
   cast_version_ = weight_.version;
   cast_generation_ = scaling().generation();
-  cast_scale_ = scale;
+  // Kept as this rank's cast until its weight slot's scale changes (the next update).
+  cast_scale_version_ = scaling().scale_version(gemm_, Slot::Weight);
 }
 
 void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {

@@ -194,8 +194,8 @@ class Linear {
   bool recast_for_backward_ = false;
   BackendBuffer<float> w_scale_{be_, 1}, w_scale_inv_{be_, 1};  // the weight cast's
   uint64_t cast_version_ = ~uint64_t{0};
-  uint64_t cast_generation_ = 0;  // the store's generation the kept cast was made with
-  float cast_scale_ = 0.0f;       // the kept cast's scale, on the host
+  uint64_t cast_generation_ = 0;     // the store's generation the kept cast was made with
+  uint64_t cast_scale_version_ = 0;  // the weight slot's scale_version after the kept cast
   bool fp8_weights_ = false;
   // Block-scaled recipes: x's column-wise operand saved for wgrad, the four tensor scales
   // (x and dy, each row-wise and column-wise), and the seed forward saw for stochastic rounding.

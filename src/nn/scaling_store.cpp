@@ -40,6 +40,8 @@ void ScalingStore::build(const DelayedScaling& recipe) {
   for (int g = 0; g < n_; ++g)
     for (Slot s : kSlots) format_[index(g, s)] = tensor_format(recipe.format, slot_direction(s));
   cast_n_.assign(slots, 0);
+  scale_version_.resize(slots);
+  bump_scale_versions(0, slots);
   history_buf_.resize(slots * static_cast<size_t>(history_));
   history_buf_.zero();
   scale_.resize(slots);
@@ -66,13 +68,17 @@ size_t ScalingStore::index(int gemm, Slot s) const {
   return static_cast<size_t>(i);
 }
 
-float ScalingStore::scale_value(int gemm, Slot s) const {
-  return read_one(be_, scale_.data() + index(gemm, s));
+void ScalingStore::bump_scale_versions(size_t first, size_t count) {
+  // From one counter, never reset, so a version is never handed out twice (not even across a
+  // rebuild).
+  ++versions_;
+  for (size_t i = first; i < first + count; ++i) scale_version_[i] = versions_;
 }
 
 Fp8Out ScalingStore::begin_cast(int gemm, Slot s, uint8_t* codes, int64_t n) {
   const size_t i = index(gemm, s);
   cast_n_[i] = n;
+  bump_scale_versions(i, 1);
   unsigned long long* c = counts_.data() + 2 * i;
   be_.zero(c, 2 * sizeof(unsigned long long));
   return {codes, scale(gemm, s), amax(gemm, s), format_[i], c, c + 1};
@@ -80,6 +86,7 @@ Fp8Out ScalingStore::begin_cast(int gemm, Slot s, uint8_t* codes, int64_t n) {
 
 void ScalingStore::scale_from_amax(int gemm, Slot s, const float* amax,
                                    const CurrentScaling& recipe) {
+  bump_scale_versions(index(gemm, s), 1);
   be_.scale_from_amax(scale(gemm, s), scale_inv(gemm, s), amax, fp8_max(format(gemm, s)),
                       recipe.margin);
 }
@@ -106,6 +113,7 @@ void ScalingStore::update(Direction d, const DelayedScaling& recipe, const AmaxR
   const ScalingSlots view{history_buf_.data(), scale_.data(), scale_inv_.data(),
                           fp8_max_.data(),     5 * n_,        history_};
   be_.update_delayed_scaling(view, first, count, recipe.margin, recipe.amax_compute_algo);
+  bump_scale_versions(static_cast<size_t>(first), static_cast<size_t>(count));
 }
 
 std::vector<ScalingStore::Saturation> ScalingStore::saturation() const {
@@ -159,6 +167,7 @@ void ScalingStore::set_meta(int gemm, const Fp8Meta& m) {
     write_one(be_, counts_.data() + 2 * i + 1,
               static_cast<unsigned long long>(st.last_cast.flushed));
     cast_n_[i] = st.last_cast.n;
+    bump_scale_versions(i, 1);
   }
 }
 
@@ -181,6 +190,7 @@ void ScalingStore::roll_back() {
     build(r);
   }
   cast_n_ = saved_cast_n_;
+  bump_scale_versions(0, scale_version_.size());
   copy_all(history_buf_, saved_history_buf_);
   copy_all(scale_, saved_scale_);
   copy_all(scale_inv_, saved_scale_inv_);

@@ -35,8 +35,11 @@ class ScalingStore {
   float* scale(int gemm, Slot s) { return scale_.data() + index(gemm, s); }
   float* scale_inv(int gemm, Slot s) { return scale_inv_.data() + index(gemm, s); }
   float* amax(int gemm, Slot s) { return history_buf_.data() + index(gemm, s) * history_; }
-  // The slot's scale, read on the host (a copy from a device).
-  float scale_value(int gemm, Slot s) const;
+  // Bumped whenever the slot's scale may change (a rebuild, an update of its direction,
+  // set_meta, roll_back, a cast through it, current scaling into it): a cast made at the
+  // version the slot still has used the scale the slot holds now, which the host so knows
+  // without reading the scale back from the device (issue 34).
+  uint64_t scale_version(int gemm, Slot s) const { return scale_version_[index(gemm, s)]; }
 
   // Starts a cast of n values through a slot: its counters restart (they describe the last
   // cast) and the descriptor an op writes the codes with.
@@ -78,7 +81,10 @@ class ScalingStore {
   Format recipe_format_ = Format::Hybrid;
   uint64_t generation_ = 0;
   std::vector<DType> format_;
-  std::vector<int64_t> cast_n_;  // values in each slot's last cast (host)
+  std::vector<int64_t> cast_n_;          // values in each slot's last cast (host)
+  std::vector<uint64_t> scale_version_;  // per slot (scale_version)
+  uint64_t versions_ = 0;                // the last version handed out
+  void bump_scale_versions(size_t first, size_t count);
   BackendBuffer<float> history_buf_{be_}, scale_{be_}, scale_inv_{be_}, fp8_max_{be_};
   BackendBuffer<unsigned long long> counts_{be_};  // [slot][saturated, flushed]
   // remember()'s copy (saved_history_ 0: none yet).

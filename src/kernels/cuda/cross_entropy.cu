@@ -5,7 +5,8 @@
 //
 // A target < 0 ignores the row (loss 0, zero gradient) as on the CPU. The CPU throws for a
 // target >= V before writing anything; a kernel cannot, so such a row gets a NaN loss and NaN
-// gradients instead (the loss sum then shows it).
+// gradients instead (the loss sum then shows it), unless find_target_outside ran first: then
+// no row is written, and the host, reading its result, throws as the CPU does.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -27,7 +28,9 @@ struct MaxIgnoringNan {
 };
 
 __global__ void cross_entropy_kernel(float* dlogits, float* losses, const float* logits,
-                                     const int32_t* targets, int64_t V, float grad_scale) {
+                                     const int32_t* targets, int64_t V, float grad_scale,
+                                     const int32_t* outside) {
+  if (outside != nullptr && *outside >= 0) return;  // refused: nothing written
   const int64_t r = blockIdx.x;
   const float* x = logits + r * V;
   float* d = dlogits == nullptr ? nullptr : dlogits + r * V;
@@ -62,6 +65,23 @@ __global__ void cross_entropy_kernel(float* dlogits, float* losses, const float*
     }
   }
   if (threadIdx.x == 0) losses[r] = loss::row_loss(logf(sum), x_target, m);
+}
+
+struct MinRow {
+  __device__ int64_t operator()(int64_t a, int64_t b) const { return a < b ? a : b; }
+};
+
+// One block: echo = the targets, then the first row whose target is >= V (or -1).
+__global__ void target_outside_kernel(int32_t* echo, const int32_t* targets, int64_t rows,
+                                      int64_t V) {
+  int64_t first = rows;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int32_t t = targets[r];
+    echo[r] = t;
+    if (t >= V && r < first) first = r;
+  }
+  first = block_allreduce(first, MinRow{}, rows);
+  if (threadIdx.x == 0) echo[rows] = first == rows ? -1 : static_cast<int32_t>(first);
 }
 
 // One block: the losses summed in double over a fixed partition and tree.
@@ -109,13 +129,20 @@ void check_rows(int64_t rows, const char* what) {
 
 }  // namespace
 
+void find_target_outside(int32_t* echo, const int32_t* targets, int64_t rows, int64_t V,
+                         cudaStream_t stream) {
+  check_rows(rows, "cross-entropy");
+  target_outside_kernel<<<1, kSumThreads, 0, stream>>>(echo, targets, rows, V);
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
+
 void softmax_cross_entropy(float* dlogits, float* losses, float* loss_sum, const float* logits,
                            const int32_t* targets, int64_t rows, int64_t V, float grad_scale,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, const int32_t* outside) {
   check_rows(rows, "cross-entropy");
   if (rows > 0) {
     cross_entropy_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-        dlogits, losses, logits, targets, V, grad_scale);
+        dlogits, losses, logits, targets, V, grad_scale, outside);
     FP8LM_CUDA_CHECK_LAUNCH();
   }
   if (loss_sum != nullptr) {

@@ -3,6 +3,7 @@
 // device current for its duration (DeviceGuard), whatever the caller's current device is.
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/scaling.h"
+#include "kernels/cuda/upload_staging.h"
 #include "kernels/loss.h"
 
 namespace fp8lm::cuda {
@@ -58,7 +60,7 @@ class CudaBackend final : public Backend {
   }
   void upload(void* dst, const void* host, size_t bytes) override {
     const DeviceGuard guard(device_);
-    if (bytes) FP8LM_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+    if (bytes) staging_.upload(dst, host, bytes, stream_);
   }
   void download(void* host, const void* src, size_t bytes) override {
     const DeviceGuard guard(device_);
@@ -248,21 +250,25 @@ class CudaBackend final : public Backend {
     const DeviceGuard guard(device_);
     cuda::argmax_rows(out, logits, rows, V, stream_);
   }
-  // The targets are checked on the host first, as the CPU rejects a target >= V before
-  // touching any output (the kernel alone would give that row NaN), and the per-row losses come
-  // back to be averaged in the CPU's order, so both backends report the same mean for the same
-  // losses.
+  // The CPU rejects a target >= V before touching any output: find_target_outside's verdict
+  // stops the kernel from writing, and the host throws the CPU's Error on reading it. The
+  // per-row losses are averaged on the host in the CPU's order, so both backends report the
+  // same mean for the same losses. The losses, the targets and the verdict come back in one
+  // read: the step's only wait for the device here.
   float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
                               int64_t rows, int64_t V, float grad_scale) override {
     const DeviceGuard guard(device_);
-    std::vector<int32_t> t(static_cast<size_t>(rows));
-    download(t.data(), targets, t.size() * sizeof(int32_t));
+    const auto n = static_cast<size_t>(rows);
+    loss_io_.resize(2 * n + 1);  // [losses][targets][first row outside]
+    auto* echo = reinterpret_cast<int32_t*>(loss_io_.data() + n);
+    cuda::find_target_outside(echo, targets, rows, V, stream_);
+    cuda::softmax_cross_entropy(dlogits, loss_io_.data(), nullptr, logits, targets, rows, V,
+                                grad_scale, stream_, echo + n);
+    std::vector<float> l(2 * n + 1);
+    download(l.data(), loss_io_.data(), l.size() * sizeof(float));
+    std::vector<int32_t> t(n + 1);
+    std::memcpy(t.data(), l.data() + n, t.size() * sizeof(int32_t));
     check_targets(t.data(), rows, V);
-    losses_.resize(size_t(rows));
-    cuda::softmax_cross_entropy(dlogits, losses_.data(), nullptr, logits, targets, rows, V,
-                                grad_scale, stream_);
-    std::vector<float> l(static_cast<size_t>(rows));
-    download(l.data(), losses_.data(), l.size() * sizeof(float));
     return mean_loss(l.data(), t.data(), rows);
   }
 
@@ -357,7 +363,8 @@ class CudaBackend final : public Backend {
   }
   int device_;
   cudaStream_t stream_ = nullptr;
-  DeviceBuffer<float> losses_;
+  DeviceBuffer<float> loss_io_;  // softmax_cross_entropy's one read (losses, targets, verdict)
+  UploadStaging staging_;
   DeviceBuffer<uint8_t> a_, b_, t_;  // FP8 operands transposed or padded for cuBLASLt
   DeviceBuffer<float> block_work_;   // NVFP4 block casts: the RHT'd tensor and its amax
   DeviceBuffer<float> c_;            // a padded product

@@ -186,6 +186,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  emu::detail::note_host_sync("cudaDeviceSynchronize");
   return emu::detail::take_launch_failure();
 }
 
@@ -219,11 +220,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  emu::detail::note_host_sync("cudaStreamSynchronize");
   return emu::detail::take_launch_failure();
 }
 
-cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  return cudaStreamSynchronize(stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream) {  // every stream is idle: nothing to wait for
+  if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  return emu::detail::take_launch_failure();
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
@@ -263,11 +266,13 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!emu::detail::is_valid_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  emu::detail::note_host_sync("cudaEventSynchronize");
   return emu::detail::take_launch_failure();
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return cudaEventSynchronize(event);
+  if (!emu::detail::is_valid_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  return emu::detail::take_launch_failure();
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

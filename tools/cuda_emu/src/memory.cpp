@@ -68,8 +68,12 @@ bool side_ok(const char* call, const char* side, const void* p, std::size_t byte
   return true;
 }
 
+// How a copy is counted among host synchronizations: a blocking call, an asynchronous one, or
+// a later row of a 2D copy (counted with its first).
+enum class Wait { Blocking, Async, Counted };
+
 cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes,
-                 cudaMemcpyKind kind, cudaStream_t stream) {
+                 cudaMemcpyKind kind, cudaStream_t stream, Wait wait) {
   if (!is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t e = take_launch_failure(); e != cudaSuccess) return e;
   if (bytes == 0) return cudaSuccess;
@@ -97,6 +101,13 @@ cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes
       return fail(cudaErrorInvalidMemcpyDirection);
   }
   if (!ok) return fail(cudaErrorInvalidValue);
+  // The host waits unless both sides are device memory, or (asynchronous copies) the host
+  // side is pinned.
+  const bool src_host = !is_device_pointer(src), dst_host = !is_device_pointer(dst);
+  if (wait != Wait::Counted && (src_host || dst_host) &&
+      (wait == Wait::Blocking || (src_host && !is_pinned(src, bytes)) ||
+       (dst_host && !is_pinned(dst, bytes))))
+    note_host_sync(call);
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
@@ -186,39 +197,44 @@ std::size_t allocated_bytes() {
 using emu::detail::fail;
 using emu::detail::report;
 
-cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
+namespace emu::detail {
+namespace {
+
+// cudaMalloc and cudaFree, and their stream-ordered forms, which do not wait (`blocking` false).
+cudaError_t allocate(void** ptr, std::size_t bytes, bool blocking) {
   if (!ptr) return fail(cudaErrorInvalidValue);
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
-  if (bytes > emu::detail::kDeviceMemory - emu::detail::allocated_bytes())
-    return fail(cudaErrorMemoryAllocation);
-  emu::detail::install_fault_handler();
-  const emu::detail::Mapping m = emu::detail::map_guarded(bytes, emu::detail::fill_byte());
+  if (bytes > kDeviceMemory - allocated_bytes()) return fail(cudaErrorMemoryAllocation);
+  install_fault_handler();
+  if (blocking) note_host_sync("cudaMalloc");
+  const Mapping m = map_guarded(bytes, fill_byte());
   if (!m.map) return fail(cudaErrorMemoryAllocation);
-  const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
-  emu::detail::g_allocations[m.base] = {m, emu::detail::current_device()};
-  emu::detail::g_allocated += bytes;
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  g_allocations[m.base] = {m, current_device()};
+  g_allocated += bytes;
   *ptr = reinterpret_cast<void*>(m.base);
   return cudaSuccess;
 }
 
-cudaError_t cudaFree(void* ptr) {
+cudaError_t release(void* ptr, bool blocking) {
   if (!ptr) return cudaSuccess;
-  emu::detail::Mapping m;
+  if (blocking) note_host_sync("cudaFree");
+  Mapping m;
   {
-    const std::lock_guard<std::mutex> lock(emu::detail::g_mutex);
-    const auto it = emu::detail::g_allocations.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == emu::detail::g_allocations.end()) {
+    const std::lock_guard<std::mutex> lock(g_mutex);
+    const auto it = g_allocations.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == g_allocations.end()) {
       report("cudaFree(%p): not the start of a live cudaMalloc allocation", ptr);
       return fail(cudaErrorInvalidValue);
     }
     m = it->second.mapping;
-    emu::detail::g_allocated -= m.bytes;
-    emu::detail::g_allocations.erase(it);
+    g_allocated -= m.bytes;
+    g_allocations.erase(it);
   }
   std::ptrdiff_t offset = 0;
-  const bool overwritten = emu::detail::overwritten_guard(m, false, &offset);
-  emu::detail::retire(m);
+  const bool overwritten = overwritten_guard(m, false, &offset);
+  retire(m);
   if (!overwritten) return cudaSuccess;
   // As cudaFree returns the errors of earlier launches: one wrote outside this allocation.
   report("cudaFree(%p): something wrote outside this %zu-byte allocation (offset %td)", ptr,
@@ -226,14 +242,25 @@ cudaError_t cudaFree(void* ptr) {
   return fail(cudaErrorLaunchFailure);
 }
 
+}  // namespace
+}  // namespace emu::detail
+
+cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
+  return emu::detail::allocate(ptr, bytes, true);
+}
+
+cudaError_t cudaFree(void* ptr) {
+  return emu::detail::release(ptr, true);
+}
+
 cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  return cudaMalloc(ptr, bytes);
+  return emu::detail::allocate(ptr, bytes, false);
 }
 
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  return cudaFree(ptr);
+  return emu::detail::release(ptr, false);
 }
 
 namespace {
@@ -273,33 +300,39 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
 cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
   if (!ptr) return fail(cudaErrorInvalidValue);
   *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (*ptr && bytes) emu::detail::note_pinned(*ptr, bytes);
   return *ptr || bytes == 0 ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
+  if (!ptr) return cudaSuccess;
+  emu::detail::note_host_sync("cudaFreeHost");
+  emu::detail::note_pinned(ptr, 0);
   std::free(ptr);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
-  return emu::detail::copy("cudaMemcpy", dst, src, bytes, kind, nullptr);
+  return emu::detail::copy("cudaMemcpy", dst, src, bytes, kind, nullptr,
+                           emu::detail::Wait::Blocking);
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
-  return emu::detail::copy("cudaMemcpyAsync", dst, src, bytes, kind, stream);
+  return emu::detail::copy("cudaMemcpyAsync", dst, src, bytes, kind, stream,
+                           emu::detail::Wait::Async);
 }
 
 namespace {
 // A pitched copy as rows of `width` bytes, each checked like a plain copy.
 cudaError_t copy_2d(const char* api, void* dst, std::size_t dpitch, const void* src,
                     std::size_t spitch, std::size_t width, std::size_t height, cudaMemcpyKind kind,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, emu::detail::Wait wait) {
   if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
   for (std::size_t r = 0; r < height; ++r) {
-    const cudaError_t e =
-        emu::detail::copy(api, static_cast<char*>(dst) + r * dpitch,
-                          static_cast<const char*>(src) + r * spitch, width, kind, stream);
+    const cudaError_t e = emu::detail::copy(api, static_cast<char*>(dst) + r * dpitch,
+                                            static_cast<const char*>(src) + r * spitch, width, kind,
+                                            stream, r ? emu::detail::Wait::Counted : wait);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -308,13 +341,15 @@ cudaError_t copy_2d(const char* api, void* dst, std::size_t dpitch, const void* 
 
 cudaError_t cudaMemcpy2D(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
                          std::size_t width, std::size_t height, cudaMemcpyKind kind) {
-  return copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, nullptr);
+  return copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, nullptr,
+                 emu::detail::Wait::Blocking);
 }
 
 cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
                               std::size_t width, std::size_t height, cudaMemcpyKind kind,
                               cudaStream_t stream) {
-  return copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream);
+  return copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream,
+                 emu::detail::Wait::Async);
 }
 
 cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {

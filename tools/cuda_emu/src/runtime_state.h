@@ -41,6 +41,14 @@ bool guards_intact(const void* kernel);
 // Bytes allocated now, for cudaMemGetInfo.
 std::size_t allocated_bytes();
 
+// Counts a call that makes the host wait for the device (emu/host_syncs.h).
+void note_host_sync(const char* call);
+
+// cudaMallocHost's blocks (bytes 0: freed), and whether [p, p + bytes) lies in one: pinned
+// memory, which asynchronous copies take without waiting.
+void note_pinned(const void* p, std::size_t bytes);
+bool is_pinned(const void* p, std::size_t bytes);
+
 // Whether s is the default stream or one from cudaStreamCreate.
 bool is_valid_stream(cudaStream_t s);
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
+#include <emu/host_syncs.h>
 #include <vector>
 
 namespace {
@@ -555,6 +556,38 @@ TEST(CudaEmu, KernelsUseTheCurrentDevicesMemory) {
   unsetenv("CUDA_EMU_DEVICES");
   EXPECT_EQ(cudaSetDevice(1), cudaErrorInvalidDevice);
   (void)cudaGetLastError();
+}
+
+TEST(CudaEmu, HostSynchronisationsAreCountedAsTheDocumentationSaysTheyWait) {
+  float* d = device_copy(std::vector<float>(64, 0.0f));
+  std::vector<float> pageable(64, 1.0f);
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 64 * sizeof(float)), cudaSuccess);
+  const auto waits = [](auto&& call) {
+    const unsigned long long before = emu::host_synchronizations();
+    call();
+    return emu::host_synchronizations() - before;
+  };
+  const size_t bytes = 64 * sizeof(float);
+  EXPECT_EQ(waits([&] { cudaMemcpy(d, pageable.data(), bytes, cudaMemcpyHostToDevice); }), 1u);
+  EXPECT_EQ(waits([&] { cudaMemcpyAsync(d, pageable.data(), bytes, cudaMemcpyHostToDevice); }),
+            1u);  // staged through the driver's own pinned memory after a wait
+  EXPECT_EQ(waits([&] { cudaMemcpyAsync(d, pinned, bytes, cudaMemcpyHostToDevice); }), 0u);
+  EXPECT_EQ(waits([&] { cudaMemcpyAsync(pinned, d, bytes, cudaMemcpyDeviceToHost); }), 0u);
+  EXPECT_EQ(waits([&] { cudaMemcpyAsync(d, d + 32, bytes / 2, cudaMemcpyDeviceToDevice); }), 0u);
+  EXPECT_EQ(waits([&] { cudaMemcpy(d, d + 32, bytes / 2, cudaMemcpyDeviceToDevice); }), 0u);
+  EXPECT_EQ(waits([&] { cudaMemcpy2D(pageable.data(), 16, d, 16, 16, 4, cudaMemcpyDeviceToHost); }),
+            1u);  // one wait, however many rows
+  EXPECT_EQ(waits([&] { cudaStreamSynchronize(nullptr); }), 1u);
+  EXPECT_EQ(waits([&] { touch<<<1, 32>>>(d); }), 0u);
+  void* scratch = nullptr;
+  EXPECT_EQ(waits([&] {
+              cudaMallocAsync(&scratch, 256, nullptr);
+              cudaFreeAsync(scratch, nullptr);
+            }),
+            0u);
+  EXPECT_EQ(waits([&] { cudaFree(d); }), 1u);
+  cudaFreeHost(pinned);
 }
 
 }  // namespace
