@@ -41,11 +41,12 @@ struct Shape {
 // hd 64: one token, one partial 64-row tile, exactly two tiles; hd 128: five tiles with a
 // ragged tail and nine; hd 48: a multiple of 16 other than 64 and 128; hd 20: no flash kernel,
 // so flash falls back to plain. The rest give every other flash head size (16, 32, 80, 96,
-// 112) one run, with T just past a tile boundary or ragged.
+// 112) one run, with T just past a tile boundary or ragged, and the large ones (160, 256:
+// issue 34) two tiles with a ragged tail.
 const Shape kShapes[] = {
-    {1, 1, 64, 1},    {2, 37, 128, 2}, {2, 128, 256, 4}, {1, 300, 512, 4},
-    {2, 520, 256, 2}, {1, 64, 96, 2},  {1, 16, 40, 2},   {1, 65, 64, 4},
-    {1, 70, 128, 4},  {1, 70, 160, 2}, {1, 130, 192, 2}, {1, 33, 224, 2},
+    {1, 1, 64, 1},    {2, 37, 128, 2}, {2, 128, 256, 4}, {1, 300, 512, 4}, {2, 520, 256, 2},
+    {1, 64, 96, 2},   {1, 16, 40, 2},  {1, 65, 64, 4},   {1, 70, 128, 4},  {1, 70, 160, 2},
+    {1, 130, 192, 2}, {1, 33, 224, 2}, {1, 70, 320, 2},  {1, 100, 512, 2},
 };
 
 // Multi-head shapes here (Hkv = H), element-wise bounds and all; grouped-query attention on the
@@ -265,6 +266,21 @@ void expect_backward_matches_cpu(const Path& path) {
     const Vec got = run_backward(path, s, c.dout, c.qkv, c.cpu);
     expect_within(got, c.cpu_dqkv, c.dqkv_tol, std::string(path.name) + " dqkv " + s.name());
   }
+}
+
+// Issue 34: head sizes up to 256 run the flash kernels (on a device with sm_80's or sm_90's
+// shared memory, as the emulator's is), so the shapes above test them rather than the plain
+// path; sizes that are not a multiple of 16, or above 256, do not.
+TEST(CudaAttention, FlashCoversHeadSizesUpTo256) {
+  FP8LM_REQUIRE_CUDA();
+  int optin = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0),
+            cudaSuccess);
+  for (int64_t hd = 16; hd <= 128; hd += 16) EXPECT_TRUE(cuda::flash_attention_head_size(hd)) << hd;
+  for (const int64_t hd : {160, 192, 224, 256})
+    EXPECT_EQ(cuda::flash_attention_head_size(hd), optin >= 163 * 1024) << hd;
+  for (const int64_t hd : {20, 136, 272, 512})
+    EXPECT_FALSE(cuda::flash_attention_head_size(hd)) << hd;
 }
 
 TEST(CudaAttention, PlainForwardMatchesCpu) {

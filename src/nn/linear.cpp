@@ -93,6 +93,21 @@ Fp8Out Linear::begin_fp8_forward(int64_t rows) {
   return store.begin_cast(gemm_, Slot::Input, qx_.data(), rows * in_);
 }
 
+bool Linear::same_weight_scale_as_cast() {
+  // The slot's scale version says the scale has not moved since the cast without reading it
+  // (issue 34: a read makes the host wait for the device, at every generated token otherwise);
+  // only after an update are the two scales read and compared, once.
+  ScalingStore& store = scaling();
+  const uint64_t now = store.scale_version(gemm_, Slot::Weight);
+  if (cast_scale_version_ == now) return true;
+  float cast = 0.0f, slot = 0.0f;
+  be_.download(&cast, w_scale_.data(), sizeof(float));
+  be_.download(&slot, store.scale(gemm_, Slot::Weight), sizeof(float));
+  if (cast != slot) return false;
+  cast_scale_version_ = now;
+  return true;
+}
+
 void Linear::keep_weight_scale() {
   ScalingStore& store = scaling();
   be_.copy(w_scale_.data(), store.scale(gemm_, Slot::Weight), sizeof(float));
@@ -127,11 +142,9 @@ const uint8_t* Linear::prepare_weight_fp8() {
   }
   // Reused across micro-batches (and generated tokens) while neither the weight nor its
   // delayed scale changed; current scaling derives its scale from the weight itself, so the
-  // version alone decides. The scale's version, not its value: reading the value back would
-  // make the host wait for the device at every call.
+  // version alone decides.
   const bool fresh = cast_version_ == weight_.version && cast_generation_ == store.generation() &&
-                     (recipe_.kind == ScalingKind::Current ||
-                      cast_scale_version_ == store.scale_version(gemm_, Slot::Weight));
+                     (recipe_.kind == ScalingKind::Current || same_weight_scale_as_cast());
   if (!fresh) requantize_weight(recipe_);
   return qw_.data();
 }
@@ -187,7 +200,6 @@ void Linear::adopt_fp8_weight(std::span<const uint8_t> codes, float scale, float
   w_scale_inv_.upload({scale_inv}, name_ + ".weight scale_inv");
   cast_version_ = weight_.version;
   cast_generation_ = scaling().generation();
-  // Kept as this rank's cast until its weight slot's scale changes (the next update).
   cast_scale_version_ = scaling().scale_version(gemm_, Slot::Weight);
 }
 

@@ -133,6 +133,8 @@ class Linear {
   void cast_through_slot(Slot s, const Fp8Out& out, const float* x, int64_t n);
   // Keeps the weight cast's scale and scale_inv (the slot's change with every update).
   void keep_weight_scale();
+  // Whether the weight slot's scale is still the one the kept cast was made with.
+  bool same_weight_scale_as_cast();
 
   // Block-scaled recipes (block, mxfp8, nvfp4; nn/linear_block.cpp). Every operand is cast
   // from FP32 for the GEMM that reads it, blocked along that GEMM's K: x and dy row-wise for
@@ -194,8 +196,10 @@ class Linear {
   bool recast_for_backward_ = false;
   BackendBuffer<float> w_scale_{be_, 1}, w_scale_inv_{be_, 1};  // the weight cast's
   uint64_t cast_version_ = ~uint64_t{0};
-  uint64_t cast_generation_ = 0;     // the store's generation the kept cast was made with
-  uint64_t cast_scale_version_ = 0;  // the weight slot's scale_version after the kept cast
+  uint64_t cast_generation_ = 0;  // the store's generation the kept cast was made with
+  // The weight slot's scale_version at which the kept cast's scale (w_scale_) was last known to
+  // be the slot's.
+  uint64_t cast_scale_version_ = 0;
   bool fp8_weights_ = false;
   // Block-scaled recipes: x's column-wise operand saved for wgrad, the four tensor scales
   // (x and dy, each row-wise and column-wise), and the seed forward saw for stochastic rounding.

@@ -9,7 +9,9 @@
 // Two implementations with one signature: a flash-style kernel (tiles in shared memory, an
 // online softmax, no T x T matrix) used by the model, and a plain one (batched GEMMs for
 // Q·Kᵀ and P·V with a causal softmax kernel between) that is its oracle in the tests. The flash
-// kernels exist for head sizes 16, 32, .., 128; any other head size runs the plain path.
+// kernels exist for head sizes 16, 32, .., 128 on every GPU and 160, 192, 224, 256 where a block
+// may have 163 KiB of shared memory (sm_80, sm_90); any other head size runs the plain path,
+// which holds B·H·T² scores.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -18,6 +20,8 @@ namespace fp8lm::cuda {
 
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t H, int64_t Hkv, cudaStream_t stream);
+// Whether head size hd runs the flash kernels on the current device (else the plain path).
+bool flash_attention_head_size(int64_t hd);
 // dqkv overwritten.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int64_t B, int64_t T, int64_t C, int64_t H, int64_t Hkv,
@@ -25,7 +29,6 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 
 // One new query per sequence against a KV cache [B, Tmax, Ckv] holding positions [0, len), the
 // new token's own k and v at len - 1: out [B, C], FP32 (kernels/cpu/attention.h's contract).
-// len * 4 bytes of scores per block must fit in 48 KiB of shared memory.
 void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
                       int64_t B, int64_t Tmax, int64_t len, int64_t C, int64_t H, int64_t Hkv,
                       cudaStream_t stream);

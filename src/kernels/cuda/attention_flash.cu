@@ -31,6 +31,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -84,18 +85,22 @@ struct Geometry {
       2 * kTileBytes + 2 * kScoreBytes + 2 * kProbBytes + 2 * kRowStatBytes;
   // K, V | S, dP | dS
   static constexpr size_t kDqBytes = 2 * kTileBytes + 2 * kScoreBytes + kProbBytes;
-  static_assert(HD % 16 == 0 && HD >= 16 && HD <= 128, "head size: a multiple of 16 up to 128");
+  static_assert(HD % 16 == 0 && HD >= 16 && HD <= 256, "head size: a multiple of 16 up to 256");
   static_assert(kTileBytes % 128 == 0 && kScoreBytes % 128 == 0 && kProbBytes % 128 == 0 &&
                     kOutBytes % 128 == 0,
                 "regions must keep 128-byte alignment");
 };
 
-// The smallest per-block opt-in shared memory among the GPUs built for (sm_86 and sm_89:
-// 99 KiB; sm_80 has 163, sm_90 227).
-constexpr size_t kMaxSharedBytes = 99 * 1024;
-static_assert(Geometry<128>::kForwardBytes <= kMaxSharedBytes, "forward tiles too large");
-static_assert(Geometry<128>::kDkDvBytes <= kMaxSharedBytes, "dK/dV tiles too large");
-static_assert(Geometry<128>::kDqBytes <= kMaxSharedBytes, "dQ tiles too large");
+// Head sizes up to 128 fit the smallest per-block opt-in shared memory among the GPUs built for
+// (sm_86 and sm_89: 99 KiB); up to 256 they need sm_80's 163 KiB (sm_90 has 227), which
+// fits_device() asks the device for, so consumer GPUs take the plain path there.
+constexpr size_t kEveryGpuSharedBytes = 99 * 1024;
+constexpr size_t kDatacenterSharedBytes = 163 * 1024;
+template <int HD>
+constexpr size_t kMostSharedBytes = std::max({Geometry<HD>::kForwardBytes, Geometry<HD>::kDkDvBytes,
+                                              Geometry<HD>::kDqBytes});
+static_assert(kMostSharedBytes<128> <= kEveryGpuSharedBytes, "head size 128: tiles too large");
+static_assert(kMostSharedBytes<256> <= kDatacenterSharedBytes, "head size 256: tiles too large");
 
 // 64 rows of HD BF16, contiguous in global memory, into a padded shared tile; 16 bytes a thread
 // per step.
@@ -422,9 +427,11 @@ __global__ void __launch_bounds__(kThreads)
   scale_and_store<HD>(dq + head + int64_t{row0} * HD, dq_acc, scale);
 }
 
-// The head sizes with kernels. A runtime head size becomes the template argument here, in one
-// place; false where there is no kernel.
-using HeadDims = std::integer_sequence<int, 16, 32, 48, 64, 80, 96, 112, 128>;
+// The head sizes with kernels: every multiple of 16 up to 128, and the common larger ones up to
+// 256 (issue 34: those took the plain path, whose T x T scores do not fit at long contexts). A
+// runtime head size becomes the template argument here, in one place; false where there is no
+// kernel.
+using HeadDims = std::integer_sequence<int, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256>;
 
 template <typename F, int... HDs>
 bool with_head_dim(int64_t hd, F&& f, std::integer_sequence<int, HDs...>) {
@@ -436,9 +443,20 @@ bool with_head_dim(int64_t hd, F&& f) {
   return with_head_dim(hd, f, HeadDims{});
 }
 
-bool has_kernel(int64_t hd) {
-  return with_head_dim(hd, [](auto) {});
+}  // namespace
+
+bool flash_attention_head_size(int64_t hd) {
+  size_t needed = 0;
+  if (!with_head_dim(hd, [&](auto head_dim) { needed = kMostSharedBytes<head_dim.value>; }))
+    return false;
+  if (needed <= kEveryGpuSharedBytes) return true;
+  int device = 0, optin = 0;
+  FP8LM_CUDA_CHECK(cudaGetDevice(&device));
+  FP8LM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return needed <= static_cast<size_t>(optin);
 }
+
+namespace {
 
 template <typename Kernel>
 void allow_shared_bytes(Kernel kernel, size_t bytes) {
@@ -463,12 +481,14 @@ dim3 grid_for(int64_t B, int64_t H, int64_t T, int64_t t_pad) {
 
 }  // namespace
 
-// Head sizes without a flash kernel (not a multiple of 16, or above 128) take the plain path.
+// Head sizes without flash kernels on this device (flash_attention_head_size) take the plain
+// path.
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t H, int64_t Hkv, cudaStream_t stream) {
   const QkvLayout lay(C, H, Hkv);
   const int64_t hd = lay.hd;
-  if (!has_kernel(hd)) return plain::attention_forward(out, lse, qkv, B, T, C, H, Hkv, stream);
+  if (!flash_attention_head_size(hd))
+    return plain::attention_forward(out, lse, qkv, B, T, C, H, Hkv, stream);
   if (B == 0 || T == 0) return;
   const int64_t t_pad = round_up(T, kRows);
   const int64_t n = B * H * t_pad * hd;
@@ -498,7 +518,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         cudaStream_t stream) {
   const QkvLayout lay(C, H, Hkv);
   const int64_t hd = lay.hd;
-  if (!has_kernel(hd)) {
+  if (!flash_attention_head_size(hd)) {
     return plain::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, H, Hkv, stream);
   }
   if (B == 0 || T == 0) return;
