@@ -23,8 +23,12 @@ add_library(fp8lm_cuda_emu STATIC ${FP8LM_CUDA_EMU_RUNTIME})
 target_include_directories(fp8lm_cuda_emu SYSTEM PUBLIC ${FP8LM_CUDA_EMU_DIR}/include)
 target_compile_options(fp8lm_cuda_emu PRIVATE ${FP8LM_WARNINGS})
 
-# Device code (the rewritten .cu files) checks the alignment of every typed load and store.
+# Device code (the rewritten .cu files) checks the alignment of every typed load and store, and
+# calls the shared-memory race check before each one (GCC's kernel-address instrumentation,
+# every access through a call, whose targets the emulator supplies: src/shared_races.h).
 set(FP8LM_CUDA_EMU_ALIGNMENT -fsanitize=alignment -fno-sanitize-recover=alignment)
+set(FP8LM_CUDA_EMU_RACES -fsanitize=kernel-address --param=asan-stack=0 --param=asan-globals=0
+  --param=asan-instrumentation-with-call-threshold=0)
 
 # The names src/CMakeLists.txt links fp8lm_cuda against.
 foreach(name cudart_static cublasLt)
@@ -78,7 +82,7 @@ function(fp8lm_cuda_emu_patch target)
   set_source_files_properties(${cu_sources} TARGET_DIRECTORY ${target} PROPERTIES
     GENERATED ON
     COMPILE_DEFINITIONS "__CUDACC__;__CUDA_ARCH__=900"
-    COMPILE_OPTIONS "-iquote;${out_root};-include;cuda_runtime.h;-Wno-conversion;-Wno-shadow;-Wno-pedantic;-Wno-unknown-pragmas;${FP8LM_CUDA_EMU_ALIGNMENT}")
+    COMPILE_OPTIONS "-iquote;${out_root};-include;cuda_runtime.h;-Wno-conversion;-Wno-shadow;-Wno-pedantic;-Wno-unknown-pragmas;${FP8LM_CUDA_EMU_ALIGNMENT};${FP8LM_CUDA_EMU_RACES}")
   target_compile_definitions(${target} PUBLIC FP8LM_CUDA_EMU=1)
   target_link_options(${target} PUBLIC ${FP8LM_CUDA_EMU_ALIGNMENT})
 endfunction()
@@ -97,7 +101,7 @@ if(FP8LM_BUILD_TESTS)
   add_executable(test_cuda_emu ${selftest_out})
   set_source_files_properties(${selftest_out} PROPERTIES
     COMPILE_DEFINITIONS "__CUDACC__;__CUDA_ARCH__=900"
-    COMPILE_OPTIONS "-include;cuda_runtime.h;${FP8LM_CUDA_EMU_ALIGNMENT}")
+    COMPILE_OPTIONS "-include;cuda_runtime.h;${FP8LM_CUDA_EMU_ALIGNMENT};${FP8LM_CUDA_EMU_RACES}")
   target_link_libraries(test_cuda_emu PRIVATE fp8lm_cuda_emu GTest::gtest_main)
   target_link_options(test_cuda_emu PRIVATE ${FP8LM_CUDA_EMU_ALIGNMENT})
   set_target_properties(test_cuda_emu PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)

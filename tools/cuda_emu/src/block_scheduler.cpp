@@ -9,6 +9,7 @@
 
 #include "emu/thread.h"
 #include "report.h"
+#include "shared_races.h"
 
 namespace emu::detail {
 namespace {
@@ -43,6 +44,7 @@ void maybe_release_barrier(Block& b) {
   if (b.barrier_arrived > 0 && b.barrier_arrived == b.live) {
     b.barrier_arrived = 0;
     ++b.barrier_generation;
+    race_interval_begins();
   }
 }
 
@@ -96,6 +98,7 @@ void run_block(Block& b) {
   b.barrier_arrived = 0;
   if (b.shared_bytes) std::memset(b.shared, 0xff, b.shared_bytes);  // like garbage: NaN
   b.poisoned.clear();
+  race_interval_begins();
   b.turns.resize(b.threads.size());
   std::iota(b.turns.begin(), b.turns.end(), 0u);
   if (order_seed() != 0) std::shuffle(b.turns.begin(), b.turns.end(), g_order);
@@ -196,6 +199,7 @@ bool run_blocks(dim3 grid, dim3 block, std::size_t shared_bytes, void (*body)(vo
   }
   g_running = nullptr;
   b.current = nullptr;
+  race_launch_ends();
   return !b.failed;
 }
 
@@ -216,6 +220,7 @@ void poison_shared(void* p, std::size_t bytes) {
   for (const void* q : b->poisoned)
     if (q == p) return;
   b->poisoned.push_back(p);
+  detail::race_static_shared(p, bytes);
   std::memset(p, 0xff, bytes);
 }
 
@@ -241,6 +246,7 @@ void sync_block() {
   if (++b.barrier_arrived == b.live) {
     b.barrier_arrived = 0;
     ++b.barrier_generation;
+    detail::race_interval_begins();
     return;
   }
   detail::wait_for_change(b.barrier_generation, generation, detail::Wait::Block);

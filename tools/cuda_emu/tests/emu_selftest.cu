@@ -7,11 +7,11 @@
 #include <gtest/gtest.h>
 #include <mma.h>
 
+#include <emu/host_syncs.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
-#include <emu/host_syncs.h>
 #include <vector>
 
 namespace {
@@ -80,20 +80,62 @@ TEST(CudaEmu, ShufflesExchangeLaneValues) {
   cudaFree(out);
 }
 
-// Each lane reads its neighbour's slot without __syncwarp: lanes run until they block, so of
-// each pair of neighbours the one whose turn comes first sees the poisoned shared memory.
-__global__ void missing_syncwarp(float* out) {
+// Each lane reads its neighbour's slot, with or without __syncwarp between the write and the
+// read. Without it the race check reports the first read of a slot its owner wrote.
+template <bool kSync>
+__global__ void neighbour_through_shared(float* out) {
   extern __shared__ float slot[];
-  slot[threadIdx.x] = 1.0f;
+  slot[threadIdx.x] = static_cast<float>(threadIdx.x);
+  if (kSync) __syncwarp();
   out[threadIdx.x] = slot[threadIdx.x ^ 1];
 }
 
-TEST(CudaEmu, MissingSyncwarpReadsPoison) {
+TEST(CudaEmu, MissingSyncwarpIsASharedMemoryRace) {
   float* out = device_copy(std::vector<float>(32));
-  missing_syncwarp<<<1, 32, 32 * sizeof(float)>>>(out);
+  neighbour_through_shared<true><<<1, 32, 32 * sizeof(float)>>>(out);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   const auto v = host_copy(out, 32);
-  EXPECT_EQ(std::count_if(v.begin(), v.end(), [](float x) { return std::isnan(x); }), 16);
+  for (int t = 0; t < 32; ++t) EXPECT_EQ(v[t], static_cast<float>(t ^ 1));
+  neighbour_through_shared<false><<<1, 32, 32 * sizeof(float)>>>(out);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  cudaFree(out);
+}
+
+// Warp 0 writes what warp 1 reads (kind 0), both write one word (1), or warp 1 overwrites what
+// warp 0 read (2): a race unless a __syncthreads separates them (kBarrier). Atomics on one word
+// (3) are never a race. (The word is picked by an argument: GCC's instrumentation, which the
+// race check rides on, leaves out accesses to static variables at offsets it knows.)
+template <int kKind, bool kBarrier>
+__global__ void across_warps(int* out, int at) {
+  __shared__ int words[4];
+  int& word = words[at];
+  const bool first = threadIdx.x == 0, second = threadIdx.x == 32;
+  if (first) word = 0;
+  __syncthreads();
+  if (kKind == 0 && first) word = 7;
+  if (kKind == 1 && (first || second)) word = static_cast<int>(threadIdx.x);
+  if (kKind == 2 && first) out[0] = word;
+  if (kKind == 3) atomicAdd(&word, 1);
+  if (kBarrier) __syncthreads();
+  if (kKind == 0 && second) out[0] = word;
+  if (kKind == 2 && second) word = 5;
+}
+
+TEST(CudaEmu, AccessesAcrossWarpsWithoutABarrierAreRaces) {
+  int* out = device_copy(std::vector<int>(1, 0));
+  across_warps<0, true><<<1, 64>>>(out, 1);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(host_copy(out, 1)[0], 7);
+  across_warps<0, false><<<1, 64>>>(out, 1);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);  // read after another's write
+  across_warps<1, true><<<1, 64>>>(out, 1);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);  // two writes in one interval
+  across_warps<2, false><<<1, 64>>>(out, 1);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);  // write after another's read
+  across_warps<2, true><<<1, 64>>>(out, 1);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  across_warps<3, false><<<1, 64>>>(out, 1);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   cudaFree(out);
 }
 

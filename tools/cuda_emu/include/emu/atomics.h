@@ -1,25 +1,32 @@
 #pragma once
-// Device atomics on host memory. Blocks run one at a time, but std::atomic_ref keeps them
-// right if a test launches kernels from several host threads at once.
-#include <atomic>
-#include <bit>
+// Device atomics on host memory. Blocks run one at a time, but real atomic operations keep
+// them right if a test launches kernels from several host threads at once.
+//
+// They are GCC's __atomic builtins written out in functions the shared-memory race check's
+// instrumentation leaves alone (src/shared_races.h: atomics may meet in any order). Not
+// std::atomic_ref: its member functions would not be inlined into a function without the
+// instrumentation, and so would be instrumented themselves.
 #include <cstdint>
+
+#define CUDA_EMU_ATOMIC __attribute__((no_sanitize_address))
 
 namespace emu {
 
 template <typename T>
-T atomic_add(T* p, T v) {
-  return std::atomic_ref<T>(*p).fetch_add(v);
+CUDA_EMU_ATOMIC T atomic_add(T* p, T v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
 
 // Applies f to the value at p atomically (a compare-exchange loop), returning the old value.
 template <typename T, typename F>
-T atomic_update(T* p, F f) {
-  std::atomic_ref<T> a(*p);
-  T old = a.load();
-  while (!a.compare_exchange_weak(old, f(old))) {
+CUDA_EMU_ATOMIC T atomic_update(T* p, F f) {
+  T old;
+  __atomic_load(p, &old, __ATOMIC_SEQ_CST);
+  for (;;) {
+    T next = f(old);
+    if (__atomic_compare_exchange(p, &old, &next, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+      return old;
   }
-  return old;
 }
 
 }  // namespace emu
@@ -55,17 +62,19 @@ T atomicMin(T* p, T v) {
   return emu::atomic_update(p, [v](T o) { return v < o ? v : o; });
 }
 template <typename T>
-T atomicExch(T* p, T v) {
-  return std::atomic_ref<T>(*p).exchange(v);
+CUDA_EMU_ATOMIC T atomicExch(T* p, T v) {
+  T old;
+  __atomic_exchange(p, &v, &old, __ATOMIC_SEQ_CST);
+  return old;
 }
 template <typename T>
-T atomicCAS(T* p, T compare, T v) {
-  std::atomic_ref<T>(*p).compare_exchange_strong(compare, v);
+CUDA_EMU_ATOMIC T atomicCAS(T* p, T compare, T v) {
+  __atomic_compare_exchange(p, &compare, &v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return compare;  // the old value, whether or not it matched
 }
-inline unsigned atomicOr(unsigned* p, unsigned v) {
-  return std::atomic_ref(*p).fetch_or(v);
+CUDA_EMU_ATOMIC inline unsigned atomicOr(unsigned* p, unsigned v) {
+  return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST);
 }
-inline unsigned atomicAnd(unsigned* p, unsigned v) {
-  return std::atomic_ref(*p).fetch_and(v);
+CUDA_EMU_ATOMIC inline unsigned atomicAnd(unsigned* p, unsigned v) {
+  return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST);
 }
