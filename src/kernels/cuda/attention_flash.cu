@@ -93,7 +93,7 @@ struct Geometry {
 
 // Head sizes up to 128 fit the smallest per-block opt-in shared memory among the GPUs built for
 // (sm_86 and sm_89: 99 KiB); up to 256 they need sm_80's 163 KiB (sm_90 has 227), which
-// fits_device() asks the device for, so consumer GPUs take the plain path there.
+// flash_attention_head_size() asks the device for, so consumer GPUs take the plain path there.
 constexpr size_t kEveryGpuSharedBytes = 99 * 1024;
 constexpr size_t kDatacenterSharedBytes = 163 * 1024;
 template <int HD>
