@@ -13,6 +13,7 @@
 #include "fp8/recipe.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/device_query.h"
+#include "kernels/cuda/op_times.h"
 #include "kernels/traffic.h"
 #include "nn/fusion.h"
 #include "nn/scratch.h"
@@ -41,6 +42,21 @@ std::string memory_json(fp8lm::GPT& model, const fp8lm::AdamW& opt) {
       static_cast<double>(moments) / mb, static_cast<double>(use.weight_casts) / mb,
       static_cast<double>(use.saved) / mb,
       static_cast<double>(fp8lm::scratch_footprint() + fp8lm::cpu::gemm_workspace_bytes()) / mb);
+}
+
+// A profiled step's device seconds by kind of op, and "idle": the step's wall time they leave.
+std::string op_seconds_json(const fp8lm::cuda::OpTimes& t, double step_seconds) {
+  std::string out = "{";
+  double busy = 0;
+  for (int k = 0; k < fp8lm::cuda::kOpKinds; ++k) {
+    const auto i = static_cast<size_t>(k);
+    out +=
+        fmt::format(R"("{}": {:.6f}, )",
+                    fp8lm::cuda::op_kind_name(static_cast<fp8lm::cuda::OpKind>(k)), t.seconds[i]);
+    busy += t.seconds[i];
+  }
+  return out +
+         fmt::format(R"("idle": {:.6f}, "step": {:.6f}}})", step_seconds - busy, step_seconds);
 }
 
 }  // namespace
@@ -91,8 +107,16 @@ int main(int argc, char** argv) {
     double fastest_step = 1e30;
     uint64_t comm_bytes = 0;
     fp8lm::Trainer trainer(c);
+    // On a GPU the last step is profiled (kernels/cuda/op_times.h): its device time by kind of
+    // op, the rest of its wall time the device's idle.
+    std::string op_seconds = "null";
+    int64_t steps_run = 0;
     while (!trainer.done()) {
+      const bool profiled = dev.cuda && ++steps_run == c.steps;
+      fp8lm::cuda::profile_ops(profiled);
       const fp8lm::StepStats s = trainer.train_step();
+      if (profiled) op_seconds = op_seconds_json(fp8lm::cuda::take_op_times(), s.step_seconds);
+      fp8lm::cuda::profile_ops(false);
       if (s.step == warmup_steps) {
         warm_seconds = s.seconds;
         fp8lm::cpu::reset_gemm_stats();
@@ -119,7 +143,7 @@ int main(int argc, char** argv) {
     if (fp8lm::world().rank() != 0) return 0;
     const auto per_step = [&](double x) { return x / static_cast<double>(timed_steps); };
     fmt::print(
-        R"({{"precision": "{}", "recipe": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "fastest_step_seconds": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}, "world_size": {}, "comm_seconds_per_step": {:.5f}, "comm_bytes_per_step": {:.0f}}})"
+        R"({{"precision": "{}", "recipe": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "fastest_step_seconds": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}, "world_size": {}, "comm_seconds_per_step": {:.5f}, "comm_bytes_per_step": {:.0f}, "last_step_op_seconds": {}}})"
         "\n",
         r.precision.label(), recipe,
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
@@ -130,7 +154,7 @@ int main(int argc, char** argv) {
         fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()), c.fusion ? "true" : "false",
         static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps),
         memory, dev.name, static_cast<double>(gpu_bytes) / (1 << 20), fp8lm::world().size(),
-        per_step(comm_seconds), per_step(static_cast<double>(comm_bytes)));
+        per_step(comm_seconds), per_step(static_cast<double>(comm_bytes)), op_seconds);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -5,7 +5,9 @@ block, mxfp8, nvfp4) beside the PyTorch peer (tools/torch_gpt_peer.py, BF16 auto
 the same model and batch, then the gates at 2048/12: issue 6's (FP8 >= 1.25x our BF16 tokens/s,
 our BF16 >= PyTorch BF16) and issue 34's goals (FP8 delayed and current >= 1.4x our BF16 and
 >= 1.6x PyTorch BF16 tokens/s, >= 700 model TFLOP/s on an H100/H200 SXM, Float8BlockScaling's
-step within 15% of delayed scaling's). About 3 minutes on an H200.
+step within 15% of delayed scaling's), and where each of our runs' last step at 2048/12 went
+(device time by kind of op: GEMMs, casts, attention, ...; idle: the device waited for the
+host). About 3 minutes on an H200.
 
 Usage: bench/gpu_bench.py [--build build/gpu] [--configs demo,2048/12] [--batch-size 8]
                           [--steps 5] [--json FILE] [--no-peer] [--no-gates]
@@ -228,6 +230,20 @@ def main():
                   f"{fmt(r.get('peak_gpu_mb'), '.0f')} | {r['seconds_per_step']:.4f} | {vs} |")
             sys.stdout.flush()
 
+    breakdown = [r for r in rows if r["engine"] == "fp8lm" and not r["error"]
+                 and r["config"] == GATE_CONFIG and r["result"].get("last_step_op_seconds")]
+    if breakdown:
+        kinds = ("gemm", "cast", "attention", "norm", "elementwise", "loss", "optimizer", "copy",
+                 "idle")
+        print(f"\nWhere {GATE_CONFIG}'s last step went (share of its wall time; idle: the device "
+              "waited for the host):")
+        print("| run | " + " | ".join(kinds) + " |")
+        print("|---|" + "---|" * len(kinds))
+        for r in breakdown:
+            t = r["result"]["last_step_op_seconds"]
+            label = r["precision"] + (f" {r['recipe']}" if r.get("recipe") else "")
+            print(f"| {label} | " + " | ".join(f"{100 * t.get(k, 0) / t['step']:.0f}%"
+                                             for k in kinds) + " |")
     print(f"\nGPU: {gpu or 'unknown'}; " + (
         f"dense peaks (TFLOP/s) of {peak['match']}: bf16 {peak['bf16']}, fp8 {fmt(peak['fp8'], '')}, "
         f"fp32 {peak['fp32']}" if peak["match"] else "peaks unknown: MFU n/a"))

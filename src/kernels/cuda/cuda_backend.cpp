@@ -1,6 +1,7 @@
 // The CUDA backend: device memory (cudaMalloc) and the kernels of kernels/cuda, all on the
 // device's default stream, in the order they are called. Every entry point makes the backend's
-// device current for its duration (DeviceGuard), whatever the caller's current device is.
+// device current for its duration (DeviceGuard), whatever the caller's current device is, and
+// while profiling is on times its work as one kind of op (OpScope, op_profile.h).
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/loss_embedding.h"
 #include "kernels/cuda/norms.h"
+#include "kernels/cuda/op_profile.h"
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/scaling.h"
@@ -59,27 +61,27 @@ class CudaBackend final : public Backend {
     if (p) cudaFree(p);
   }
   void upload(void* dst, const void* host, size_t bytes) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Copy, stream_);
     if (bytes) staging_.upload(dst, host, bytes, stream_);
   }
   void download(void* host, const void* src, size_t bytes) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Copy, stream_);
     if (bytes) FP8LM_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
   }
   void copy(void* dst, const void* src, size_t bytes) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Copy, stream_);
     if (bytes) {
       FP8LM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
     }
   }
   void zero(void* p, size_t bytes) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Copy, stream_);
     if (bytes) FP8LM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
   }
 
   void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
                  size_t rows) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Copy, stream_);
     if (rows == 0 || row_bytes == 0) return;
     FP8LM_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
                                        cudaMemcpyDeviceToDevice, stream_));
@@ -92,7 +94,7 @@ class CudaBackend final : public Backend {
   // which a module can still do by passing "TN" operands.
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
             const GemmOperand& B, float beta, float* C) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Gemm, stream_);
     if (A.block && B.block &&
         gemm_block_scaled(ta, tb, M, N, K, alpha, *A.block, *B.block, beta, C))
       return;
@@ -124,57 +126,57 @@ class CudaBackend final : public Backend {
 
   void norm_forward(const NormParams& n, const NormStats& st, ProducerOut out, float* s,
                     const float* x, const float* r, int64_t rows) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Norm, stream_);
     cuda::norm_forward(n.kind, out, s, st.mean, st.rstd, x, r, n.gamma, n.beta, rows, n.C, n.eps,
                        stream_);
   }
   void norm_backward(const NormParams& n, const NormStats& st, float* dx, float* dgamma,
                      float* dbeta, const float* dy, const float* x, int64_t rows) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Norm, stream_);
     cuda::norm_backward(n.kind, dx, dgamma, dbeta, dy, x, n.gamma, st.mean, st.rstd, rows, n.C,
                         stream_);
   }
   void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
                         int64_t F) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Elementwise, stream_);
     cuda::bias_act_forward(out, h, bias, act, rows, F, stream_);
   }
   void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
                     int64_t F) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Elementwise, stream_);
     cuda::act_backward(dh, dy, h, act, rows, F, stream_);
   }
 
   void add_bias(float* y, const float* bias, int64_t rows, int64_t C) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Elementwise, stream_);
     cuda::add_bias(y, bias, rows, C, stream_);
   }
   void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Elementwise, stream_);
     cuda::bias_backward(dbias, dy, rows, C, stream_);
   }
   void add(float* y, const float* a, const float* b, int64_t n) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Elementwise, stream_);
     cuda::add(y, a, b, n, stream_);
   }
   void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Cast, stream_);
     cuda::fp32_to_bf16(y, x, n, stream_);
   }
   void bf16_to_fp32(float* y, const bf16_t* x, int64_t n) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Cast, stream_);
     cuda::bf16_to_fp32(y, x, n, stream_);
   }
   void quantize(const Fp8Out& out, const float* x, int64_t n) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Cast, stream_);
     cuda::quantize(out, x, n, stream_);
   }
   void absmax(float* amax, const float* x, int64_t n) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Cast, stream_);
     cuda::absmax(amax, x, n, stream_);
   }
   void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Cast, stream_);
     check_block_cast(c);
     const size_t work = cuda::block_cast_work_floats(c);
     if (block_work_.size() < work) block_work_.resize(work);
@@ -194,60 +196,60 @@ class CudaBackend final : public Backend {
 
   void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,
                               AmaxComputeAlgo algo) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Cast, stream_);
     cuda::update_delayed_scaling(slots, first, count, margin, algo, stream_);
   }
   void scale_from_amax(float* scale, float* scale_inv, const float* amax, float fp8_max,
                        int margin) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Cast, stream_);
     cuda::scale_from_amax(scale, scale_inv, amax, fp8_max, margin, stream_);
   }
 
   void attention_forward(const AttentionShape& a, float* out, float* lse,
                          const float* qkv) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Attention, stream_);
     cuda::attention_forward(out, lse, qkv, a.B, a.T, a.C, a.H, a.Hkv, stream_);
   }
   void attention_backward(const AttentionShape& a, float* dqkv, const float* dout, const float* qkv,
                           const float* out, const float* lse) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Attention, stream_);
     cuda::attention_backward(dqkv, dout, qkv, out, lse, a.B, a.T, a.C, a.H, a.Hkv, stream_);
   }
   void rope(float* x, int64_t rows, int64_t T, int64_t pos0, int64_t stride, int64_t heads,
             int64_t hd, float theta, bool inverse) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Attention, stream_);
     cuda::rope(x, rows, T, pos0, stride, heads, hd, theta, inverse, stream_);
   }
 
   void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
                  int64_t total) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Optimizer, stream_);
     cuda::grad_norm(norm, clip, max_norm, table, n, total, stream_);
   }
   void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
                   const float* grad_scale) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Optimizer, stream_);
     cuda::adamw_step(table, n, total, h, grad_scale, stream_);
   }
 
   void attention_decode(const AttentionShape& a, int64_t len, float* out, const float* q,
                         const float* k_cache, const float* v_cache) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Attention, stream_);
     cuda::attention_decode(out, q, k_cache, v_cache, a.B, a.T, len, a.C, a.H, a.Hkv, stream_);
   }
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                          int64_t B, int64_t T, int64_t C) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Elementwise, stream_);
     cuda::embedding_forward(out, tokens, wte, wpe, B, T, C, stream_);
   }
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                           int64_t B, int64_t T, int64_t C) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Elementwise, stream_);
     cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, stream_);
   }
   void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Loss, stream_);
     cuda::argmax_rows(out, logits, rows, V, stream_);
   }
   // The CPU rejects a target >= V before touching any output: find_target_outside's verdict
@@ -257,7 +259,7 @@ class CudaBackend final : public Backend {
   // read: the step's only wait for the device here.
   float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
                               int64_t rows, int64_t V, float grad_scale) override {
-    const DeviceGuard guard(device_);
+    const OpScope entry(device_, OpKind::Loss, stream_);
     const auto n = static_cast<size_t>(rows);
     loss_io_.resize(2 * n + 1);  // [losses][targets][first row outside]
     auto* echo = reinterpret_cast<int32_t*>(loss_io_.data() + n);

@@ -1,5 +1,6 @@
 // Used when fp8lm is built without the CUDA backend (FP8LM_CUDA=OFF or no nvcc).
 #include "kernels/cuda/device_query.h"
+#include "kernels/cuda/op_times.h"
 
 #include "fp8lm/error.h"
 
@@ -11,6 +12,12 @@ DeviceQuery query_devices() {
 
 size_t memory_used_bytes(int) {
   return 0;
+}
+
+void profile_ops(bool) {}
+
+OpTimes take_op_times() {
+  return {};
 }
 
 Backend& backend(int) {

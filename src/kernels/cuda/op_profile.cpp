@@ -1,0 +1,85 @@
+#include "kernels/cuda/op_profile.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "fp8lm/error.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+struct Timed {
+  OpKind kind;
+  int device;
+  cudaEvent_t start, end;
+};
+
+std::atomic<bool> g_on{false};
+std::mutex g_mutex;
+std::vector<Timed> g_pending;                    // recorded, not yet summed
+std::map<int, std::vector<cudaEvent_t>> g_free;  // events to reuse, by device (theirs)
+
+// An event of the current device (`device`): a reused one, or a new one (null if none can be
+// made).
+cudaEvent_t take_event(int device) {
+  {
+    const std::lock_guard lock(g_mutex);
+    std::vector<cudaEvent_t>& free = g_free[device];
+    if (!free.empty()) {
+      cudaEvent_t e = free.back();
+      free.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  return cudaEventCreate(&e) == cudaSuccess ? e : nullptr;
+}
+
+}  // namespace
+
+void profile_ops(bool on) {
+  g_on = on;
+}
+
+OpTimes take_op_times() {
+  std::vector<Timed> pending;
+  {
+    const std::lock_guard lock(g_mutex);
+    pending.swap(g_pending);
+  }
+  OpTimes t;
+  for (const Timed& op : pending) {
+    FP8LM_CUDA_CHECK(cudaEventSynchronize(op.end));
+    float ms = 0.0f;
+    FP8LM_CUDA_CHECK(cudaEventElapsedTime(&ms, op.start, op.end));
+    t.seconds[static_cast<size_t>(op.kind)] += ms / 1e3;
+    t.ops[static_cast<size_t>(op.kind)] += 1;
+  }
+  const std::lock_guard lock(g_mutex);
+  for (const Timed& op : pending) {
+    g_free[op.device].push_back(op.start);
+    g_free[op.device].push_back(op.end);
+  }
+  return t;
+}
+
+OpScope::OpScope(int device, OpKind kind, cudaStream_t stream)
+    : guard_(device), kind_(kind), device_(device), stream_(stream) {
+  if (!g_on) return;
+  start_ = take_event(device_);
+  if (!start_) throw Error("profiling the CUDA backend's ops: no event could be created");
+  FP8LM_CUDA_CHECK(cudaEventRecord(start_, stream_));
+}
+
+OpScope::~OpScope() {
+  if (!start_) return;
+  // No throwing from a destructor: an event that cannot be made or recorded drops the op.
+  cudaEvent_t end = take_event(device_);
+  if (!end || cudaEventRecord(end, stream_) != cudaSuccess) return;
+  const std::lock_guard lock(g_mutex);
+  g_pending.push_back({kind_, device_, start_, end});
+}
+
+}  // namespace fp8lm::cuda

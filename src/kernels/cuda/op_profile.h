@@ -1,0 +1,27 @@
+#pragma once
+// The CUDA backend's entry points, timed by kind while profiling is on (op_times.h).
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/device_guard.h"
+#include "kernels/cuda/op_times.h"
+
+namespace fp8lm::cuda {
+
+// One CUDA backend entry point: its device made current (DeviceGuard) and, while profiling,
+// its work between two events.
+class OpScope {
+ public:
+  OpScope(int device, OpKind kind, cudaStream_t stream);
+  ~OpScope();
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  DeviceGuard guard_;
+  OpKind kind_;
+  int device_;
+  cudaStream_t stream_;
+  cudaEvent_t start_ = nullptr;  // null: not profiling
+};
+
+}  // namespace fp8lm::cuda
