@@ -17,6 +17,9 @@ struct Timed {
 };
 
 std::atomic<bool> g_on{false};
+// Entry points open on this thread: one entry point calling another (a GEMM padding its
+// operands through copy_rows) is timed once, as the outer one's kind.
+thread_local int t_depth = 0;
 std::mutex g_mutex;
 std::vector<Timed> g_pending;                    // recorded, not yet summed
 std::map<int, std::vector<cudaEvent_t>> g_free;  // events to reuse, by device (theirs)
@@ -67,13 +70,16 @@ OpTimes take_op_times() {
 
 OpScope::OpScope(int device, OpKind kind, cudaStream_t stream)
     : guard_(device), kind_(kind), device_(device), stream_(stream) {
-  if (!g_on) return;
-  start_ = take_event(device_);
-  if (!start_) throw Error("profiling the CUDA backend's ops: no event could be created");
-  FP8LM_CUDA_CHECK(cudaEventRecord(start_, stream_));
+  if (g_on && t_depth == 0) {
+    start_ = take_event(device_);
+    if (!start_) throw Error("profiling the CUDA backend's ops: no event could be created");
+    FP8LM_CUDA_CHECK(cudaEventRecord(start_, stream_));
+  }
+  ++t_depth;  // last: a constructor that throws leaves the depth as it was
 }
 
 OpScope::~OpScope() {
+  --t_depth;
   if (!start_) return;
   // No throwing from a destructor: an event that cannot be made or recorded drops the op.
   cudaEvent_t end = take_event(device_);

@@ -8,7 +8,7 @@
 namespace fp8lm::cuda {
 
 // One CUDA backend entry point: its device made current (DeviceGuard) and, while profiling,
-// its work between two events.
+// its work between two events (an entry point another one calls is part of the caller's).
 class OpScope {
  public:
   OpScope(int device, OpKind kind, cudaStream_t stream);
