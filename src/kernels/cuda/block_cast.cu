@@ -13,6 +13,8 @@
 // amax, which its global scale needs.
 // The amax is a maximum (fmaxf, NaN left out): the same whatever order the lanes take it in,
 // so the bits are the CPU's.
+#include <algorithm>
+
 #include "core/counter_rng.h"
 #include "core/e2m1.h"
 #include "fp8/hadamard.h"
@@ -75,7 +77,7 @@ struct Fp8Rule {
   }
   __device__ void value(int64_t i, float x, const Scale& s) const {
     const uint8_t code = fp8_encode<F>(x * s.multiplier);
-    codes[i] = code;
+    if (codes) codes[i] = code;  // null: not kept (block_cast.h)
     operand[i] = fp8_times_pow2_bf16<F>(code, s.decode);
   }
 };
@@ -115,7 +117,7 @@ struct Nvfp4Rule {
     const uint8_t code =
         kStochastic ? e2m1_encode_stochastic(v, counter_bits(sr_key, static_cast<uint32_t>(i)))
                     : e2m1_encode(v);
-    codes[i] = code;
+    if (codes) codes[i] = code;
     operand[i] = bf16_from_float(__fmul_rn(e2m1_decode(code), s.scale));
   }
 };
@@ -185,6 +187,56 @@ void launch_rule(const BlockGrid& bg, const Rule& rule, const float* x, cudaStre
   FP8LM_CUDA_CHECK_LAUNCH();
 }
 
+// A tensor's row-wise (1 x W blocks) and column-wise (W x 1) casts together, a CUDA block per
+// W x W tile: its warps cast the tile's rows as launch_rule's row kernel does, then its first W
+// threads its columns, reading the tile again while it is in cache, so the tensor leaves
+// device memory once for both copies (TE casts a tensor into both layouts in one kernel).
+template <class Rule>
+__global__ void pair_kernel(Rule row, Rule col, const float* x, int64_t rows, int64_t cols, int W) {
+  row.start();
+  col.start();
+  const int64_t tile_cols = (cols + W - 1) / W, tiles = (rows + W - 1) / W * tile_cols;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t r0 = tile / tile_cols * W, c0 = tile % tile_cols * W;
+    const int nr = static_cast<int>(rows - r0 < W ? rows - r0 : W);
+    const int nc = static_cast<int>(cols - c0 < W ? cols - c0 : W);
+    for (int r = warp; r < nr; r += warps) {  // row blocks: a warp per row of the tile
+      const float* in = x + (r0 + r) * cols + c0;
+      float amax = 0.0f;
+      for (int c = lane; c < nc; c += 32) amax = fmaxf(amax, fabsf(in[c]));
+      for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, o));
+      const auto scale = row.block((r0 + r) * tile_cols + c0 / W, amax, lane == 0);
+      for (int c = lane; c < nc; c += 32) row.value((r0 + r) * cols + c0 + c, in[c], scale);
+    }
+    for (int c = static_cast<int>(threadIdx.x); c < nc; c += static_cast<int>(blockDim.x)) {
+      const float* in = x + r0 * cols + c0 + c;  // column blocks: a thread per column
+      float amax = 0.0f;
+      for (int r = 0; r < nr; ++r) amax = fmaxf(amax, fabsf(in[r * cols]));
+      const auto scale = col.block(r0 / W * cols + c0 + c, amax, true);
+      for (int r = 0; r < nr; ++r) col.value((r0 + r) * cols + c0 + c, in[r * cols], scale);
+    }
+  }
+}
+
+template <DType F, bool kMx>
+void launch_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
+                 const BlockCastOut& col_out, const float* x, cudaStream_t stream) {
+  using Rule = Fp8Rule<F, kMx>;
+  const BlockGrid& g = row.grid;
+  const int64_t W = g.block_cols;
+  const int64_t tiles = (g.rows + W - 1) / W * ((g.cols + W - 1) / W);
+  pair_kernel<Rule>
+      <<<static_cast<unsigned>(std::min(tiles, kMaxBlocks)), W >= 128 ? 128 : 64, 0, stream>>>(
+          Rule{row_out.codes, row_out.scales, row_out.operand, row_out.tensor_scale_inv,
+               row.params},
+          Rule{col_out.codes, col_out.scales, col_out.operand, col_out.tensor_scale_inv,
+               col.params},
+          x, g.rows, g.cols, static_cast<int>(W));
+  FP8LM_CUDA_CHECK_LAUNCH();
+}
+
 template <DType F, bool kMx>
 void launch(const BlockCast& c, const BlockCastOut& out, const float* x, cudaStream_t stream) {
   launch_rule(c.grid,
@@ -245,6 +297,25 @@ void launch_nvfp4(const BlockCast& c, const BlockCastOut& out, const float* x, f
 }
 
 }  // namespace
+
+bool block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
+                     const BlockCastOut& col_out, const float* x, cudaStream_t stream) {
+  const BlockGrid &r = row.grid, &c = col.grid;
+  const int64_t W = r.block_cols;
+  if (row.scheme != col.scheme || row.scheme == BlockScheme::Nvfp4 || row.format != col.format ||
+      r.rows != c.rows || r.cols != c.cols || r.block_rows != 1 || c.block_cols != 1 ||
+      c.block_rows != W || W < 2 || W > 1024)
+    return false;
+  if (r.rows <= 0 || r.cols <= 0) return true;
+  const bool mx = row.scheme == BlockScheme::Mxfp8;
+  if (row.format == DType::E4M3)
+    mx ? launch_pair<DType::E4M3, true>(row, row_out, col, col_out, x, stream)
+       : launch_pair<DType::E4M3, false>(row, row_out, col, col_out, x, stream);
+  else
+    mx ? launch_pair<DType::E5M2, true>(row, row_out, col, col_out, x, stream)
+       : launch_pair<DType::E5M2, false>(row, row_out, col, col_out, x, stream);
+  return true;
+}
 
 size_t block_cast_work_floats(const BlockCast& c) {
   return c.scheme == BlockScheme::Nvfp4 ? static_cast<size_t>(c.grid.rows * c.grid.cols) + 1 : 0;

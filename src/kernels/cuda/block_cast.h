@@ -16,5 +16,10 @@ size_t block_cast_work_floats(const BlockCast& c);
 // message); `work` holds block_cast_work_floats(c).
 void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work,
                 cudaStream_t stream);
+// A tensor's row-wise and column-wise FP8 casts (fp8/block_cast.h's block_cast_pair: 1 x W and
+// W x 1 blocks of one scheme and format) in one kernel, the same bits as two block_cast calls;
+// false, having done nothing, for pairs it does not take (NVFP4, other grids).
+bool block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
+                     const BlockCastOut& col_out, const float* x, cudaStream_t stream);
 
 }  // namespace fp8lm::cuda

@@ -194,6 +194,21 @@ class CudaBackend final : public Backend {
     *out.stats = block_scale_stats(c, hx.data(), codes.data(), scales.data(), tsi);
   }
 
+  // The row-wise and column-wise FP8 casts of one tensor in one kernel where it takes them
+  // (cuda::block_cast_pair); statistics (snapshot steps) and NVFP4 make the two casts.
+  void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
+                       const BlockCastOut& col_out, const float* x) override {
+    {
+      const OpScope entry(device_, OpKind::Cast, stream_);
+      check_block_cast(row);
+      check_block_cast(col);
+      if (!row_out.stats && !col_out.stats &&
+          cuda::block_cast_pair(row, row_out, col, col_out, x, stream_))
+        return;
+    }
+    Backend::block_cast_pair(row, row_out, col, col_out, x);
+  }
+
   void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,
                               AmaxComputeAlgo algo) override {
     const OpScope entry(device_, OpKind::Cast, stream_);
