@@ -55,6 +55,11 @@ struct Fp8Rule {
   float* tensor_scale_inv;
   BlockScalingParams params;
 
+  // The rule writing a cast's outputs.
+  static Fp8Rule of(const BlockCast& c, const BlockCastOut& out) {
+    return {out.codes, out.scales, out.operand, out.tensor_scale_inv, c.params};
+  }
+
   struct Scale {
     float multiplier, decode;
   };
@@ -195,7 +200,7 @@ template <class Rule>
 __global__ void pair_kernel(Rule row, Rule col, const float* x, int64_t rows, int64_t cols, int W) {
   row.start();
   col.start();
-  const int64_t tile_cols = (cols + W - 1) / W, tiles = (rows + W - 1) / W * tile_cols;
+  const int64_t tile_cols = ceil_div(cols, W), tiles = ceil_div(rows, W) * tile_cols;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int warps = static_cast<int>(blockDim.x / 32);
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -220,28 +225,15 @@ __global__ void pair_kernel(Rule row, Rule col, const float* x, int64_t rows, in
   }
 }
 
-template <DType F, bool kMx>
-void launch_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
-                 const BlockCastOut& col_out, const float* x, cudaStream_t stream) {
-  using Rule = Fp8Rule<F, kMx>;
-  const BlockGrid& g = row.grid;
-  const int64_t W = g.block_cols;
-  const int64_t tiles = (g.rows + W - 1) / W * ((g.cols + W - 1) / W);
-  pair_kernel<Rule>
-      <<<static_cast<unsigned>(std::min(tiles, kMaxBlocks)), W >= 128 ? 128 : 64, 0, stream>>>(
-          Rule{row_out.codes, row_out.scales, row_out.operand, row_out.tensor_scale_inv,
-               row.params},
-          Rule{col_out.codes, col_out.scales, col_out.operand, col_out.tensor_scale_inv,
-               col.params},
-          x, g.rows, g.cols, static_cast<int>(W));
-  FP8LM_CUDA_CHECK_LAUNCH();
-}
-
-template <DType F, bool kMx>
-void launch(const BlockCast& c, const BlockCastOut& out, const float* x, cudaStream_t stream) {
-  launch_rule(c.grid,
-              Fp8Rule<F, kMx>{out.codes, out.scales, out.operand, out.tensor_scale_inv, c.params},
-              x, stream);
+// fn(Fp8Rule<F, kMx>{}) for the cast's FP8 format and scheme (MXFP8 or Float8BlockScaling).
+template <class Fn>
+void with_fp8_rule(const BlockCast& c, Fn&& fn) {
+  const bool mx = c.scheme == BlockScheme::Mxfp8;
+  if (c.format == DType::E4M3) {
+    mx ? fn(Fp8Rule<DType::E4M3, true>{}) : fn(Fp8Rule<DType::E4M3, false>{});
+  } else {
+    mx ? fn(Fp8Rule<DType::E5M2, true>{}) : fn(Fp8Rule<DType::E5M2, false>{});
+  }
 }
 
 struct RhtSigns {
@@ -307,13 +299,14 @@ bool block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const Bl
       c.block_rows != W || W < 2 || W > 1024)
     return false;
   if (r.rows <= 0 || r.cols <= 0) return true;
-  const bool mx = row.scheme == BlockScheme::Mxfp8;
-  if (row.format == DType::E4M3)
-    mx ? launch_pair<DType::E4M3, true>(row, row_out, col, col_out, x, stream)
-       : launch_pair<DType::E4M3, false>(row, row_out, col, col_out, x, stream);
-  else
-    mx ? launch_pair<DType::E5M2, true>(row, row_out, col, col_out, x, stream)
-       : launch_pair<DType::E5M2, false>(row, row_out, col, col_out, x, stream);
+  const int64_t tiles = ceil_div(r.rows, W) * ceil_div(r.cols, W);
+  with_fp8_rule(row, [&](auto tag) {
+    using Rule = decltype(tag);
+    pair_kernel<Rule>
+        <<<static_cast<unsigned>(std::min(tiles, kMaxBlocks)), W >= 128 ? 128 : 64, 0, stream>>>(
+            Rule::of(row, row_out), Rule::of(col, col_out), x, r.rows, r.cols, static_cast<int>(W));
+    FP8LM_CUDA_CHECK_LAUNCH();
+  });
   return true;
 }
 
@@ -325,13 +318,7 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
                 cudaStream_t stream) {
   if (c.grid.rows <= 0 || c.grid.cols <= 0) return;
   if (c.scheme == BlockScheme::Nvfp4) return launch_nvfp4(c, out, x, work, stream);
-  const bool mx = c.scheme == BlockScheme::Mxfp8;
-  if (c.format == DType::E4M3)
-    mx ? launch<DType::E4M3, true>(c, out, x, stream)
-       : launch<DType::E4M3, false>(c, out, x, stream);
-  else
-    mx ? launch<DType::E5M2, true>(c, out, x, stream)
-       : launch<DType::E5M2, false>(c, out, x, stream);
+  with_fp8_rule(c, [&](auto tag) { launch_rule(c.grid, decltype(tag)::of(c, out), x, stream); });
 }
 
 }  // namespace fp8lm::cuda
