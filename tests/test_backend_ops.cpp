@@ -504,6 +504,49 @@ TEST(BackendOps, RopeAgreesWithTheReferenceOnEveryBackend) {
   }
 }
 
+// TE's cast_transpose (quantize_transposed) and the codes' transpose: both layouts' codes and
+// the cast's amax and counts bit for bit the reference quantize's, with the row-wise codes
+// written or skipped, over ragged tile edges.
+TEST(BackendOps, Fp8TransposesAgreeWithTheReferenceOnEveryBackend) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 45}, {33, 17}, {70, 96}}) {
+    const int64_t n = rows * cols;
+    const Vec x = test::random_with_specials(static_cast<size_t>(n), 29);
+    for (const DType f : {DType::E4M3, DType::E5M2}) {
+      std::vector<uint8_t> want(static_cast<size_t>(n)), want_t(want.size());
+      const CastStats want_stats = quantize(want.data(), x.data(), n, 48.0f, f);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          want_t[size_t(c * rows + r)] = want[size_t(r * cols + c)];
+      for (const BackendUnderTest& bt : present_backends()) {
+        Backend& be = bt.be;
+        for (const bool rowwise : {true, false}) {
+          SCOPED_TRACE(be.name() + " " + std::string(dtype_short_name(f)) + " " +
+                       std::to_string(rows) + "x" + std::to_string(cols) +
+                       (rowwise ? "" : " transposed only"));
+          const Buf<float> d_x(be, x), scale(be, Vec{48.0f});
+          Buf<float> amax(be, Vec{0.0f});
+          Buf<unsigned long long> counts(be, std::vector<unsigned long long>{0, 0});
+          const std::vector<uint8_t> zeros(want.size());
+          Buf<uint8_t> codes(be, zeros), t(be, zeros), back(be, zeros);
+          be.quantize_transposed({rowwise ? codes.data() : nullptr, scale.data(), amax.data(), f,
+                                  counts.data(), counts.data() + 1},
+                                 t.data(), d_x.data(), rows, cols);
+          if (rowwise) {
+            EXPECT_EQ(codes.to_host(), want);
+          }
+          EXPECT_EQ(t.to_host(), want_t);
+          const auto k = counts.to_host();
+          test::expect_same_stats(
+              {amax.to_host()[0], static_cast<int64_t>(k[0]), static_cast<int64_t>(k[1])},
+              want_stats);
+          be.transpose_fp8(back.data(), t.data(), cols, rows);
+          EXPECT_EQ(back.to_host(), want);
+        }
+      }
+    }
+  }
+}
+
 TEST(BackendOps, EmbeddingAgreesWithTheReferenceOnEveryBackend) {
   const int64_t batch = 3, len = 5, C = 16, V = 4;  // few tokens: repeats accumulate
   std::vector<int32_t> tokens(static_cast<size_t>(batch * len));

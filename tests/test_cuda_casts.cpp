@@ -1,6 +1,6 @@
 // The device casts (kernels/cuda/quantize.h) against their CPU twins: FP8 codes, amax and the
 // saturated/flushed counts of fp8lm::quantize bit for bit; BF16 against bf16_from_float bit
-// for bit; the FP8 transpose against a host transpose.
+// for bit; the FP8 transpose against a host transpose, and the cast fused with it against both.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -164,8 +164,9 @@ struct Shape {
   int64_t rows, cols;
 };
 // One element; one row; one column; tile edges in both directions; whole tiles; many row
-// tiles with a ragged last one.
-const Shape kShapes[] = {{1, 1}, {1, 45}, {33, 1}, {17, 33}, {64, 128}, {300, 70}};
+// tiles with a ragged last one; more 32x32 tiles (4126) than the kernels' blocks (4096), so a
+// block takes several.
+const Shape kShapes[] = {{1, 1}, {1, 45}, {33, 1}, {17, 33}, {64, 128}, {300, 70}, {40, 66000}};
 
 // codes [rows, cols] transposed.
 std::vector<uint8_t> transpose(const std::vector<uint8_t>& codes, int64_t rows, int64_t cols) {
@@ -187,6 +188,32 @@ TEST(CudaTransposeFp8, TransposesBytes) {
     cuda::transpose_fp8(d_t.data(), d_codes.data(), s.rows, s.cols, nullptr);
     EXPECT_EQ(to_host(d_t.data(), codes.size()), transpose(codes, s.rows, s.cols))
         << s.rows << "x" << s.cols;
+  }
+}
+
+// TE's cast_transpose: both layouts' codes and the cast's statistics equal the CPU's quantize
+// (and its transpose) bit for bit, with or without the row-wise codes; the tile loop covers
+// ragged edges and blocks that take several tiles.
+TEST(CudaQuantizeTransposed, BothLayoutsAndStatsMatchCpuBitForBit) {
+  FP8LM_REQUIRE_CUDA();
+  for (const Shape& s : kShapes) {
+    const auto x = test::random_with_specials(static_cast<size_t>(s.rows * s.cols), 19);
+    const auto d_x = to_device(x);
+    for (DType f : kFormats) {
+      for (const bool rowwise : {true, false}) {
+        SCOPED_TRACE(testing::Message() << dtype_short_name(f) << " " << s.rows << "x" << s.cols
+                                        << (rowwise ? " with row-wise codes" : " transposed only"));
+        CastStats want;
+        const auto want_codes = cpu_codes(x, 224.0f, f, &want);
+        DeviceBuffer<uint8_t> d_codes(x.size()), d_t(x.size());
+        DeviceCastState state(224.0f);
+        cuda::quantize_transposed(state.out(rowwise ? d_codes.data() : nullptr, f), d_t.data(),
+                                  d_x.data(), s.rows, s.cols, nullptr);
+        if (rowwise) expect_same_codes(to_host(d_codes.data(), x.size()), want_codes, x, "code");
+        EXPECT_EQ(to_host(d_t.data(), x.size()), transpose(want_codes, s.rows, s.cols));
+        test::expect_same_stats(state.stats(), want);
+      }
+    }
   }
 }
 

@@ -93,6 +93,13 @@ class Backend {
   virtual void quantize(const Fp8Out& out, const float* x, int64_t n) = 0;
   // *amax = max(*amax, max|x|), NaN ignored.
   virtual void absmax(float* amax, const float* x, int64_t n) = 0;
+  // TE's cast_transpose: quantize's codes of x [rows, cols] into out.data (skipped where null)
+  // and, from the same read of x, as [cols, rows] into transposed; statistics as quantize.
+  virtual void quantize_transposed(const Fp8Out& out, uint8_t* transposed, const float* x,
+                                   int64_t rows, int64_t cols) = 0;
+  // transposed [cols, rows] = codes [rows, cols].
+  virtual void transpose_fp8(uint8_t* transposed, const uint8_t* codes, int64_t rows,
+                             int64_t cols) = 0;
 
   // --- FP8 scaling state (ScalingSlots, kernels/tensor.h) ---
   // Delayed scaling of slots [first, first + count), each as fp8/scaling.h's
@@ -160,6 +167,10 @@ class Backend {
   // them (GemmOperand::block): Float8BlockScaling on Hopper (kernels/cuda/block_gemm.h). Else
   // block-scaled GEMMs are BF16 GEMMs of the exactly decoded operands ("emulated").
   virtual bool block_scaled_gemms(BlockScheme) const { return false; }
+  // Whether FP8 GEMMs take their operands K-major only (C = A · Bᵀ, cuBLASLt's one FP8 layout):
+  // gemm then copies every other layout first, so modules pass operands already so, made once
+  // per tensor (quantize_transposed) and per weight version.
+  virtual bool fp8_gemms_want_tn() const { return false; }
 
  protected:
   [[noreturn]] void refuse(OptionalOp op) const;

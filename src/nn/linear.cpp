@@ -73,14 +73,17 @@ ScalingStore& Linear::scaling() {
   return *store_;
 }
 
-void Linear::cast_through_slot(Slot s, const Fp8Out& out, const float* x, int64_t n) {
+void Linear::cast_through_slot(Slot s, const Fp8Out& out, const float* x, int64_t rows,
+                               int64_t cols, uint8_t* transposed) {
   // Delayed scaling casts with the slot's scale; current scaling first sets it from x's own
   // amax (fp8/scaling.h's cast_current_scaling).
+  const int64_t n = rows * cols;
   if (recipe_.kind == ScalingKind::Current) {
     amax_.zero();
     be_.absmax(amax_.data(), x, n);
     scaling().scale_from_amax(gemm_, s, amax_.data(), recipe_.current());
   }
+  if (transposed) return be_.quantize_transposed(out, transposed, x, rows, cols);
   be_.quantize(out, x, n);
 }
 
@@ -89,8 +92,20 @@ Fp8Out Linear::begin_fp8_forward(int64_t rows) {
   ScalingStore& store = scaling();
   store.conform(recipe_.delayed);
   autocast_register(store);
-  qx_.resize(static_cast<size_t>(rows * in_));
-  return store.begin_cast(gemm_, Slot::Input, qx_.data(), rows * in_);
+  const int64_t n = rows * in_;
+  // On a backend whose FP8 GEMMs want K-major operands, a training forward keeps only the
+  // transposed codes wgrad reads (qx_t_, made here, TE's columnwise usage): the row-wise ones
+  // serve this forward's GEMM alone, from scratch.
+  transpose_input_ = tn_ && training_forward();
+  input_transposed_ = false;
+  if (transpose_input_) {
+    x_codes_ = scratch<uint8_t>(be_, Scratch::InputFp8, n);
+    qx_t_.resize(static_cast<size_t>(n));
+  } else {
+    qx_.resize(static_cast<size_t>(n));
+    x_codes_ = qx_.data();
+  }
+  return store.begin_cast(gemm_, Slot::Input, x_codes_, n);
 }
 
 bool Linear::same_weight_scale_as_cast() {
@@ -134,7 +149,7 @@ const uint8_t* Linear::prepare_weight_fp8() {
   if (training_forward()) {
     uint8_t* codes = scratch<uint8_t>(be_, Scratch::WeightFp8, n);
     cast_through_slot(Slot::Weight, store.begin_cast(gemm_, Slot::Weight, codes, n), weight_.data(),
-                      n);
+                      out_, in_);
     keep_weight_scale();
     recast_for_backward_ = true;
     cast_version_ = ~uint64_t{0};  // the kept cast (if any) is not what this step used
@@ -150,13 +165,29 @@ const uint8_t* Linear::prepare_weight_fp8() {
 }
 
 const uint8_t* Linear::weight_fp8_for_backward() {
-  if (!recast_for_backward_) return qw_.data();
-  // Forward's codes again: the same master weight at the same scale. A plain quantize, so the
-  // slot's amax history records the weight once per step, as with a kept cast.
   const int64_t n = weight_.numel();
+  if (!recast_for_backward_) {
+    if (!tn_) return qw_.data();
+    // The kept cast's codes as dgrad's K-major operand [in, out]: transposed once per cast
+    // (per weight version), not per micro-batch.
+    if (qw_t_cast_ != qw_cast_) {
+      qw_t_.resize(static_cast<size_t>(n));
+      be_.transpose_fp8(qw_t_.data(), qw_.data(), out_, in_);
+      qw_t_cast_ = qw_cast_;
+    }
+    return qw_t_.data();
+  }
+  // Forward's codes again: the same master weight at the same scale, straight into dgrad's
+  // layout. No amax, so the slot's history records the weight once per step, as with a kept
+  // cast.
   uint8_t* codes = scratch<uint8_t>(be_, Scratch::WeightFp8, n);
-  be_.quantize({codes, w_scale_.data(), nullptr, scaling().format(gemm_, Slot::Weight)},
-               weight_.data(), n);
+  const DType format = scaling().format(gemm_, Slot::Weight);
+  if (tn_) {
+    be_.quantize_transposed({nullptr, w_scale_.data(), nullptr, format}, codes, weight_.data(),
+                            out_, in_);
+  } else {
+    be_.quantize({codes, w_scale_.data(), nullptr, format}, weight_.data(), n);
+  }
   return codes;
 }
 
@@ -176,7 +207,8 @@ void Linear::requantize_weight(const Fp8Recipe& recipe) {
   const int64_t n = weight_.numel();
   qw_.resize(static_cast<size_t>(n));
   cast_through_slot(Slot::Weight, store.begin_cast(gemm_, Slot::Weight, qw_.data(), n),
-                    weight_.data(), n);
+                    weight_.data(), out_, in_);
+  ++qw_cast_;
   keep_weight_scale();
   cast_version_ = weight_.version;
   cast_generation_ = store.generation();
@@ -196,6 +228,7 @@ void Linear::adopt_fp8_weight(std::span<const uint8_t> codes, float scale, float
   be_.upload(scaling().amax(gemm_, Slot::Weight), &amax, sizeof(float));
   qw_.resize(codes.size());
   qw_.upload_bytes(codes, name_ + ".weight (FP8)");
+  ++qw_cast_;
   w_scale_.upload({scale}, name_ + ".weight scale");
   w_scale_inv_.upload({scale_inv}, name_ + ".weight scale_inv");
   cast_version_ = weight_.version;
@@ -210,7 +243,10 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
     return forward_block(x, y, rows, add_bias);
   }
   if (mode_ == Precision::Fp8) {
-    cast_through_slot(Slot::Input, begin_fp8_forward(rows), x, rows * in_);
+    const Fp8Out out = begin_fp8_forward(rows);
+    uint8_t* transposed = transpose_input_ ? qx_t_.data() : nullptr;
+    cast_through_slot(Slot::Input, out, x, rows, in_, transposed);
+    input_transposed_ = transposed != nullptr;
     forward_fp8_input(y, rows, add_bias);
     return;
   }
@@ -232,9 +268,16 @@ void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
   ScalingStore& store = scaling();
   be_.copy(x_scale_inv_.data(), store.scale_inv(gemm_, Slot::Input), sizeof(float));
   const uint8_t* qw = prepare_weight_fp8();
-  // The input codes are what backward's weight gradient uses: one byte per value saved.
+  // The input codes (or their transpose) are what backward's weight gradient uses: one byte
+  // per value saved. A producer wrote them row-wise only.
+  if (transpose_input_ && !input_transposed_) {
+    be_.transpose_fp8(qx_t_.data(), x_codes_, rows, in_);
+    input_transposed_ = true;
+  }
   const GemmOperand w{qw, store.format(gemm_, Slot::Weight), w_scale_inv_.data()};
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
+  const DType x_format = store.format(gemm_, Slot::Input);
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, {x_codes_, x_format, x_scale_inv_.data()}, w,
+           0.0f, y);
   record_if_non_finite(y, rows * out_);
   if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
 }
@@ -248,8 +291,10 @@ GemmOperand Linear::weight_for_dgrad() {
 
 GemmOperand Linear::saved_input() {
   if (mode_ == Precision::Bf16) return {x16_.data(), DType::BF16};
-  if (mode_ == Precision::Fp8)
-    return {qx_.data(), store_->format(gemm_, Slot::Input), x_scale_inv_.data()};
+  if (mode_ == Precision::Fp8) {
+    const uint8_t* codes = input_transposed_ ? qx_t_.data() : qx_.data();
+    return {codes, store_->format(gemm_, Slot::Input), x_scale_inv_.data()};
+  }
   return {x_, DType::F32};
 }
 
@@ -266,22 +311,43 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
     if (bf16_grad) be_.accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
     return;
   }
-  // dy as this mode's GEMMs take it.
+  // FP8 GEMMs in the one layout the backend takes without copies (issue 34): dgrad against
+  // the weight's transposed codes, wgrad on dy's and x's, each transposed once (TE's
+  // cast_transpose: dy's in the same kernel as its cast).
+  const bool tn = mode_ == Precision::Fp8 && tn_;
+  if (tn && !input_transposed_) {  // a forward outside training kept row-wise codes only
+    qx_t_.resize(static_cast<size_t>(rows * in_));
+    be_.transpose_fp8(qx_t_.data(), qx_.data(), rows, in_);
+    input_transposed_ = true;
+  }
+  // dy as this mode's GEMMs take it: g for dgrad, gw for wgrad.
   GemmOperand g{dy, DType::F32};
   if (mode_ == Precision::Bf16) {
     bf16_t* dy16 = scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_);
     be_.fp32_to_bf16(dy16, dy, rows * out_);
     g = {dy16, DType::BF16};
-  } else if (mode_ == Precision::Fp8) {
-    ScalingStore& store = scaling();
-    uint8_t* qdy = scratch<uint8_t>(be_, Scratch::LinearDy, rows * out_);
-    cast_through_slot(Slot::GradOutput, store.begin_cast(gemm_, Slot::GradOutput, qdy, rows * out_),
-                      dy, rows * out_);
-    be_.copy(dy_scale_inv_.data(), store.scale_inv(gemm_, Slot::GradOutput), sizeof(float));
-    g = {qdy, store.format(gemm_, Slot::GradOutput), dy_scale_inv_.data()};
   }
-  if (dx) be_.gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g, weight_for_dgrad(), beta, dx);
-  be_.gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, g, saved_input(), wbeta, dw);
+  GemmOperand gw = g;
+  if (mode_ == Precision::Fp8) {
+    ScalingStore& store = scaling();
+    uint8_t* qdy = dx || !tn ? scratch<uint8_t>(be_, Scratch::LinearDy, rows * out_) : nullptr;
+    uint8_t* qdy_t = tn ? scratch<uint8_t>(be_, Scratch::LinearDyT, rows * out_) : nullptr;
+    cast_through_slot(Slot::GradOutput, store.begin_cast(gemm_, Slot::GradOutput, qdy, rows * out_),
+                      dy, rows, out_, qdy_t);
+    be_.copy(dy_scale_inv_.data(), store.scale_inv(gemm_, Slot::GradOutput), sizeof(float));
+    const DType format = store.format(gemm_, Slot::GradOutput);
+    g = {qdy, format, dy_scale_inv_.data()};
+    gw = {tn ? qdy_t : qdy, format, dy_scale_inv_.data()};
+  }
+  if (dx) {
+    be_.gemm(Trans::N, tn ? Trans::T : Trans::N, rows, in_, out_, 1.0f, g, weight_for_dgrad(), beta,
+             dx);
+  }
+  if (tn) {
+    be_.gemm(Trans::N, Trans::T, out_, in_, rows, 1.0f, gw, saved_input(), wbeta, dw);
+  } else {
+    be_.gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, gw, saved_input(), wbeta, dw);
+  }
   if (bf16_grad) be_.accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
 }
 

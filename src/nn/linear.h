@@ -50,11 +50,11 @@ class Linear {
   int64_t in_features() const { return in_; }
   Backend& backend() const { return be_; }
   MemoryUse memory_use() const {
-    return {bytes_of(x16_) + bytes_of(qx_) + bytes_of(x_col_) + bytes_of(x_col_codes_) +
-                bytes_of(x_col_scales_),
-            bytes_of(qw_) + bytes_of(qw_block_scales_) + bytes_of(w_row_.operand) +
-                bytes_of(w_col_.operand) + bytes_of(w_row_.codes) + bytes_of(w_row_.scales) +
-                bytes_of(w_col_.codes) + bytes_of(w_col_.scales)};
+    return {bytes_of(x16_) + bytes_of(qx_) + bytes_of(qx_t_) + bytes_of(x_col_) +
+                bytes_of(x_col_codes_) + bytes_of(x_col_scales_),
+            bytes_of(qw_) + bytes_of(qw_t_) + bytes_of(qw_block_scales_) +
+                bytes_of(w_row_.operand) + bytes_of(w_col_.operand) + bytes_of(w_row_.codes) +
+                bytes_of(w_row_.scales) + bytes_of(w_col_.codes) + bytes_of(w_col_.scales)};
   }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
@@ -129,8 +129,10 @@ class Linear {
   GemmOperand saved_input();
   // The weight for the input gradient, cast (BF16, FP8 at forward's scale) as forward used it.
   GemmOperand weight_for_dgrad();
-  // Quantizes x through slot s by the recipe's kind of scaling, into out (from begin_cast).
-  void cast_through_slot(Slot s, const Fp8Out& out, const float* x, int64_t n);
+  // Quantizes x [rows, cols] through slot s by the recipe's kind of scaling, into out (from
+  // begin_cast) and, where transposed is not null, its transpose (Backend::quantize_transposed).
+  void cast_through_slot(Slot s, const Fp8Out& out, const float* x, int64_t rows, int64_t cols,
+                         uint8_t* transposed = nullptr);
   // Keeps the weight cast's scale and scale_inv (the slot's change with every update).
   void keep_weight_scale();
   // Whether the weight slot's scale is still the one the kept cast was made with.
@@ -182,6 +184,14 @@ class Linear {
   const float* x_ = nullptr;        // fp32 mode
   BackendBuffer<bf16_t> x16_{be_};  // bf16 mode
   BackendBuffer<uint8_t> qx_{be_};  // fp8 mode: the input's codes
+  // Backends whose FP8 GEMMs want K-major operands (Backend::fp8_gemms_want_tn): the input's
+  // codes transposed, [in, rows], wgrad's operand; in a training forward the only copy kept
+  // (the row-wise codes, x_codes_, are then scratch). input_transposed_: qx_t_ holds this
+  // forward's input.
+  const bool tn_ = be_.fp8_gemms_want_tn();
+  BackendBuffer<uint8_t> qx_t_{be_};
+  uint8_t* x_codes_ = nullptr;  // the row-wise codes forward's GEMM reads
+  bool transpose_input_ = false, input_transposed_ = false;
   // The scale_invs forward's input cast and backward's dy cast used: the slots' change with
   // the forward update between forward and backward.
   BackendBuffer<float> x_scale_inv_{be_, 1}, dy_scale_inv_{be_, 1};
@@ -193,6 +203,10 @@ class Linear {
   // codes): 1 byte per parameter less held through the step. Under BF16 GEMMs the weight is
   // rounded into shared scratch for each GEMM (weight_bf16()).
   BackendBuffer<uint8_t> qw_{be_};
+  // On a backend that wants K-major FP8 operands, dgrad's: qw_ transposed, made at the first
+  // backward after each cast into qw_ (qw_cast_ counts them) and kept while that cast is.
+  BackendBuffer<uint8_t> qw_t_{be_};
+  uint64_t qw_cast_ = 0, qw_t_cast_ = ~uint64_t{0};
   bool recast_for_backward_ = false;
   BackendBuffer<float> w_scale_{be_, 1}, w_scale_inv_{be_, 1};  // the weight cast's
   uint64_t cast_version_ = ~uint64_t{0};

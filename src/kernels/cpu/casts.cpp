@@ -85,4 +85,13 @@ void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n) {
   });
 }
 
+void transpose_bytes(uint8_t* t, const uint8_t* x, int64_t rows, int64_t cols) {
+  // Threads take rows of the transpose; the CPU's FP8 GEMMs never ask for one (only the
+  // parity tests do), so plain loops serve.
+  for_shares(cols, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c)
+      for (int64_t r = 0; r < rows; ++r) t[c * rows + r] = x[r * cols + c];
+  });
+}
+
 }  // namespace fp8lm::cpu

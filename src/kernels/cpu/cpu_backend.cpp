@@ -164,6 +164,24 @@ class CpuBackend final : public Backend {
     const float a = fp8lm::absmax(x, n);
     if (a > *amax) *amax = a;
   }
+  void quantize_transposed(const Fp8Out& out, uint8_t* transposed, const float* x, int64_t rows,
+                           int64_t cols) override {
+    const int64_t n = rows * cols;
+    count_traffic(n * (out.data ? 6 : 5));
+    thread_local std::vector<uint8_t> rowwise;
+    uint8_t* codes = out.data;
+    if (!codes) {
+      rowwise.resize(static_cast<size_t>(n));
+      codes = rowwise.data();
+    }
+    commit_cast(out, fp8lm::quantize(codes, x, n, *out.scale, out.format));
+    cpu::transpose_bytes(transposed, codes, rows, cols);
+  }
+  void transpose_fp8(uint8_t* transposed, const uint8_t* codes, int64_t rows,
+                     int64_t cols) override {
+    count_traffic(rows * cols * 2);
+    cpu::transpose_bytes(transposed, codes, rows, cols);
+  }
 
   void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,
                               AmaxComputeAlgo algo) override {

@@ -4,6 +4,7 @@
 // while profiling is on times its work as one kind of op (OpScope, op_profile.h).
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -33,6 +34,8 @@
 
 namespace fp8lm::cuda {
 namespace {
+
+std::atomic<int64_t> g_fp8_operand_copies{0};  // fp8_operand_copies()
 
 class CudaBackend final : public Backend {
  public:
@@ -90,8 +93,8 @@ class CudaBackend final : public Backend {
   // cuBLASLt takes FP8 only as C = A · Bᵀ with M, N and K multiples of 16 (kernels/cuda/
   // gemm.h). Other FP8 layouts get transposed copies of their codes and other sizes zero-padded
   // ones (code 0 is +0 in both formats, so padding adds nothing), so modules may call every
-  // layout and size the CPU takes; TE avoids the copies by casting into both layouts at once,
-  // which a module can still do by passing "TN" operands.
+  // layout and size the CPU takes. Linear avoids the copies as TE does (fp8_gemms_want_tn): it
+  // casts into both layouts at once and passes "TN" operands.
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
             const GemmOperand& B, float beta, float* C) override {
     const OpScope entry(device_, OpKind::Gemm, stream_);
@@ -123,6 +126,7 @@ class CudaBackend final : public Backend {
     const DeviceGuard guard(device_);
     return scheme == BlockScheme::Fp8Block && cuda::block_scaled_gemm_available();
   }
+  bool fp8_gemms_want_tn() const override { return true; }
 
   void norm_forward(const NormParams& n, const NormStats& st, ProducerOut out, float* s,
                     const float* x, const float* r, int64_t rows) override {
@@ -174,6 +178,16 @@ class CudaBackend final : public Backend {
   void absmax(float* amax, const float* x, int64_t n) override {
     const OpScope entry(device_, OpKind::Cast, stream_);
     cuda::absmax(amax, x, n, stream_);
+  }
+  void quantize_transposed(const Fp8Out& out, uint8_t* transposed, const float* x, int64_t rows,
+                           int64_t cols) override {
+    const OpScope entry(device_, OpKind::Cast, stream_);
+    cuda::quantize_transposed(out, transposed, x, rows, cols, stream_);
+  }
+  void transpose_fp8(uint8_t* transposed, const uint8_t* codes, int64_t rows,
+                     int64_t cols) override {
+    const OpScope entry(device_, OpKind::Cast, stream_);
+    cuda::transpose_fp8(transposed, codes, rows, cols, stream_);
   }
   void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x) override {
     const OpScope entry(device_, OpKind::Cast, stream_);
@@ -362,6 +376,7 @@ class CudaBackend final : public Backend {
     const auto* codes = static_cast<const uint8_t*>(data);
     const bool padded = rows_p != rows || cols_p != cols;
     if (!transposed && !padded) return codes;
+    ++g_fp8_operand_copies;
     out.resize(size_t(rows_p * cols_p));
     if (padded) out.zero(stream_);
     if (transposed) {
@@ -370,7 +385,7 @@ class CudaBackend final : public Backend {
         t_.resize(size_t(rows * cols));
         dst = t_.data();
       }
-      transpose_fp8(dst, codes, cols, rows, stream_);  // [cols, rows] -> [rows, cols]
+      cuda::transpose_fp8(dst, codes, cols, rows, stream_);  // [cols, rows] -> [rows, cols]
       codes = dst;
     }
     if (padded) {
@@ -389,6 +404,10 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+int64_t fp8_operand_copies() {
+  return g_fp8_operand_copies.load();
+}
 
 Backend& backend(int device) {
   static std::mutex m;

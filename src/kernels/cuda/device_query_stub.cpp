@@ -20,6 +20,10 @@ OpTimes take_op_times() {
   return {};
 }
 
+int64_t fp8_operand_copies() {
+  return 0;
+}
+
 Backend& backend(int) {
   throw Error("--device cuda: fp8lm was built without the CUDA backend");
 }

@@ -30,4 +30,9 @@ void profile_ops(bool on);
 // when profiling was off).
 OpTimes take_op_times();
 
+// FP8 GEMM operands the CUDA backends transposed or zero-padded for cuBLASLt (which takes FP8
+// only K-major, in multiples of 16) since the process started: none in a step whose modules
+// pass operands already so (Backend::fp8_gemms_want_tn) at sizes that are multiples of 16.
+int64_t fp8_operand_copies();
+
 }  // namespace fp8lm::cuda
