@@ -27,6 +27,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/norms.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/loss.h"
 #include "kernels/types.h"
 #include "test_util.h"
 #ifdef FP8LM_WITH_CUDA
@@ -620,6 +621,13 @@ TEST(BackendOps, CrossEntropyAgreesWithTheReferenceOnEveryBackend) {
                                           grad_scale),
                  Error);
     EXPECT_TRUE(test::same_bits(d_logits.to_host(), d));
+    // The read-free twin: the same row losses (their mean is the returned one, bit for bit) and
+    // the same dlogits, bit for bit.
+    Buf<float> d_logits2(be, logits), d_losses(be, Vec(static_cast<size_t>(rows), -1.0f));
+    be.softmax_cross_entropy_rows(d_logits2.data(), d_losses.data(), d_logits2.data(),
+                                  d_targets.data(), rows, V, grad_scale);
+    EXPECT_EQ(mean_loss(d_losses.to_host().data(), targets.data(), rows), got);
+    EXPECT_TRUE(test::same_bits(d_logits2.to_host(), d));
   }
 }
 

@@ -132,6 +132,12 @@ class Backend {
   // over the rows whose target is not negative, summed in row order in double.
   virtual float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
                                       int64_t rows, int64_t V, float grad_scale) = 0;
+  // The same loss with nothing read back (no wait for the device): each row's loss into losses
+  // [rows] (backend memory), for the caller to average with mean_loss (kernels/loss.h) when it
+  // next reads. The caller has checked the targets (check_targets).
+  virtual void softmax_cross_entropy_rows(float* dlogits, float* losses, const float* logits,
+                                          const int32_t* targets, int64_t rows, int64_t V,
+                                          float grad_scale) = 0;
   // out[r] = the first index of the largest logit of row r: greedy decoding.
   virtual void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) = 0;
 

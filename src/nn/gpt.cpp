@@ -7,6 +7,7 @@
 #include <random>
 
 #include "fp8lm/error.h"
+#include "kernels/loss.h"
 #include "nn/fusion.h"
 #include "nn/sampling.h"
 #include "nn/saved_activation.h"
@@ -182,8 +183,7 @@ void GPT::head_forward(int64_t rows) {
   be_.gemm(Trans::N, Trans::T, rows, V, d, 1.0f, x, w, 0.0f, logits_.data());
 }
 
-float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                   int64_t loss_rows) {
+void GPT::forward_to_logits(const int32_t* tokens, bool training, int64_t B, int64_t T) {
   if (T > cfg_.seq_len) {
     throw Error(fmt::format("sequence length {} exceeds the position table ({})", T, cfg_.seq_len));
   }
@@ -195,7 +195,7 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   fp8_used_ = ac.enabled;
   recipe_ = ac.recipe;
   reduce_ = ac.reduce;
-  const TrainingForward training(targets != nullptr);  // saved activations may be BF16
+  const TrainingForward training_scope(training);  // saved activations may be BF16
   while (acts_.size() < layers_.size() + 1) acts_.emplace_back(be_);
   for (auto& a : acts_) a.resize(static_cast<size_t>(rows * d));
   be_.embedding_forward(acts_[0].data(), tokens_.data(), wte_.data(), position_table(), B, T, d);
@@ -204,19 +204,44 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   normed_.resize(static_cast<size_t>(rows * d));
   lnf_.forward(acts_.back().data(), normed_.data(), rows);
   head_forward(rows);
-  if (!targets) return 0.0f;
+}
+
+float GPT::grad_scale(int64_t rows, int64_t loss_rows) {
+  return 1.0f / static_cast<float>(loss_rows > 0 ? loss_rows : rows);
+}
+
+void GPT::upload_targets(const int32_t* targets, int64_t rows) {
   targets_.resize(static_cast<size_t>(rows));
   be_.upload(targets_.data(), targets, targets_.size() * sizeof(int32_t));
-  const int64_t V = cfg_.vocab;
-  const float grad_scale = 1.0f / static_cast<float>(loss_rows > 0 ? loss_rows : rows);
-  if (!fusion_enabled()) {
-    probs_.resize(static_cast<size_t>(rows * V));
-    return be_.softmax_cross_entropy_unfused(logits_.data(), probs_.data(), logits_.data(),
-                                             targets_.data(), rows, V, grad_scale);
+}
+
+float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+                   int64_t loss_rows) {
+  const int64_t rows = B * T, V = cfg_.vocab;
+  if (targets && fusion_enabled()) {
+    row_losses_.resize(static_cast<size_t>(rows));
+    forward(tokens, targets, B, T, loss_rows, row_losses_.data());
+    std::vector<float> losses(static_cast<size_t>(rows));
+    be_.download(losses.data(), row_losses_.data(), losses.size() * sizeof(float));
+    return mean_loss(losses.data(), targets, rows);
   }
+  forward_to_logits(tokens, targets != nullptr, B, T);
+  if (!targets) return 0.0f;
+  upload_targets(targets, rows);
+  probs_.resize(static_cast<size_t>(rows * V));
+  return be_.softmax_cross_entropy_unfused(logits_.data(), probs_.data(), logits_.data(),
+                                           targets_.data(), rows, V, grad_scale(rows, loss_rows));
+}
+
+void GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+                  int64_t loss_rows, float* losses) {
+  const int64_t rows = B * T, V = cfg_.vocab;
+  check_targets(targets, rows, V);  // here, so no device has to send them back to be checked
+  forward_to_logits(tokens, /*training=*/true, B, T);
+  upload_targets(targets, rows);
   // Fused: the loss and dlogits in one pass over the logits, which dlogits overwrites.
-  return be_.softmax_cross_entropy(logits_.data(), logits_.data(), targets_.data(), rows, V,
-                                   grad_scale);
+  be_.softmax_cross_entropy_rows(logits_.data(), losses, logits_.data(), targets_.data(), rows, V,
+                                 grad_scale(rows, loss_rows));
 }
 
 void GPT::backward(const GradientsReady& ready) {

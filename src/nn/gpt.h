@@ -56,6 +56,12 @@ class GPT {
   // so are the amaxes of every gradient it casts to FP8).
   float forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                 int64_t loss_rows = 0);
+  // The same forward with targets and the fused loss, its rows' losses left in backend memory
+  // (losses [B*T]) rather than read: the mean is mean_loss (kernels/loss.h) of them and the
+  // targets once the caller reads them, so a training step waits for the device once, not per
+  // micro-batch. Targets are checked here (an Error names the first outside the vocabulary).
+  void forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+               int64_t loss_rows, float* losses);
   // Called by backward each time a run of parameters' gradients is final for this backward:
   // [first, end) in parameters() order. The final norm's and an untied head's come first, then
   // each layer's from the last, the embeddings' (a tied head adds into the token embedding's)
@@ -120,7 +126,13 @@ class GPT {
   std::unique_ptr<ScalingStore> scaling_;   // every Linear's FP8 slots
   std::vector<BackendBuffer<float>> acts_;  // residual stream before each layer, and after the last
   BackendBuffer<float> normed_{be_}, logits_{be_}, dnormed_{be_}, dacts_a_{be_}, dacts_b_{be_};
-  BackendBuffer<float> probs_{be_};  // --no-fusion: the softmax the unfused loss stores
+  BackendBuffer<float> probs_{be_};       // --no-fusion: the softmax the unfused loss stores
+  BackendBuffer<float> row_losses_{be_};  // forward's per-row losses, read back at once
+  // The body of forward: tokens to logits (training: backward follows).
+  void forward_to_logits(const int32_t* tokens, bool training, int64_t B, int64_t T);
+  void upload_targets(const int32_t* targets, int64_t rows);
+  // The loss gradient's factor: that of the mean over loss_rows rows (0: these rows).
+  static float grad_scale(int64_t rows, int64_t loss_rows);
   BackendBuffer<bf16_t> normed16_{be_}, wte16_{be_}, dlogits16_{be_};
 };
 

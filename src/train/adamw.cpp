@@ -108,13 +108,18 @@ AdamWHyper AdamW::hyper(float lr) const {
   return h;
 }
 
-float AdamW::global_grad_norm() {
+const float* AdamW::grad_norm_on_device() {
   refresh_table();
-  if (tensors_.empty()) return 0.0f;  // a shard of no parameters
+  if (tensors_.empty()) return nullptr;  // a shard of no parameters
   be_.grad_norm(norm_clip_.data(), nullptr, 0.0f, table_.data(), static_cast<int>(tensors_.size()),
                 numel_);
+  return norm_clip_.data();
+}
+
+float AdamW::global_grad_norm() {
+  const float* on_device = grad_norm_on_device();
   float norm = 0;
-  be_.download(&norm, norm_clip_.data(), sizeof(float));
+  if (on_device) be_.download(&norm, on_device, sizeof(float));
   return norm;
 }
 

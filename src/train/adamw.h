@@ -32,6 +32,9 @@ class AdamW {
   // The global gradient norm (the backend's, grad_norm's bits), read before a step so that a
   // non-finite one can skip it.
   float global_grad_norm();
+  // The same norm left in backend memory for the caller to read with other values (null for a
+  // shard of no parameters: its norm is 0).
+  const float* grad_norm_on_device();
   void zero_grad();
   int64_t steps() const { return t_; }
   const ParameterList& parameters() const { return params_; }

@@ -11,6 +11,7 @@
 #include "dist/gradient_buckets.h"
 #include "dist/optimizer_sharding.h"
 #include "fp8lm/error.h"
+#include "kernels/loss.h"
 #include "nn/fusion.h"
 #include "nn/micro_batch.h"
 #include "nn/precision_map.h"
@@ -174,22 +175,32 @@ StepStats Trainer::train_step() {
   const bool fp8 = precision_.precision == Precision::Fp8;
   if (fp8) model_->scaling().remember();
   opt_->zero_grad();
-  // The step's mean loss: each micro-batch's mean weighted by its share of the step's rows.
-  // Backward adds each micro-batch's part of the step's mean gradient into the gradients.
-  double loss_share[] = {0.0};
-  for (size_t k = 0; k < micro.size(); ++k) {
+  // The fused loss leaves each micro-batch's row losses in the model's backend (step_reads_),
+  // read once after backward with the gradient norm; the unfused one (the CPU's) reads its own.
+  const bool deferred = cfg_.fusion;
+  int64_t step_rows = 0;
+  for (const Batch& m : micro) step_rows += m.B * T;
+  if (deferred && (!step_reads_ || &step_reads_->backend() != &model_->backend()))
+    step_reads_ = std::make_unique<BackendBuffer<float>>(model_->backend());
+  if (deferred) step_reads_->resize(static_cast<size_t>(step_rows + 1));  // + the norm
+  std::vector<float> micro_losses(micro.size());
+  for (size_t k = 0, row = 0; k < micro.size(); row += static_cast<size_t>(micro[k].B * T), ++k) {
     const Batch& m = micro[k];
     const MicroBatchScope first_or_later(micro.size() == 1 ? MicroBatch::Only
                                          : k == 0          ? MicroBatch::First
                                                            : MicroBatch::Later);
-    float micro_loss;
     {
       // Stochastic rounding's seed: the same for a step of a resumed run.
       const uint64_t step_seed =
           cfg_.seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(step_ + 1)) ^
           (static_cast<uint64_t>(k) << 48) ^ (static_cast<uint64_t>(comm_.rank()) << 32);
       const Autocast autocast(fp8, cfg_.recipe, amax_reducer(), step_seed);
-      micro_loss = model_->forward(m.tokens.data(), m.targets.data(), m.B, T, sequences * T);
+      if (deferred) {
+        model_->forward(m.tokens.data(), m.targets.data(), m.B, T, sequences * T,
+                        step_reads_->data() + row);
+      } else {
+        micro_losses[k] = model_->forward(m.tokens.data(), m.targets.data(), m.B, T, sequences * T);
+      }
     }
     // The last micro-batch's backward makes the gradients final: their reduction starts in it.
     if (comm_.size() > 1 && !zero_sharded() && k + 1 == micro.size()) {
@@ -198,8 +209,25 @@ StepStats Trainer::train_step() {
     } else {
       model_->backward();
     }
-    loss_share[0] += static_cast<double>(m.B) / static_cast<double>(sequences) * micro_loss;
   }
+  // One process: the norm joins the losses' read. Several: the losses are all-reduced before
+  // the gradients' reduction finishes and the norm is taken.
+  const bool norm_with_losses = deferred && comm_.size() == 1 && !zero_sharded();
+  float norm = 0.0f;
+  if (deferred) {
+    const float* norm_on_device = norm_with_losses ? opt_->grad_norm_on_device() : nullptr;
+    if (norm_on_device) model_->backend().copy(step_reads_->data() + step_rows, norm_on_device, 4);
+    const std::vector<float> read = step_reads_->to_host();
+    if (norm_on_device) norm = read[static_cast<size_t>(step_rows)];
+    for (size_t k = 0, row = 0; k < micro.size(); row += static_cast<size_t>(micro[k].B * T), ++k)
+      micro_losses[k] = mean_loss(read.data() + row, micro[k].targets.data(), micro[k].B * T);
+  }
+  // The step's mean loss: each micro-batch's mean weighted by its share of the step's rows.
+  // Backward added each micro-batch's part of the step's mean gradient into the gradients.
+  double loss_share[] = {0.0};
+  for (size_t k = 0; k < micro.size(); ++k)
+    loss_share[0] +=
+        static_cast<double>(micro[k].B) / static_cast<double>(sequences) * micro_losses[k];
   if (comm_.size() > 1) {
     // The gradients are each rank's part of the global mean's already: summed.
     comm_.all_reduce_sum(loss_share, "loss all-reduce");
@@ -212,13 +240,12 @@ StepStats Trainer::train_step() {
   const auto loss = static_cast<float>(loss_share[0]);  // one process, one batch: its own loss
   // The norm the clipping needs anyway is the check: NaN or Inf anywhere in the gradients makes
   // it non-finite, so no other pass looks at them.
-  float norm;
   if (zero_sharded()) {  // each rank holds its share's gradients: the squares summed
     const double shard = opt_->global_grad_norm();
     double squares[] = {shard * shard};
     comm_.all_reduce_sum(squares, "gradient norm all-reduce");
     norm = static_cast<float>(std::sqrt(squares[0]));
-  } else {
+  } else if (!norm_with_losses) {
     norm =
         cfg_.fusion ? opt_->global_grad_norm() : clip_grad_norm(opt_->parameters(), cfg_.grad_clip);
   }

@@ -10,6 +10,7 @@
 #include "dist/communicator.h"
 #include "dist/device_collectives.h"
 #include "fp8lm/error.h"
+#include "kernels/backend_buffer.h"
 #include "kernels/device.h"
 #include "nn/gpt.h"
 #include "train/data.h"
@@ -125,6 +126,9 @@ class Trainer {
   std::unique_ptr<TextSource> text_;
   std::unique_ptr<GPT> model_;
   std::unique_ptr<AdamW> opt_;
+  // A step's per-row losses (every micro-batch's) and gradient norm, on the model's backend,
+  // read back together: the step's one wait for the device (issue 34).
+  std::unique_ptr<BackendBuffer<float>> step_reads_;
   DeviceChoice device_;
   void move_to(Backend& backend);
   int64_t step_ = 0;

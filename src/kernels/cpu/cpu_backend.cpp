@@ -250,6 +250,12 @@ class CpuBackend final : public Backend {
     count_traffic(rows * V * 8);
     return cpu::softmax_cross_entropy(dlogits, nullptr, logits, targets, rows, V, grad_scale);
   }
+  void softmax_cross_entropy_rows(float* dlogits, float* losses, const float* logits,
+                                  const int32_t* targets, int64_t rows, int64_t V,
+                                  float grad_scale) override {
+    count_traffic(rows * V * 8);
+    cpu::softmax_cross_entropy(dlogits, losses, logits, targets, rows, V, grad_scale);
+  }
   void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
                  int64_t total) override {
     count_traffic(total * 4);  // every gradient read

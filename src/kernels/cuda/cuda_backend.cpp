@@ -302,6 +302,13 @@ class CudaBackend final : public Backend {
     check_targets(t.data(), rows, V);
     return mean_loss(l.data(), t.data(), rows);
   }
+  void softmax_cross_entropy_rows(float* dlogits, float* losses, const float* logits,
+                                  const int32_t* targets, int64_t rows, int64_t V,
+                                  float grad_scale) override {
+    const OpScope entry(device_, OpKind::Loss, stream_);
+    cuda::softmax_cross_entropy(dlogits, losses, nullptr, logits, targets, rows, V, grad_scale,
+                                stream_);
+  }
 
  private:
   // C = alpha op(A) op(B) + beta C through an FP8 product in cuBLASLt's TN form: each operand's
