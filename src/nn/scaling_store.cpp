@@ -117,7 +117,11 @@ void ScalingStore::update(Direction d, const DelayedScaling& recipe, const AmaxR
 }
 
 std::vector<ScalingStore::Saturation> ScalingStore::saturation() const {
-  const std::vector<unsigned long long> counts = counts_.to_host();
+  return saturation(counts_.to_host().data());
+}
+
+std::vector<ScalingStore::Saturation> ScalingStore::saturation(
+    const unsigned long long* counts) const {
   std::vector<Saturation> out(static_cast<size_t>(n_));
   for (int g = 0; g < n_; ++g) {
     for (Slot s : kSlots) {

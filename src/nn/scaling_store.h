@@ -58,6 +58,11 @@ class ScalingStore {
     Slot slot = Slot::Input;
   };
   std::vector<Saturation> saturation() const;
+  // The same from a host copy of the counters (counters(), counter_bytes() of them), for a
+  // caller that reads them with other values in one wait for the device.
+  std::vector<Saturation> saturation(const unsigned long long* counts) const;
+  const unsigned long long* counters() const { return counts_.data(); }
+  size_t counter_bytes() const { return counts_.size() * sizeof(unsigned long long); }
 
   // One GEMM's slots as host copies, and replacing them (a meta made for another recipe,
   // history length or formats, rebuilds the store to it first).

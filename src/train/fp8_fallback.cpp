@@ -48,9 +48,8 @@ void fall_back_non_finite(GPT& model, Communicator& ranks, const Fp8Recipe& reci
   }
 }
 
-void fall_back_saturated(GPT& model, Communicator& ranks, int64_t step, Fp8FallbackState& state,
-                         std::vector<Fp8Fallback>& fell) {
-  std::vector<ScalingStore::Saturation> sat = model.scaling().saturation();
+void fall_back_saturated(GPT& model, std::vector<ScalingStore::Saturation> sat, Communicator& ranks,
+                         int64_t step, Fp8FallbackState& state, std::vector<Fp8Fallback>& fell) {
   const std::vector<Linear*> linears = model.linears();
   if (ranks.size() > 1) {  // the worst rank's fraction, so that every rank decides alike
     std::vector<float> fractions;

@@ -32,9 +32,10 @@ struct Fp8FallbackState {
 void fall_back_non_finite(GPT& model, Communicator& ranks, const Fp8Recipe& recipe,
                           const Batch& batch, int64_t step, Fp8FallbackState& state,
                           std::vector<Fp8Fallback>& fell);
-// After a step: the saturation rule on the worst rank's fractions.
-void fall_back_saturated(GPT& model, Communicator& ranks, int64_t step, Fp8FallbackState& state,
-                         std::vector<Fp8Fallback>& fell);
+// After a step: the saturation rule on the worst rank's fractions (sat: this rank's, from
+// ScalingStore::saturation).
+void fall_back_saturated(GPT& model, std::vector<ScalingStore::Saturation> sat, Communicator& ranks,
+                         int64_t step, Fp8FallbackState& state, std::vector<Fp8Fallback>& fell);
 
 // What went non-finite first in a step: a weight, else the loss, else a gradient in the order
 // backward made them (the head's first). Read only when a step is skipped.

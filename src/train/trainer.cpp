@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "core/finite.h"
 #include "dist/gradient_buckets.h"
@@ -176,13 +177,23 @@ StepStats Trainer::train_step() {
   if (fp8) model_->scaling().remember();
   opt_->zero_grad();
   // The fused loss leaves each micro-batch's row losses in the model's backend (step_reads_),
-  // read once after backward with the gradient norm; the unfused one (the CPU's) reads its own.
+  // read once after backward with the gradient norm and the FP8 cast counters the fallback
+  // watches; the unfused one (the CPU's) reads its own.
   const bool deferred = cfg_.fusion;
+  // One process: the norm joins the losses' read. Several: the losses are all-reduced before
+  // the gradients' reduction finishes and the norm is taken.
+  const bool norm_with_losses = deferred && comm_.size() == 1 && !zero_sharded();
+  const bool fallback = fp8 && cfg_.fp8_fallback;
+  // The counters are final once backward ran unless FP8 weights are cast again after the
+  // optimizer (refresh_fp8_weights): then they are read after it, as before.
+  const bool counters_with_losses = norm_with_losses && fallback && !cfg_.fp8_weights;
   int64_t step_rows = 0;
   for (const Batch& m : micro) step_rows += m.B * T;
+  const size_t counters_at = static_cast<size_t>(step_rows + 1);  // after the losses and norm
+  const size_t counter_bytes = counters_with_losses ? model_->scaling().counter_bytes() : 0;
   if (deferred && (!step_reads_ || &step_reads_->backend() != &model_->backend()))
     step_reads_ = std::make_unique<BackendBuffer<float>>(model_->backend());
-  if (deferred) step_reads_->resize(static_cast<size_t>(step_rows + 1));  // + the norm
+  if (deferred) step_reads_->resize(counters_at + (counter_bytes + 3) / 4);
   std::vector<float> micro_losses(micro.size());
   for (size_t k = 0, row = 0; k < micro.size(); row += static_cast<size_t>(micro[k].B * T), ++k) {
     const Batch& m = micro[k];
@@ -210,15 +221,17 @@ StepStats Trainer::train_step() {
       model_->backward();
     }
   }
-  // One process: the norm joins the losses' read. Several: the losses are all-reduced before
-  // the gradients' reduction finishes and the norm is taken.
-  const bool norm_with_losses = deferred && comm_.size() == 1 && !zero_sharded();
   float norm = 0.0f;
+  std::vector<unsigned long long> counters(counter_bytes / sizeof(unsigned long long));
   if (deferred) {
+    Backend& be = model_->backend();
     const float* norm_on_device = norm_with_losses ? opt_->grad_norm_on_device() : nullptr;
-    if (norm_on_device) model_->backend().copy(step_reads_->data() + step_rows, norm_on_device, 4);
+    if (norm_on_device) be.copy(step_reads_->data() + step_rows, norm_on_device, sizeof(float));
+    if (counter_bytes)
+      be.copy(step_reads_->data() + counters_at, model_->scaling().counters(), counter_bytes);
     const std::vector<float> read = step_reads_->to_host();
     if (norm_on_device) norm = read[static_cast<size_t>(step_rows)];
+    if (counter_bytes) std::memcpy(counters.data(), read.data() + counters_at, counter_bytes);
     for (size_t k = 0, row = 0; k < micro.size(); row += static_cast<size_t>(micro[k].B * T), ++k)
       micro_losses[k] = mean_loss(read.data() + row, micro[k].targets.data(), micro[k].B * T);
   }
@@ -251,7 +264,6 @@ StepStats Trainer::train_step() {
   }
   const bool clip_in_step = cfg_.fusion || zero_sharded();
   const bool skip = !std::isfinite(loss) || !std::isfinite(norm);
-  const bool fallback = fp8 && cfg_.fp8_fallback;
   std::vector<Fp8Fallback> fell;
   if (skip) {
     if (fallback)
@@ -270,7 +282,12 @@ StepStats Trainer::train_step() {
       refresh_fp8_weights();
     }
     consecutive_skips_ = 0;
-    if (fallback) fall_back_saturated(*model_, comm_, step_ + 1, fallback_, fell);
+    if (fallback) {
+      ScalingStore& scaling = model_->scaling();
+      fall_back_saturated(
+          *model_, counter_bytes ? scaling.saturation(counters.data()) : scaling.saturation(),
+          comm_, step_ + 1, fallback_, fell);
+    }
   }
   // A GEMM fallen back to BF16 needs its FP32 master on every rank.
   if (!fell.empty() && zero_sharded() && cfg_.fp8_weights) all_gather_weights(false);
