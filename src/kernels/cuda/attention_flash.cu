@@ -13,10 +13,15 @@
 //              O_w += P_w·V in FP32 accumulators. At the end out = O_w / l, lse = m + log(l).
 //   backward   D = rowsum(dO * O) first (row_dots). Then two kernels, both recomputing
 //              P = exp(scale*S - lse) and dS = P * (dP - D) per tile:
-//     dK, dV   block = 64 keys [j0, j0+64); loops over query tiles i0 = j0, .., t_pad-64
-//              (earlier queries see none of the keys). Per tile: Q, dO -> shared;
-//              Sᵀ_w = K_w·Qᵀ, dPᵀ_w = V_w·dOᵀ (16 keys x 64 queries); dV_w += Pᵀ_w·dO,
-//              dK_w += dSᵀ_w·Q, accumulated in registers; dK scaled at the end.
+//     dK, dV   block = 64 keys [j0, j0+64) and 8 warps in pairs: for each 16 keys a K warp,
+//              which keeps their K rows in registers for the whole kernel and accumulates
+//              dK, and a V warp with their V rows accumulating dV (one accumulator set per
+//              warp, not two: no register spills at head size 128; K and V read once).
+//              Loops over query tiles i0 = j0, .., t_pad-64 (earlier queries see none of the
+//              keys). Per tile: Q, dO -> shared; the K warp makes Sᵀ = K·Qᵀ and the V warp
+//              dPᵀ = V·dOᵀ (16 keys x 64 queries each); the pair turns half of the rows each
+//              into Pᵀ and dSᵀ; then dK += dSᵀ·Q and dV += Pᵀ·dO in registers; dK scaled at
+//              the end.
 //     dQ       block = 64 queries, key tiles as in forward: S_w = Q_w·Kᵀ, dP_w = dO_w·Vᵀ,
 //              dQ_w += dS_w·K in registers; scaled at the end.
 // Masking: key j is visible to query i iff j <= i. Because tiles are 64-aligned on both axes,
@@ -55,9 +60,10 @@ constexpr int kRows = 64;  // queries (forward, dQ) or keys (dK/dV) per block
 constexpr int kTile = 64;  // keys (forward, dQ) or queries (dK/dV) per loop step
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kWarpRows = 16;    // one fragment of rows per warp
-constexpr int kLdS = kTile + 4;  // FP32 score rows in shared memory
-constexpr int kLdP = kTile + 8;  // BF16 probability rows in shared memory
+constexpr int kDkDvThreads = 2 * kThreads;  // a K warp and a V warp per 16 keys
+constexpr int kWarpRows = 16;               // one fragment of rows per warp
+constexpr int kLdS = kTile + 4;             // FP32 score rows in shared memory
+constexpr int kLdP = kTile + 8;             // BF16 probability rows in shared memory
 static_assert(kRows == kTile, "causal tile skipping assumes square tiles on one grid");
 static_assert(kRows == kWarps * kWarpRows, "each warp owns one fragment of rows");
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -103,11 +109,11 @@ static_assert(kMostSharedBytes<128> <= kEveryGpuSharedBytes, "head size 128: til
 static_assert(kMostSharedBytes<256> <= kDatacenterSharedBytes, "head size 256: tiles too large");
 
 // 64 rows of HD BF16, contiguous in global memory, into a padded shared tile; 16 bytes a thread
-// per step.
-template <int HD>
+// per step, by the block's `threads` threads.
+template <int HD, int threads = kThreads>
 __device__ void load_tile(bf16* dst, const bf16* src) {
   constexpr int kChunks = HD / 8;
-  for (int c = threadIdx.x; c < kTile * kChunks; c += kThreads) {
+  for (int c = threadIdx.x; c < kTile * kChunks; c += threads) {
     const int r = c / kChunks;
     const int col = c % kChunks * 8;
     *reinterpret_cast<uint4*>(dst + r * Geometry<HD>::kLdT + col) =
@@ -284,7 +290,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int HD>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kDkDvThreads)
     backward_dkdv_kernel(float* dk, float* dv, const bf16* q, const bf16* k, const bf16* v,
                          const bf16* dout, const float* lse, const float* D, int T, int t_pad,
                          float scale) {
@@ -302,41 +308,43 @@ __global__ void __launch_bounds__(kThreads)
 
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
+  const int slab = warp % kWarps;     // the pair's 16 keys
+  const bool k_warp = warp < kWarps;  // else the V warp
   const int64_t bh = blockIdx.x;
   const int kb = static_cast<int>(blockIdx.y);     // the first keys meet the most queries
-  const int key0 = kb * kRows + warp * kWarpRows;  // the warp's first key
+  const int key0 = kb * kRows + slab * kWarpRows;  // the pair's first key
   const int64_t head = bh * t_pad * HD;
-  float* sS_w = sS + warp * kWarpRows * kLdS;  // Sᵀ: row = key, column = query
-  float* sdP_w = sdP + warp * kWarpRows * kLdS;
-  bf16* sP_w = sP + warp * kWarpRows * kLdP;
-  bf16* sdS_w = sdS + warp * kWarpRows * kLdP;
+  float* sS_w = sS + slab * kWarpRows * kLdS;  // Sᵀ: row = key, column = query
+  float* sdP_w = sdP + slab * kWarpRows * kLdS;
+  bf16* sP_w = sP + slab * kWarpRows * kLdP;
+  bf16* sdS_w = sdS + slab * kWarpRows * kLdP;
 
-  FragAcc dk_acc[HD / 16], dv_acc[HD / 16];
+  FragAcc acc[HD / 16];  // the K warp's dK rows, the V warp's dV rows
 #pragma unroll
-  for (int n = 0; n < HD / 16; ++n) {
-    wmma::fill_fragment(dk_acc[n], 0.0f);
-    wmma::fill_fragment(dv_acc[n], 0.0f);
-  }
-  FragA rows[HD / 16];  // the warp's K rows, then its V rows
+  for (int n = 0; n < HD / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
+  FragA rows[HD / 16];  // the K warp's K rows, the V warp's V rows: read once
+  load_rows<HD>(rows, (k_warp ? k : v) + head + int64_t{key0} * HD);
 
   for (int qt = kb; qt < t_pad / kTile; ++qt) {
     const int i0 = qt * kTile;
-    __syncthreads();  // every warp is done with the previous Q, dO, lse and D
-    load_tile<HD>(sQ, q + head + int64_t{i0} * HD);
-    load_tile<HD>(sdO, dout + head + int64_t{i0} * HD);
-    for (int c = threadIdx.x; c < kTile; c += kThreads) {
+    __syncthreads();  // every warp is done with the previous Q, dO, lse, D, P and dS
+    load_tile<HD, kDkDvThreads>(sQ, q + head + int64_t{i0} * HD);
+    load_tile<HD, kDkDvThreads>(sdO, dout + head + int64_t{i0} * HD);
+    for (int c = threadIdx.x; c < kTile; c += kDkDvThreads) {
       sLse[c] = i0 + c < T ? lse[bh * T + i0 + c] : 0.0f;
       sD[c] = D[bh * t_pad + i0 + c];
     }
     __syncthreads();
 
-    load_rows<HD>(rows, k + head + int64_t{key0} * HD);
-    product_with_transposed_tile<HD>(sS_w, rows, sQ);
-    load_rows<HD>(rows, v + head + int64_t{key0} * HD);
-    product_with_transposed_tile<HD>(sdP_w, rows, sdO);
-    __syncwarp();
+    if (k_warp) {
+      product_with_transposed_tile<HD>(sS_w, rows, sQ);  // Sᵀ = K·Qᵀ
+    } else {
+      product_with_transposed_tile<HD>(sdP_w, rows, sdO);  // dPᵀ = V·dOᵀ
+    }
+    __syncthreads();  // the pair's Sᵀ and dPᵀ are both in shared memory
 
-    for (int r = 0; r < kWarpRows; ++r) {
+    // The K warp takes the first 8 of the pair's rows, the V warp the other 8.
+    for (int r = k_warp ? 0 : kWarpRows / 2; r < (k_warp ? kWarpRows / 2 : kWarpRows); ++r) {
       const int j = key0 + r;
       for (int c = lane; c < kTile; c += 32) {
         const int i = i0 + c;
@@ -349,14 +357,20 @@ __global__ void __launch_bounds__(kThreads)
         sdS_w[r * kLdP + c] = __float2bfloat16_rn(ds);
       }
     }
-    __syncwarp();
+    __syncthreads();  // the pair's Pᵀ and dSᵀ are whole
 
-    accumulate_tile_product<HD>(dv_acc, sP_w, sdO);  // dV_w += Pᵀ_w · dO
-    accumulate_tile_product<HD>(dk_acc, sdS_w, sQ);  // dK_w += dSᵀ_w · Q
+    if (k_warp) {
+      accumulate_tile_product<HD>(acc, sdS_w, sQ);  // dK += dSᵀ · Q
+    } else {
+      accumulate_tile_product<HD>(acc, sP_w, sdO);  // dV += Pᵀ · dO
+    }
   }
 
-  scale_and_store<HD>(dk + head + int64_t{key0} * HD, dk_acc, scale);
-  scale_and_store<HD>(dv + head + int64_t{key0} * HD, dv_acc, 1.0f);
+  if (k_warp) {
+    scale_and_store<HD>(dk + head + int64_t{key0} * HD, acc, scale);
+  } else {
+    scale_and_store<HD>(dv + head + int64_t{key0} * HD, acc, 1.0f);
+  }
 }
 
 template <int HD>
@@ -555,8 +569,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     constexpr int HD = decltype(head_dim)::value;
     constexpr size_t dkdv_bytes = Geometry<HD>::kDkDvBytes;
     allow_shared_bytes(backward_dkdv_kernel<HD>, dkdv_bytes);
-    backward_dkdv_kernel<HD><<<grid, kThreads, dkdv_bytes, stream>>>(grads[1], grads[2], q, k, v,
-                                                                     d_o, lse, delta, t, tp, scale);
+    backward_dkdv_kernel<HD><<<grid, kDkDvThreads, dkdv_bytes, stream>>>(
+        grads[1], grads[2], q, k, v, d_o, lse, delta, t, tp, scale);
     FP8LM_CUDA_CHECK_LAUNCH();
     constexpr size_t dq_bytes = Geometry<HD>::kDqBytes;
     allow_shared_bytes(backward_dq_kernel<HD>, dq_bytes);
