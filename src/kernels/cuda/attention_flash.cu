@@ -22,8 +22,12 @@
 //              dPᵀ = V·dOᵀ (16 keys x 64 queries each); the pair turns half of the rows each
 //              into Pᵀ and dSᵀ; then dK += dSᵀ·Q and dV += Pᵀ·dO in registers; dK scaled at
 //              the end.
-//     dQ       block = 64 queries, key tiles as in forward: S_w = Q_w·Kᵀ, dP_w = dO_w·Vᵀ,
-//              dQ_w += dS_w·K in registers; scaled at the end.
+//     dQ       block = 64 queries and 8 warps in pairs, key tiles as in forward: per 16
+//              queries a Q warp (their Q rows in registers) makes S = Q·Kᵀ and a dO warp (dO
+//              rows) dP = dO·Vᵀ; half the rows of dS each; then dQ += dS·K, the Q warp
+//              accumulating the first half of dQ's columns and the dO warp the rest (no
+//              warp holds two operands' rows and all of dQ: no spills up to 256); scaled at
+//              the end.
 // Masking: key j is visible to query i iff j <= i. Because tiles are 64-aligned on both axes,
 // every processed tile holds key j0 <= q0 <= i, so each row sees at least one key in every
 // tile of the forward loop and its running max is finite from the first tile on. Padding keys
@@ -60,10 +64,11 @@ constexpr int kRows = 64;  // queries (forward, dQ) or keys (dK/dV) per block
 constexpr int kTile = 64;  // keys (forward, dQ) or queries (dK/dV) per loop step
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kDkDvThreads = 2 * kThreads;  // a K warp and a V warp per 16 keys
-constexpr int kWarpRows = 16;               // one fragment of rows per warp
-constexpr int kLdS = kTile + 4;             // FP32 score rows in shared memory
-constexpr int kLdP = kTile + 8;             // BF16 probability rows in shared memory
+// The backward kernels: two warps per 16 rows (dK/dV: a K and a V warp; dQ: a Q and a dO warp).
+constexpr int kPairThreads = 2 * kThreads;
+constexpr int kWarpRows = 16;    // one fragment of rows per warp
+constexpr int kLdS = kTile + 4;  // FP32 score rows in shared memory
+constexpr int kLdP = kTile + 8;  // BF16 probability rows in shared memory
 static_assert(kRows == kTile, "causal tile skipping assumes square tiles on one grid");
 static_assert(kRows == kWarps * kWarpRows, "each warp owns one fragment of rows");
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -148,22 +153,31 @@ __device__ void product_with_transposed_tile(float* out, const FragA (&a)[HD / 1
   }
 }
 
-// acc[16 x HD] += a[16 x 64] · tile[64 x HD]; a is BF16 in shared memory (rows kLdP apart),
-// the tile 64 rows of HD in shared memory; acc[n] holds columns n*16..n*16+15.
-template <int HD>
-__device__ void accumulate_tile_product(FragAcc (&acc)[HD / 16], const bf16* a, const bf16* tile) {
+// acc[16 x 16*count] += a[16 x 64] · tile[64 x 16*count], count <= NC; a is BF16 in shared
+// memory (rows kLdP apart), the tile 64 rows of HD in shared memory, from the column it points
+// at; acc[n] holds columns n*16..n*16+15 of those.
+template <int HD, int NC>
+__device__ void accumulate_tile_columns(FragAcc (&acc)[NC], const bf16* a, const bf16* tile,
+                                        int count) {
   constexpr int kLdT = Geometry<HD>::kLdT;
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
     FragA fa;
     wmma::load_matrix_sync(fa, a + kk * 16, kLdP);
 #pragma unroll
-    for (int n = 0; n < HD / 16; ++n) {
-      FragBRow b;  // element (k, c) = tile[kk*16 + k][n*16 + c]
+    for (int n = 0; n < NC; ++n) {
+      if (n >= count) break;  // n stays a constant index: acc stays in registers
+      FragBRow b;             // element (k, c) = tile[kk*16 + k][n*16 + c]
       wmma::load_matrix_sync(b, tile + kk * 16 * kLdT + n * 16, kLdT);
       wmma::mma_sync(acc[n], fa, b, acc[n]);
     }
   }
+}
+
+// All HD columns: acc[16 x HD] += a[16 x 64] · tile[64 x HD].
+template <int HD>
+__device__ void accumulate_tile_product(FragAcc (&acc)[HD / 16], const bf16* a, const bf16* tile) {
+  accumulate_tile_columns<HD, HD / 16>(acc, a, tile, HD / 16);
 }
 
 // A warp's 16 x HD accumulators into FP32 shared-memory rows kLdO apart.
@@ -175,10 +189,12 @@ __device__ void store_rows(float* dst, const FragAcc (&acc)[HD / 16]) {
   }
 }
 
-template <int HD>
-__device__ void scale_and_store(float* dst, FragAcc (&acc)[HD / 16], float scale) {
+// The first `count` fragments of a warp's 16 rows times scale, into rows HD apart from dst.
+template <int HD, int NC>
+__device__ void scale_and_store(float* dst, FragAcc (&acc)[NC], float scale, int count = NC) {
 #pragma unroll
-  for (int n = 0; n < HD / 16; ++n) {
+  for (int n = 0; n < NC; ++n) {
+    if (n >= count) break;
     // A uniform factor may be applied element by element whatever the fragment's layout.
     for (int e = 0; e < acc[n].num_elements; ++e) acc[n].x[e] *= scale;
     wmma::store_matrix_sync(dst + n * 16, acc[n], HD, wmma::mem_row_major);
@@ -290,7 +306,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int HD>
-__global__ void __launch_bounds__(kDkDvThreads)
+__global__ void __launch_bounds__(kPairThreads)
     backward_dkdv_kernel(float* dk, float* dv, const bf16* q, const bf16* k, const bf16* v,
                          const bf16* dout, const float* lse, const float* D, int T, int t_pad,
                          float scale) {
@@ -328,9 +344,9 @@ __global__ void __launch_bounds__(kDkDvThreads)
   for (int qt = kb; qt < t_pad / kTile; ++qt) {
     const int i0 = qt * kTile;
     __syncthreads();  // every warp is done with the previous Q, dO, lse, D, P and dS
-    load_tile<HD, kDkDvThreads>(sQ, q + head + int64_t{i0} * HD);
-    load_tile<HD, kDkDvThreads>(sdO, dout + head + int64_t{i0} * HD);
-    for (int c = threadIdx.x; c < kTile; c += kDkDvThreads) {
+    load_tile<HD, kPairThreads>(sQ, q + head + int64_t{i0} * HD);
+    load_tile<HD, kPairThreads>(sdO, dout + head + int64_t{i0} * HD);
+    for (int c = threadIdx.x; c < kTile; c += kPairThreads) {
       sLse[c] = i0 + c < T ? lse[bh * T + i0 + c] : 0.0f;
       sD[c] = D[bh * t_pad + i0 + c];
     }
@@ -374,7 +390,7 @@ __global__ void __launch_bounds__(kDkDvThreads)
 }
 
 template <int HD>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kPairThreads)
     backward_dq_kernel(float* dq, const bf16* q, const bf16* k, const bf16* v, const bf16* dout,
                        const float* lse, const float* D, int T, int t_pad, float scale) {
   using G = Geometry<HD>;
@@ -388,38 +404,47 @@ __global__ void __launch_bounds__(kThreads)
 
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
+  const int slab = warp % kWarps;     // the pair's 16 queries
+  const bool q_warp = warp < kWarps;  // else the dO warp
   const int64_t bh = blockIdx.x;
   const int qb = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // longest rows launch first
-  const int row0 = qb * kRows + warp * kWarpRows;
+  const int row0 = qb * kRows + slab * kWarpRows;
   const int64_t head = bh * t_pad * HD;
-  float* sS_w = sS + warp * kWarpRows * kLdS;
-  float* sdP_w = sdP + warp * kWarpRows * kLdS;
-  bf16* sdS_w = sdS + warp * kWarpRows * kLdP;
+  float* sS_w = sS + slab * kWarpRows * kLdS;
+  float* sdP_w = sdP + slab * kWarpRows * kLdS;
+  bf16* sdS_w = sdS + slab * kWarpRows * kLdP;
 
-  FragA qf[HD / 16], dof[HD / 16];
-  load_rows<HD>(qf, q + head + int64_t{row0} * HD);
-  load_rows<HD>(dof, dout + head + int64_t{row0} * HD);
+  FragA rows[HD / 16];  // the Q warp's Q rows, the dO warp's dO rows
+  load_rows<HD>(rows, (q_warp ? q : dout) + head + int64_t{row0} * HD);
   // Lane r and r + 16 hold row r's lse and D; the row loop broadcasts them.
   const int lane_row = row0 + lane % kWarpRows;
   const float lane_lse = lane_row < T ? lse[bh * T + lane_row] : 0.0f;
   const float lane_D = D[bh * t_pad + lane_row];
 
-  FragAcc dq_acc[HD / 16];
+  // dQ's column fragments: the Q warp's first half (rounded up), the dO warp's the rest.
+  constexpr int kHalf = (HD / 16 + 1) / 2;
+  const int col_frag0 = q_warp ? 0 : kHalf;
+  const int col_frags = q_warp ? kHalf : HD / 16 - kHalf;
+  FragAcc acc[kHalf];
 #pragma unroll
-  for (int n = 0; n < HD / 16; ++n) wmma::fill_fragment(dq_acc[n], 0.0f);
+  for (int n = 0; n < kHalf; ++n) wmma::fill_fragment(acc[n], 0.0f);
 
   for (int kt = 0; kt <= qb; ++kt) {
     const int j0 = kt * kTile;
-    __syncthreads();  // every warp is done with the previous K and V
-    load_tile<HD>(sK, k + head + int64_t{j0} * HD);
-    load_tile<HD>(sV, v + head + int64_t{j0} * HD);
+    __syncthreads();  // every warp is done with the previous K, V and dS
+    load_tile<HD, kPairThreads>(sK, k + head + int64_t{j0} * HD);
+    load_tile<HD, kPairThreads>(sV, v + head + int64_t{j0} * HD);
     __syncthreads();
 
-    product_with_transposed_tile<HD>(sS_w, qf, sK);
-    product_with_transposed_tile<HD>(sdP_w, dof, sV);
-    __syncwarp();
+    if (q_warp) {
+      product_with_transposed_tile<HD>(sS_w, rows, sK);  // S = Q·Kᵀ
+    } else {
+      product_with_transposed_tile<HD>(sdP_w, rows, sV);  // dP = dO·Vᵀ
+    }
+    __syncthreads();  // the pair's S and dP are both in shared memory
 
-    for (int r = 0; r < kWarpRows; ++r) {
+    // The Q warp takes the first 8 of the pair's rows, the dO warp the other 8.
+    for (int r = q_warp ? 0 : kWarpRows / 2; r < (q_warp ? kWarpRows / 2 : kWarpRows); ++r) {
       const int i = row0 + r;
       const float lse_i = __shfl_sync(kFullMask, lane_lse, r);
       const float D_i = __shfl_sync(kFullMask, lane_D, r);
@@ -433,12 +458,13 @@ __global__ void __launch_bounds__(kThreads)
         sdS_w[r * kLdP + c] = __float2bfloat16_rn(ds);
       }
     }
-    __syncwarp();
+    __syncthreads();  // the pair's dS is whole
 
-    accumulate_tile_product<HD>(dq_acc, sdS_w, sK);  // dQ_w += dS_w · K
+    // dQ += dS · K, this warp's columns.
+    accumulate_tile_columns<HD, kHalf>(acc, sdS_w, sK + col_frag0 * 16, col_frags);
   }
 
-  scale_and_store<HD>(dq + head + int64_t{row0} * HD, dq_acc, scale);
+  scale_and_store<HD>(dq + head + int64_t{row0} * HD + col_frag0 * 16, acc, scale, col_frags);
 }
 
 // The head sizes with kernels: every multiple of 16 up to 128, and the common larger ones up to
@@ -569,13 +595,13 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     constexpr int HD = decltype(head_dim)::value;
     constexpr size_t dkdv_bytes = Geometry<HD>::kDkDvBytes;
     allow_shared_bytes(backward_dkdv_kernel<HD>, dkdv_bytes);
-    backward_dkdv_kernel<HD><<<grid, kDkDvThreads, dkdv_bytes, stream>>>(
+    backward_dkdv_kernel<HD><<<grid, kPairThreads, dkdv_bytes, stream>>>(
         grads[1], grads[2], q, k, v, d_o, lse, delta, t, tp, scale);
     FP8LM_CUDA_CHECK_LAUNCH();
     constexpr size_t dq_bytes = Geometry<HD>::kDqBytes;
     allow_shared_bytes(backward_dq_kernel<HD>, dq_bytes);
-    backward_dq_kernel<HD>
-        <<<grid, kThreads, dq_bytes, stream>>>(grads[0], q, k, v, d_o, lse, delta, t, tp, scale);
+    backward_dq_kernel<HD><<<grid, kPairThreads, dq_bytes, stream>>>(grads[0], q, k, v, d_o, lse,
+                                                                     delta, t, tp, scale);
     FP8LM_CUDA_CHECK_LAUNCH();
   });
   attention_detail::merge_qkv(dqkv, grads, lay, B, T, H, t_pad, hd, stream);
