@@ -108,14 +108,19 @@ int main(int argc, char** argv) {
     uint64_t comm_bytes = 0;
     fp8lm::Trainer trainer(c);
     // On a GPU the last step is profiled (kernels/cuda/op_times.h): its device time by kind of
-    // op, the rest of its wall time the device's idle.
-    std::string op_seconds = "null";
+    // op, the rest of its wall time the device's idle, and the FP8 GEMM operands the backend
+    // had to transpose or pad (none where Linear hands them over K-major).
+    std::string op_seconds = "null", operand_copies = "null";
     int64_t steps_run = 0;
     while (!trainer.done()) {
       const bool profiled = dev.cuda && ++steps_run == c.steps;
       fp8lm::cuda::profile_ops(profiled);
+      const int64_t copies_before = fp8lm::cuda::fp8_operand_copies();
       const fp8lm::StepStats s = trainer.train_step();
-      if (profiled) op_seconds = op_seconds_json(fp8lm::cuda::take_op_times(), s.step_seconds);
+      if (profiled) {
+        op_seconds = op_seconds_json(fp8lm::cuda::take_op_times(), s.step_seconds);
+        operand_copies = std::to_string(fp8lm::cuda::fp8_operand_copies() - copies_before);
+      }
       fp8lm::cuda::profile_ops(false);
       if (s.step == warmup_steps) {
         warm_seconds = s.seconds;
@@ -143,7 +148,7 @@ int main(int argc, char** argv) {
     if (fp8lm::world().rank() != 0) return 0;
     const auto per_step = [&](double x) { return x / static_cast<double>(timed_steps); };
     fmt::print(
-        R"({{"precision": "{}", "recipe": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "fastest_step_seconds": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}, "world_size": {}, "comm_seconds_per_step": {:.5f}, "comm_bytes_per_step": {:.0f}, "last_step_op_seconds": {}}})"
+        R"({{"precision": "{}", "recipe": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "fastest_step_seconds": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}, "world_size": {}, "comm_seconds_per_step": {:.5f}, "comm_bytes_per_step": {:.0f}, "last_step_op_seconds": {}, "last_step_fp8_operand_copies": {}}})"
         "\n",
         r.precision.label(), recipe,
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
@@ -154,7 +159,8 @@ int main(int argc, char** argv) {
         fp8lm::cpu::engine_name(fp8lm::cpu::low_precision_engine()), c.fusion ? "true" : "false",
         static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps),
         memory, dev.name, static_cast<double>(gpu_bytes) / (1 << 20), fp8lm::world().size(),
-        per_step(comm_seconds), per_step(static_cast<double>(comm_bytes)), op_seconds);
+        per_step(comm_seconds), per_step(static_cast<double>(comm_bytes)), op_seconds,
+        operand_copies);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -240,14 +240,15 @@ def main():
         # bench_train's kinds in its order (kernels/cuda/op_times.h), then "idle"
         kinds = [k for k in breakdown[0]["result"]["last_step_op_seconds"] if k != "step"]
         print(f"\nWhere {GATE_CONFIG}'s last step went (share of its wall time; idle: the device "
-              "waited for the host):")
-        print("| run | " + " | ".join(kinds) + " |")
-        print("|---|" + "---|" * len(kinds))
+              "waited for the host; copies: FP8 GEMM operands the backend transposed or padded):")
+        print("| run | " + " | ".join(kinds) + " | copies |")
+        print("|---|" + "---|" * (len(kinds) + 1))
         for r in breakdown:
             t = r["result"]["last_step_op_seconds"]
             label = r["precision"] + (f" {r['recipe']}" if r.get("recipe") else "")
+            copies = r["result"].get("last_step_fp8_operand_copies")
             print(f"| {label} | " + " | ".join(f"{100 * t.get(k, 0) / t['step']:.0f}%"
-                                             for k in kinds) + " |")
+                                             for k in kinds) + f" | {fmt(copies, '')} |")
     print(f"\nGPU: {gpu or 'unknown'}; " + (
         f"dense peaks (TFLOP/s) of {peak['match']}: bf16 {peak['bf16']}, fp8 {fmt(peak['fp8'], '')}, "
         f"fp32 {peak['fp32']}" if peak["match"] else "peaks unknown: MFU n/a"))
