@@ -6,13 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "core/finite.h"
 #include "dist/gradient_buckets.h"
 #include "dist/optimizer_sharding.h"
 #include "fp8lm/error.h"
-#include "kernels/loss.h"
 #include "nn/fusion.h"
 #include "nn/micro_batch.h"
 #include "nn/precision_map.h"
@@ -176,7 +174,7 @@ StepStats Trainer::train_step() {
   const bool fp8 = precision_.precision == Precision::Fp8;
   if (fp8) model_->scaling().remember();
   opt_->zero_grad();
-  // The fused loss leaves each micro-batch's row losses in the model's backend (step_reads_),
+  // The fused loss leaves each micro-batch's row losses in the model's backend (StepReads),
   // read once after backward with the gradient norm and the FP8 cast counters the fallback
   // watches; the unfused one (the CPU's) reads its own.
   const bool deferred = cfg_.fusion;
@@ -187,15 +185,14 @@ StepStats Trainer::train_step() {
   // The counters are final once backward ran unless FP8 weights are cast again after the
   // optimizer (refresh_fp8_weights): then they are read after it, as before.
   const bool counters_with_losses = norm_with_losses && fallback && !cfg_.fp8_weights;
-  int64_t step_rows = 0;
-  for (const Batch& m : micro) step_rows += m.B * T;
-  const size_t counters_at = static_cast<size_t>(step_rows + 1);  // after the losses and norm
-  const size_t counter_bytes = counters_with_losses ? model_->scaling().counter_bytes() : 0;
-  if (deferred && (!step_reads_ || &step_reads_->backend() != &model_->backend()))
-    step_reads_ = std::make_unique<BackendBuffer<float>>(model_->backend());
-  if (deferred) step_reads_->resize(counters_at + (counter_bytes + 3) / 4);
+  std::vector<int64_t> first_row{0};  // of each micro-batch in the step's rows
+  for (const Batch& m : micro) first_row.push_back(first_row.back() + m.B * T);
+  if (deferred) {
+    step_reads_.begin(model_->backend(), first_row.back(),
+                      counters_with_losses ? model_->scaling().counter_bytes() : 0);
+  }
   std::vector<float> micro_losses(micro.size());
-  for (size_t k = 0, row = 0; k < micro.size(); row += static_cast<size_t>(micro[k].B * T), ++k) {
+  for (size_t k = 0; k < micro.size(); ++k) {
     const Batch& m = micro[k];
     const MicroBatchScope first_or_later(micro.size() == 1 ? MicroBatch::Only
                                          : k == 0          ? MicroBatch::First
@@ -208,7 +205,7 @@ StepStats Trainer::train_step() {
       const Autocast autocast(fp8, cfg_.recipe, amax_reducer(), step_seed);
       if (deferred) {
         model_->forward(m.tokens.data(), m.targets.data(), m.B, T, sequences * T,
-                        step_reads_->data() + row);
+                        step_reads_.losses(first_row[k]));
       } else {
         micro_losses[k] = model_->forward(m.tokens.data(), m.targets.data(), m.B, T, sequences * T);
       }
@@ -222,18 +219,13 @@ StepStats Trainer::train_step() {
     }
   }
   float norm = 0.0f;
-  std::vector<unsigned long long> counters(counter_bytes / sizeof(unsigned long long));
   if (deferred) {
-    Backend& be = model_->backend();
-    const float* norm_on_device = norm_with_losses ? opt_->grad_norm_on_device() : nullptr;
-    if (norm_on_device) be.copy(step_reads_->data() + step_rows, norm_on_device, sizeof(float));
-    if (counter_bytes)
-      be.copy(step_reads_->data() + counters_at, model_->scaling().counters(), counter_bytes);
-    const std::vector<float> read = step_reads_->to_host();
-    if (norm_on_device) norm = read[static_cast<size_t>(step_rows)];
-    if (counter_bytes) std::memcpy(counters.data(), read.data() + counters_at, counter_bytes);
-    for (size_t k = 0, row = 0; k < micro.size(); row += static_cast<size_t>(micro[k].B * T), ++k)
-      micro_losses[k] = mean_loss(read.data() + row, micro[k].targets.data(), micro[k].B * T);
+    step_reads_.read(norm_with_losses ? opt_->grad_norm_on_device() : nullptr,
+                     counters_with_losses ? model_->scaling().counters() : nullptr);
+    norm = step_reads_.norm();
+    for (size_t k = 0; k < micro.size(); ++k)
+      micro_losses[k] =
+          step_reads_.mean_loss(first_row[k], micro[k].targets.data(), micro[k].B * T);
   }
   // The step's mean loss: each micro-batch's mean weighted by its share of the step's rows.
   // Backward added each micro-batch's part of the step's mean gradient into the gradients.
@@ -284,9 +276,10 @@ StepStats Trainer::train_step() {
     consecutive_skips_ = 0;
     if (fallback) {
       ScalingStore& scaling = model_->scaling();
-      fall_back_saturated(
-          *model_, counter_bytes ? scaling.saturation(counters.data()) : scaling.saturation(),
-          comm_, step_ + 1, fallback_, fell);
+      fall_back_saturated(*model_,
+                          counters_with_losses ? scaling.saturation(step_reads_.counters().data())
+                                               : scaling.saturation(),
+                          comm_, step_ + 1, fallback_, fell);
     }
   }
   // A GEMM fallen back to BF16 needs its FP32 master on every rank.

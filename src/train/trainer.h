@@ -10,12 +10,12 @@
 #include "dist/communicator.h"
 #include "dist/device_collectives.h"
 #include "fp8lm/error.h"
-#include "kernels/backend_buffer.h"
 #include "kernels/device.h"
 #include "nn/gpt.h"
 #include "train/data.h"
 #include "train/evaluation.h"
 #include "train/fp8_fallback.h"
+#include "train/step_reads.h"
 
 namespace fp8lm {
 
@@ -126,9 +126,7 @@ class Trainer {
   std::unique_ptr<TextSource> text_;
   std::unique_ptr<GPT> model_;
   std::unique_ptr<AdamW> opt_;
-  // A step's per-row losses (every micro-batch's) and gradient norm, on the model's backend,
-  // read back together: the step's one wait for the device (issue 34).
-  std::unique_ptr<BackendBuffer<float>> step_reads_;
+  StepReads step_reads_;  // the step's one wait for the device (issue 34)
   DeviceChoice device_;
   void move_to(Backend& backend);
   int64_t step_ = 0;
