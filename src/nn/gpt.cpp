@@ -221,9 +221,10 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   if (targets && fusion_enabled()) {
     row_losses_.resize(static_cast<size_t>(rows));
     forward(tokens, targets, B, T, loss_rows, row_losses_.data());
-    std::vector<float> losses(static_cast<size_t>(rows));
-    be_.download(losses.data(), row_losses_.data(), losses.size() * sizeof(float));
-    return mean_loss(losses.data(), targets, rows);
+    row_losses_host_.resize(static_cast<size_t>(rows));  // grows once: no allocation per step
+    be_.download(row_losses_host_.data(), row_losses_.data(),
+                 row_losses_host_.size() * sizeof(float));
+    return mean_loss(row_losses_host_.data(), targets, rows);
   }
   forward_to_logits(tokens, targets != nullptr, B, T);
   if (!targets) return 0.0f;

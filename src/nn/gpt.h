@@ -128,6 +128,7 @@ class GPT {
   BackendBuffer<float> normed_{be_}, logits_{be_}, dnormed_{be_}, dacts_a_{be_}, dacts_b_{be_};
   BackendBuffer<float> probs_{be_};       // --no-fusion: the softmax the unfused loss stores
   BackendBuffer<float> row_losses_{be_};  // forward's per-row losses, read back at once
+  std::vector<float> row_losses_host_;
   // The body of forward: tokens to logits (training: backward follows).
   void forward_to_logits(const int32_t* tokens, bool training, int64_t B, int64_t T);
   void upload_targets(const int32_t* targets, int64_t rows);

@@ -18,7 +18,8 @@ void StepReads::read(const float* norm, const unsigned long long* counters) {
   float* counters_at = buf_->data() + rows_ + 1;
   if (norm) be.copy(buf_->data() + rows_, norm, sizeof(float));
   if (counters && counter_bytes_) be.copy(counters_at, counters, counter_bytes_);
-  host_ = buf_->to_host();
+  host_.resize(buf_->size());  // grows once: no allocation per step
+  be.download(host_.data(), buf_->data(), host_.size() * sizeof(float));
   if (!norm) host_[static_cast<size_t>(rows_)] = 0.0f;
   counters_.assign(counters ? counter_bytes_ / sizeof(unsigned long long) : 0, 0);
   if (!counters_.empty())
