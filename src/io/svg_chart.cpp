@@ -15,12 +15,22 @@ const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", 
 
 // Where a linear axis from lo to hi ticks: at multiples of a round step (1, 2 or 5 times a
 // power of ten) that gives 3 to 6 ticks, so labels read 0.5, 1, 1.5 rather than 0.4716.
+// Counted by index rather than by adding steps: where the range is narrower than lo's own
+// resolution (values read from a damaged metrics file), lo + step == lo and a loop adding
+// steps never ends. A range no step fits gets its two ends.
 std::vector<double> linear_ticks(double lo, double hi) {
   const double raw = (hi - lo) / 4, power = std::pow(10.0, std::floor(std::log10(raw)));
   const double step = raw / power < 1.5 ? power : raw / power < 3.5 ? 2 * power : 5 * power;
+  const double first = std::ceil(lo / step), last = std::floor(hi / step + 1e-9);
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
+  if (!(step > 0) || !std::isfinite(first) || !std::isfinite(last) || !(last - first < 16))
+    return {lo, hi};
   std::vector<double> t;
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step)
+  for (int i = 0; i <= static_cast<int>(last - first); ++i) {
+    const double v = (first + i) * step;
+    if (!t.empty() && v == t.back()) continue;  // steps below v's resolution
     t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  }
   return t;
 }
 
