@@ -153,6 +153,9 @@ def test_ctrl_c_stops_between_steps_and_the_run_goes_on():
     # the losses of a run never interrupted, bit for bit.
     script = textwrap.dedent("""
         import os, signal, threading, fp8lm
+        # Python keeps SIGINT ignored where it started so (a background job of a shell without
+        # job control): Ctrl-C's default handling, whatever this process inherited.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         settings = dict(steps=40, d_model=128, n_layers=2, n_heads=4, ffn=256, batch_size=16,
                         seq_len=32, precision="fp8")
         run = fp8lm.Training(settings)
