@@ -680,8 +680,9 @@ TEST(BackendOps, OptimizerAgreesWithTheReferenceOnEveryBackend) {
       AdamWHyper hs = h;
       hs.bc1 = 1.0f - std::pow(h.beta1, static_cast<float>(step));
       hs.bc2 = 1.0f - std::pow(h.beta2, static_cast<float>(step));
-      be.adamw_step(whole.data(), 4, total, hs, scale.data());
-      for (int k = 0; k < 4; ++k) be.adamw_step(each.data() + k, 1, sizes[k], hs, scale.data());
+      be.adamw_step(whole.data(), 4, total, hs, scale.data(), nullptr);
+      for (int k = 0; k < 4; ++k)
+        be.adamw_step(each.data() + k, 1, sizes[k], hs, scale.data(), nullptr);
       for (Tensor& t : want) {
         for (size_t j = 0; j < t.w.size(); ++j) {
           const double g = 0.5 * t.g[j];
@@ -705,6 +706,87 @@ TEST(BackendOps, OptimizerAgreesWithTheReferenceOnEveryBackend) {
         ASSERT_NEAR(w[j], want[k].w[j], 4 * 0x1p-24 * std::fabs(want[k].w[j]) + 1e-7)
             << k << " " << j;
     }
+  }
+}
+
+// Issue 34: a step decided where the gradients are. decide_step skips on any non-finite row
+// loss (one far into the rows, past the first thread's share) or norm and keeps the step count;
+// otherwise it counts the step and takes its bias corrections from the host's table. AdamW
+// with the decision changes nothing when it skips, and otherwise gives the bits of AdamW with
+// the host's hyper-parameters; copy_if copies only when its flag is set.
+TEST(BackendOps, StepDecidedOnTheBackendGatesTheOptimizer) {
+  const int64_t rows = 3000, n = 1001;
+  const AdamWHyper h{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f};
+  Vec table(2 * 8);
+  for (int t = 0; t < 8; ++t) {
+    table[2 * t] = 1.0f - std::pow(h.beta1, static_cast<float>(t));
+    table[2 * t + 1] = 1.0f - std::pow(h.beta2, static_cast<float>(t));
+  }
+  for (const BackendUnderTest& bt : present_backends()) {
+    Backend& be = bt.be;
+    SCOPED_TRACE(be.name());
+    const Buf<float> bias(be, table);
+    StepDecision start;
+    start.steps = 2;
+    Buf<StepDecision> d(be, std::vector<StepDecision>{start});
+    Vec losses(rows, 2.5f);
+    Buf<float> norm(be, Vec{3.0f});
+    const auto decide = [&](const Vec& l, float nm) {
+      const Buf<float> dl(be, l);
+      norm.upload({nm}, "norm");
+      be.decide_step(d.data(), dl.data(), rows, norm.data(), bias.data());
+      return d.to_host()[0];
+    };
+    StepDecision got = decide(losses, 3.0f);
+    EXPECT_EQ(got.skip, 0);
+    EXPECT_EQ(got.steps, 3);
+    EXPECT_EQ(got.bc1, table[6]);
+    EXPECT_EQ(got.bc2, table[7]);
+    Vec bad = losses;
+    bad[2999] = NAN;
+    EXPECT_EQ(decide(bad, 3.0f).skip, 1);
+    EXPECT_EQ(d.to_host()[0].steps, 3) << "a skipped step is not counted";
+    bad = losses;
+    bad[1777] = -INFINITY;
+    EXPECT_EQ(decide(bad, 3.0f).skip, 1);
+    EXPECT_EQ(decide(losses, INFINITY).skip, 1);
+    got = decide(losses, 3.0f);
+    EXPECT_EQ(got.skip, 0);
+    EXPECT_EQ(got.steps, 4);
+
+    // AdamW as decided: step 4's bias corrections, as the host would pass them.
+    const Vec w0 = test::random_normal(n, 5), g = test::random_normal(n, 6);
+    const auto run = [&](const StepDecision* decision, const AdamWHyper& hyper) {
+      Buf<float> w(be, w0), gb(be, g), m(be, Vec(n, 0.1f)), v(be, Vec(n, 0.2f));
+      const Buf<AdamWTensor> t(be, std::vector<AdamWTensor>{{w.data(), gb.data(), nullptr, m.data(),
+                                                             v.data(), n, 0.1f}});
+      be.adamw_step(t.data(), 1, n, hyper, nullptr, decision);
+      return std::vector<Vec>{w.to_host(), m.to_host(), v.to_host()};
+    };
+    AdamWHyper host = h;
+    host.bc1 = table[8];
+    host.bc2 = table[9];
+    const std::vector<Vec> taken = run(d.data(), h), want = run(nullptr, host);
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(test::same_bits(taken[k], want[k])) << k;
+    decide(bad, 3.0f);
+    const std::vector<Vec> skipped = run(d.data(), h);
+    EXPECT_TRUE(test::same_bits(skipped[0], w0));
+    EXPECT_TRUE(test::same_bits(skipped[1], Vec(n, 0.1f)));
+    EXPECT_TRUE(test::same_bits(skipped[2], Vec(n, 0.2f)));
+
+    // copy_if, of an odd size at an odd offset.
+    const std::vector<int32_t> yes{1}, no{0};
+    const Buf<int32_t> flag_yes(be, yes), flag_no(be, no);
+    const Vec src = test::random_normal(333, 7);
+    Buf<float> a(be, Vec(333, 0.0f)), b(be, Vec(333, 0.0f));
+    const Buf<float> from(be, src);
+    const size_t bytes = 331 * sizeof(float) - 3;
+    be.copy_if(a.data() + 1, from.data() + 1, bytes, flag_no.data());
+    be.copy_if(b.data() + 1, from.data() + 1, bytes, flag_yes.data());
+    EXPECT_TRUE(test::same_bits(a.to_host(), Vec(333, 0.0f)));
+    Vec want_b(333, 0.0f);
+    std::memcpy(reinterpret_cast<char*>(want_b.data() + 1), src.data() + 1, bytes);
+    EXPECT_TRUE(test::same_bits(b.to_host(), want_b));
   }
 }
 

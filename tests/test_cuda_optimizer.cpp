@@ -173,7 +173,7 @@ TEST(CudaOptimizer, AdamWMatchesCpuBitsOverThreeSteps) {
     h.bc1 = 1.0f - std::pow(cfg.beta1, static_cast<float>(step));
     h.bc2 = 1.0f - std::pow(cfg.beta2, static_cast<float>(step));
     cuda::adamw_step(dev.d_table.data(), dev.n_tensors(), dev.total, h, d_grad_scale.data(),
-                     nullptr);
+                     /*decision=*/nullptr, nullptr);
 
     // One correctly rounded float operation at a time on both sides: the same bits.
     for (size_t i = 0; i < ps.size(); ++i) {

@@ -79,6 +79,21 @@ TEST(CudaTraining, NonFiniteStepIsSkipped) {
   }
 }
 
+// Issue 34: steps launched without waiting and read together give the bits of steps read as
+// they end, a skipped one among them (tests/skip_check.h).
+TEST(CudaTraining, StepsReadTogetherMatchStepsReadAsTheyEnd) {
+  FP8LM_REQUIRE_CUDA();
+  for (Precision p : {Precision::Fp32, Precision::Fp8}) {
+    if (p == Precision::Fp8 && test::cuda_cc() < 89) continue;
+    SCOPED_TRACE(precision_name(p));
+    TrainConfig c = demo(p, DeviceSpec::Cuda);
+    c.recipe.delayed.amax_history_len = 4;
+    c.evaluate = false;
+    c.fp8_fallback = false;
+    test::expect_steps_read_later_match_steps_read_as_they_end(c);
+  }
+}
+
 // The automatic BF16 fallback on the GPU backend, on the CPU's reproducible case
 // (tests/fallback_check.h): a corrupted FP8 scale is survived by moving its GEMM to BF16.
 TEST(CudaTraining, Bf16FallbackSurvivesACorruptedScale) {
@@ -117,13 +132,13 @@ TEST(CudaTraining, FirstStepMatchesTheCpu) {
 
 // Issue 34: how often a steady-state training step makes the host wait for the GPU, counted by
 // the emulator (emu/host_syncs.h; a GPU has no such counter, so this runs there only). Uploads
-// go through pinned staging, the targets are checked on the host before upload, and the weight
-// casts' freshness is a host-side version, so what is left are the reads the step's decisions
-// need: every micro-batch's row losses (averaged on the host in the CPU's order), the gradient
-// norm (the skip decision and the clipping) and under FP8 the saturation counters the BF16
-// fallback watches, in one read after backward. A step of two micro-batches waits no more than
-// a step of one. With --fp8-weights the weights are cast again after the optimizer, and the
-// counters are read after that: a second wait.
+// go through pinned staging, the targets are checked on the host before upload, the weight
+// casts' freshness is a host-side version, and the step is decided on the device (the skip,
+// the clipping and AdamW's step count: Trainer::launch_step), so launching steps never waits:
+// zero per step, with one or two micro-batches. One read then brings every launched step's
+// row losses, norm, decision and FP8 saturation counters. A step the host decides itself
+// (--fp8-weights: the weights are cast again only after an update) reads its losses and norm,
+// then the counters after the recast: two waits.
 TEST(CudaTraining, StepHostSynchronisations) {
   FP8LM_REQUIRE_CUDA();
 #ifndef FP8LM_CUDA_EMU
@@ -139,10 +154,25 @@ TEST(CudaTraining, StepHostSynchronisations) {
       Trainer gpu(c);
       for (int warm = 0; warm < 2; ++warm) gpu.train_step();  // buffers grown, plans made
       const unsigned long long before = emu::host_synchronizations();
-      gpu.train_step();
-      const bool late_counters = c.precision == Precision::Fp8 && c.fp8_fallback && c.fp8_weights;
-      EXPECT_EQ(emu::host_synchronizations() - before,
-                static_cast<unsigned long long>(1 + (late_counters ? 1 : 0)));
+      if (!gpu.decided_on_backend()) {
+        ASSERT_TRUE(c.fp8_weights);
+        gpu.train_step();
+        EXPECT_EQ(emu::host_synchronizations() - before, 2u);
+        continue;
+      }
+      for (int s = 0; s < 3; ++s) gpu.launch_step();
+      EXPECT_EQ(emu::host_synchronizations() - before, 0u) << "launching three steps";
+      EXPECT_EQ(gpu.unread_steps(), 3u);
+      const std::vector<StepStats> read = gpu.read_steps();
+      EXPECT_EQ(emu::host_synchronizations() - before, 1u) << "reading them";
+      ASSERT_EQ(read.size(), 3u);
+      for (size_t i = 0; i < read.size(); ++i) {
+        EXPECT_EQ(read[i].step, 3 + static_cast<int64_t>(i));
+        EXPECT_TRUE(std::isfinite(read[i].loss));
+        EXPECT_GT(read[i].grad_norm, 0.0f);
+        EXPECT_FALSE(read[i].skipped);
+      }
+      EXPECT_EQ(gpu.optimizer().steps(), 5);
     }
   }
 #endif

@@ -47,6 +47,21 @@ TEST(NonFiniteStep, IsSkippedLeavingWeightsMomentsAndFp8StateAsTheyWere) {
   test::expect_poisoned_step_is_skipped(current);
 }
 
+// Issue 34: steps decided on the backend and read together, on the CPU (whose run loop reads
+// every step, but whose trainer launches and reads as a GPU's does): the bits of steps read
+// as they end, a skipped one among them, in every precision and with two micro-batches.
+TEST(NonFiniteStep, StepsReadTogetherMatchStepsReadAsTheyEnd) {
+  for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Fp8}) {
+    for (const int64_t micro_batches : {1, 2}) {
+      SCOPED_TRACE(testing::Message() << precision_name(p) << ", micro-batches " << micro_batches);
+      TrainConfig c = tiny(p);
+      c.grad_accum = micro_batches;
+      c.fp8_fallback = false;
+      test::expect_steps_read_later_match_steps_read_as_they_end(c);
+    }
+  }
+}
+
 void poison(Parameter& p) {
   std::vector<float> v = p.values();
   v[0] = INFINITY;

@@ -24,4 +24,28 @@ FP8LM_OP float clip_factor(float norm, float max_norm) {
   return max_norm > 0.0f && norm > max_norm ? m::div(max_norm, m::add(norm, 1e-6f)) : 1.0f;
 }
 
+FP8LM_OP bool finite(float x) {
+  return (m::bits(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// The step's decision once every loss and the norm were looked at (all_finite): a skipped step
+// keeps the count; a taken one counts itself and takes its bias corrections from the host's
+// table (bias_corrections[2t], [2t + 1] for step t: the host's std::pow bits on every backend).
+FP8LM_OP void decide(StepDecision& d, bool all_finite, const float* bias_corrections) {
+  d.skip = all_finite ? 0 : 1;
+  if (!all_finite) return;
+  d.steps += 1;
+  d.bc1 = bias_corrections[2 * d.steps];
+  d.bc2 = bias_corrections[2 * d.steps + 1];
+}
+
+// The hyper-parameters a decided step runs with.
+FP8LM_OP AdamWHyper with_decision(AdamWHyper h, const StepDecision* d) {
+  if (d != nullptr) {
+    h.bc1 = d->bc1;
+    h.bc2 = d->bc2;
+  }
+  return h;
+}
+
 }  // namespace fp8lm::adamw

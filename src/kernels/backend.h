@@ -59,6 +59,9 @@ class Backend {
   virtual void upload(void* dst, const void* host, size_t bytes) = 0;
   virtual void download(void* host, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // The same when *flag (backend memory) is non-zero: a decision made on the backend, such as
+  // a skipped step's roll-back, without a read.
+  virtual void copy_if(void* dst, const void* src, size_t bytes, const int32_t* flag) = 0;
   virtual void zero(void* p, size_t bytes) = 0;
   // rows rows of row_bytes each, from src (rows src_pitch bytes apart) to dst (dst_pitch).
   virtual void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
@@ -148,8 +151,14 @@ class Backend {
   // tensors' n.
   virtual void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
                          int64_t total) = 0;
+  // With a decision (null: none), AdamW changes nothing when it skips and takes its bias
+  // corrections otherwise.
   virtual void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
-                          const float* grad_scale) = 0;
+                          const float* grad_scale, const StepDecision* decision) = 0;
+  // The step's decision (adamw::decide): skipped when any of losses[rows] or *norm is not
+  // finite; bias_corrections: the host's table, [2t] and [2t + 1] for step t.
+  virtual void decide_step(StepDecision* d, const float* losses, int64_t rows, const float* norm,
+                           const float* bias_corrections) = 0;
 
   // --- ops not every device has ---
   // --no-fusion's twins: the T x T probabilities stored, the softmax stored.

@@ -91,6 +91,15 @@ struct AdamWHyper {
   float bc1 = 1, bc2 = 1;  // 1 - beta^t, computed on the host (train/adamw.cpp)
 };
 
+// An optimizer step decided where the gradients are (issue 34: a training step need not wait
+// for the host): the backend's decide_step fills it from the step's row losses and gradient
+// norm, and its adamw_step follows it. It lives in backend memory from step to step.
+struct StepDecision {
+  int32_t skip = 0;        // a row loss or the norm was not finite: the step changes nothing
+  int32_t steps = 0;       // the optimizer's steps taken, this one included unless it skips
+  float bc1 = 1, bc2 = 1;  // AdamWHyper's bias corrections for `steps`
+};
+
 // The dtype a ProducerOut asks for; Error naming `op` unless exactly one output is set and an
 // FP8 one has its scale.
 DType producer_out_dtype(const ProducerOut& out, const char* op);

@@ -24,6 +24,12 @@ void copy_all(BackendBuffer<T>& dst, const BackendBuffer<T>& src) {
   src.backend().copy(dst.data(), src.data(), src.size() * sizeof(T));
 }
 
+// The same into a buffer of src's size, when *flag is non-zero.
+template <class T>
+void copy_all_if(BackendBuffer<T>& dst, const BackendBuffer<T>& src, const int32_t* flag) {
+  src.backend().copy_if(dst.data(), src.data(), src.size() * sizeof(T), flag);
+}
+
 }  // namespace
 
 ScalingStore::ScalingStore(Backend& backend, int gemms, const DelayedScaling& recipe)
@@ -199,6 +205,18 @@ void ScalingStore::roll_back() {
   copy_all(scale_, saved_scale_);
   copy_all(scale_inv_, saved_scale_inv_);
   copy_all(counts_, saved_counts_);
+}
+
+bool ScalingStore::roll_back_if(const int32_t* skip) {
+  if (saved_history_ == 0) return true;  // nothing remembered: nothing to go back to
+  if (saved_history_ != history_ || saved_format_ != recipe_format_) return false;
+  // The host cannot know whether the scales changed back: casts made since are stale.
+  bump_scale_versions(0, scale_version_.size());
+  copy_all_if(history_buf_, saved_history_buf_, skip);
+  copy_all_if(scale_, saved_scale_, skip);
+  copy_all_if(scale_inv_, saved_scale_inv_, skip);
+  copy_all_if(counts_, saved_counts_, skip);
+  return true;
 }
 
 }  // namespace fp8lm

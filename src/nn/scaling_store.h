@@ -73,6 +73,12 @@ class ScalingStore {
   // leaves the scaling state as it was before the step (its amaxes would poison the history).
   void remember();
   void roll_back();
+  // roll_back() on the backend where *skip (backend memory) is non-zero: a step decided there
+  // (AdamW::step_decided_on_backend), nothing read. The host's record of each slot's last cast
+  // size stays: a step's casts have the same sizes as the one before. False, and nothing done,
+  // when the step rebuilt the store (a new recipe): the caller reads the decision and calls
+  // roll_back() itself.
+  bool roll_back_if(const int32_t* skip);
 
   Backend& backend() const { return be_; }
 

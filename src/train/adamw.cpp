@@ -20,6 +20,11 @@ AdamWTensor gradient_entry(const Parameter& p) {
   return t;
 }
 
+// 1 - beta^t as every step's hyper-parameters have it.
+float bias_correction(float beta, int64_t t) {
+  return 1.0f - std::pow(beta, static_cast<float>(t));
+}
+
 Backend& backend_of(const ParameterList& params) {
   return params.empty() ? cpu_backend() : params.front()->value.backend();
 }
@@ -103,9 +108,46 @@ AdamWHyper AdamW::hyper(float lr) const {
   h.beta1 = cfg_.beta1;
   h.beta2 = cfg_.beta2;
   h.eps = cfg_.eps;
-  h.bc1 = 1.0f - std::pow(cfg_.beta1, static_cast<float>(t_));
-  h.bc2 = 1.0f - std::pow(cfg_.beta2, static_cast<float>(t_));
+  h.bc1 = bias_correction(cfg_.beta1, t_);
+  h.bc2 = bias_correction(cfg_.beta2, t_);
   return h;
+}
+
+void AdamW::cover_bias_corrections(int64_t t) {
+  const auto need = static_cast<size_t>(2 * (t + 1));
+  if (bias_corrections_host_.size() >= need) return;
+  size_t n = std::max<size_t>(2 * 1024, bias_corrections_host_.size());
+  while (n < need) n *= 2;
+  bias_corrections_host_.resize(n);
+  for (size_t k = 0; 2 * k < n; ++k) {
+    bias_corrections_host_[2 * k] = bias_correction(cfg_.beta1, static_cast<int64_t>(k));
+    bias_corrections_host_[2 * k + 1] = bias_correction(cfg_.beta2, static_cast<int64_t>(k));
+  }
+  bias_corrections_.resize(n);
+  bias_corrections_.upload(bias_corrections_host_, "optimizer bias corrections");
+}
+
+AdamW::DecidedStep AdamW::step_decided_on_backend(float lr, float max_norm, const float* losses,
+                                                  int64_t rows) {
+  refresh_table();
+  if (decision_.size() == 0) decision_.resize(1);
+  if (!decision_steps_current_) {  // the host's count, e.g. a resumed run's, goes first
+    StepDecision d;
+    d.steps = static_cast<int32_t>(t_);
+    decision_.upload({d}, "optimizer step count");
+    decision_steps_current_ = true;
+  }
+  ++t_;  // taken, as far as the host knows yet
+  cover_bias_corrections(t_);
+  float* norm = norm_clip_.data();
+  if (!tensors_.empty()) {
+    be_.grad_norm(norm, norm + 1, max_norm, table_.data(), static_cast<int>(tensors_.size()),
+                  numel_);
+  }
+  be_.decide_step(decision_.data(), losses, rows, tensors_.empty() ? nullptr : norm,
+                  bias_corrections_.data());
+  update(hyper(lr), norm + 1, decision_.data());  // its bias corrections are the decision's
+  return {tensors_.empty() ? nullptr : norm, decision_.data()};
 }
 
 const float* AdamW::grad_norm_on_device() {
@@ -125,16 +167,21 @@ float AdamW::global_grad_norm() {
 
 void AdamW::step(float lr, float grad_scale) {
   ++t_;
-  const AdamWHyper h = hyper(lr);
+  decision_steps_current_ = false;
   refresh_table();
   float* scale = norm_clip_.data() + 1;  // the clip slot's place
   be_.upload(scale, &grad_scale, sizeof(float));
+  update(hyper(lr), scale, nullptr);
+}
+
+void AdamW::update(const AdamWHyper& h, const float* grad_scale, const StepDecision* decision) {
   if (fusion_enabled()) {  // one pass over every tensor
     if (!tensors_.empty())
-      be_.adamw_step(table_.data(), static_cast<int>(tensors_.size()), numel_, h, scale);
+      be_.adamw_step(table_.data(), static_cast<int>(tensors_.size()), numel_, h, grad_scale,
+                     decision);
   } else {
     for (size_t k = 0; k < tensors_.size(); ++k)
-      be_.adamw_step(table_.data() + k, 1, tensors_[k].n, h, scale);
+      be_.adamw_step(table_.data() + k, 1, tensors_[k].n, h, grad_scale, decision);
   }
   for (Parameter* p : params_) ++p->version;
 }

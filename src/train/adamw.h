@@ -35,6 +35,18 @@ class AdamW {
   // The same norm left in backend memory for the caller to read with other values (null for a
   // shard of no parameters: its norm is 0).
   const float* grad_norm_on_device();
+  // The step decided where the gradients are (issue 34: nothing read, so the host need not
+  // wait): the norm and its clipping factor for max_norm, the decision (skipped when any of
+  // losses[rows], backend memory, or the norm is not finite; kernels/tensor.h) and AdamW as it
+  // says, the step count kept on the backend. The host counts the step as taken until it reads
+  // the decision (count_skipped_step). Bumps the parameters' versions either way.
+  struct DecidedStep {
+    const float* norm;  // backend memory, like the decision
+    const StepDecision* decision;
+  };
+  DecidedStep step_decided_on_backend(float lr, float max_norm, const float* losses, int64_t rows);
+  // A decided step that the host has since read to have been skipped.
+  void count_skipped_step() { --t_; }
   void zero_grad();
   int64_t steps() const { return t_; }
   const ParameterList& parameters() const { return params_; }
@@ -47,7 +59,10 @@ class AdamW {
   const BackendBuffer<float>& second_moment_buffer(size_t i) const { return v_[i]; }
   BackendBuffer<float>& first_moment_buffer(size_t i) { return m_[i]; }
   BackendBuffer<float>& second_moment_buffer(size_t i) { return v_[i]; }
-  void set_steps(int64_t t) { t_ = t; }
+  void set_steps(int64_t t) {
+    t_ = t;
+    decision_steps_current_ = false;
+  }
 
   // ZeRO-1 (--zero 1): with a shard, this rank updates its parameters alone and keeps their
   // moments only; a step leaves the others as they were (the trainer all-gathers them) and the
@@ -70,6 +85,10 @@ class AdamW {
   // Parameter i's moments, zeroed, unless they are here already.
   void hold_moments(size_t i);
   AdamWHyper hyper(float lr) const;
+  // AdamW over the table as it is (refresh_table), fused or per tensor.
+  void update(const AdamWHyper& h, const float* grad_scale, const StepDecision* decision);
+  // The bias corrections' table on the backend covers step t (grown by doubling: rarely).
+  void cover_bias_corrections(int64_t t);
   ParameterList params_;
   AdamWConfig cfg_;
   Backend& be_;  // the parameters'
@@ -78,7 +97,14 @@ class AdamW {
   std::vector<AdamWTensor> tensors_, fresh_;  // the table as uploaded, and as it is now
   BackendBuffer<AdamWTensor> table_{be_};
   BackendBuffer<float> norm_clip_{be_};  // the norm and the step's gradient scale
-  int64_t numel_ = 0;                    // over the shard's parameters
+  // Decided steps: the decision (its step count is t_ once the host has read every decision),
+  // whether its count was set from t_ since the host last changed t_ itself, and 1 - beta^t for
+  // every t (host's bits: [2t], [2t + 1]).
+  BackendBuffer<StepDecision> decision_{be_};
+  bool decision_steps_current_ = false;
+  std::vector<float> bias_corrections_host_;
+  BackendBuffer<float> bias_corrections_{be_};
+  int64_t numel_ = 0;  // over the shard's parameters
   size_t begin_ = 0, end_ = 0;
 };
 

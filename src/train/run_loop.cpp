@@ -22,39 +22,50 @@ RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& 
     recorder.checkpoint(trainer);
     trainer.release_gathered_optimizer_state();
   };
+  const auto record = [&](const StepStats& stats, bool snapshot) {
+    StepRecord r{stats, snapshot};
+    recorder.step(trainer, r);
+    if (progress) progress(r.stats);
+  };
+  const auto between_reads = static_cast<size_t>(
+      std::clamp<int64_t>(schedule.steps_between_reads, 1, Trainer::kMaxUnreadSteps));
   while (!trainer.done()) {
-    StepRecord record;
     // The steps whose FP8 state is recorded (below) record their block scales too.
-    const int64_t next = trainer.steps_done() + 1;
-    const bool snapshot = fp8 && (next % std::max<int64_t>(1, schedule.fp8_snapshot_every) == 0 ||
-                                  next == 1 || next == trainer.config().steps);
-    trainer.collect_block_stats(snapshot);
+    const int64_t step = trainer.steps_done() + 1;
+    const bool snapshot = fp8 && (step % std::max<int64_t>(1, schedule.fp8_snapshot_every) == 0 ||
+                                  step == 1 || step == trainer.config().steps);
+    const bool checkpoint_due = schedule.checkpoint_every > 0 &&
+                                step % schedule.checkpoint_every == 0 &&
+                                step < trainer.config().steps;
+    std::vector<StepStats> read;
+    bool stopping = false;
     try {
-      record.stats = trainer.train_step();
+      trainer.collect_block_stats(snapshot);
+      trainer.launch_step();
       trainer.collect_block_stats(false);
+      // A signal reaches the ranks at different moments: they agree on it, so all stop after
+      // the same step.
+      stopping = trainer.any_rank(stop && stop->load()) ||
+                 (schedule.stop_after > 0 && step >= schedule.stop_after);
+      // What records or looks at the state after this step reads it first.
+      const bool validated = schedule.val_every > 0 && step % schedule.val_every == 0;
+      if (!trainer.reading_waits() || trainer.unread_steps() >= between_reads || snapshot ||
+          validated || checkpoint_due || trainer.done() || stopping)
+        read = trainer.read_steps();
     } catch (const SkipLimitReached& e) {  // the stopping step is recorded, then the run ends
-      record.stats = e.stats;
-      recorder.step(trainer, record);
-      if (progress) progress(record.stats);
+      for (const StepStats& s : e.steps) record(s, false);
       throw;
     }
-    const int64_t step = record.stats.step;
-    record.stats.val_loss = scheduled_validation(trainer, schedule, step);
-    record.fp8_snapshot = snapshot;
-    recorder.step(trainer, record);
-    if (progress) progress(record.stats);
-    // A signal reaches the ranks at different moments: they agree on it, so all stop after the
-    // same step.
-    const bool stopping = trainer.any_rank(stop && stop->load()) ||
-                          (schedule.stop_after > 0 && step >= schedule.stop_after);
+    if (read.empty()) continue;
+    // Only the last step read can be one that is validated or snapshot: those read at once.
+    read.back().val_loss = scheduled_validation(trainer, schedule, read.back().step);
+    for (size_t i = 0; i < read.size(); ++i) record(read[i], snapshot && i + 1 == read.size());
     if (stopping && !trainer.done()) {
       checkpoint();
       recorder.stopped(trainer);
       return RunEnd::Stopped;
     }
-    if (schedule.checkpoint_every > 0 && step % schedule.checkpoint_every == 0 && !trainer.done()) {
-      checkpoint();
-    }
+    if (checkpoint_due) checkpoint();
   }
   checkpoint();
   // The model is kept before anything that could fail after training (its evaluation, a

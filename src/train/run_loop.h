@@ -15,6 +15,11 @@ struct RunSchedule {
   int64_t stop_after = 0;  // stop (with a checkpoint) after this step, as an interruption would
   int64_t fp8_snapshot_every = 10;  // and at step 1
   int64_t val_every = 20;           // held-out loss every N steps and at the last (0: never)
+  // On a GPU, the steps launched before their figures are read (issue 34: the host does not
+  // wait for each step); the progress and metrics.jsonl follow at each read. Steps whose state
+  // is recorded, validated, checkpointed or stopped at are read at once; the CPU reads every
+  // step (its reads cost nothing). At most Trainer::kMaxUnreadSteps.
+  int64_t steps_between_reads = 16;
 };
 
 // One step as the recorder sees it.

@@ -21,11 +21,12 @@
 
 namespace fp8lm {
 
-namespace {
 Precision gemm_precision_for(Precision p) {
   // Non-FP8 GEMMs run in BF16 under both bf16 and fp8 (as TE pairs fp8_autocast with BF16).
   return p == Precision::Fp32 ? Precision::Fp32 : Precision::Bf16;
 }
+
+namespace {
 
 // The mean of the last kFinalLossSteps steps' losses, those of skipped steps left out (NaN if
 // all were).
@@ -100,11 +101,13 @@ std::string Trainer::recipe_line() const {
 }
 
 void Trainer::set_fusion(bool on) {
+  settle();
   if (!on) model_->backend().require({OptionalOp::UnfusedAttention, OptionalOp::UnfusedLoss});
   cfg_.fusion = on;
 }
 
 void Trainer::use_device(const DeviceSpec& requested) {
+  settle();
   const DeviceSpec spec = comm_.size() > 1
                               ? gpu_of_local_rank(requested, detect_launch().local_rank,
                                                   static_cast<int>(cuda_devices().devices.size()))
@@ -159,73 +162,108 @@ InferenceModel::InferenceModel(GPT& model, const TrainConfig& cfg, const DeviceS
 Trainer::~Trainer() = default;
 
 StepStats Trainer::train_step() {
-  const auto start = std::chrono::steady_clock::now();
-  const Communicator::Traffic traffic_before = traffic();
+  launch_step();
+  std::vector<StepStats> read = read_steps();
+  return std::move(read.back());
+}
+
+void Trainer::launch_step() {
+  if (decided_on_backend()) {
+    launch_decided_step();
+    return;
+  }
+  settle();  // the steps before, in order
+  StepStats stats = host_decided_step();
+  ++step_;
+  finish_step(std::move(stats));
+}
+
+bool Trainer::decided_on_backend() const {
+  // One process with the fused kernels: once its batch is uploaded a step needs nothing from
+  // the host. Several ranks reduce the loss and norm through the host; --fp8-weights casts the
+  // weights again after the optimizer only when it updated them.
+  return cfg_.fusion && comm_.size() == 1 && !zero_sharded() && !cfg_.fp8_weights;
+}
+
+Trainer::StepInput Trainer::next_step_input() {
   const int64_t T = cfg_.model.seq_len, sequences = cfg_.sequences_per_step();
+  StepInput in;
+  in.start = std::chrono::steady_clock::now();
+  in.step = step_ + 1;
   // Every rank draws the step's whole global batch (the stream one process with a batch of
   // batch_size x grad_accum reads) and keeps its rows of each micro-batch, so any number of
   // ranks and micro-batches trains on the same sequences in the same order.
-  const std::vector<Batch> micro =
-      micro_batches(stride_ ? stride_->next(sequences, T) : text_->next_train(sequences, T));
-  const float lr =
-      learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
-  const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
-  const FusionScope fusion(cfg_.fusion);
+  in.micro = micro_batches(stride_ ? stride_->next(sequences, T) : text_->next_train(sequences, T));
+  in.lr = learning_rate(step_, cfg_.steps, cfg_.warmup, cfg_.lr, cfg_.lr * cfg_.min_lr_ratio);
+  in.first_row = {0};
+  for (const Batch& m : in.micro) in.first_row.push_back(in.first_row.back() + m.B * T);
+  return in;
+}
+
+void Trainer::run_micro_batches(const StepInput& in, bool deferred,
+                                std::vector<float>& micro_losses) {
+  const int64_t T = cfg_.model.seq_len, sequences = cfg_.sequences_per_step();
   const bool fp8 = precision_.precision == Precision::Fp8;
-  if (fp8) model_->scaling().remember();
-  opt_->zero_grad();
-  // The fused loss leaves each micro-batch's row losses in the model's backend (StepReads),
-  // read once after backward with the gradient norm and the FP8 cast counters the fallback
-  // watches; the unfused one (the CPU's) reads its own.
-  const bool deferred = cfg_.fusion;
-  // One process: the norm joins the losses' read. Several: the losses are all-reduced before
-  // the gradients' reduction finishes and the norm is taken.
-  const bool norm_with_losses = deferred && comm_.size() == 1 && !zero_sharded();
-  const bool fallback = fp8 && cfg_.fp8_fallback;
-  // The counters are final once backward ran unless FP8 weights are cast again after the
-  // optimizer (refresh_fp8_weights): then they are read after it, as before.
-  const bool counters_with_losses = norm_with_losses && fallback && !cfg_.fp8_weights;
-  std::vector<int64_t> first_row{0};  // of each micro-batch in the step's rows
-  for (const Batch& m : micro) first_row.push_back(first_row.back() + m.B * T);
-  if (deferred) {
-    step_reads_.begin(model_->backend(), first_row.back(),
-                      counters_with_losses ? model_->scaling().counter_bytes() : 0);
-  }
-  std::vector<float> micro_losses(micro.size());
-  for (size_t k = 0; k < micro.size(); ++k) {
-    const Batch& m = micro[k];
-    const MicroBatchScope first_or_later(micro.size() == 1 ? MicroBatch::Only
-                                         : k == 0          ? MicroBatch::First
-                                                           : MicroBatch::Later);
+  micro_losses.assign(in.micro.size(), 0.0f);
+  for (size_t k = 0; k < in.micro.size(); ++k) {
+    const Batch& m = in.micro[k];
+    const MicroBatchScope first_or_later(in.micro.size() == 1 ? MicroBatch::Only
+                                         : k == 0             ? MicroBatch::First
+                                                              : MicroBatch::Later);
     {
       // Stochastic rounding's seed: the same for a step of a resumed run.
       const uint64_t step_seed =
-          cfg_.seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(step_ + 1)) ^
+          cfg_.seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(in.step)) ^
           (static_cast<uint64_t>(k) << 48) ^ (static_cast<uint64_t>(comm_.rank()) << 32);
       const Autocast autocast(fp8, cfg_.recipe, amax_reducer(), step_seed);
       if (deferred) {
         model_->forward(m.tokens.data(), m.targets.data(), m.B, T, sequences * T,
-                        step_reads_.losses(first_row[k]));
+                        step_reads_.losses(in.first_row[k]));
       } else {
         micro_losses[k] = model_->forward(m.tokens.data(), m.targets.data(), m.B, T, sequences * T);
       }
     }
     // The last micro-batch's backward makes the gradients final: their reduction starts in it.
-    if (comm_.size() > 1 && !zero_sharded() && k + 1 == micro.size()) {
+    if (comm_.size() > 1 && !zero_sharded() && k + 1 == in.micro.size()) {
       GradientBuckets& buckets = gradient_buckets();
       model_->backward([&](size_t first, size_t end) { buckets.ready(first, end); });
     } else {
       model_->backward();
     }
   }
+}
+
+StepStats Trainer::host_decided_step() {
+  const Communicator::Traffic traffic_before = traffic();
+  const int64_t T = cfg_.model.seq_len, sequences = cfg_.sequences_per_step();
+  const StepInput in = next_step_input();
+  const std::vector<Batch>& micro = in.micro;
+  const std::vector<int64_t>& first_row = in.first_row;
+  const float lr = in.lr;
+  const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
+  const FusionScope fusion(cfg_.fusion);
+  const bool fp8 = precision_.precision == Precision::Fp8;
+  if (fp8) model_->scaling().remember();
+  opt_->zero_grad();
+  // The fused loss leaves each micro-batch's row losses in the model's backend (StepReads),
+  // read once after backward (with the gradient norm in one process); the unfused one (the
+  // CPU's) reads its own.
+  const bool deferred = cfg_.fusion;
+  // One process: the norm joins the losses' read. Several: the losses are all-reduced before
+  // the gradients' reduction finishes and the norm is taken.
+  const bool norm_with_losses = deferred && comm_.size() == 1 && !zero_sharded();
+  const bool fallback = fp8 && cfg_.fp8_fallback;
+  if (deferred) step_reads_.begin_step(model_->backend(), first_row.back(), 0, 1);
+  std::vector<float> micro_losses;
+  run_micro_batches(in, deferred, micro_losses);
   float norm = 0.0f;
   if (deferred) {
-    step_reads_.read(norm_with_losses ? opt_->grad_norm_on_device() : nullptr,
-                     counters_with_losses ? model_->scaling().counters() : nullptr);
-    norm = step_reads_.norm();
+    step_reads_.record(norm_with_losses ? opt_->grad_norm_on_device() : nullptr, nullptr, nullptr);
+    step_reads_.read();
+    norm = step_reads_.norm(0);
     for (size_t k = 0; k < micro.size(); ++k)
       micro_losses[k] =
-          step_reads_.mean_loss(first_row[k], micro[k].targets.data(), micro[k].B * T);
+          step_reads_.mean_loss(0, first_row[k], micro[k].targets.data(), micro[k].B * T);
   }
   // The step's mean loss: each micro-batch's mean weighted by its share of the step's rows.
   // Backward added each micro-batch's part of the step's mean gradient into the gradients.
@@ -258,13 +296,7 @@ StepStats Trainer::train_step() {
   const bool skip = !std::isfinite(loss) || !std::isfinite(norm);
   std::vector<Fp8Fallback> fell;
   if (skip) {
-    if (fallback)
-      for (const Batch& m : micro)
-        fall_back_non_finite(*model_, comm_, cfg_.recipe, m, step_ + 1, fallback_, fell);
-    if (fp8) model_->scaling().roll_back();  // this step's amaxes never happened
-    if (consecutive_skips_++ == 0)
-      skip_reason_ = fmt::format("step {}: {}", step_ + 1, first_non_finite(*model_, loss));
-    ++skipped_steps_;
+    count_skipped(in, loss, fell);
   } else {
     // Fused: the clipping folded into the one AdamW pass; unfused: already applied.
     opt_->step(lr, clip_in_step ? clip_factor(norm, cfg_.grad_clip) : 1.0f);
@@ -274,45 +306,70 @@ StepStats Trainer::train_step() {
       refresh_fp8_weights();
     }
     consecutive_skips_ = 0;
-    if (fallback) {
-      ScalingStore& scaling = model_->scaling();
-      fall_back_saturated(*model_,
-                          counters_with_losses ? scaling.saturation(step_reads_.counters().data())
-                                               : scaling.saturation(),
-                          comm_, step_ + 1, fallback_, fell);
-    }
+    if (fallback)
+      fall_back_saturated(*model_, model_->scaling().saturation(), comm_, in.step, fallback_, fell);
   }
   // A GEMM fallen back to BF16 needs its FP32 master on every rank.
   if (!fell.empty() && zero_sharded() && cfg_.fp8_weights) all_gather_weights(false);
-  losses_.push_back(loss);
-  ++step_;
+  if (deferred) step_reads_.clear();
   const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  seconds_ += took;
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - in.start).count();
   const Communicator::Traffic traffic = this->traffic();
-  const StepStats stats{step_,
-                        cfg_.steps,
-                        loss,
-                        lr,
-                        norm,
-                        seconds_,
-                        static_cast<double>(step_ * sequences * T) / seconds_,
-                        static_cast<double>(sequences * T) / took,
-                        skip,
-                        skipped_steps_,
-                        fell,
-                        traffic.seconds - traffic_before.seconds,
-                        traffic.bytes - traffic_before.bytes,
-                        took,
-                        std::nullopt};
+  return step_stats(
+      in, loss, norm, skip, std::move(fell), took,
+      {traffic.seconds - traffic_before.seconds, traffic.bytes - traffic_before.bytes});
+}
+
+void Trainer::count_skipped(const StepInput& in, float loss, std::vector<Fp8Fallback>& fell) {
+  if (precision_.precision == Precision::Fp8) {
+    if (cfg_.fp8_fallback)
+      for (const Batch& m : in.micro)
+        fall_back_non_finite(*model_, comm_, cfg_.recipe, m, in.step, fallback_, fell);
+    model_->scaling().roll_back();  // this step's amaxes never happened
+  }
+  if (consecutive_skips_++ == 0)
+    skip_reason_ = fmt::format("step {}: {}", in.step, first_non_finite(*model_, loss));
+  ++skipped_steps_;
+}
+
+StepStats Trainer::step_stats(const StepInput& in, float loss, float norm, bool skip,
+                              std::vector<Fp8Fallback> fell, double took,
+                              const Communicator::Traffic& traffic) {
+  const int64_t tokens = cfg_.sequences_per_step() * cfg_.model.seq_len;
+  losses_.push_back(loss);
+  seconds_ += took;
+  return StepStats{in.step,
+                   cfg_.steps,
+                   loss,
+                   in.lr,
+                   norm,
+                   seconds_,
+                   static_cast<double>(in.step * tokens) / seconds_,
+                   static_cast<double>(tokens) / took,
+                   skip,
+                   skipped_steps_,
+                   std::move(fell),
+                   traffic.seconds,
+                   traffic.bytes,
+                   took,
+                   std::nullopt};
+}
+
+void Trainer::finish_step(StepStats stats) {
+  finished_.push_back(std::move(stats));
   if (consecutive_skips_ >= cfg_.max_skipped_steps) {
+    const StepStats& last = finished_.back();
     throw SkipLimitReached(
         fmt::format("step {}: {} steps in a row skipped, their loss or gradients not finite (from "
                     "{}); stopping, the run's checkpoints as they were",
-                    step_, consecutive_skips_, skip_reason_),
-        stats);
+                    last.step, consecutive_skips_, skip_reason_),
+        std::exchange(finished_, {}));
   }
-  return stats;
+}
+
+std::vector<StepStats> Trainer::read_steps() {
+  settle();
+  return std::exchange(finished_, {});
 }
 
 void Trainer::collect_block_stats(bool on) {
@@ -327,6 +384,7 @@ void Trainer::refresh_fp8_weights() {
 }
 
 double Trainer::validation_loss(int64_t batches) {
+  settle();
   const int64_t B = cfg_.batch_size, T = cfg_.model.seq_len;
   const std::vector<Batch> held_out =
       stride_ ? stride_held_out_batches(cfg_, batches) : text_->validation(B, T, batches);
@@ -354,6 +412,7 @@ TrainProgress Trainer::progress() const {
 }
 
 void Trainer::restore_progress(TrainProgress p) {
+  settle();
   step_ = p.step;
   seconds_ = p.seconds;
   losses_ = std::move(p.losses);
@@ -372,6 +431,7 @@ void Trainer::restore_progress(TrainProgress p) {
 }
 
 TrainResult Trainer::end_training() {
+  settle();
   // The run's model whole on every rank, FP32 masters included, for whoever takes it.
   if (zero_sharded() && cfg_.fp8_weights) all_gather_weights(false);
   TrainResult result;

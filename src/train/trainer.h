@@ -1,6 +1,7 @@
 #pragma once
 // The training loop: data, model, FP8 autocast or a BF16/FP32 fallback, AdamW with clipping and
 // a warmup+cosine schedule; at the end greedy generation (stride task) or validation loss (text).
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -42,13 +43,14 @@ class AdamW;
 class GradientBuckets;
 class OptimizerSharding;
 
-// What train_step throws when max_skipped_steps steps in a row were skipped: an Error naming
-// the step and what went non-finite, carrying that step's figures for whoever records steps.
+// What train_step (read_steps) throws when max_skipped_steps steps in a row were skipped: an
+// Error naming the step and what went non-finite, carrying the figures of the steps read and
+// not yet returned, the stopping one last, for whoever records steps.
 class SkipLimitReached : public Error {
  public:
-  SkipLimitReached(const std::string& message, const StepStats& step)
-      : Error(message), stats(step) {}
-  StepStats stats;
+  SkipLimitReached(const std::string& message, std::vector<StepStats> read)
+      : Error(message), steps(std::move(read)) {}
+  std::vector<StepStats> steps;
 };
 
 // One training run, a step at a time, so that a caller can checkpoint, log and stop between
@@ -61,8 +63,25 @@ class Trainer {
   ~Trainer();
 
   // One step; a step whose loss or gradient norm is not finite is skipped (weights, moments
-  // and FP8 state as they were) and counted. Throws SkipLimitReached at the limit.
+  // and FP8 state as they were) and counted. Throws SkipLimitReached at the limit. It reads
+  // every step launched before it too, and returns its own figures.
   StepStats train_step();
+  // The same in two halves, so that steps can follow one another without the host waiting for
+  // the device (issue 34). launch_step() queues a step and returns at once where its backend
+  // decides it (decided_on_backend: the skip, the clipping and AdamW's step count on the
+  // device); read_steps() reads every launched step's figures in one wait, in step order, and
+  // makes the host's decisions (the skip's record, the BF16 fallback) then. Elsewhere a step
+  // is read as it ends. At most kMaxUnreadSteps wait to be read (more are read on launch).
+  // Whatever looks at the run's state (checkpoints, validation, the summary) reads first.
+  void launch_step();
+  std::vector<StepStats> read_steps();
+  static constexpr size_t kMaxUnreadSteps = 32;
+  bool decided_on_backend() const;
+  // Steps launched and not yet read, and whether reading a step makes the host wait for the
+  // device: not on the CPU, whose "device" is the host (the run loop reads every step there),
+  // nor where steps are read as they end.
+  size_t unread_steps() const { return launched_.size(); }
+  bool reading_waits() const { return decided_on_backend() && !model_->backend().host_memory(); }
   bool done() const { return step_ >= cfg_.steps; }
   // The summary of the run so far, with why it did not end well (result.failure: it ended on
   // skipped steps, or its weights are not finite) ...
@@ -126,7 +145,40 @@ class Trainer {
   std::unique_ptr<TextSource> text_;
   std::unique_ptr<GPT> model_;
   std::unique_ptr<AdamW> opt_;
-  StepReads step_reads_;  // the step's one wait for the device (issue 34)
+  StepReads step_reads_;  // the steps' one wait for the device (issue 34)
+  // A step's batch, learning rate and start, drawn before it runs.
+  struct StepInput {
+    int64_t step = 0;  // its number, from 1
+    std::vector<Batch> micro;
+    std::vector<int64_t> first_row;  // of each micro-batch in the step's rows
+    float lr = 0;
+    std::chrono::steady_clock::time_point start;
+  };
+  StepInput next_step_input();
+  // Forward and backward of every micro-batch: the row losses into step_reads_' newest step
+  // (deferred) or each micro-batch's mean loss into micro_losses.
+  void run_micro_batches(const StepInput& in, bool deferred, std::vector<float>& micro_losses);
+  // A whole step, decided by the host after reading its loss and norm (several ranks, ZeRO-1,
+  // --no-fusion, --fp8-weights).
+  StepStats host_decided_step();
+  // A step decided on the backend, kept in launched_ until settle() reads it.
+  struct LaunchedStep {
+    StepInput in;
+    bool rolled_back_on_backend = true;  // a skip's FP8 state (ScalingStore::roll_back_if)
+  };
+  void launch_decided_step();
+  void settle();
+  std::vector<LaunchedStep> launched_;
+  std::vector<StepStats> finished_;  // read, not yet returned by read_steps
+  // The host's part of a skipped step: the fallback's search, the FP8 state rolled back to
+  // what was remembered, the reason and the count.
+  void count_skipped(const StepInput& in, float loss, std::vector<Fp8Fallback>& fell);
+  // A read step's figures (its loss recorded, its time added); then kept for read_steps, and
+  // SkipLimitReached at the limit.
+  StepStats step_stats(const StepInput& in, float loss, float norm, bool skip,
+                       std::vector<Fp8Fallback> fell, double took,
+                       const Communicator::Traffic& traffic);
+  void finish_step(StepStats stats);
   DeviceChoice device_;
   void move_to(Backend& backend);
   int64_t step_ = 0;
@@ -159,6 +211,9 @@ class Trainer {
   std::vector<Parameter*> regathered_masters_;  // on rank 0 for a checkpoint, until released
   AmaxReducer amax_reducer();
 };
+
+// The precision of GEMMs that do not run in FP8 under a run's precision.
+Precision gemm_precision_for(Precision p);
 
 // The precision scopes a trained model's forward runs in (FP8 autocast and GEMM precision).
 struct InferenceScope {

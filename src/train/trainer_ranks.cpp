@@ -78,6 +78,7 @@ void Trainer::all_gather_weights(bool fp8) {
 }
 
 void Trainer::gather_optimizer_state() {
+  settle();
   if (!zero_sharded()) return;
   const ParameterList ps = opt_->parameters();
   const bool first = comm_.rank() == 0;

@@ -77,6 +77,9 @@ class CpuBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes) std::memmove(dst, src, bytes);
   }
+  void copy_if(void* dst, const void* src, size_t bytes, const int32_t* flag) override {
+    if (*flag) copy(dst, src, bytes);
+  }
   void zero(void* p, size_t bytes) override {
     if (bytes) std::memset(p, 0, bytes);
   }
@@ -262,9 +265,13 @@ class CpuBackend final : public Backend {
     cpu::grad_norm(norm, clip, max_norm, table, n);
   }
   void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
-                  const float* grad_scale) override {
+                  const float* grad_scale, const StepDecision* decision) override {
     count_traffic(total * 28);  // w, m, v read and written; g read
-    cpu::adamw_step(table, n, h, grad_scale == nullptr ? 1.0f : *grad_scale);
+    cpu::adamw_step(table, n, h, grad_scale == nullptr ? 1.0f : *grad_scale, decision);
+  }
+  void decide_step(StepDecision* d, const float* losses, int64_t rows, const float* norm,
+                   const float* bias_corrections) override {
+    cpu::decide_step(d, losses, rows, norm, bias_corrections);
   }
   void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) override {
     for (int64_t r = 0; r < rows; ++r) {

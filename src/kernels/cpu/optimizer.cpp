@@ -77,11 +77,21 @@ void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* tabl
   if (clip != nullptr) *clip = adamw::clip_factor(*norm, max_norm);
 }
 
-void adamw_step(const AdamWTensor* table, int n, const AdamWHyper& h, float grad_scale) {
+void adamw_step(const AdamWTensor* table, int n, const AdamWHyper& hyper, float grad_scale,
+                const StepDecision* decision) {
+  if (decision != nullptr && decision->skip) return;
+  const AdamWHyper h = adamw::with_decision(hyper, decision);
   const std::vector<Chunk>& chunks = chunks_of(table, n);
   const auto pieces = static_cast<int64_t>(chunks.size());
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < pieces; ++k) update_chunk(chunks[static_cast<size_t>(k)], h, grad_scale);
+}
+
+void decide_step(StepDecision* d, const float* losses, int64_t rows, const float* norm,
+                 const float* bias_corrections) {
+  bool all_finite = norm == nullptr || adamw::finite(*norm);
+  for (int64_t r = 0; r < rows && all_finite; ++r) all_finite = adamw::finite(losses[r]);
+  adamw::decide(*d, all_finite, bias_corrections);
 }
 
 }  // namespace fp8lm::cpu

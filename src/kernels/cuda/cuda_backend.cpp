@@ -29,6 +29,7 @@
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/scaling.h"
+#include "kernels/cuda/step_decision.h"
 #include "kernels/cuda/upload_staging.h"
 #include "kernels/loss.h"
 
@@ -76,6 +77,10 @@ class CudaBackend final : public Backend {
     if (bytes) {
       FP8LM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
     }
+  }
+  void copy_if(void* dst, const void* src, size_t bytes, const int32_t* flag) override {
+    const OpScope entry(device_, OpKind::Copy, stream_);
+    cuda::copy_if(dst, src, bytes, flag, stream_);
   }
   void zero(void* p, size_t bytes) override {
     const OpScope entry(device_, OpKind::Copy, stream_);
@@ -256,9 +261,14 @@ class CudaBackend final : public Backend {
     cuda::grad_norm(norm, clip, max_norm, table, n, total, stream_);
   }
   void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
-                  const float* grad_scale) override {
+                  const float* grad_scale, const StepDecision* decision) override {
     const OpScope entry(device_, OpKind::Optimizer, stream_);
-    cuda::adamw_step(table, n, total, h, grad_scale, stream_);
+    cuda::adamw_step(table, n, total, h, grad_scale, decision, stream_);
+  }
+  void decide_step(StepDecision* d, const float* losses, int64_t rows, const float* norm,
+                   const float* bias_corrections) override {
+    const OpScope entry(device_, OpKind::Optimizer, stream_);
+    cuda::decide_step(d, losses, rows, norm, bias_corrections, stream_);
   }
 
   void attention_decode(const AttentionShape& a, int64_t len, float* out, const float* q,

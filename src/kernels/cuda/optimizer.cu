@@ -63,8 +63,10 @@ __global__ void norm_kernel(float* norm, float* clip, float max_norm, const doub
   if (clip != nullptr) *clip = adamw::clip_factor(n, max_norm);
 }
 
-__global__ void adamw_kernel(const AdamWTensor* tensors, int n_tensors, AdamWHyper h,
-                             const float* grad_scale) {
+__global__ void adamw_kernel(const AdamWTensor* tensors, int n_tensors, AdamWHyper hyper,
+                             const float* grad_scale, const StepDecision* decision) {
+  if (decision != nullptr && decision->skip) return;
+  const AdamWHyper h = adamw::with_decision(hyper, decision);
   const float gs = grad_scale == nullptr ? 1.0f : *grad_scale;
   for_each_piece(tensors, n_tensors, [&](const AdamWTensor& t, int64_t b, int64_t e) {
     for (int64_t j = b + threadIdx.x; j < e; j += blockDim.x)
@@ -97,10 +99,11 @@ void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* tens
 }
 
 void adamw_step(const AdamWTensor* tensors, int n_tensors, int64_t total_elements,
-                const AdamWHyper& h, const float* grad_scale, cudaStream_t stream) {
+                const AdamWHyper& h, const float* grad_scale, const StepDecision* decision,
+                cudaStream_t stream) {
   const unsigned blocks = blocks_for(total_elements);
   if (blocks == 0) return;
-  adamw_kernel<<<blocks, kThreads, 0, stream>>>(tensors, n_tensors, h, grad_scale);
+  adamw_kernel<<<blocks, kThreads, 0, stream>>>(tensors, n_tensors, h, grad_scale, decision);
   FP8LM_CUDA_CHECK_LAUNCH();
 }
 
