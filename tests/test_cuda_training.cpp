@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "cuda_test_util.h"
 #include "demo_config.h"
@@ -90,8 +93,38 @@ TEST(CudaTraining, StepsReadTogetherMatchStepsReadAsTheyEnd) {
     c.recipe.delayed.amax_history_len = 4;
     c.evaluate = false;
     c.fp8_fallback = false;
+    c.batch_size = 4;  // the emulator's time
     test::expect_steps_read_later_match_steps_read_as_they_end(c);
   }
+}
+
+// Issue 34: a GPU run reads its steps in groups (RunSchedule::steps_between_reads), yet its
+// metrics.jsonl has every step, in order, with the loss the trainer kept, and a stop reads the
+// steps before it.
+TEST(CudaTraining, ARunReadInGroupsRecordsEveryStepInOrder) {
+  FP8LM_REQUIRE_CUDA();
+  TrainConfig c = demo(Precision::Bf16, DeviceSpec::Cuda);
+  c.evaluate = false;
+  c.batch_size = 4;  // the emulator's time
+  c.steps = 24;
+  Trainer t(c);
+  ASSERT_TRUE(t.reading_waits());
+  const std::string dir = test::fresh_dir("cuda_grouped_reads");
+  ASSERT_EQ(
+      test::train_in_dir(t, dir, {.stop_after = 19, .val_every = 0, .steps_between_reads = 8}),
+      RunEnd::Stopped);
+  EXPECT_EQ(t.unread_steps(), 0u);
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  std::string line;
+  int64_t step = 0;
+  while (std::getline(metrics, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    ++step;
+    ASSERT_EQ(j["step"].get<int64_t>(), step);
+    EXPECT_EQ(j["loss"].get<float>(), t.losses()[static_cast<size_t>(step - 1)]) << step;
+  }
+  EXPECT_EQ(step, 19);
+  EXPECT_EQ(t.steps_done(), 19);
 }
 
 // The automatic BF16 fallback on the GPU backend, on the CPU's reproducible case
@@ -151,6 +184,7 @@ TEST(CudaTraining, StepHostSynchronisations) {
       TrainConfig c = variant(v, DeviceSpec::Cuda);
       c.evaluate = false;
       c.grad_accum = micro_batches;
+      c.batch_size = 4;  // the waits do not depend on it; the emulator's time does
       Trainer gpu(c);
       for (int warm = 0; warm < 2; ++warm) gpu.train_step();  // buffers grown, plans made
       const unsigned long long before = emu::host_synchronizations();
@@ -160,19 +194,19 @@ TEST(CudaTraining, StepHostSynchronisations) {
         EXPECT_EQ(emu::host_synchronizations() - before, 2u);
         continue;
       }
-      for (int s = 0; s < 3; ++s) gpu.launch_step();
-      EXPECT_EQ(emu::host_synchronizations() - before, 0u) << "launching three steps";
-      EXPECT_EQ(gpu.unread_steps(), 3u);
+      for (int s = 0; s < 2; ++s) gpu.launch_step();
+      EXPECT_EQ(emu::host_synchronizations() - before, 0u) << "launching two steps";
+      EXPECT_EQ(gpu.unread_steps(), 2u);
       const std::vector<StepStats> read = gpu.read_steps();
       EXPECT_EQ(emu::host_synchronizations() - before, 1u) << "reading them";
-      ASSERT_EQ(read.size(), 3u);
+      ASSERT_EQ(read.size(), 2u);
       for (size_t i = 0; i < read.size(); ++i) {
         EXPECT_EQ(read[i].step, 3 + static_cast<int64_t>(i));
         EXPECT_TRUE(std::isfinite(read[i].loss));
         EXPECT_GT(read[i].grad_norm, 0.0f);
         EXPECT_FALSE(read[i].skipped);
       }
-      EXPECT_EQ(gpu.optimizer().steps(), 5);
+      EXPECT_EQ(gpu.optimizer().steps(), 4);
     }
   }
 #endif
