@@ -300,7 +300,12 @@ int run_train(TrainFlags f, CLI::App* app) {
   std::fflush(stdout);  // the header before the progress bar (stderr)
 
   if (dir.empty()) {
-    while (!trainer->done()) print_progress(trainer->train_step());
+    const auto between_reads = static_cast<size_t>(RunSchedule{}.steps_between_reads);
+    while (!trainer->done()) {
+      trainer->launch_step();
+      if (trainer->read_due(between_reads))
+        for (const StepStats& s : trainer->read_steps()) print_progress(s);
+    }
     return ended(c, trainer->finish(), "");
   }
   const RunSettings settings = run_settings(f, app, dir);

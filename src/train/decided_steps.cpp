@@ -25,13 +25,20 @@ void Trainer::launch_decided_step() {
   if (fp8) model_->scaling().remember();
   opt_->zero_grad();
   step_reads_.begin_step(model_->backend(), rows, counter_bytes, kMaxUnreadSteps);
-  std::vector<float> unused;
-  run_micro_batches(in, /*deferred=*/true, unused);
-  const AdamW::DecidedStep d =
-      opt_->step_decided_on_backend(in.lr, cfg_.grad_clip, step_reads_.losses(0), rows);
-  // The counters as the step's casts left them, before a skip rolls them back.
-  step_reads_.record(d.norm, d.decision, counters ? model_->scaling().counters() : nullptr);
-  if (fp8) launched.rolled_back_on_backend = model_->scaling().roll_back_if(&d.decision->skip);
+  try {
+    std::vector<float> unused;
+    run_micro_batches(in, /*deferred=*/true, unused);
+    const AdamW::DecidedStep d =
+        opt_->step_decided_on_backend(in.lr, cfg_.grad_clip, step_reads_.losses(0), rows);
+    // The counters as the step's casts left them, before a skip rolls them back (unless the
+    // step rebuilt the store: then they are not this layout's, and the saturation rule waits).
+    const bool same_counters = counters && model_->scaling().counter_bytes() == counter_bytes;
+    step_reads_.record(d.norm, d.decision, same_counters ? model_->scaling().counters() : nullptr);
+    if (fp8) launched.rolled_back_on_backend = model_->scaling().roll_back_if(&d.decision->skip);
+  } catch (...) {
+    step_reads_.drop_newest();  // a step that failed (an Error) has nothing to read
+    throw;
+  }
   launched_.push_back(std::move(launched));
   ++step_;
   // A store the step rebuilt (a new recipe) is rolled back by the host: it reads at once.

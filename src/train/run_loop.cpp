@@ -49,8 +49,7 @@ RunEnd run_training(Trainer& trainer, const RunSchedule& schedule, RunRecorder& 
                  (schedule.stop_after > 0 && step >= schedule.stop_after);
       // What records or looks at the state after this step reads it first.
       const bool validated = schedule.val_every > 0 && step % schedule.val_every == 0;
-      if (!trainer.reading_waits() || trainer.unread_steps() >= between_reads || snapshot ||
-          validated || checkpoint_due || trainer.done() || stopping)
+      if (trainer.read_due(between_reads) || snapshot || validated || checkpoint_due || stopping)
         read = trainer.read_steps();
     } catch (const SkipLimitReached& e) {  // the stopping step is recorded, then the run ends
       for (const StepStats& s : e.steps) record(s, false);

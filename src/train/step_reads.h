@@ -22,6 +22,8 @@ class StepReads {
   void begin_step(Backend& be, int64_t rows, size_t counter_bytes, size_t capacity);
   // Where the newest step's losses of the rows from `row` on go (GPT::forward's losses).
   float* losses(int64_t row) { return slot(steps_ - 1) + row; }
+  // Forgets the newest step (one that did not finish).
+  void drop_newest() { --steps_; }
   // Copies the newest step's norm, decision and counters in (any may be null: not read).
   void record(const float* norm, const StepDecision* decision, const unsigned long long* counters);
   // Every kept step's values, one wait for the backend.

@@ -82,6 +82,11 @@ class Trainer {
   // nor where steps are read as they end.
   size_t unread_steps() const { return launched_.size(); }
   bool reading_waits() const { return decided_on_backend() && !model_->backend().host_memory(); }
+  // Whether the launched steps are due to be read, at most `between` steps at a time: always
+  // where reading does not wait, and at the end.
+  bool read_due(size_t between) const {
+    return !reading_waits() || unread_steps() >= between || done();
+  }
   bool done() const { return step_ >= cfg_.steps; }
   // The summary of the run so far, with why it did not end well (result.failure: it ended on
   // skipped steps, or its weights are not finite) ...
