@@ -131,13 +131,11 @@ class Backend {
                                  const float* wpe, int64_t B, int64_t T, int64_t C) = 0;
   virtual void embedding_backward(float* dwte, float* dwpe, const float* dout,
                                   const int32_t* tokens, int64_t B, int64_t T, int64_t C) = 0;
-  // Fused softmax + cross-entropy; dlogits (may alias logits) overwritten. Returns the mean loss
-  // over the rows whose target is not negative, summed in row order in double.
-  virtual float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
-                                      int64_t rows, int64_t V, float grad_scale) = 0;
-  // The same loss with nothing read back (no wait for the device): each row's loss into losses
-  // [rows] (backend memory), for the caller to average with mean_loss (kernels/loss.h) when it
-  // next reads. The caller has checked the targets (check_targets).
+  // Fused softmax + cross-entropy, dlogits (may alias logits) overwritten, with nothing read
+  // back (no wait for the device): each row's loss into losses[rows] (backend memory), for the
+  // caller to average with mean_loss (kernels/loss.h) when it next reads, so every backend
+  // reports the same mean for the same losses. The caller has checked the targets
+  // (check_targets).
   virtual void softmax_cross_entropy_rows(float* dlogits, float* losses, const float* logits,
                                           const int32_t* targets, int64_t rows, int64_t V,
                                           float grad_scale) = 0;

@@ -247,12 +247,6 @@ class CpuBackend final : public Backend {
     count_traffic(B * T * C * 20);
     cpu::embedding_backward(dwte, dwpe, dout, tokens, B, T, C);
   }
-  float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
-                              int64_t rows, int64_t V, float grad_scale) override {
-    // One pass over the logits, which dlogits may overwrite.
-    count_traffic(rows * V * 8);
-    return cpu::softmax_cross_entropy(dlogits, nullptr, logits, targets, rows, V, grad_scale);
-  }
   void softmax_cross_entropy_rows(float* dlogits, float* losses, const float* logits,
                                   const int32_t* targets, int64_t rows, int64_t V,
                                   float grad_scale) override {

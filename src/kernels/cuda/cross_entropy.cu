@@ -3,10 +3,9 @@
 // dlogits, their sum, then the scaled probabilities. Only the order of the sum and the
 // device's expf/logf (within 2 ulp) differ from the CPU, so results agree to rounding.
 //
-// A target < 0 ignores the row (loss 0, zero gradient) as on the CPU. The CPU throws for a
-// target >= V before writing anything; a kernel cannot, so such a row gets a NaN loss and NaN
-// gradients instead (the loss sum then shows it), unless find_target_outside ran first: then
-// no row is written, and the host, reading its result, throws as the CPU does.
+// A target < 0 ignores the row (loss 0, zero gradient) as on the CPU. A target >= V is refused
+// on the host before the targets are uploaded (check_targets); a kernel cannot throw, so such
+// a row, if one came, would get a NaN loss and NaN gradients.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -28,9 +27,7 @@ struct MaxIgnoringNan {
 };
 
 __global__ void cross_entropy_kernel(float* dlogits, float* losses, const float* logits,
-                                     const int32_t* targets, int64_t V, float grad_scale,
-                                     const int32_t* outside) {
-  if (outside != nullptr && *outside >= 0) return;  // refused: nothing written
+                                     const int32_t* targets, int64_t V, float grad_scale) {
   const int64_t r = blockIdx.x;
   const float* x = logits + r * V;
   float* d = dlogits == nullptr ? nullptr : dlogits + r * V;
@@ -65,23 +62,6 @@ __global__ void cross_entropy_kernel(float* dlogits, float* losses, const float*
     }
   }
   if (threadIdx.x == 0) losses[r] = loss::row_loss(logf(sum), x_target, m);
-}
-
-struct MinRow {
-  __device__ int64_t operator()(int64_t a, int64_t b) const { return a < b ? a : b; }
-};
-
-// One block: echo = the targets, then the first row whose target is >= V (or -1).
-__global__ void target_outside_kernel(int32_t* echo, const int32_t* targets, int64_t rows,
-                                      int64_t V) {
-  int64_t first = rows;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-    const int32_t t = targets[r];
-    echo[r] = t;
-    if (t >= V && r < first) first = r;
-  }
-  first = block_allreduce(first, MinRow{}, rows);
-  if (threadIdx.x == 0) echo[rows] = first == rows ? -1 : static_cast<int32_t>(first);
 }
 
 // One block: the losses summed in double over a fixed partition and tree.
@@ -129,20 +109,13 @@ void check_rows(int64_t rows, const char* what) {
 
 }  // namespace
 
-void find_target_outside(int32_t* echo, const int32_t* targets, int64_t rows, int64_t V,
-                         cudaStream_t stream) {
-  check_rows(rows, "cross-entropy");
-  target_outside_kernel<<<1, kSumThreads, 0, stream>>>(echo, targets, rows, V);
-  FP8LM_CUDA_CHECK_LAUNCH();
-}
-
 void softmax_cross_entropy(float* dlogits, float* losses, float* loss_sum, const float* logits,
                            const int32_t* targets, int64_t rows, int64_t V, float grad_scale,
-                           cudaStream_t stream, const int32_t* outside) {
+                           cudaStream_t stream) {
   check_rows(rows, "cross-entropy");
   if (rows > 0) {
     cross_entropy_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-        dlogits, losses, logits, targets, V, grad_scale, outside);
+        dlogits, losses, logits, targets, V, grad_scale);
     FP8LM_CUDA_CHECK_LAUNCH();
   }
   if (loss_sum != nullptr) {

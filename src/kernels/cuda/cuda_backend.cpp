@@ -31,7 +31,6 @@
 #include "kernels/cuda/scaling.h"
 #include "kernels/cuda/step_decision.h"
 #include "kernels/cuda/upload_staging.h"
-#include "kernels/loss.h"
 
 namespace fp8lm::cuda {
 namespace {
@@ -291,27 +290,6 @@ class CudaBackend final : public Backend {
     const OpScope entry(device_, OpKind::Loss, stream_);
     cuda::argmax_rows(out, logits, rows, V, stream_);
   }
-  // The CPU rejects a target >= V before touching any output: find_target_outside's verdict
-  // stops the kernel from writing, and the host throws the CPU's Error on reading it. The
-  // per-row losses are averaged on the host in the CPU's order, so both backends report the
-  // same mean for the same losses. The losses, the targets and the verdict come back in one
-  // read: the step's only wait for the device here.
-  float softmax_cross_entropy(float* dlogits, const float* logits, const int32_t* targets,
-                              int64_t rows, int64_t V, float grad_scale) override {
-    const OpScope entry(device_, OpKind::Loss, stream_);
-    const auto n = static_cast<size_t>(rows);
-    loss_io_.resize(2 * n + 1);  // [losses][targets][first row outside]
-    auto* echo = reinterpret_cast<int32_t*>(loss_io_.data() + n);
-    cuda::find_target_outside(echo, targets, rows, V, stream_);
-    cuda::softmax_cross_entropy(dlogits, loss_io_.data(), nullptr, logits, targets, rows, V,
-                                grad_scale, stream_, echo + n);
-    std::vector<float> l(2 * n + 1);
-    download(l.data(), loss_io_.data(), l.size() * sizeof(float));
-    std::vector<int32_t> t(n + 1);
-    std::memcpy(t.data(), l.data() + n, t.size() * sizeof(int32_t));
-    check_targets(t.data(), rows, V);
-    return mean_loss(l.data(), t.data(), rows);
-  }
   void softmax_cross_entropy_rows(float* dlogits, float* losses, const float* logits,
                                   const int32_t* targets, int64_t rows, int64_t V,
                                   float grad_scale) override {
@@ -412,7 +390,6 @@ class CudaBackend final : public Backend {
   }
   int device_;
   cudaStream_t stream_ = nullptr;
-  DeviceBuffer<float> loss_io_;  // softmax_cross_entropy's one read (losses, targets, verdict)
   UploadStaging staging_;
   DeviceBuffer<uint8_t> a_, b_, t_;  // FP8 operands transposed or padded for cuBLASLt
   DeviceBuffer<float> block_work_;   // NVFP4 block casts: the RHT'd tensor and its amax

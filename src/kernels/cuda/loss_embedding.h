@@ -16,19 +16,12 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
 // One pass per row: losses[r] = -log softmax(logits[r])[targets[r]], and
 // dlogits = (softmax - onehot) * grad_scale (dlogits may alias logits). *loss_sum (device)
 // = sum of losses, overwritten, summed in a fixed order (loss_sum nullptr: not computed).
-// A target < 0 ignores its row (loss 0, zero gradient); a target >= V, which the CPU rejects
-// with an Error, gives the row a NaN loss and NaN gradients (a kernel cannot throw), unless
-// `outside` (device) holds find_target_outside's verdict: then, if it found one, nothing is
-// written at all.
+// A target < 0 ignores its row (loss 0, zero gradient); a target >= V, which the host refuses
+// before it uploads the targets (check_targets), gives the row a NaN loss and NaN gradients (a
+// kernel cannot throw).
 void softmax_cross_entropy(float* dlogits, float* losses, float* loss_sum, const float* logits,
                            const int32_t* targets, int64_t rows, int64_t V, float grad_scale,
-                           cudaStream_t stream, const int32_t* outside = nullptr);
-
-// echo[0, rows) = targets and echo[rows] = the first row whose target is >= V, or -1 (device
-// memory, rows + 1 values): so that one read after the loss gives the host the targets it
-// averages with and the check the CPU makes, with no read before it.
-void find_target_outside(int32_t* echo, const int32_t* targets, int64_t rows, int64_t V,
-                         cudaStream_t stream);
+                           cudaStream_t stream);
 
 // out[b] = argmax over V of logits[b] (first of equal maxima): greedy decoding.
 void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V, cudaStream_t stream);
