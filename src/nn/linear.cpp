@@ -343,11 +343,9 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
     be_.gemm(Trans::N, tn ? Trans::T : Trans::N, rows, in_, out_, 1.0f, g, weight_for_dgrad(), beta,
              dx);
   }
-  if (tn) {
-    be_.gemm(Trans::N, Trans::T, out_, in_, rows, 1.0f, gw, saved_input(), wbeta, dw);
-  } else {
-    be_.gemm(Trans::T, Trans::N, out_, in_, rows, 1.0f, gw, saved_input(), wbeta, dw);
-  }
+  // dW = dyᵀ · x: with dyᵀ and xᵀ stored (tn), the same product of K-major operands.
+  be_.gemm(tn ? Trans::N : Trans::T, tn ? Trans::T : Trans::N, out_, in_, rows, 1.0f, gw,
+           saved_input(), wbeta, dw);
   if (bf16_grad) be_.accumulate_into_bf16(weight_.grad16.data(), dw, out_ * in_);
 }
 
