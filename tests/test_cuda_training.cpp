@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cuda_test_util.h"
 #include "demo_config.h"
@@ -69,15 +70,24 @@ TEST(CudaTraining, DemoLearnsInEveryPrecision) {
   }
 }
 
-// A NaN in a weight: the step is skipped on the GPU as on the CPU (tests/skip_check.h).
-TEST(CudaTraining, NonFiniteStepIsSkipped) {
-  FP8LM_REQUIRE_CUDA();
+// The skip checks' runs (tests/skip_check.h) in FP32 and, where the GPU has FP8, in FP8.
+std::vector<TrainConfig> skip_cases() {
+  std::vector<TrainConfig> cases;
   for (Precision p : {Precision::Fp32, Precision::Fp8}) {
     if (p == Precision::Fp8 && test::cuda_cc() < 89) continue;
-    SCOPED_TRACE(precision_name(p));
     TrainConfig c = demo(p, DeviceSpec::Cuda);
     c.recipe.delayed.amax_history_len = 4;
     c.evaluate = false;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// A NaN in a weight: the step is skipped on the GPU as on the CPU (tests/skip_check.h).
+TEST(CudaTraining, NonFiniteStepIsSkipped) {
+  FP8LM_REQUIRE_CUDA();
+  for (const TrainConfig& c : skip_cases()) {
+    SCOPED_TRACE(precision_name(c.precision));
     test::expect_poisoned_step_is_skipped(c, 2);
   }
 }
@@ -86,12 +96,8 @@ TEST(CudaTraining, NonFiniteStepIsSkipped) {
 // they end, a skipped one among them (tests/skip_check.h).
 TEST(CudaTraining, StepsReadTogetherMatchStepsReadAsTheyEnd) {
   FP8LM_REQUIRE_CUDA();
-  for (Precision p : {Precision::Fp32, Precision::Fp8}) {
-    if (p == Precision::Fp8 && test::cuda_cc() < 89) continue;
-    SCOPED_TRACE(precision_name(p));
-    TrainConfig c = demo(p, DeviceSpec::Cuda);
-    c.recipe.delayed.amax_history_len = 4;
-    c.evaluate = false;
+  for (TrainConfig c : skip_cases()) {
+    SCOPED_TRACE(precision_name(c.precision));
     c.fp8_fallback = false;
     c.batch_size = 4;  // the emulator's time
     test::expect_steps_read_later_match_steps_read_as_they_end(c);
