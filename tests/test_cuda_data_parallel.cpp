@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -68,6 +70,39 @@ TEST_F(CudaDataParallel, NcclRanksReproduceOneProcess) {
 // NCCL in BF16 (expect_bf16_reduction_tracks_fp32's tolerances).
 TEST_F(CudaDataParallel, Bf16GradientsReduceOnTheGpus) {
   test::expect_bf16_reduction_tracks_fp32(tiny_on_gpu());
+}
+
+// Issue 34 (finding 1): a rank unwound by an error while its collectives are in flight (here
+// an all-reduce its peer has not joined yet) aborts its communicator rather than finalizing
+// it, which waits for a peer that may never come. The emulator's stand-in keeps a collective
+// in flight until its peer joins, as NCCL does: rank 1 joins only after rank 0 has dropped its
+// communicator, so a finalize there would hang both ranks. Rank 1's late all-reduce then ends
+// with rank 0's abandoned one (MPI carries it on), and its sum is both ranks' values.
+TEST_F(CudaDataParallel, AnErrorWithAnAllReduceInFlightAbortsTheCommunicator) {
+  const int rank = world().rank();
+  const size_t n = 64;
+  std::unique_ptr<DeviceCollectives> nccl = make_device_collectives(world(), 0);
+  DeviceBuffer<float> x = to_device(std::vector<float>(n, 1.0f + static_cast<float>(rank)));
+  float here[] = {1.0f};
+  if (rank == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      const std::unique_ptr<DeviceCollectives> unwound = std::move(nccl);
+      unwound->start_all_reduce_sum(x.data(), n, "in-flight all-reduce");
+      throw Error("a failure while the all-reduce is in flight");
+    } catch (const Error&) {
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              10.0);
+  }
+  world().all_reduce_max(here, "rank 0 has dropped its communicator");
+  if (rank == 1) {
+    nccl->start_all_reduce_sum(x.data(), n, "the late all-reduce");
+    nccl->wait_all();
+    EXPECT_EQ(to_host(x.data(), n), std::vector<float>(n, 3.0f));
+    nccl.reset();  // nothing in flight: finalized
+  }
+  world().all_reduce_max(here, "the test's end");
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The emulated devices: sm_90-like GPUs (compute capability 9.0, so the FP8 paths run), one
-// unless CUDA_EMU_DEVICES asks for more, their streams and events. Every operation completes
-// before its call returns, so streams only need to exist (on their device) and events only
-// need a time.
+// unless CUDA_EMU_DEVICES asks for more, their streams and events. Kernels and copies complete
+// before their call returns, so streams only need to exist (on their device) and events only
+// need a time, and the work left in flight on their stream (runtime_state.h: PendingWork).
 #include <unistd.h>
 #include <chrono>
 #include <cstdlib>
@@ -21,6 +21,7 @@ struct CUevent_st {
   std::chrono::steady_clock::time_point when{};
   bool recorded = false;
   unsigned flags = 0;
+  emu::detail::PendingList after;  // in flight on its stream when it was recorded
 };
 
 namespace emu::detail {
@@ -187,6 +188,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 
 cudaError_t cudaDeviceSynchronize() {
   emu::detail::note_host_sync("cudaDeviceSynchronize");
+  emu::detail::finish_all(emu::detail::pending_on(nullptr, /*every=*/true));
   return emu::detail::take_launch_failure();
 }
 
@@ -221,17 +223,21 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   emu::detail::note_host_sync("cudaStreamSynchronize");
+  emu::detail::finish_all(emu::detail::pending_on(stream));
   return emu::detail::take_launch_failure();
 }
 
-cudaError_t cudaStreamQuery(cudaStream_t stream) {  // every stream is idle: nothing to wait for
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (!emu::detail::pending_on(stream).empty()) return cudaErrorNotReady;
   return emu::detail::take_launch_failure();
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
   if (!emu::detail::is_valid_stream(stream) || !emu::detail::is_valid_event(event))
     return fail(cudaErrorInvalidResourceHandle);
+  // The stream's later work runs when it is queued: what the event follows finishes now.
+  emu::detail::finish_all(event->after);
   return cudaSuccess;
 }
 
@@ -261,17 +267,20 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     return fail(cudaErrorInvalidResourceHandle);
   event->when = std::chrono::steady_clock::now();
   event->recorded = true;
+  event->after = emu::detail::pending_on(stream);
   return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!emu::detail::is_valid_event(event)) return fail(cudaErrorInvalidResourceHandle);
   emu::detail::note_host_sync("cudaEventSynchronize");
+  emu::detail::finish_all(event->after);
   return emu::detail::take_launch_failure();
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!emu::detail::is_valid_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (!emu::detail::all_finished(event->after)) return cudaErrorNotReady;
   return emu::detail::take_launch_failure();
 }
 

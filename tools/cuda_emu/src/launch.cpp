@@ -74,6 +74,7 @@ void run_grid(const LaunchConfig& config, const void* kernel, void (*body)(void*
   if (!detail::is_current_device_stream(config.stream))
     return refuse_launch(cudaErrorInvalidResourceHandle);
   if (!detail::config_ok(config, kernel)) return refuse_launch(cudaErrorInvalidConfiguration);
+  detail::finish_all(detail::pending_on(config.stream));  // the stream's earlier work first
   const bool ran = detail::run_blocks(config.grid, config.block, config.shared_bytes, body, ctx);
   if (!detail::guards_intact(kernel) || !ran) detail::note_launch_failure();
 }

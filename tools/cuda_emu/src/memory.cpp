@@ -76,6 +76,7 @@ cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes
                  cudaMemcpyKind kind, cudaStream_t stream, Wait wait) {
   if (!is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t e = take_launch_failure(); e != cudaSuccess) return e;
+  finish_all(pending_on(stream));  // the stream's earlier work first
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) {
     report("%s: null pointer", call);

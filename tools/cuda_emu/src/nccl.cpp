@@ -1,12 +1,17 @@
-// The NCCL stand-in (include/nccl.h). Streams run their work as it is queued here, so an
-// all-reduce is carried out when it is called: over MPI between the ranks of an mpirun launch
-// (the build has MPI: CUDA_EMU_WITH_MPI), or as a copy in a world of one. It is strict where
-// NCCL would misbehave silently: buffers must be device memory, the unique id must be the one
-// rank 0 made, and the world must be the launch's.
+// The NCCL stand-in (include/nccl.h). Between the ranks of an mpirun launch (the build has
+// MPI: CUDA_EMU_WITH_MPI) an all-reduce runs over MPI beside the host, as NCCL's runs on the
+// GPU: started when called (MPI_Iallreduce), in flight on its stream until a peer joins and
+// something waits for the stream or an event after it (runtime_state.h: PendingWork). So, as
+// with NCCL, ncclCommDestroy waits for the communicator's collectives in flight (one a peer
+// never joins never ends), and ncclCommAbort does not. In a world of one it is a copy. It is
+// strict where NCCL would misbehave silently: buffers must be device memory, the unique id
+// must be the one rank 0 made, and the world must be the launch's.
 #include <nccl.h>
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "core/bf16.h"
 #include "report.h"
@@ -16,10 +21,43 @@
 #include <mpi.h>
 #endif
 
+#ifdef CUDA_EMU_WITH_MPI
+// An all-reduce in flight: its MPI request, and the reduction it made (freed when it ends).
+class InFlight final : public emu::detail::PendingWork {
+ public:
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Op op = MPI_OP_NULL;
+  bool finished() override {
+    if (!done_) {
+      int flag = 0;
+      MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+      if (flag) end();
+    }
+    return done_;
+  }
+  void finish() override {
+    if (done_) return;
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    end();
+  }
+  // An aborted communicator's: nothing waits for it any more (its request is left to MPI, as
+  // a nonblocking collective's may be neither freed nor cancelled).
+  void abandon() { done_ = true; }
+
+ private:
+  void end() {
+    if (op != MPI_OP_NULL) MPI_Op_free(&op);
+    done_ = true;
+  }
+  bool done_ = false;
+};
+#endif
+
 struct ncclComm {
   int rank = 0, size = 1;
 #ifdef CUDA_EMU_WITH_MPI
   MPI_Comm mpi = MPI_COMM_NULL;
+  std::vector<std::shared_ptr<InFlight>> in_flight;
 #endif
 };
 
@@ -125,6 +163,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclInvalidArgument;
 #ifdef CUDA_EMU_WITH_MPI
+  for (const auto& f : comm->in_flight) f->finish();  // NCCL's finalize: they end first
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (comm->mpi != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm->mpi);
@@ -134,13 +173,17 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclInvalidArgument;
+#ifdef CUDA_EMU_WITH_MPI
+  for (const auto& f : comm->in_flight) f->abandon();
+#endif
   delete comm;  // its MPI communicator is left to MPI_Finalize: the others may be in it
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* error) {
   if (!comm || !error) return ncclInvalidArgument;
-  *error = ncclSuccess;  // every collective completed (or failed) when it was called
+  *error = ncclSuccess;  // MPI reports its failures where the collective ends
   return ncclSuccess;
 }
 
@@ -165,13 +208,19 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     emu::detail::report("ncclAllReduce: only FP32 and BF16 sums of up to 2^31 values emulated");
     return ncclInvalidUsage;
   }
-  MPI_Op bf16 = MPI_OP_NULL;
-  if (type == ncclBfloat16) MPI_Op_create(&bf16_sum, 1, &bf16);
-  const int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(count),
-                               type == ncclFloat32 ? MPI_FLOAT : MPI_UINT16_T,
-                               type == ncclFloat32 ? MPI_SUM : bf16, comm->mpi);
-  if (bf16 != MPI_OP_NULL) MPI_Op_free(&bf16);
-  return rc == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+  auto f = std::make_shared<InFlight>();
+  if (type == ncclBfloat16) MPI_Op_create(&bf16_sum, 1, &f->op);
+  const int rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(count),
+                                type == ncclFloat32 ? MPI_FLOAT : MPI_UINT16_T,
+                                type == ncclFloat32 ? MPI_SUM : f->op, comm->mpi, &f->request);
+  if (rc != MPI_SUCCESS) {
+    if (f->op != MPI_OP_NULL) MPI_Op_free(&f->op);
+    return ncclSystemError;
+  }
+  std::erase_if(comm->in_flight, [](const std::shared_ptr<InFlight>& g) { return g->finished(); });
+  comm->in_flight.push_back(f);
+  emu::detail::queue_pending(stream, f);
+  return ncclSuccess;
 #else
   (void)op;
   return ncclInvalidUsage;

@@ -2,6 +2,8 @@
 // State the runtime API's parts share: the last error, and the registry of device memory.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "cuda_runtime_api.h"
 
@@ -54,6 +56,23 @@ bool is_valid_stream(cudaStream_t s);
 
 // Whether s may take work now: valid, and the current device's (the default stream always is).
 bool is_current_device_stream(cudaStream_t s);
+
+// Work a stream runs beside the host: the NCCL stand-in's collectives, started when called and
+// finished later, as NCCL's run on the GPU while the host goes on. Until it finishes, an event
+// recorded after it on its stream is not complete (cudaEventQuery: not ready), and whatever
+// waits for the stream or such an event, or queues more work on the stream, finishes it first.
+class PendingWork {
+ public:
+  virtual ~PendingWork() = default;
+  virtual bool finished() = 0;  // without waiting
+  virtual void finish() = 0;    // waits for it
+};
+using PendingList = std::vector<std::shared_ptr<PendingWork>>;
+void queue_pending(cudaStream_t s, std::shared_ptr<PendingWork> work);
+// The unfinished work queued on s; on every stream when `every`.
+PendingList pending_on(cudaStream_t s, bool every = false);
+bool all_finished(const PendingList& work);
+void finish_all(const PendingList& work);
 
 // The emulated device's memory size (16 GiB).
 inline constexpr std::size_t kDeviceMemory = std::size_t{16} << 30;
