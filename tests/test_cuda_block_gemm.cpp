@@ -17,6 +17,7 @@
 #include "fp8/block_cast.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/block_gemm.h"
+#include "kernels/cuda/op_times.h"
 
 namespace fp8lm {
 namespace {
@@ -59,6 +60,21 @@ DeviceOperand cast_to_device(BlockScheme scheme, int64_t rows, int64_t cols, int
   return d;
 }
 
+// A [rows, cols] tensor's column-wise cast (128x1 blocks) as TE keeps it for wgrad: the
+// codes of xᵀ cast in 1x128 blocks (what a column-wise cast writes transposed), marked so,
+// beside the BF16 operand in x's own layout.
+DeviceOperand cast_transposed_to_device(int64_t rows, int64_t cols, uint64_t seed) {
+  DeviceOperand d = cast_to_device(BlockScheme::Fp8Block, cols, rows, 1, 128, seed);
+  d.block.transposed = true;
+  std::vector<bf16_t> stored = to_host(d.operand.data(), static_cast<size_t>(rows * cols)),
+                      own(stored.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      own[static_cast<size_t>(r * cols + c)] = stored[static_cast<size_t>(c * rows + r)];
+  d.operand = to_device(own);
+  return d;
+}
+
 // C = alpha op(A) op(B) + beta C0 on the device, against the product of the decoded operands
 // in double. Tolerance: accumulation over K terms, each addition losing at most one unit in the
 // last place of the running sum, which is bounded by sum |a_k b_k|: (K + 2) u (sum |a b| +
@@ -82,9 +98,11 @@ void expect_product(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const D
 #else
   const double u = expect_native ? 0x1p-13 : 0x1p-24;
 #endif
-  // op(X)[i, k] of X stored [i, k], or [k, i] when transposed.
+  // op(X)[i, k] of X stored [i, k], or [k, i] when transposed (decoded is the codes' layout:
+  // the transpose's, for codes stored transposed).
   const auto at = [](const DeviceOperand& x, bool t, int64_t i, int64_t k) {
     const int64_t cols = x.block.cast.grid.cols;
+    t = t != x.block.transposed;
     return static_cast<double>(x.decoded[static_cast<size_t>(t ? k * cols + i : i * cols + k)]);
   };
   for (int64_t i = 0; i < M; ++i) {
@@ -97,8 +115,7 @@ void expect_product(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const D
       }
       const double c_prev = beta * static_cast<double>(c0[static_cast<size_t>(i * N + j)]);
       const double ref = alpha * sum + c_prev;
-      const double tol =
-          (static_cast<double>(K) + 2.0) * u * (alpha * abs_sum + std::fabs(c_prev));
+      const double tol = (static_cast<double>(K) + 2.0) * u * (alpha * abs_sum + std::fabs(c_prev));
       ASSERT_NEAR(c[static_cast<size_t>(i * N + j)], ref, tol) << i << "," << j;
     }
   }
@@ -128,6 +145,27 @@ TEST(CudaBlockGemm, EachRoleEqualsTheProductOfTheDecodedOperands) {
     const DeviceOperand dy = cast_to_device(fb, T, out, 128, 1, 5);
     const DeviceOperand x = cast_to_device(fb, T, in, 128, 1, 6);
     expect_product(Trans::T, Trans::N, out, in, T, dy, x, native);
+  }
+}
+
+// Issue 34 (finding 3): wgrad's operands with their column-wise codes stored transposed, as
+// TE keeps them: the same product, and at sizes that are multiples of 16 the native GEMM
+// reads them as they are (the TN form), with no transposed or padded copy; where the device
+// has no block-scaled GEMM the BF16 operands in their own layout give it.
+TEST(CudaBlockGemm, WgradTakesColumnwiseCodesStoredTransposedWithoutCopies) {
+  FP8LM_REQUIRE_CUDA();
+  if (test::cuda_cc() < 80) GTEST_SKIP() << "the BF16 fallback needs compute capability 8.0";
+  const bool native = cuda::block_scaled_gemm_available();
+  for (const int64_t T : {160, 150}) {
+    SCOPED_TRACE(T);
+    const int64_t out = 192, in = 320;
+    const DeviceOperand dy = cast_transposed_to_device(T, out, 13);
+    const DeviceOperand x = cast_transposed_to_device(T, in, 14);
+    const int64_t copies = cuda::fp8_operand_copies();
+    expect_product(Trans::T, Trans::N, out, in, T, dy, x, native);
+    if (native && T % 16 == 0) {
+      EXPECT_EQ(cuda::fp8_operand_copies() - copies, 0);
+    }
   }
 }
 

@@ -55,6 +55,10 @@ struct BlockCodes {
   BlockCast cast;
   const uint8_t* codes = nullptr;
   const void* scales = nullptr;
+  // The codes are of the operand's transpose ([cols, rows], cast.grid that tensor's): a
+  // column-wise cast written in the layout a K-major GEMM reads (TE's columnwise data), while
+  // the operand's decoded data keeps the tensor's own layout.
+  bool transposed = false;
 };
 
 // The tensors a block-scaled GEMM reads, in TE's roles.
