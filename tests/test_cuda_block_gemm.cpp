@@ -60,18 +60,19 @@ DeviceOperand cast_to_device(BlockScheme scheme, int64_t rows, int64_t cols, int
   return d;
 }
 
-// A [rows, cols] tensor's column-wise cast (128x1 blocks) as TE keeps it for wgrad: the
-// codes of xᵀ cast in 1x128 blocks (what a column-wise cast writes transposed), marked so,
-// beside the BF16 operand in x's own layout.
+// A [rows, cols] tensor's column-wise cast (128x1 blocks) as TE keeps it for wgrad: its
+// codes stored transposed ([cols, rows], as a K-major GEMM reads them), marked so; its scales
+// and BF16 operand as the cast made them.
 DeviceOperand cast_transposed_to_device(int64_t rows, int64_t cols, uint64_t seed) {
-  DeviceOperand d = cast_to_device(BlockScheme::Fp8Block, cols, rows, 1, 128, seed);
+  DeviceOperand d = cast_to_device(BlockScheme::Fp8Block, rows, cols, 128, 1, seed);
   d.block.transposed = true;
-  std::vector<bf16_t> stored = to_host(d.operand.data(), static_cast<size_t>(rows * cols)),
-                      own(stored.size());
+  const std::vector<uint8_t> own = to_host(d.codes.data(), static_cast<size_t>(rows * cols));
+  std::vector<uint8_t> stored(own.size());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      own[static_cast<size_t>(r * cols + c)] = stored[static_cast<size_t>(c * rows + r)];
-  d.operand = to_device(own);
+      stored[static_cast<size_t>(c * rows + r)] = own[static_cast<size_t>(r * cols + c)];
+  d.codes = to_device(stored);
+  d.block.codes = d.codes.data();
   return d;
 }
 
@@ -98,11 +99,9 @@ void expect_product(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const D
 #else
   const double u = expect_native ? 0x1p-13 : 0x1p-24;
 #endif
-  // op(X)[i, k] of X stored [i, k], or [k, i] when transposed (decoded is the codes' layout:
-  // the transpose's, for codes stored transposed).
+  // op(X)[i, k] of X stored [i, k], or [k, i] when transposed.
   const auto at = [](const DeviceOperand& x, bool t, int64_t i, int64_t k) {
     const int64_t cols = x.block.cast.grid.cols;
-    t = t != x.block.transposed;
     return static_cast<double>(x.decoded[static_cast<size_t>(t ? k * cols + i : i * cols + k)]);
   };
   for (int64_t i = 0; i < M; ++i) {

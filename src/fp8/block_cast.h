@@ -55,9 +55,9 @@ struct BlockCodes {
   BlockCast cast;
   const uint8_t* codes = nullptr;
   const void* scales = nullptr;
-  // The codes are of the operand's transpose ([cols, rows], cast.grid that tensor's): a
-  // column-wise cast written in the layout a K-major GEMM reads (TE's columnwise data), while
-  // the operand's decoded data keeps the tensor's own layout.
+  // The codes are stored transposed ([cols, rows]; cast.grid and the scales still describe
+  // the tensor as [rows, cols]): a column-wise cast written in the layout a K-major GEMM reads
+  // (TE's columnwise data), beside the decoded operand in the tensor's own layout.
   bool transposed = false;
 };
 

@@ -328,14 +328,14 @@ class CudaBackend final : public Backend {
   // The operands' tensor scales are 1 under this scheme (fp8/block_cast.h), so none is applied.
   bool gemm_block_scaled(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
                          const BlockCodes& A, const BlockCodes& B, float beta, float* C) {
-    // Codes stored transposed are read with the other flag: op(X) = op'(Xᵀ).
-    if (A.transposed) ta = ta == Trans::N ? Trans::T : Trans::N;
-    if (B.transposed) tb = tb == Trans::N ? Trans::T : Trans::N;
     cuda::BlockScaleGrid ga, gb;
     if (M == 0 || N == 0 || K == 0 || !block_scaled_gemms(A.cast.scheme) ||
         !scale_grid(A, ta == Trans::T, &ga) || !scale_grid(B, tb == Trans::N, &gb) ||
         (ga.two_d && gb.two_d) || (A.cast.format == DType::E5M2 && B.cast.format == DType::E5M2))
       return false;
+    // Codes stored transposed are read with the other flag: op(X) = op'(Xᵀ).
+    if (A.transposed) ta = ta == Trans::N ? Trans::T : Trans::N;
+    if (B.transposed) tb = tb == Trans::N ? Trans::T : Trans::N;
     return fp8_tn_product(
         ta, tb, M, N, K, A.codes, B.codes, beta, C,
         [&](const uint8_t* a, const uint8_t* b, int64_t M16, int64_t N16, int64_t K16, float* c) {
