@@ -115,21 +115,20 @@ AdamWHyper AdamW::hyper(float lr) const {
 
 void AdamW::cover_bias_corrections(int64_t t) {
   const auto need = static_cast<size_t>(2 * (t + 1));
-  if (bias_corrections_host_.size() >= need) return;
-  size_t n = std::max<size_t>(2 * 1024, bias_corrections_host_.size());
+  if (bias_corrections_.size() >= need) return;
+  size_t n = std::max<size_t>(2 * 1024, bias_corrections_.size());
   while (n < need) n *= 2;
-  bias_corrections_host_.resize(n);
+  std::vector<float> table(n);
   for (size_t k = 0; 2 * k < n; ++k) {
-    bias_corrections_host_[2 * k] = bias_correction(cfg_.beta1, static_cast<int64_t>(k));
-    bias_corrections_host_[2 * k + 1] = bias_correction(cfg_.beta2, static_cast<int64_t>(k));
+    table[2 * k] = bias_correction(cfg_.beta1, static_cast<int64_t>(k));
+    table[2 * k + 1] = bias_correction(cfg_.beta2, static_cast<int64_t>(k));
   }
   bias_corrections_.resize(n);
-  bias_corrections_.upload(bias_corrections_host_, "optimizer bias corrections");
+  bias_corrections_.upload(table, "optimizer bias corrections");
 }
 
 AdamW::DecidedStep AdamW::step_decided_on_backend(float lr, float max_norm, const float* losses,
                                                   int64_t rows) {
-  refresh_table();
   if (decision_.size() == 0) decision_.resize(1);
   if (!decision_steps_current_) {  // the host's count, e.g. a resumed run's, goes first
     StepDecision d;
@@ -139,22 +138,18 @@ AdamW::DecidedStep AdamW::step_decided_on_backend(float lr, float max_norm, cons
   }
   ++t_;  // taken, as far as the host knows yet
   cover_bias_corrections(t_);
-  float* norm = norm_clip_.data();
-  if (!tensors_.empty()) {
-    be_.grad_norm(norm, norm + 1, max_norm, table_.data(), static_cast<int>(tensors_.size()),
-                  numel_);
-  }
-  be_.decide_step(decision_.data(), losses, rows, tensors_.empty() ? nullptr : norm,
-                  bias_corrections_.data());
-  update(hyper(lr), norm + 1, decision_.data());  // its bias corrections are the decision's
-  return {tensors_.empty() ? nullptr : norm, decision_.data()};
+  const float* norm = grad_norm_on_device(max_norm);
+  be_.decide_step(decision_.data(), losses, rows, norm, bias_corrections_.data());
+  // The clip factor's slot; the bias corrections are the decision's.
+  update(hyper(lr), norm_clip_.data() + 1, decision_.data());
+  return {norm, decision_.data()};
 }
 
-const float* AdamW::grad_norm_on_device() {
+const float* AdamW::grad_norm_on_device(float max_norm) {
   refresh_table();
   if (tensors_.empty()) return nullptr;  // a shard of no parameters
-  be_.grad_norm(norm_clip_.data(), nullptr, 0.0f, table_.data(), static_cast<int>(tensors_.size()),
-                numel_);
+  be_.grad_norm(norm_clip_.data(), norm_clip_.data() + 1, max_norm, table_.data(),
+                static_cast<int>(tensors_.size()), numel_);
   return norm_clip_.data();
 }
 

@@ -33,8 +33,9 @@ class AdamW {
   // non-finite one can skip it.
   float global_grad_norm();
   // The same norm left in backend memory for the caller to read with other values (null for a
-  // shard of no parameters: its norm is 0).
-  const float* grad_norm_on_device();
+  // shard of no parameters: its norm is 0), its clipping factor for max_norm in the float after
+  // it.
+  const float* grad_norm_on_device(float max_norm = 0.0f);
   // The step decided where the gradients are (issue 34: nothing read, so the host need not
   // wait): the norm and its clipping factor for max_norm, the decision (skipped when any of
   // losses[rows], backend memory, or the norm is not finite; kernels/tensor.h) and AdamW as it
@@ -102,7 +103,6 @@ class AdamW {
   // every t (host's bits: [2t], [2t + 1]).
   BackendBuffer<StepDecision> decision_{be_};
   bool decision_steps_current_ = false;
-  std::vector<float> bias_corrections_host_;
   BackendBuffer<float> bias_corrections_{be_};
   int64_t numel_ = 0;  // over the shard's parameters
   size_t begin_ = 0, end_ = 0;

@@ -52,20 +52,12 @@ void Trainer::settle() {
   // The steps ran back to back since the first was launched: each is given an equal share.
   const double took = std::chrono::duration<double>(now - launched_.front().in.start).count() /
                       static_cast<double>(launched_.size());
-  const int64_t sequences = cfg_.sequences_per_step();
   std::vector<LaunchedStep> launched = std::exchange(launched_, {});
   const size_t n = launched.size();
   try {
     for (size_t i = 0; i < n; ++i) {
       const StepInput& in = launched[i].in;
-      // The step's mean loss: each micro-batch's mean weighted by its share of the step's rows.
-      double loss_sum = 0.0;
-      for (size_t k = 0; k < in.micro.size(); ++k) {
-        const Batch& m = in.micro[k];
-        loss_sum += static_cast<double>(m.B) / static_cast<double>(sequences) *
-                    step_reads_.mean_loss(i, in.first_row[k], m.targets.data(), m.B * m.T);
-      }
-      const auto loss = static_cast<float>(loss_sum);
+      const auto loss = static_cast<float>(weighted_loss(in, read_micro_losses(i, in)));
       const float norm = step_reads_.norm(i);
       const bool skip = step_reads_.skipped(i);
       std::vector<Fp8Fallback> fell;

@@ -8,9 +8,12 @@
 
 namespace fp8lm {
 
+int64_t StepReads::counters_at() const {
+  return (rows_ + kCountersAt + 1) / 2 * 2;
+}
+
 int64_t StepReads::slot_floats() const {
-  const int64_t counters = static_cast<int64_t>((counter_bytes_ + 7) / 8) * 2;
-  return (rows_ + kCountersAt + 1) / 2 * 2 + counters;
+  return counters_at() + static_cast<int64_t>((counter_bytes_ + 7) / 8) * 2;
 }
 
 bool StepReads::fits(const Backend& be, int64_t rows, size_t counter_bytes, size_t capacity) const {
@@ -44,8 +47,7 @@ void StepReads::record(const float* norm, const StepDecision* decision,
   has_counters_[k] = counters != nullptr && counter_bytes_ > 0;
   if (norm) be.copy(at, norm, sizeof(float));
   if (decision) be.copy(at + kDecisionAt, decision, sizeof(StepDecision));
-  if (has_counters_[k])
-    be.copy(slot(steps_ - 1) + (rows_ + kCountersAt + 1) / 2 * 2, counters, counter_bytes_);
+  if (has_counters_[k]) be.copy(slot(steps_ - 1) + counters_at(), counters, counter_bytes_);
 }
 
 void StepReads::read() {
@@ -74,7 +76,7 @@ bool StepReads::skipped(size_t step) const {
 std::span<const unsigned long long> StepReads::counters(size_t step) const {
   if (!has_counters_[step]) return {};
   counters_.resize(counter_bytes_ / sizeof(unsigned long long));  // once: the layout's size
-  std::memcpy(counters_.data(), host(step) + (rows_ + kCountersAt + 1) / 2 * 2, counter_bytes_);
+  std::memcpy(counters_.data(), host(step) + counters_at(), counter_bytes_);
   return counters_;
 }
 

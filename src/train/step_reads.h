@@ -28,8 +28,7 @@ class StepReads {
   void record(const float* norm, const StepDecision* decision, const unsigned long long* counters);
   // Every kept step's values, one wait for the backend.
   void read();
-  // The steps kept (read or not), and forgetting them.
-  size_t steps() const { return static_cast<size_t>(steps_); }
+  // Forgets the kept steps (read or not).
   void clear() { steps_ = 0; }
 
   // After read(), of kept step `step`: the mean loss of `rows` rows from `row` (mean_loss,
@@ -44,6 +43,7 @@ class StepReads {
   // A slot: rows_ losses, the norm, the decision (4 words), then the counters at an even float
   // offset (8-byte aligned).
   static constexpr int64_t kDecisionAt = 1, kCountersAt = 6;
+  int64_t counters_at() const;  // kCountersAt past the losses, rounded up to even
   int64_t slot_floats() const;
   float* slot(int64_t step) { return buf_->data() + step * slot_floats(); }
   const float* host(size_t step) const {

@@ -235,11 +235,7 @@ void Trainer::run_micro_batches(const StepInput& in, bool deferred,
 
 StepStats Trainer::host_decided_step() {
   const Communicator::Traffic traffic_before = traffic();
-  const int64_t T = cfg_.model.seq_len, sequences = cfg_.sequences_per_step();
   const StepInput in = next_step_input();
-  const std::vector<Batch>& micro = in.micro;
-  const std::vector<int64_t>& first_row = in.first_row;
-  const float lr = in.lr;
   const GemmPrecision gemm_precision(gemm_precision_for(precision_.precision));
   const FusionScope fusion(cfg_.fusion);
   const bool fp8 = precision_.precision == Precision::Fp8;
@@ -253,7 +249,7 @@ StepStats Trainer::host_decided_step() {
   // the gradients' reduction finishes and the norm is taken.
   const bool norm_with_losses = deferred && comm_.size() == 1 && !zero_sharded();
   const bool fallback = fp8 && cfg_.fp8_fallback;
-  if (deferred) step_reads_.begin_step(model_->backend(), first_row.back(), 0, 1);
+  if (deferred) step_reads_.begin_step(model_->backend(), in.first_row.back(), 0, 1);
   std::vector<float> micro_losses;
   run_micro_batches(in, deferred, micro_losses);
   float norm = 0.0f;
@@ -261,16 +257,9 @@ StepStats Trainer::host_decided_step() {
     step_reads_.record(norm_with_losses ? opt_->grad_norm_on_device() : nullptr, nullptr, nullptr);
     step_reads_.read();
     norm = step_reads_.norm(0);
-    for (size_t k = 0; k < micro.size(); ++k)
-      micro_losses[k] =
-          step_reads_.mean_loss(0, first_row[k], micro[k].targets.data(), micro[k].B * T);
+    micro_losses = read_micro_losses(0, in);
   }
-  // The step's mean loss: each micro-batch's mean weighted by its share of the step's rows.
-  // Backward added each micro-batch's part of the step's mean gradient into the gradients.
-  double loss_share[] = {0.0};
-  for (size_t k = 0; k < micro.size(); ++k)
-    loss_share[0] +=
-        static_cast<double>(micro[k].B) / static_cast<double>(sequences) * micro_losses[k];
+  double loss_share[] = {weighted_loss(in, micro_losses)};
   if (comm_.size() > 1) {
     // The gradients are each rank's part of the global mean's already: summed.
     comm_.all_reduce_sum(loss_share, "loss all-reduce");
@@ -299,7 +288,7 @@ StepStats Trainer::host_decided_step() {
     count_skipped(in, loss, fell);
   } else {
     // Fused: the clipping folded into the one AdamW pass; unfused: already applied.
-    opt_->step(lr, clip_in_step ? clip_factor(norm, cfg_.grad_clip) : 1.0f);
+    opt_->step(in.lr, clip_in_step ? clip_factor(norm, cfg_.grad_clip) : 1.0f);
     if (zero_sharded()) {
       all_gather_weights(cfg_.fp8_weights);  // FP8: casts and shares the FP8 weights itself
     } else {
@@ -318,6 +307,24 @@ StepStats Trainer::host_decided_step() {
   return step_stats(
       in, loss, norm, skip, std::move(fell), took,
       {traffic.seconds - traffic_before.seconds, traffic.bytes - traffic_before.bytes});
+}
+
+std::vector<float> Trainer::read_micro_losses(size_t step, const StepInput& in) const {
+  std::vector<float> means(in.micro.size());
+  for (size_t k = 0; k < in.micro.size(); ++k) {
+    const Batch& m = in.micro[k];
+    means[k] = step_reads_.mean_loss(step, in.first_row[k], m.targets.data(), m.B * m.T);
+  }
+  return means;
+}
+
+double Trainer::weighted_loss(const StepInput& in, const std::vector<float>& micro_losses) const {
+  // Backward added each micro-batch's part of the step's mean gradient into the gradients.
+  const auto sequences = static_cast<double>(cfg_.sequences_per_step());
+  double loss = 0.0;
+  for (size_t k = 0; k < in.micro.size(); ++k)
+    loss += static_cast<double>(in.micro[k].B) / sequences * micro_losses[k];
+  return loss;
 }
 
 void Trainer::count_skipped(const StepInput& in, float loss, std::vector<Fp8Fallback>& fell) {

@@ -184,6 +184,11 @@ class Trainer {
                        std::vector<Fp8Fallback> fell, double took,
                        const Communicator::Traffic& traffic);
   void finish_step(StepStats stats);
+  // After step_reads_.read(): kept step `step`'s mean loss of each micro-batch, and the step's
+  // mean loss (this rank's share of it): each micro-batch's mean weighted by its share of the
+  // step's rows.
+  std::vector<float> read_micro_losses(size_t step, const StepInput& in) const;
+  double weighted_loss(const StepInput& in, const std::vector<float>& micro_losses) const;
   DeviceChoice device_;
   void move_to(Backend& backend);
   int64_t step_ = 0;
