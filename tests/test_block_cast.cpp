@@ -153,6 +153,70 @@ TEST(BlockCast, PairedCastsGiveTheBitsOfSeparateOnes) {
   }
 }
 
+// Issue 34: codes written transposed (BlockCastOut::codes_transposed, the K-major layout a
+// column-wise copy is read in) are the row-major codes transposed, with the same scales, tensor
+// scale and statistics, in single and paired casts; a cast told to keep no operand writes the
+// same codes and scales.
+TEST(BlockCast, TransposedCodesAreTheCodesTransposedAndTheOperandIsOptional) {
+  const int64_t rows = 160, cols = 200;  // rows % 16 == 0 (the RHT), columns not of 128
+  const std::vector<float> x = random_tensor(rows * cols, 29, 2.0f);
+  const auto n = static_cast<size_t>(rows * cols);
+  omp_set_num_threads(2);
+  std::vector<float> work(n);
+  struct Cast {
+    std::vector<uint8_t> codes, scales;
+    std::vector<bf16_t> operand;
+    float tensor_scale_inv = 0;
+    BlockScaleStats stats;
+    explicit Cast(size_t n) : codes(n, 0), scales(n * sizeof(float), 0), operand(n, 0) {}
+    BlockCastOut out(bool transposed, bool stats_too) {
+      BlockCastOut o{codes.data(),      scales.data(), transposed ? nullptr : operand.data(),
+                     &tensor_scale_inv, nullptr,       stats_too ? &stats : nullptr};
+      o.codes_transposed = transposed;
+      return o;
+    }
+  };
+  for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
+    Fp8Recipe recipe;
+    recipe.kind = kind;
+    const BlockCast row = recipe_block_cast(recipe, BlockRole::GradOutput, false, rows, cols);
+    const BlockCast col = recipe_block_cast(recipe, BlockRole::GradOutput, true, rows, cols);
+    for (const bool paired : {false, true}) {
+      for (const bool stats : {false, true}) {
+        SCOPED_TRACE(std::string(scaling_kind_name(kind)) + (paired ? " paired" : "") +
+                     (stats ? " stats" : ""));
+        Cast want_row(n), want_col(n), got_row(n), got_col(n);
+        block_cast(row, want_row.out(false, stats), x.data(), work.data());
+        block_cast(col, want_col.out(false, stats), x.data(), work.data());
+        if (paired) {
+          block_cast_pair(row, got_row.out(false, stats), col, got_col.out(true, stats), x.data(),
+                          work.data());
+          EXPECT_EQ(got_row.codes, want_row.codes);
+          EXPECT_EQ(got_row.operand, want_row.operand);
+        } else {
+          block_cast(col, got_col.out(true, stats), x.data(), work.data());
+        }
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            ASSERT_EQ(got_col.codes[static_cast<size_t>(c * rows + r)],
+                      want_col.codes[static_cast<size_t>(r * cols + c)])
+                << r << "," << c;
+        EXPECT_EQ(got_col.scales, want_col.scales);
+        EXPECT_EQ(got_col.tensor_scale_inv, want_col.tensor_scale_inv);
+        EXPECT_EQ(got_col.operand, std::vector<bf16_t>(n, 0)) << "no operand written";
+        if (stats) {
+          EXPECT_GT(got_col.stats.blocks, 0);
+          EXPECT_EQ(got_col.stats.blocks, want_col.stats.blocks);
+          EXPECT_EQ(got_col.stats.zero_blocks, want_col.stats.zero_blocks);
+          EXPECT_EQ(got_col.stats.saturated_blocks, want_col.stats.saturated_blocks);
+          EXPECT_EQ(got_col.stats.flushed_blocks, want_col.stats.flushed_blocks);
+          EXPECT_EQ(got_col.stats.exponents, want_col.stats.exponents);
+        }
+      }
+    }
+  }
+}
+
 // What a cast did, per block: the multiplier's power of two, all-zero blocks, a block with an
 // Inf (clipped: saturated) and an NVFP4 block far below the tensor's amax (its E4M3 scale
 // underflows to 0, so every code is 0: flushed).

@@ -202,5 +202,84 @@ TEST(CudaBlockCast, PairedCastsMatchTheCpu) {
   }
 }
 
+// Issue 34: casts that keep only their codes, written transposed where asked (the column-wise
+// copies a K-major GEMM reads, BlockCastOut::codes_transposed), alone and paired, give the
+// CPU's codes and scales; block_decode_bf16 of either layout gives the operand the CPU's cast
+// writes, bit for bit (what a GEMM that declines the codes multiplies).
+TEST(CudaBlockCast, CodesKeptTransposedMatchTheCpuAndDecodeToItsOperand) {
+  FP8LM_REQUIRE_CUDA();
+  const int64_t rows = 160, cols = 300;  // rows % 16 == 0 (the RHT); ragged 128-blocks
+  std::vector<float> x = tensor_with_specials(rows, cols, 59, 128);
+  for (float& v : x) {
+    if (!std::isfinite(v)) v = -3.0f;  // NVFP4's RHT: see Nvfp4MatchesTheCpuBitForBit
+  }
+  const DeviceBuffer<float> dx = to_device(x);
+  const auto n = static_cast<size_t>(rows * cols);
+  struct Host {
+    std::vector<uint8_t> codes, scales;
+    std::vector<bf16_t> operand;
+    float tsi = 0;
+  };
+  // The CPU's cast, its codes in the layout asked for.
+  const auto cpu_cast = [&](const BlockCast& c, bool transposed) {
+    Host h{std::vector<uint8_t>(n), std::vector<uint8_t>(block_scale_bytes(c)),
+           std::vector<bf16_t>(n)};
+    std::vector<float> work(n);
+    BlockCastOut out{h.codes.data(), h.scales.data(), h.operand.data(), &h.tsi};
+    out.codes_transposed = transposed;
+    block_cast(c, out, x.data(), work.data());
+    return h;
+  };
+  struct Device {
+    DeviceBuffer<uint8_t> codes, scales;
+    DeviceBuffer<float> tsi{1}, work;
+    BlockCastOut out(bool transposed) {
+      BlockCastOut o{codes.data(), scales.data(), nullptr, tsi.data()};
+      o.codes_transposed = transposed;
+      return o;
+    }
+  };
+  const auto expect_device = [&](const BlockCast& c, Device& d, bool transposed) {
+    const Host want = cpu_cast(c, transposed);
+    EXPECT_EQ(to_host(d.codes.data(), n), want.codes);
+    EXPECT_EQ(to_host(d.scales.data(), want.scales.size()), want.scales);
+    EXPECT_EQ(to_host(d.tsi.data(), 1)[0], want.tsi);
+    DeviceBuffer<bf16_t> operand(n);
+    cuda::block_decode_bf16({c, d.codes.data(), d.scales.data(), transposed}, operand.data(),
+                            nullptr);
+    EXPECT_EQ(to_host(operand.data(), n), want.operand) << "decoded";
+  };
+  const auto device = [&](const BlockCast& c) {
+    return Device{DeviceBuffer<uint8_t>(n), DeviceBuffer<uint8_t>(block_scale_bytes(c)),
+                  DeviceBuffer<float>(1),
+                  DeviceBuffer<float>(std::max<size_t>(1, cuda::block_cast_work_floats(c)))};
+  };
+  for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
+    Fp8Recipe recipe;
+    recipe.kind = kind;
+    for (const BlockRole role : {BlockRole::Weight, BlockRole::GradOutput}) {
+      const BlockCast row = recipe_block_cast(recipe, role, false, rows, cols);
+      const BlockCast col = recipe_block_cast(recipe, role, true, rows, cols);
+      for (const bool transposed : {false, true}) {
+        SCOPED_TRACE(std::string(scaling_kind_name(kind)) +
+                     (role == BlockRole::Weight ? " weight" : " grad_output") +
+                     (transposed ? " transposed" : ""));
+        for (const BlockCast* c : {&row, &col}) {
+          Device d = device(*c);
+          cuda::block_cast(*c, d.out(transposed), dx.data(), d.work.data(), nullptr);
+          expect_device(*c, d, transposed);
+        }
+        if (role != BlockRole::GradOutput || kind == ScalingKind::Nvfp4) continue;
+        SCOPED_TRACE("paired");
+        Device r = device(row), k = device(col);
+        ASSERT_TRUE(
+            cuda::block_cast_pair(row, r.out(false), col, k.out(transposed), dx.data(), nullptr));
+        expect_device(row, r, false);
+        expect_device(col, k, transposed);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fp8lm

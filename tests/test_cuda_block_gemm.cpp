@@ -34,9 +34,10 @@ struct DeviceOperand {
   DeviceBuffer<uint8_t> codes, scales;
   DeviceBuffer<bf16_t> operand;
   DeviceBuffer<float> tensor_scale_inv;
+  bool codes_only = false;  // the operand as a cast that kept no BF16 copy hands it over
 
   GemmOperand gemm_operand() const {
-    return {operand.data(), DType::BF16, tensor_scale_inv.data(), &block};
+    return {codes_only ? nullptr : operand.data(), DType::BF16, tensor_scale_inv.data(), &block};
   }
 };
 
@@ -189,6 +190,40 @@ TEST(CudaBlockGemm, OtherOperandsTakeTheDecodedPath) {
     SCOPED_TRACE("mxfp8");
     expect_product(Trans::N, Trans::T, M, N, K, cast_to_device(BlockScheme::Mxfp8, M, K, 1, 32, 11),
                    cast_to_device(BlockScheme::Mxfp8, N, K, 1, 32, 12), false);
+  }
+}
+
+// Issue 34: operands whose casts kept only codes and scales (as Linear's do where the device
+// multiplies them, TE's way) give the same products where the block-scaled GEMM declines them:
+// the backend decodes them first, codes stored transposed or not. Where it takes them, codes
+// alone suffice.
+TEST(CudaBlockGemm, OperandsKeptAsCodesOnlyAreDecodedWhereTheGemmDeclines) {
+  FP8LM_REQUIRE_CUDA();
+  if (test::cuda_cc() < 80) GTEST_SKIP() << "the BF16 fallback needs compute capability 8.0";
+  const BlockScheme fb = BlockScheme::Fp8Block;
+  const auto codes_only = [](DeviceOperand d) {
+    d.codes_only = true;
+    return d;
+  };
+  const int64_t M = 64, N = 96, K = 160;
+  {
+    SCOPED_TRACE("2D by 2D");
+    expect_product(Trans::N, Trans::T, M, N, K, codes_only(cast_to_device(fb, M, K, 128, 128, 21)),
+                   codes_only(cast_to_device(fb, N, K, 128, 128, 22)), false);
+  }
+  {
+    SCOPED_TRACE("mxfp8, one operand with its BF16 copy");
+    expect_product(Trans::N, Trans::T, M, N, K,
+                   codes_only(cast_to_device(BlockScheme::Mxfp8, M, K, 1, 32, 23)),
+                   cast_to_device(BlockScheme::Mxfp8, N, K, 1, 32, 24), false);
+  }
+  {
+    SCOPED_TRACE("wgrad from codes stored transposed");
+    const bool native = cuda::block_scaled_gemm_available();
+    const int64_t T = 150, out = 192, in = 320;
+    expect_product(Trans::T, Trans::N, out, in, T,
+                   codes_only(cast_transposed_to_device(T, out, 25)),
+                   codes_only(cast_transposed_to_device(T, in, 26)), native);
   }
 }
 

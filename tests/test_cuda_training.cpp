@@ -241,6 +241,44 @@ TEST(CudaTraining, Fp8StepsHandGemmsOperandsAsTheyTakeThem) {
   }
 }
 
+// Issue 34 (finding 3, Float8BlockScaling): where the device multiplies block-scaled codes,
+// Linear hands them over as cuBLASLt reads them, as TE does: x's and dy's column-wise casts
+// write their codes transposed (K-major for wgrad), the 2D weight's codes are transposed once
+// per weight version for dgrad, and no cast writes a BF16 operand. So every GEMM of a steady
+// step is the native one and none asks for an operand copy, with micro-batches and
+// --fp8-weights; and the Linears hold no BF16 operand.
+TEST(CudaTraining, BlockScaledStepsHandGemmsCodesAsTheyTakeThem) {
+  FP8LM_REQUIRE_CUDA();
+  if (!cuda::block_scaled_gemm_available()) GTEST_SKIP() << "no block-scaled GEMM on this device";
+  struct Case {
+    bool fp8_weights;
+    int64_t micro_batches;
+  };
+  for (const Case& k : {Case{false, 2}, Case{true, 1}}) {
+    SCOPED_TRACE(std::string(k.fp8_weights ? "fp8 weights, " : "") + "micro-batches " +
+                 std::to_string(k.micro_batches));
+    TrainConfig c = demo(Precision::Fp8, DeviceSpec::Cuda);
+    c.recipe.kind = ScalingKind::Block;
+    c.evaluate = false;
+    c.batch_size = 8;  // 128 tokens: fewer than most weights' rows, so x's codes are the smaller
+    c.grad_accum = k.micro_batches;
+    c.fp8_weights = k.fp8_weights;
+    Trainer gpu(c);
+    gpu.train_step();
+    const int64_t copies = cuda::fp8_operand_copies(), native = cuda::block_scaled_gemms_run();
+    gpu.train_step();
+    EXPECT_EQ(cuda::fp8_operand_copies() - copies, 0);
+    const auto gemms = static_cast<int64_t>(3 * gpu.model().linears().size()) * k.micro_batches;
+    EXPECT_EQ(cuda::block_scaled_gemms_run() - native, gemms);
+    for (Linear* l : gpu.model().linears()) {
+      // Saved for wgrad: x's column-wise codes (1 byte a value) and their scales, no operand.
+      const auto operand_bytes =
+          static_cast<size_t>(c.batch_size * c.model.seq_len * l->in_features()) * sizeof(bf16_t);
+      EXPECT_LT(l->memory_use().saved, operand_bytes) << l->name();
+    }
+  }
+}
+
 // Issue 34: a profiled step's device time by kind of op (kernels/cuda/op_times.h, what
 // bench_train reports on a GPU): GEMMs, casts, attention and the optimizer all appear, each op
 // once per entry point, and the kinds' times add up to no more than the step's wall time (the

@@ -193,9 +193,45 @@ void finish_cast(const BlockCast& c, const BlockCastOut& out, const float* x, fl
   if (out.stats) *out.stats = block_scale_stats(c, x, out.codes, out.scales, *out.tensor_scale_inv);
 }
 
-}  // namespace
+// A cast's out as the stripes write it, row-major codes and an operand: scratch of its own for
+// the codes where out wants them transposed and for an operand out does not keep; finish()
+// moves the codes into place. (The statistics read the row-major codes.)
+class StripesOut {
+ public:
+  StripesOut(const BlockCast& c, const BlockCastOut& out)
+      : out_(out), stripes_(out), rows_(c.grid.rows), cols_(c.grid.cols) {
+    const auto n = static_cast<size_t>(rows_ * cols_);
+    if (out.codes && out.codes_transposed) {
+      codes_.resize(n);
+      stripes_.codes = codes_.data();
+    }
+    if (!out.operand) {
+      operand_.resize(n);
+      stripes_.operand = operand_.data();
+    }
+    stripes_.codes_transposed = false;
+  }
+  const BlockCastOut& out() const { return stripes_; }
+  void finish() const {
+    if (codes_.empty()) return;
+    constexpr int64_t kTile = 64;  // a tile of each layout in cache at once
+#pragma omp parallel for schedule(static)
+    for (int64_t c0 = 0; c0 < cols_; c0 += kTile)
+      for (int64_t r0 = 0; r0 < rows_; r0 += kTile)
+        for (int64_t c = c0; c < std::min(c0 + kTile, cols_); ++c)
+          for (int64_t r = r0; r < std::min(r0 + kTile, rows_); ++r)
+            out_.codes[c * rows_ + r] = codes_[static_cast<size_t>(r * cols_ + c)];
+  }
 
-void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work) {
+ private:
+  const BlockCastOut& out_;
+  BlockCastOut stripes_;
+  int64_t rows_, cols_;
+  std::vector<uint8_t> codes_;
+  std::vector<bf16_t> operand_;
+};
+
+void cast_row_major(const BlockCast& c, const BlockCastOut& out, const float* x, float* work) {
   check_block_cast(c);
   const BlockGrid& g = c.grid;
   // The transform is written out (to work) only for the statistics, which read it.
@@ -209,16 +245,26 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
   finish_cast(c, out, x, amax);
 }
 
-void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
-                     const BlockCastOut& col_out, const float* x, float* work) {
+}  // namespace
+
+void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work) {
+  const StripesOut laid(c, out);
+  cast_row_major(c, laid.out(), x, work);
+  laid.finish();
+}
+
+void block_cast_pair(const BlockCast& row, const BlockCastOut& row_pair_out, const BlockCast& col,
+                     const BlockCastOut& col_pair_out, const float* x, float* work) {
   const BlockGrid& g = col.grid;
   // The statistics read each cast on its own (and the transform written out).
-  if (row_out.stats || col_out.stats || row.grid.block_rows != 1 || g.block_cols != 1 ||
+  if (row_pair_out.stats || col_pair_out.stats || row.grid.block_rows != 1 || g.block_cols != 1 ||
       row.grid.rows != g.rows || row.grid.cols != g.cols) {
-    block_cast(row, row_out, x, work);
-    block_cast(col, col_out, x, work);
+    block_cast(row, row_pair_out, x, work);
+    block_cast(col, col_pair_out, x, work);
     return;
   }
+  const StripesOut row_laid(row, row_pair_out), col_laid(col, col_pair_out);
+  const BlockCastOut &row_out = row_laid.out(), &col_out = col_laid.out();
   check_block_cast(row);
   check_block_cast(col);
   const Amaxes a = tensor_amaxes(x, g.rows, g.cols,
@@ -232,6 +278,8 @@ void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const Bl
   });
   finish_cast(row, row_out, x, row_amax);
   finish_cast(col, col_out, x, col_amax);
+  row_laid.finish();
+  col_laid.finish();
 }
 
 }  // namespace fp8lm

@@ -40,10 +40,13 @@ struct BlockCast {
 struct BlockCastOut {
   uint8_t* codes = nullptr;           // [rows, cols]; null: not kept (FP8 schemes, no stats)
   void* scales = nullptr;             // block_scale_bytes(): E8M0, FP32 scale_inv, or E4M3 codes
-  bf16_t* operand = nullptr;          // [rows, cols]
+  bf16_t* operand = nullptr;          // [rows, cols]; null: not written (the codes are kept)
   float* tensor_scale_inv = nullptr;  // 1/S for Nvfp4, else 1
   float* amax = nullptr;              // the tensor's amax (after the RHT where there is one)
   BlockScaleStats* stats = nullptr;   // host memory: what the cast did (fp8/block_stats.h)
+  // The codes written transposed, [cols, rows] (BlockCodes::transposed): a column-wise cast's
+  // codes in the layout a K-major GEMM reads, with no copy made later.
+  bool codes_transposed = false;
 };
 
 size_t block_scale_bytes(const BlockCast& c);

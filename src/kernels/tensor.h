@@ -20,8 +20,9 @@ struct GemmOperand {
   // block-scaled operand's tensor scale, fp8/block_cast.h).
   const float* scale_inv = nullptr;
   // A block-scaled BF16 operand's codes and block scales, set where the backend multiplies
-  // them itself (Backend::block_scaled_gemms); data stays the exact decoded operand, which the
-  // backend uses where its block-scaled GEMM cannot take a call.
+  // them itself (Backend::block_scaled_gemms). data is then the exact decoded operand or null
+  // (the cast kept only the codes, as TE does): where its block-scaled GEMM cannot take a
+  // call, the backend multiplies data, decoding it first where null.
   const BlockCodes* block = nullptr;
 };
 

@@ -22,6 +22,15 @@
 
 namespace fp8lm {
 
+enum class Scratch : uint8_t;  // nn/scratch.h
+
+// A module's buffers for a block-scaled cast's codes and block scales (Linear::block_cast_job).
+struct KeptBlockCodes {
+  BackendBuffer<uint8_t>* codes = nullptr;
+  BackendBuffer<uint8_t>* scales = nullptr;
+  bool always = false;  // kept even where no GEMM reads them: a module's FP8 weight
+};
+
 // How the forward of a GEMM runs right now: FP8 inside an enabled autocast, else the GEMM
 // precision.
 Precision current_gemm_precision();
@@ -146,9 +155,9 @@ class Linear {
   void backward_block(const float* dy, float* dx, float* dw, int64_t rows, float beta, float wbeta);
   // The cast of a [rows, cols] tensor for `role`, blocked along rows (column-wise) or along
   // cols, into operand; its tensor scale goes to *scale_inv, its codes and block scales to
-  // `codes` and `scales` (shared scratch where null: the column-wise cast's own slots).
-  // Where the backend multiplies the codes itself (Backend::block_scaled_gemms), the operand
-  // carries them; codes a later GEMM reads are moved out of scratch into buffers of their own.
+  // shared scratch (the column-wise cast's own slots), or to `kept`'s buffers (sized there)
+  // where the backend multiplies the codes itself (Backend::block_scaled_gemms: a later GEMM
+  // reads them) or always. Where the backend multiplies them, the operand carries them.
   struct BlockCastJob {
     BlockCast cast;
     BlockCastOut out;
@@ -157,16 +166,21 @@ class Linear {
     GemmOperand operand() const {
       return {out.operand, DType::BF16, out.tensor_scale_inv, native ? &codes : nullptr};
     }
-    // Native: the codes and scales go to these buffers (sized here), not scratch; returns what
-    // an operand of them carries (nothing when not native).
-    BlockCodes keep_codes_in(BackendBuffer<uint8_t>& codes_buf, BackendBuffer<uint8_t>& scales_buf);
+    // What an operand of these codes carries later: nothing when not native.
+    BlockCodes kept() const { return native ? codes : BlockCodes{}; }
   };
   BlockCastJob block_cast_job(BlockRole role, bool columnwise, int64_t rows, int64_t cols,
-                              bf16_t* operand, float* scale_inv, uint8_t* codes = nullptr,
-                              void* scales = nullptr);
+                              bf16_t* operand, float* scale_inv, KeptBlockCodes kept = {});
   // One cast run now, or a tensor's row-wise and column-wise casts in one sweep.
   GemmOperand block_operand(const BlockCastJob& job, const float* src);
   void block_operands(const BlockCastJob& row, const BlockCastJob& col, const float* src);
+  // Whether the backend multiplies this recipe's codes itself (Backend::block_scaled_gemms).
+  bool blocks_native() const;
+  // Where a cast writes its BF16 operand of n values: null where blocks_native() (the cast
+  // keeps only its codes, which the backend decodes where its GEMM declines them), else shared
+  // scratch or a buffer of the module's.
+  bf16_t* operand_in(Scratch slot, int64_t n);
+  bf16_t* operand_in(BackendBuffer<bf16_t>& kept, int64_t n);
 
   Backend& be_;
   std::string name_;
@@ -240,6 +254,9 @@ class Linear {
   // The weight's operand for forward (row-wise) or dgrad (column-wise), cast when not kept.
   GemmOperand block_weight(bool columnwise);
   bool weight_blocks_2d() const;
+  // dgrad's 2D-blocked weight where the backend multiplies codes: the forward cast's codes
+  // transposed (w_col_.codes, K-major), once per weight version, its block scales shared.
+  GemmOperand transposed_2d_weight();
   // fp8_weights under a block-scaled recipe: the forward cast into qw_ and qw_block_scales_.
   void requantize_block_weight();
   uint64_t sr_seed_ = 0;

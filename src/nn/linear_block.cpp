@@ -24,7 +24,7 @@ bool same_weight_cast(const Fp8Recipe& a, const Fp8Recipe& b) {
 
 Linear::BlockCastJob Linear::block_cast_job(BlockRole role, bool columnwise, int64_t rows,
                                             int64_t cols, bf16_t* operand, float* scale_inv,
-                                            uint8_t* codes, void* scales) {
+                                            KeptBlockCodes kept) {
   BlockCast c = recipe_block_cast(recipe_, role, columnwise, rows, cols);
   const bool two_d = c.grid.block_rows > 1 && c.grid.block_cols > 1;
   // Each GEMM and copy its own stream of draws.
@@ -33,32 +33,54 @@ Linear::BlockCastJob Linear::block_cast_job(BlockRole role, bool columnwise, int
                                           static_cast<uint64_t>(2 * gemm_ + (columnwise ? 2 : 1)));
   }
   // The codes only where something reads them: statistics, a device's cast; else the casts
-  // write the operand alone. A column-wise cast has scratch of its own, as it may run beside
+  // write the operand alone. Codes kept go straight to the module's buffers: scratch is shared
+  // with the casts whose codes are still to be read (x's row-wise ones by forward's GEMM
+  // while the weight is cast). A column-wise cast has scratch of its own, as it may run beside
   // the row-wise one (block_operands).
   const bool col = columnwise && !two_d;
   const bool native = be_.block_scaled_gemms(c.scheme);
-  if (!codes && (collect_block_stats_ || !be_.host_memory() || native))
-    codes = scratch<uint8_t>(be_, col ? Scratch::BlockCodesCol : Scratch::BlockCodes, rows * cols);
-  if (!scales)
+  uint8_t* codes = nullptr;
+  void* scales = nullptr;
+  if (kept.codes && (native || kept.always)) {
+    kept.codes->resize(static_cast<size_t>(rows * cols));
+    kept.scales->resize(block_scale_bytes(c));
+    codes = kept.codes->data();
+    scales = kept.scales->data();
+  } else {
+    if (collect_block_stats_ || !be_.host_memory() || native)
+      codes =
+          scratch<uint8_t>(be_, col ? Scratch::BlockCodesCol : Scratch::BlockCodes, rows * cols);
     scales = scratch_bytes(be_, col ? Scratch::BlockScalesCol : Scratch::BlockScales,
                            block_scale_bytes(c));
-  BlockCastOut out{codes, scales, operand, scale_inv, nullptr};
+  }
+  // Where the backend multiplies the codes, as TE does: no BF16 operand (the backend decodes
+  // the codes the rare time its GEMM declines them: operand_in), and a column-wise cast's codes
+  // written transposed, the K-major layout wgrad reads with no copy (BlockCodes::transposed).
+  BlockCastOut out{codes, scales, native ? nullptr : operand, scale_inv, nullptr};
+  out.codes_transposed = native && col;
   if (collect_block_stats_) {
     static constexpr const char* kRoles[] = {"input", "weight", "grad_output"};
     const std::string role_name = kRoles[static_cast<int>(role)];
     out.stats = &block_stats_[col ? role_name + "_columnwise" : role_name];
   }
-  return {c, out, {c, codes, scales}, native};
+  return {c, out, {c, codes, scales, out.codes_transposed}, native};
 }
 
-BlockCodes Linear::BlockCastJob::keep_codes_in(BackendBuffer<uint8_t>& codes_buf,
-                                               BackendBuffer<uint8_t>& scales_buf) {
-  if (!native) return {};
-  codes_buf.resize(static_cast<size_t>(cast.grid.rows * cast.grid.cols));
-  scales_buf.resize(block_scale_bytes(cast));
-  codes.codes = out.codes = codes_buf.data();
-  codes.scales = out.scales = scales_buf.data();
-  return codes;
+bool Linear::blocks_native() const {
+  return be_.block_scaled_gemms(block_scheme(recipe_.kind));
+}
+
+bf16_t* Linear::operand_in(Scratch slot, int64_t n) {
+  return blocks_native() ? nullptr : scratch<bf16_t>(be_, slot, n);
+}
+
+bf16_t* Linear::operand_in(BackendBuffer<bf16_t>& kept, int64_t n) {
+  if (blocks_native()) {
+    kept.clear();
+    return nullptr;
+  }
+  kept.resize(static_cast<size_t>(n));
+  return kept.data();
 }
 
 GemmOperand Linear::block_operand(const BlockCastJob& job, const float* src) {
@@ -80,30 +102,28 @@ BlockCast Linear::fp8_weight_block_cast() const {
 }
 
 void Linear::requantize_block_weight() {
-  const BlockCast c = fp8_weight_block_cast();
-  qw_.resize(static_cast<size_t>(out_ * in_));
-  qw_block_scales_.resize(block_scale_bytes(c));
-  w_row_.operand.resize(static_cast<size_t>(out_ * in_));
   const BlockCastJob job =
-      block_cast_job(BlockRole::Weight, false, out_, in_, w_row_.operand.data(),
-                     w_row_.scale_inv.data(), qw_.data(), qw_block_scales_.data());
+      block_cast_job(BlockRole::Weight, false, out_, in_, operand_in(w_row_.operand, out_ * in_),
+                     w_row_.scale_inv.data(), {&qw_, &qw_block_scales_, true});
   block_operand(job, weight_.data());
-  w_row_.block = job.native ? job.codes : BlockCodes{};
+  w_row_.block = job.kept();
   w_row_.version = weight_.version;
   w_row_.recipe = recipe_;
 }
 
 GemmOperand Linear::block_weight(bool columnwise) {
-  BlockWeightCast& w = columnwise && !weight_blocks_2d() ? w_col_ : w_row_;
+  const bool two_d = weight_blocks_2d();
+  if (columnwise && two_d && blocks_native()) return transposed_2d_weight();
+  BlockWeightCast& w = columnwise && !two_d ? w_col_ : w_row_;
   // Collecting statistics casts again so that each GEMM's cast is recorded.
   const bool stale = w.version != weight_.version || !same_weight_cast(w.recipe, recipe_);
   if (stale && fp8_weights_ && &w == &w_row_) {
     requantize_block_weight();  // the module's FP8 weight is this cast
   } else if (stale || collect_block_stats_) {
-    w.operand.resize(static_cast<size_t>(out_ * in_));
-    BlockCastJob job = block_cast_job(BlockRole::Weight, columnwise, out_, in_, w.operand.data(),
-                                      w.scale_inv.data());
-    w.block = job.keep_codes_in(w.codes, w.scales);
+    const BlockCastJob job =
+        block_cast_job(BlockRole::Weight, columnwise, out_, in_, operand_in(w.operand, out_ * in_),
+                       w.scale_inv.data(), {&w.codes, &w.scales});
+    w.block = job.kept();
     block_operand(job, weight_.data());
     w.version = weight_.version;
     w.recipe = recipe_;
@@ -111,19 +131,33 @@ GemmOperand Linear::block_weight(bool columnwise) {
   return {w.operand.data(), DType::BF16, w.scale_inv.data(), w.block.codes ? &w.block : nullptr};
 }
 
+GemmOperand Linear::transposed_2d_weight() {
+  const GemmOperand row = block_weight(false);
+  if (w_col_.version != w_row_.version || !same_weight_cast(w_col_.recipe, w_row_.recipe) ||
+      collect_block_stats_) {
+    w_col_.codes.resize(static_cast<size_t>(out_ * in_));
+    be_.transpose_fp8(w_col_.codes.data(), w_row_.block.codes, out_, in_);
+    w_col_.block = w_row_.block;
+    w_col_.block.codes = w_col_.codes.data();
+    w_col_.block.transposed = true;
+    w_col_.version = w_row_.version;
+    w_col_.recipe = w_row_.recipe;
+  }
+  return {nullptr, DType::BF16, row.scale_inv, &w_col_.block};
+}
+
 void Linear::forward_block(const float* x, float* y, int64_t rows, bool add_bias) {
   sr_seed_ = autocast_state().step_seed;
   float* s = block_scale_inv_.data();
-  const BlockCastJob a =
-      block_cast_job(BlockRole::Input, false, rows, in_,
-                     scratch<bf16_t>(be_, Scratch::BlockInput, rows * in_), s + kInputRow);
+  const BlockCastJob a = block_cast_job(BlockRole::Input, false, rows, in_,
+                                        operand_in(Scratch::BlockInput, rows * in_), s + kInputRow);
   // Training: also x blocked down its columns (along the tokens dW sums over), saved for the
   // weight gradient, cast in the same sweep.
   if (training_forward()) {
-    x_col_.resize(static_cast<size_t>(rows * in_));
-    BlockCastJob col =
-        block_cast_job(BlockRole::Input, true, rows, in_, x_col_.data(), s + kInputCol);
-    x_col_block_ = col.keep_codes_in(x_col_codes_, x_col_scales_);
+    const BlockCastJob col =
+        block_cast_job(BlockRole::Input, true, rows, in_, operand_in(x_col_, rows * in_),
+                       s + kInputCol, {&x_col_codes_, &x_col_scales_});
+    x_col_block_ = col.kept();
     block_operands(a, col, x);
   } else {
     block_operand(a, x);
@@ -138,11 +172,10 @@ void Linear::backward_block(const float* dy, float* dx, float* dw, int64_t rows,
   float* s = block_scale_inv_.data();
   const BlockCastJob g_col =
       block_cast_job(BlockRole::GradOutput, true, rows, out_,
-                     scratch<bf16_t>(be_, Scratch::BlockDyCol, rows * out_), s + kGradCol);
+                     operand_in(Scratch::BlockDyCol, rows * out_), s + kGradCol);
   if (dx) {
-    const BlockCastJob g =
-        block_cast_job(BlockRole::GradOutput, false, rows, out_,
-                       scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_), s + kGradRow);
+    const BlockCastJob g = block_cast_job(BlockRole::GradOutput, false, rows, out_,
+                                          operand_in(Scratch::LinearDy, rows * out_), s + kGradRow);
     block_operands(g, g_col, dy);
     be_.gemm(Trans::N, Trans::N, rows, in_, out_, 1.0f, g.operand(), block_weight(true), beta, dx);
   } else {

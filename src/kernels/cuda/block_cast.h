@@ -21,5 +21,9 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
 // false, having done nothing, for pairs it does not take (NVFP4, other grids).
 bool block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
                      const BlockCastOut& col_out, const float* x, cudaStream_t stream);
+// The BF16 operand a cast would have written (BlockCastOut::operand), [rows, cols], from its
+// codes (stored transposed or not) and block scales: what a GEMM that declines the codes
+// multiplies when the cast kept no operand.
+void block_decode_bf16(const BlockCodes& b, bf16_t* operand, cudaStream_t stream);
 
 }  // namespace fp8lm::cuda

@@ -105,25 +105,7 @@ class CudaBackend final : public Backend {
     if (A.block && B.block &&
         gemm_block_scaled(ta, tb, M, N, K, alpha, *A.block, *B.block, beta, C))
       return;
-    if (A.type == DType::BF16 && (A.scale_inv || B.scale_inv)) {
-      // A block-scaled recipe's operands (fp8/block_cast.h) with their tensor scales, which
-      // cuBLASLt applies to FP8 operands only: the product first, then scaled into C.
-      c_.resize(size_t(M * N));
-      cuda::gemm(ta, tb, M, N, K, alpha, {A.data, A.type}, {B.data, B.type}, 0.0f, c_.data(),
-                 stream_);
-      return cuda::product_scaled_into(C, c_.data(), M * N, A.scale_inv, B.scale_inv, beta,
-                                       stream_);
-    }
-    if (!is_fp8(A.type) || !is_fp8(B.type)) {
-      return cuda::gemm(ta, tb, M, N, K, alpha, A, B, beta, C, stream_);
-    }
-    fp8_tn_product(
-        ta, tb, M, N, K, A.data, B.data, beta, C,
-        [&](const uint8_t* a, const uint8_t* b, int64_t M16, int64_t N16, int64_t K16, float* c) {
-          cuda::gemm(Trans::N, Trans::T, M16, N16, K16, alpha, {a, A.type, A.scale_inv},
-                     {b, B.type, B.scale_inv}, beta, c, stream_);
-          return true;
-        });
+    gemm_decoded(ta, tb, M, N, K, alpha, decoded(A, decoded_a_), decoded(B, decoded_b_), beta, C);
   }
 
   bool block_scaled_gemms(BlockScheme scheme) const override {
@@ -206,7 +188,13 @@ class CudaBackend final : public Backend {
     std::vector<uint8_t> codes(n), scales(block_scale_bytes(c));
     float tsi = 1.0f;
     download(hx.data(), c.rht ? block_work_.data() : x, n * sizeof(float));  // after the RHT
-    download(codes.data(), out.codes, n);
+    const uint8_t* row_major = out.codes;
+    if (out.codes_transposed) {  // [cols, rows]: the statistics read them as the tensor is
+      t_.resize(n);
+      cuda::transpose_fp8(t_.data(), out.codes, c.grid.cols, c.grid.rows, stream_);
+      row_major = t_.data();
+    }
+    download(codes.data(), row_major, n);
     download(scales.data(), out.scales, scales.size());
     download(&tsi, out.tensor_scale_inv, sizeof(float));
     *out.stats = block_scale_stats(c, hx.data(), codes.data(), scales.data(), tsi);
@@ -299,6 +287,43 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // gemm past the block-scaled GEMM: operands carrying a block-scaled cast's tensor scales
+  // (their data decoded), FP8 operands, and the rest.
+  void gemm_decoded(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                    const GemmOperand& A, const GemmOperand& B, float beta, float* C) {
+    if (A.type == DType::BF16 && (A.scale_inv || B.scale_inv)) {
+      // A block-scaled recipe's operands (fp8/block_cast.h) with their tensor scales, which
+      // cuBLASLt applies to FP8 operands only: the product first, then scaled into C.
+      c_.resize(size_t(M * N));
+      cuda::gemm(ta, tb, M, N, K, alpha, {A.data, A.type}, {B.data, B.type}, 0.0f, c_.data(),
+                 stream_);
+      return cuda::product_scaled_into(C, c_.data(), M * N, A.scale_inv, B.scale_inv, beta,
+                                       stream_);
+    }
+    if (!is_fp8(A.type) || !is_fp8(B.type)) {
+      return cuda::gemm(ta, tb, M, N, K, alpha, A, B, beta, C, stream_);
+    }
+    fp8_tn_product(
+        ta, tb, M, N, K, A.data, B.data, beta, C,
+        [&](const uint8_t* a, const uint8_t* b, int64_t M16, int64_t N16, int64_t K16, float* c) {
+          cuda::gemm(Trans::N, Trans::T, M16, N16, K16, alpha, {a, A.type, A.scale_inv},
+                     {b, B.type, B.scale_inv}, beta, c, stream_);
+          return true;
+        });
+  }
+
+  // x, or where a block-scaled cast kept only its codes (Linear on a backend whose GEMMs take
+  // them) x with its BF16 operand decoded into buf: what a GEMM that declined the codes reads.
+  GemmOperand decoded(const GemmOperand& x, DeviceBuffer<bf16_t>& buf) {
+    if (x.data || !x.block) return x;
+    const BlockGrid& g = x.block->cast.grid;
+    buf.resize(size_t(g.rows * g.cols));
+    cuda::block_decode_bf16(*x.block, buf.data(), stream_);
+    GemmOperand d = x;
+    d.data = buf.data();
+    return d;
+  }
+
   // C = alpha op(A) op(B) + beta C through an FP8 product in cuBLASLt's TN form: each operand's
   // codes as [outer, K] padded to multiples of 16 (fp8_rows), the product into C, or into c_
   // where padded. run(a, b, M16, N16, K16, c) forms c = alpha a bᵀ + beta c, or returns false
@@ -394,10 +419,11 @@ class CudaBackend final : public Backend {
   int device_;
   cudaStream_t stream_ = nullptr;
   UploadStaging staging_;
-  DeviceBuffer<uint8_t> a_, b_, t_;  // FP8 operands transposed or padded for cuBLASLt
-  DeviceBuffer<float> block_work_;   // NVFP4 block casts: the RHT'd tensor and its amax
-  DeviceBuffer<float> c_;            // a padded product
-  DeviceBuffer<float> sa_, sb_;      // block scales laid out for cuBLASLt
+  DeviceBuffer<uint8_t> a_, b_, t_;             // FP8 operands transposed or padded for cuBLASLt
+  DeviceBuffer<float> block_work_;              // NVFP4 block casts: the RHT'd tensor and its amax
+  DeviceBuffer<float> c_;                       // a padded product
+  DeviceBuffer<bf16_t> decoded_a_, decoded_b_;  // block-scaled operands kept as codes only
+  DeviceBuffer<float> sa_, sb_;                 // block scales laid out for cuBLASLt
 };
 
 }  // namespace
