@@ -14,6 +14,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/cuda/op_times.h"
+#include "kernels/op_times.h"
 #include "kernels/traffic.h"
 #include "nn/fusion.h"
 #include "nn/scratch.h"
@@ -45,15 +46,15 @@ std::string memory_json(fp8lm::GPT& model, const fp8lm::AdamW& opt) {
       static_cast<double>(fp8lm::scratch_footprint() + fp8lm::cpu::gemm_workspace_bytes()) / mb);
 }
 
-// A profiled step's device seconds by kind of op, and "idle": the step's wall time they leave.
-std::string op_seconds_json(const fp8lm::cuda::OpTimes& t, double step_seconds) {
+// A profiled step's seconds by kind of op (a GPU's device time, a CPU's wall time in the
+// backend's entry points), and "idle": the step's wall time they leave.
+std::string op_seconds_json(const fp8lm::OpTimes& t, double step_seconds) {
   std::string out = "{";
   double busy = 0;
-  for (int k = 0; k < fp8lm::cuda::kOpKinds; ++k) {
+  for (int k = 0; k < fp8lm::kOpKinds; ++k) {
     const auto i = static_cast<size_t>(k);
-    out +=
-        fmt::format(R"("{}": {:.6f}, )",
-                    fp8lm::cuda::op_kind_name(static_cast<fp8lm::cuda::OpKind>(k)), t.seconds[i]);
+    out += fmt::format(R"("{}": {:.6f}, )", fp8lm::op_kind_name(static_cast<fp8lm::OpKind>(k)),
+                       t.seconds[i]);
     busy += t.seconds[i];
   }
   return out +
@@ -108,8 +109,9 @@ int main(int argc, char** argv) {
     double fastest_step = 1e30;
     uint64_t comm_bytes = 0;
     fp8lm::Trainer trainer(c);
-    // On a GPU the last step is profiled (kernels/cuda/op_times.h): its device time by kind of
-    // op, the rest of its wall time the device's idle, and the FP8 GEMM operands the backend
+    // The last step is profiled (kernels/op_times.h): its time by kind of op (on a GPU the
+    // device's, the rest of its wall time the device's idle; on a CPU the backend's entry
+    // points', the rest the host's own work), and on a GPU the FP8 GEMM operands the backend
     // had to transpose or pad (none where Linear hands them over K-major).
     std::string op_seconds = "null", operand_copies = "null";
     // On a GPU steps are launched without waiting and read in groups, as `fp8lm train` does
@@ -118,7 +120,7 @@ int main(int argc, char** argv) {
                           int64_t copies_before) {
       for (const fp8lm::StepStats& s : read) {
         if (profiled) {
-          op_seconds = op_seconds_json(fp8lm::cuda::take_op_times(), s.step_seconds);
+          op_seconds = op_seconds_json(fp8lm::take_op_times(), s.step_seconds);
           operand_copies = std::to_string(fp8lm::cuda::fp8_operand_copies() - copies_before);
         }
         if (s.step == warmup_steps) {
@@ -136,15 +138,15 @@ int main(int argc, char** argv) {
     };
     while (!trainer.done()) {
       const int64_t step = trainer.steps_done() + 1;
-      const bool profiled = dev.cuda && step == c.steps;
+      const bool profiled = step == c.steps;
       if (profiled) take(trainer.read_steps(), false, 0);  // alone in its read
-      fp8lm::cuda::profile_ops(profiled);
+      fp8lm::profile_ops(profiled);
       const int64_t copies_before = fp8lm::cuda::fp8_operand_copies();
       trainer.launch_step();
       if (trainer.read_due(fp8lm::RunSchedule{}.steps_between_reads) || profiled ||
           step == warmup_steps)
         take(trainer.read_steps(), profiled, copies_before);
-      fp8lm::cuda::profile_ops(false);
+      fp8lm::profile_ops(false);
     }
     // Host figures (CPU runs only), taken before finish() makes every rank's model whole again.
     const std::string memory =

@@ -237,7 +237,7 @@ def main():
     breakdown = [r for r in rows if r["engine"] == "fp8lm" and not r["error"]
                  and r["config"] == GATE_CONFIG and r["result"].get("last_step_op_seconds")]
     if breakdown:
-        # bench_train's kinds in its order (kernels/cuda/op_times.h), then "idle"
+        # bench_train's kinds in its order (kernels/op_times.h), then "idle"
         kinds = [k for k in breakdown[0]["result"]["last_step_op_seconds"] if k != "step"]
         print(f"\nWhere {GATE_CONFIG}'s last step went (share of its wall time; idle: the device "
               "waited for the host; copies: FP8 GEMM operands the backend transposed or padded):")

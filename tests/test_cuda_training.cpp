@@ -18,6 +18,7 @@
 #include "io/run_dir.h"
 #include "kernels/cuda/block_gemm.h"
 #include "kernels/cuda/op_times.h"
+#include "kernels/op_times.h"
 #include "run_util.h"
 #include "skip_check.h"
 #include "train/trainer.h"
@@ -279,7 +280,7 @@ TEST(CudaTraining, BlockScaledStepsHandGemmsCodesAsTheyTakeThem) {
   }
 }
 
-// Issue 34: a profiled step's device time by kind of op (kernels/cuda/op_times.h, what
+// Issue 34: a profiled step's device time by kind of op (kernels/op_times.h, what
 // bench_train reports on a GPU): GEMMs, casts, attention and the optimizer all appear, each op
 // once per entry point, and the kinds' times add up to no more than the step's wall time (the
 // backend's work runs in order on one stream).
@@ -289,22 +290,22 @@ TEST(CudaTraining, AProfiledStepIsSplitByKindOfOp) {
   c.evaluate = false;
   Trainer gpu(c);
   gpu.train_step();
-  cuda::profile_ops(true);
+  profile_ops(true);
   const StepStats s = gpu.train_step();
-  const cuda::OpTimes t = cuda::take_op_times();
-  cuda::profile_ops(false);
+  const OpTimes t = take_op_times();
+  profile_ops(false);
   double busy = 0;
-  for (const cuda::OpKind k : {cuda::OpKind::Gemm, cuda::OpKind::Cast, cuda::OpKind::Attention,
-                               cuda::OpKind::Norm, cuda::OpKind::Loss, cuda::OpKind::Optimizer}) {
+  for (const OpKind k : {OpKind::Gemm, OpKind::Cast, OpKind::Attention, OpKind::Norm, OpKind::Loss,
+                         OpKind::Optimizer}) {
     const auto i = static_cast<size_t>(k);
-    EXPECT_GT(t.ops[i], 0) << cuda::op_kind_name(k);
-    EXPECT_GT(t.seconds[i], 0.0) << cuda::op_kind_name(k);
+    EXPECT_GT(t.ops[i], 0) << op_kind_name(k);
+    EXPECT_GT(t.seconds[i], 0.0) << op_kind_name(k);
   }
   for (const double x : t.seconds) busy += x;
   EXPECT_LE(busy, s.step_seconds);
   // Profiling off: nothing more is recorded.
   gpu.train_step();
-  const cuda::OpTimes none = cuda::take_op_times();
+  const OpTimes none = take_op_times();
   for (const int64_t n : none.ops) EXPECT_EQ(n, 0);
 }
 

@@ -14,6 +14,7 @@
 #include "demo_config.h"
 #include "fp8/recipe.h"
 #include "fp8lm/error.h"
+#include "kernels/op_times.h"
 #include "kernels/traffic.h"
 #include "kernels/types.h"
 #include "nn/fusion.h"
@@ -151,6 +152,42 @@ TEST(Training, UnfusedTwinsTrainTheSameAndMoveMoreBytes) {
       EXPECT_NEAR(unfused.losses[i], fused.losses[i], rel * fused.losses[i]) << "step " << i;
     EXPECT_GT(unfused_bytes, fused_bytes);
   }
+}
+
+// Issue 35: a profiled CPU step's time by kind of op (kernels/op_times.h, bench_train's
+// breakdown): GEMMs, casts, attention, norms, the loss and the optimizer each appear, nested
+// entry points counted once, and together they take no more than the step's wall time; with
+// profiling off nothing is recorded, and the profile changes no result.
+TEST(Training, AProfiledStepIsSplitByKindOfOp) {
+  TrainConfig c = small_demo();
+  c.precision = Precision::Fp8;
+  c.evaluate = false;
+  Trainer profiled(c), plain(c);
+  profiled.train_step();
+  plain.train_step();
+  take_op_times();
+  profile_ops(true);
+  const StepStats s = profiled.train_step();
+  profile_ops(false);
+  const OpTimes t = take_op_times();
+  double busy = 0;
+  for (const OpKind k : {OpKind::Gemm, OpKind::Cast, OpKind::Attention, OpKind::Norm,
+                         OpKind::Elementwise, OpKind::Loss, OpKind::Optimizer}) {
+    const auto i = static_cast<size_t>(k);
+    EXPECT_GT(t.ops[i], 0) << op_kind_name(k);
+    EXPECT_GT(t.seconds[i], 0.0) << op_kind_name(k);
+  }
+  for (const double x : t.seconds) busy += x;
+  EXPECT_LE(busy, s.step_seconds);
+  // Each Linear's three GEMMs (forward, dgrad, wgrad) and the tied head's three, one entry
+  // point each.
+  ASSERT_TRUE(c.model.tied_head);
+  EXPECT_EQ(t.ops[static_cast<size_t>(OpKind::Gemm)],
+            static_cast<int64_t>(3 * (profiled.model().linears().size() + 1)));
+  EXPECT_EQ(plain.train_step().loss, s.loss);
+  profiled.train_step();
+  const OpTimes none = take_op_times();
+  for (const int64_t n : none.ops) EXPECT_EQ(n, 0);
 }
 
 TEST(Training, SameSeedSameThreadsGivesIdenticalLosses) {

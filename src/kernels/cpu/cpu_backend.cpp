@@ -20,6 +20,7 @@
 #include "kernels/cpu/norms.h"
 #include "kernels/cpu/optimizer.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/op_times.h"
 #include "kernels/traffic.h"
 
 namespace fp8lm {
@@ -69,23 +70,29 @@ class CpuBackend final : public Backend {
   void* allocate(size_t bytes) override { return ::operator new(bytes, kAlignment); }
   void release(void* p) override { ::operator delete(p, kAlignment); }
   void upload(void* dst, const void* host, size_t bytes) override {
+    const HostOpScope op(OpKind::Copy);
     if (bytes) std::memcpy(dst, host, bytes);
   }
   void download(void* host, const void* src, size_t bytes) override {
+    const HostOpScope op(OpKind::Copy);
     if (bytes) std::memcpy(host, src, bytes);
   }
   void copy(void* dst, const void* src, size_t bytes) override {
+    const HostOpScope op(OpKind::Copy);
     if (bytes) std::memmove(dst, src, bytes);
   }
   void copy_if(void* dst, const void* src, size_t bytes, const int32_t* flag) override {
+    const HostOpScope op(OpKind::Copy);
     if (*flag) copy(dst, src, bytes);
   }
   void zero(void* p, size_t bytes) override {
+    const HostOpScope op(OpKind::Copy);
     if (bytes) std::memset(p, 0, bytes);
   }
 
   void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
                  size_t rows) override {
+    const HostOpScope op(OpKind::Copy);
     for (size_t r = 0; r < rows; ++r) {
       std::memcpy(static_cast<char*>(dst) + r * dst_pitch,
                   static_cast<const char*>(src) + r * src_pitch, row_bytes);
@@ -94,11 +101,13 @@ class CpuBackend final : public Backend {
 
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
             const GemmOperand& B, float beta, float* C) override {
+    const HostOpScope op(OpKind::Gemm);
     cpu::gemm(ta, tb, M, N, K, alpha, A, B, beta, C);  // counts its own traffic
   }
 
   void norm_forward(const NormParams& n, const NormStats& st, ProducerOut out, float* s,
                     const float* x, const float* r, int64_t rows) override {
+    const HostOpScope op(OpKind::Norm);
     // x (and r) in, s out with r; y out in its dtype.
     count_traffic(rows * n.C * (4 + (r ? 8 : 0) + out_bytes(out, "norm_forward")));
     if (r != nullptr && s == nullptr) throw Error("norm_forward: residual r without s");
@@ -115,11 +124,13 @@ class CpuBackend final : public Backend {
   }
   void norm_backward(const NormParams& n, const NormStats& st, float* dx, float* dgamma,
                      float* dbeta, const float* dy, const float* x, int64_t rows) override {
+    const HostOpScope op(OpKind::Norm);
     count_traffic(rows * n.C * 16);  // dy, x, dx read and written
     cpu::norm_backward(n.kind, dx, dgamma, dbeta, dy, x, n.gamma, st.mean, st.rstd, rows, n.C);
   }
   void bias_act_forward(ProducerOut out, float* h, const float* bias, Activation act, int64_t rows,
                         int64_t F) override {
+    const HostOpScope op(OpKind::Elementwise);
     // h read (and, with the bias added, written back); the activation out in its dtype.
     count_traffic(rows * activation_input_width(act, F) * (bias ? 8 : 4) +
                   rows * F * out_bytes(out, "bias_act_forward"));
@@ -133,42 +144,51 @@ class CpuBackend final : public Backend {
   }
   void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
                     int64_t F) override {
+    const HostOpScope op(OpKind::Elementwise);
     count_traffic(rows * (F + 2 * activation_input_width(act, F)) * 4);
     cpu::act_backward(dh, dy, h, act, rows, F);
   }
 
   void add_bias(float* y, const float* bias, int64_t rows, int64_t C) override {
+    const HostOpScope op(OpKind::Elementwise);
     count_traffic(rows * C * 8 + C * 4);
     cpu::add_bias(y, bias, rows, C);
   }
   void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) override {
+    const HostOpScope op(OpKind::Elementwise);
     count_traffic(rows * C * 4 + C * 8);
     cpu::bias_backward(dbias, dy, rows, C);
   }
   void add(float* y, const float* a, const float* b, int64_t n) override {
+    const HostOpScope op(OpKind::Elementwise);
     count_traffic(n * 12);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
   }
   void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) override {
+    const HostOpScope op(OpKind::Cast);
     count_traffic(n * 6);
     cpu::fp32_to_bf16(y, x, n);
   }
   void bf16_to_fp32(float* y, const bf16_t* x, int64_t n) override {
+    const HostOpScope op(OpKind::Cast);
     count_traffic(n * 6);
     cpu::bf16_to_f32(y, x, n);
   }
   void quantize(const Fp8Out& out, const float* x, int64_t n) override {
+    const HostOpScope op(OpKind::Cast);
     count_traffic(n * 5);
     commit_cast(out, fp8lm::quantize(out.data, x, n, *out.scale, out.format));
   }
   void absmax(float* amax, const float* x, int64_t n) override {
+    const HostOpScope op(OpKind::Cast);
     count_traffic(n * 4);
     const float a = fp8lm::absmax(x, n);
     if (a > *amax) *amax = a;
   }
   void quantize_transposed(const Fp8Out& out, uint8_t* transposed, const float* x, int64_t rows,
                            int64_t cols) override {
+    const HostOpScope op(OpKind::Cast);
     const int64_t n = rows * cols;
     count_traffic(n * (out.data ? 6 : 5));
     thread_local std::vector<uint8_t> rowwise;
@@ -182,12 +202,14 @@ class CpuBackend final : public Backend {
   }
   void transpose_fp8(uint8_t* transposed, const uint8_t* codes, int64_t rows,
                      int64_t cols) override {
+    const HostOpScope op(OpKind::Cast);
     count_traffic(rows * cols * 2);
     cpu::transpose_bytes(transposed, codes, rows, cols);
   }
 
   void update_delayed_scaling(const ScalingSlots& slots, int first, int count, int margin,
                               AmaxComputeAlgo algo) override {
+    const HostOpScope op(OpKind::Cast);
     const int64_t H = slots.history_len;
     for (int i = first; i < first + count; ++i) {
       fp8lm::update_delayed_scaling(slots.amax_history + i * H, H, slots.fp8_max[i], margin,
@@ -197,24 +219,28 @@ class CpuBackend final : public Backend {
   }
   void scale_from_amax(float* scale, float* scale_inv, const float* amax, float fp8_max,
                        int margin) override {
+    const HostOpScope op(OpKind::Cast);
     *scale = compute_scale(*amax, fp8_max, margin, 1.0f);
     *scale_inv = 1.0f / *scale;
   }
 
   void attention_forward(const AttentionShape& a, float* out, float* lse,
                          const float* qkv) override {
+    const HostOpScope op(OpKind::Attention);
     // Flash style: q, k, v read once per query block, the output written once; no T x T scores.
     count_traffic(a.B * a.T * (QkvLayout(a).row + a.C) * 4 + a.B * a.H * a.T * 4);
     cpu::attention_forward(out, lse, qkv, a.B, a.T, a.C, a.H, a.Hkv);
   }
   void attention_backward(const AttentionShape& a, float* dqkv, const float* dout, const float* qkv,
                           const float* out, const float* lse) override {
+    const HostOpScope op(OpKind::Attention);
     // qkv, out, dout in; dqkv out
     count_traffic(a.B * a.T * (2 * QkvLayout(a).row + 2 * a.C) * 4 + a.B * a.H * a.T * 4);
     cpu::attention_backward(dqkv, dout, qkv, out, lse, a.B, a.T, a.C, a.H, a.Hkv);
   }
   void attention_forward_unfused(const AttentionShape& a, float* out, float* probs,
                                  const float* qkv) override {
+    const HostOpScope op(OpKind::Attention);
     // Head-major copies of q, k, v (read, written, read), the scores written and read by
     // softmax and read again by P·V, the output scattered back.
     count_traffic(a.B * a.T * a.C * 4 * 10 + a.B * a.H * a.T * a.T * 4 * 4);
@@ -222,52 +248,62 @@ class CpuBackend final : public Backend {
   }
   void attention_backward_unfused(const AttentionShape& a, float* dqkv, const float* dout,
                                   const float* qkv, const float* probs) override {
+    const HostOpScope op(OpKind::Attention);
     count_traffic(a.B * a.T * a.C * 4 * 16 + a.B * a.H * a.T * a.T * 4 * 6);
     cpu::attention_backward_unfused(dqkv, dout, qkv, probs, a.B, a.T, a.C, a.H, a.Hkv);
   }
   void attention_decode(const AttentionShape& a, int64_t len, float* out, const float* q,
                         const float* k_cache, const float* v_cache) override {
+    const HostOpScope op(OpKind::Attention);
     // the cached keys and values; q in, out
     count_traffic(a.B * len * QkvLayout(a).Ckv * 8 + a.B * a.C * 8);
     cpu::attention_decode(out, q, k_cache, v_cache, a.B, a.T, len, a.C, a.H, a.Hkv);
   }
   void rope(float* x, int64_t rows, int64_t T, int64_t pos0, int64_t stride, int64_t heads,
             int64_t hd, float theta, bool inverse) override {
+    const HostOpScope op(OpKind::Attention);
     count_traffic(rows * heads * hd * 8);
     cpu::rope(x, rows, T, pos0, stride, heads, hd, theta, inverse);
   }
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                          int64_t B, int64_t T, int64_t C) override {
+    const HostOpScope op(OpKind::Elementwise);
     count_traffic(B * T * C * 12);
     cpu::embedding_forward(out, tokens, wte, wpe, B, T, C);
   }
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                           int64_t B, int64_t T, int64_t C) override {
+    const HostOpScope op(OpKind::Elementwise);
     count_traffic(B * T * C * 20);
     cpu::embedding_backward(dwte, dwpe, dout, tokens, B, T, C);
   }
   void softmax_cross_entropy_rows(float* dlogits, float* losses, const float* logits,
                                   const int32_t* targets, int64_t rows, int64_t V,
                                   float grad_scale) override {
+    const HostOpScope op(OpKind::Loss);
     count_traffic(rows * V * 8);
     cpu::softmax_cross_entropy(dlogits, losses, logits, targets, rows, V, grad_scale);
   }
   void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
                  int64_t total) override {
+    const HostOpScope op(OpKind::Optimizer);
     count_traffic(total * 4);  // every gradient read
     cpu::grad_norm(norm, clip, max_norm, table, n);
   }
   void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
                   const float* grad_scale, const StepDecision* decision) override {
+    const HostOpScope op(OpKind::Optimizer);
     count_traffic(total * 28);  // w, m, v read and written; g read
     cpu::adamw_step(table, n, h, grad_scale == nullptr ? 1.0f : *grad_scale, decision);
   }
   void decide_step(StepDecision* d, const float* losses, int64_t rows, const float* norm,
                    const float* bias_corrections) override {
+    const HostOpScope op(OpKind::Optimizer);
     cpu::decide_step(d, losses, rows, norm, bias_corrections);
   }
   void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) override {
+    const HostOpScope op(OpKind::Loss);
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = logits + r * V;
       out[r] = static_cast<int32_t>(std::max_element(row, row + V) - row);
@@ -276,19 +312,23 @@ class CpuBackend final : public Backend {
   float softmax_cross_entropy_unfused(float* dlogits, float* probs, const float* logits,
                                       const int32_t* targets, int64_t rows, int64_t V,
                                       float grad_scale) override {
+    const HostOpScope op(OpKind::Loss);
     count_traffic(rows * V * 16);  // logits -> probs, then probs -> dlogits
     return cpu::softmax_cross_entropy_unfused(dlogits, probs, logits, targets, rows, V, grad_scale);
   }
   void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n) override {
+    const HostOpScope op(OpKind::Elementwise);
     count_traffic(n * 8);
     cpu::accumulate_into_bf16(acc, x, n);
   }
   void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x) override {
+    const HostOpScope op(OpKind::Cast);
     count_traffic(c.grid.rows * c.grid.cols * 7);  // x read, codes and the BF16 operand written
     fp8lm::block_cast(c, out, x, rht_work(c));
   }
   void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
                        const BlockCastOut& col_out, const float* x) override {
+    const HostOpScope op(OpKind::Cast);
     count_traffic(row.grid.rows * row.grid.cols * 14);
     fp8lm::block_cast_pair(row, row_out, col, col_out, x, rht_work(col));
   }

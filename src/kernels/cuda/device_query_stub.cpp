@@ -14,12 +14,6 @@ size_t memory_used_bytes(int) {
   return 0;
 }
 
-void profile_ops(bool) {}
-
-OpTimes take_op_times() {
-  return {};
-}
-
 int64_t fp8_operand_copies() {
   return 0;
 }

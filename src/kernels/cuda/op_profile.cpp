@@ -1,6 +1,5 @@
 #include "kernels/cuda/op_profile.h"
 
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -16,7 +15,6 @@ struct Timed {
   cudaEvent_t start, end;
 };
 
-std::atomic<bool> g_on{false};
 // Entry points open on this thread: one entry point calling another (a GEMM padding its
 // operands through copy_rows) is timed once, as the outer one's kind.
 thread_local int t_depth = 0;
@@ -40,13 +38,8 @@ cudaEvent_t take_event(int device) {
   return cudaEventCreate(&e) == cudaSuccess ? e : nullptr;
 }
 
-}  // namespace
-
-void profile_ops(bool on) {
-  g_on = on;
-}
-
-OpTimes take_op_times() {
+// The recorded ops' device times (kernels/op_times.h's source for this backend): waits for them.
+OpTimes take_device_op_times() {
   std::vector<Timed> pending;
   {
     const std::lock_guard lock(g_mutex);
@@ -68,9 +61,13 @@ OpTimes take_op_times() {
   return t;
 }
 
+}  // namespace
+
 OpScope::OpScope(int device, OpKind kind, cudaStream_t stream)
     : guard_(device), kind_(kind), device_(device), stream_(stream) {
-  if (g_on && t_depth == 0) {
+  if (profiling_ops() && t_depth == 0) {
+    static const bool registered = (add_op_time_source(&take_device_op_times), true);
+    (void)registered;
     start_ = take_event(device_);
     if (!start_) throw Error("profiling the CUDA backend's ops: no event could be created");
     FP8LM_CUDA_CHECK(cudaEventRecord(start_, stream_));

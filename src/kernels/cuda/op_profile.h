@@ -1,9 +1,11 @@
 #pragma once
-// The CUDA backend's entry points, timed by kind while profiling is on (op_times.h).
+// The CUDA backend's entry points, timed by kind while profiling is on (kernels/op_times.h):
+// events recorded before and after the work each queues, on the backend's stream, where its
+// work runs in order, so the kinds' times add up to the device's busy time.
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/device_guard.h"
-#include "kernels/cuda/op_times.h"
+#include "kernels/op_times.h"
 
 namespace fp8lm::cuda {
 
