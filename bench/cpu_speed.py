@@ -36,12 +36,15 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_bench import CONFIGS as CPU_BENCH_CONFIGS, model_flops_per_step, run_json  # noqa: E402
+
 CONFIGS = {
-    "demo": dict(vocab=128, seq_len=64, d_model=256, n_layers=4, n_heads=8, ffn=1024, batch_size=32),
+    "demo": CPU_BENCH_CONFIGS["demo"],
     "256/4/128": dict(vocab=256, seq_len=128, d_model=256, n_layers=4, n_heads=8, ffn=1024, batch_size=16),
-    "512/6/256": dict(vocab=256, seq_len=256, d_model=512, n_layers=6, n_heads=8, ffn=2048, batch_size=8),
+    "512/6/256": CPU_BENCH_CONFIGS["512/6/256"],
     "1024/8/512": dict(vocab=256, seq_len=512, d_model=1024, n_layers=8, n_heads=16, ffn=4096, batch_size=4),
-    "2048/12": dict(vocab=256, seq_len=128, d_model=2048, n_layers=12, n_heads=16, ffn=8192, batch_size=2),
+    "2048/12": CPU_BENCH_CONFIGS["2048/12"],
 }
 # name: (program, precision, recipe); "peer" is PyTorch.
 RUNS = {
@@ -82,21 +85,6 @@ def others_busy_share(seconds=1.0):
     time.sleep(seconds)
     b1, t1 = cpu_times()
     return (b1 - b0) / max(1, t1 - t0)
-
-
-def run_json(cmd):
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(f"error: {' '.join(cmd)} failed: {res.stderr.strip()[-500:]}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
-
-
-def model_flops_per_step(cfg):
-    """6 * matmul params * tokens plus causal attention (bench/cpu_bench.py's count)."""
-    d, L, T, B, V, F = (cfg[k] for k in ("d_model", "n_layers", "seq_len", "batch_size", "vocab", "ffn"))
-    matmul_params = L * (4 * d * d + 2 * d * F) + V * d
-    tokens = B * T
-    return 6.0 * matmul_params * tokens + 6.0 * L * T * d * tokens
 
 
 def command(a, cfg, run, steps, warmup):

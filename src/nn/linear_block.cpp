@@ -53,10 +53,10 @@ Linear::BlockCastJob Linear::block_cast_job(BlockRole role, bool columnwise, int
     scales = scratch_bytes(be_, col ? Scratch::BlockScalesCol : Scratch::BlockScales,
                            block_scale_bytes(c));
   }
-  // Where the backend multiplies the codes, as TE does: no BF16 operand (the backend decodes
-  // the codes the rare time its GEMM declines them: operand_in), and a column-wise cast's codes
-  // written transposed, the K-major layout wgrad reads with no copy (BlockCodes::transposed).
-  BlockCastOut out{codes, scales, native ? nullptr : operand, scale_inv, nullptr};
+  // Where the backend multiplies the codes, as TE does: no BF16 operand (operand_in gives
+  // none), and a column-wise cast's codes written transposed, the K-major layout wgrad reads
+  // with no copy (BlockCodes::transposed).
+  BlockCastOut out{codes, scales, operand, scale_inv, nullptr};
   out.codes_transposed = native && col;
   if (collect_block_stats_) {
     static constexpr const char* kRoles[] = {"input", "weight", "grad_output"};
