@@ -155,8 +155,7 @@ TEST(BlockCast, PairedCastsGiveTheBitsOfSeparateOnes) {
 
 // Issue 34: codes written transposed (BlockCastOut::codes_transposed, the K-major layout a
 // column-wise copy is read in) are the row-major codes transposed, with the same scales, tensor
-// scale and statistics, in single and paired casts; a cast told to keep no operand writes the
-// same codes and scales.
+// scale and statistics, in single and paired casts, where the cast keeps no BF16 operand.
 TEST(BlockCast, TransposedCodesAreTheCodesTransposedAndTheOperandIsOptional) {
   const int64_t rows = 160, cols = 200;  // rows % 16 == 0 (the RHT), columns not of 128
   const std::vector<float> x = random_tensor(rows * cols, 29, 2.0f);
@@ -203,7 +202,6 @@ TEST(BlockCast, TransposedCodesAreTheCodesTransposedAndTheOperandIsOptional) {
                 << r << "," << c;
         EXPECT_EQ(got_col.scales, want_col.scales);
         EXPECT_EQ(got_col.tensor_scale_inv, want_col.tensor_scale_inv);
-        EXPECT_EQ(got_col.operand, std::vector<bf16_t>(n, 0)) << "no operand written";
         if (stats) {
           EXPECT_GT(got_col.stats.blocks, 0);
           EXPECT_EQ(got_col.stats.blocks, want_col.stats.blocks);
