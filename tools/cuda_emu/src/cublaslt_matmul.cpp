@@ -168,8 +168,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return CUBLAS_STATUS_INVALID_VALUE;
   if (blocks && (alignment_of(desc->a_scale) < 16 || alignment_of(desc->b_scale) < 16))
     return refuse(call, CUBLAS_STATUS_INVALID_VALUE, "block scales must be 16-byte aligned");
-  if (const cudaError_t e = take_launch_failure(); e != cudaSuccess)
-    return CUBLAS_STATUS_EXECUTION_FAILED;
+  const bool captured = is_capturing(stream);
+  if (!captured) {
+    if (check_legacy_use(call, stream) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (const cudaError_t e = take_launch_failure(); e != cudaSuccess)
+      return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
 
   GemmCall g;
   g.m = v.shape.m;
@@ -186,12 +190,22 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     g.alpha = alpha_v;
     g.a_blocks = {desc->a_scale_mode, static_cast<const float*>(desc->a_scale)};
     g.b_blocks = {desc->b_scale_mode, static_cast<const float*>(desc->b_scale)};
-  } else {
-    g.alpha = static_cast<double>(alpha_v) * read_scale(desc->a_scale) * read_scale(desc->b_scale);
   }
   g.beta = beta_v;
   g.bias = bias ? desc->bias : nullptr;
   g.bias_type = bias_type;
-  reference_gemm(g);
+  // The scalars alpha and beta are taken now, as cuBLASLt copies host scalars into the launch;
+  // a per-tensor scale is device memory, read when the product runs.
+  const auto run = [g, blocks, alpha_v, a_scale = desc->a_scale,
+                    b_scale = desc->b_scale](cudaStream_t) {
+    GemmCall now = g;
+    if (!blocks) now.alpha = static_cast<double>(alpha_v) * read_scale(a_scale) * read_scale(b_scale);
+    reference_gemm(now);
+  };
+  if (captured)
+    return *capture_node(stream, NodeKind::Gemm, run) == cudaSuccess
+               ? CUBLAS_STATUS_SUCCESS
+               : CUBLAS_STATUS_EXECUTION_FAILED;
+  run(stream);
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -21,6 +21,7 @@ struct CUevent_st {
   std::chrono::steady_clock::time_point when{};
   bool recorded = false;
   unsigned flags = 0;
+  bool captured = false;  // last recorded on a capturing stream (cudaErrorCapturedEvent)
   emu::detail::PendingList after;  // in flight on its stream when it was recorded
 };
 
@@ -96,6 +97,10 @@ bool is_valid_stream(cudaStream_t s) {
   report("stream %p is not the default stream or a live cudaStreamCreate stream",
          static_cast<void*>(s));
   return false;
+}
+
+bool is_non_blocking(cudaStream_t s) {
+  return s != nullptr && (s->flags & cudaStreamNonBlocking) != 0;
 }
 
 bool is_current_device_stream(cudaStream_t s) {
@@ -187,6 +192,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (const cudaError_t e = emu::detail::check_wait("cudaDeviceSynchronize", nullptr, true)) return e;
   emu::detail::note_host_sync("cudaDeviceSynchronize");
   emu::detail::finish_all(emu::detail::pending_on(nullptr, /*every=*/true));
   return emu::detail::take_launch_failure();
@@ -216,12 +222,18 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
       return fail(cudaErrorInvalidResourceHandle);
     }
   }
+  if (emu::detail::is_capturing(stream)) {
+    emu::detail::report("cudaStreamDestroy(%p): the stream is capturing", static_cast<void*>(stream));
+    return fail(cudaErrorIllegalState);
+  }
   delete stream;
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = emu::detail::check_wait("cudaStreamSynchronize", stream)) return e;
+  if (const cudaError_t e = emu::detail::check_legacy_use("cudaStreamSynchronize", stream)) return e;
   emu::detail::note_host_sync("cudaStreamSynchronize");
   emu::detail::finish_all(emu::detail::pending_on(stream));
   return emu::detail::take_launch_failure();
@@ -229,6 +241,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = emu::detail::check_wait("cudaStreamQuery", stream)) return e;
   if (!emu::detail::pending_on(stream).empty()) return cudaErrorNotReady;
   return emu::detail::take_launch_failure();
 }
@@ -236,6 +249,10 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
   if (!emu::detail::is_valid_stream(stream) || !emu::detail::is_valid_event(event))
     return fail(cudaErrorInvalidResourceHandle);
+  if (event->captured || emu::detail::is_capturing(stream)) {
+    emu::detail::report("cudaStreamWaitEvent: captures that span streams are not emulated");
+    return fail(cudaErrorStreamCaptureUnsupported);
+  }
   // The stream's later work runs when it is queued: what the event follows finishes now.
   emu::detail::finish_all(event->after);
   return cudaSuccess;
@@ -265,14 +282,29 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!emu::detail::is_valid_event(event) || !emu::detail::is_valid_stream(stream))
     return fail(cudaErrorInvalidResourceHandle);
+  // In a capture the event marks a point of the graph, not a time: it cannot be queried or
+  // waited for until it is recorded again outside one.
+  event->captured = emu::detail::is_capturing(stream);
+  if (event->captured) return cudaSuccess;
   event->when = std::chrono::steady_clock::now();
   event->recorded = true;
   event->after = emu::detail::pending_on(stream);
   return cudaSuccess;
 }
 
+namespace {
+// An event last recorded in a capture cannot be waited for or timed.
+bool refuse_captured(const char* call, cudaEvent_t event) {
+  if (!event->captured) return false;
+  emu::detail::report("%s: the event was last recorded in a stream capture", call);
+  fail(cudaErrorCapturedEvent);
+  return true;
+}
+}  // namespace
+
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!emu::detail::is_valid_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (refuse_captured("cudaEventSynchronize", event)) return cudaErrorCapturedEvent;
   emu::detail::note_host_sync("cudaEventSynchronize");
   emu::detail::finish_all(event->after);
   return emu::detail::take_launch_failure();
@@ -280,6 +312,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!emu::detail::is_valid_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (refuse_captured("cudaEventQuery", event)) return cudaErrorCapturedEvent;
   if (!emu::detail::all_finished(event->after)) return cudaErrorNotReady;
   return emu::detail::take_launch_failure();
 }
@@ -288,6 +321,9 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   if (!ms) return fail(cudaErrorInvalidValue);
   if (!emu::detail::is_valid_event(start) || !emu::detail::is_valid_event(end))
     return fail(cudaErrorInvalidResourceHandle);
+  if (refuse_captured("cudaEventElapsedTime", start) ||
+      refuse_captured("cudaEventElapsedTime", end))
+    return cudaErrorCapturedEvent;
   if (!start->recorded || !end->recorded || (start->flags | end->flags) & cudaEventDisableTiming)
     return fail(cudaErrorInvalidResourceHandle);
   *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();

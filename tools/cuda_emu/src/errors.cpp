@@ -70,6 +70,20 @@ const char* cudaGetErrorName(cudaError_t error) {
       return "cudaErrorInvalidDevice";
     case cudaErrorNotSupported:
       return "cudaErrorNotSupported";
+    case cudaErrorIllegalState:
+      return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+      return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureImplicit:
+      return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorCapturedEvent:
+      return "cudaErrorCapturedEvent";
+    case cudaErrorStreamCaptureWrongThread:
+      return "cudaErrorStreamCaptureWrongThread";
+    case cudaErrorGraphExecUpdateFailure:
+      return "cudaErrorGraphExecUpdateFailure";
     case cudaErrorUnknown:
       return "cudaErrorUnknown";
   }

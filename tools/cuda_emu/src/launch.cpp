@@ -70,10 +70,30 @@ bool check_pointer_argument(const void* kernel, int index, const void* p) {
   return true;
 }
 
+bool stream_captures(cudaStream_t s) {
+  return detail::is_capturing(s);
+}
+
+void capture_launch(const LaunchConfig& config, const void* kernel,
+                    std::function<void(cudaStream_t)> run) {
+  if (!detail::is_current_device_stream(config.stream))
+    return refuse_launch(cudaErrorInvalidResourceHandle);
+  if (!detail::config_ok(config, kernel)) return refuse_launch(cudaErrorInvalidConfiguration);
+  if (const cudaError_t e = *detail::capture_node(config.stream, detail::NodeKind::Kernel,
+                                                  std::move(run)))
+    refuse_launch(e);
+}
+
+void fail_graph_node() {
+  detail::note_launch_failure();
+}
+
 void run_grid(const LaunchConfig& config, const void* kernel, void (*body)(void*), void* ctx) {
   if (!detail::is_current_device_stream(config.stream))
     return refuse_launch(cudaErrorInvalidResourceHandle);
   if (!detail::config_ok(config, kernel)) return refuse_launch(cudaErrorInvalidConfiguration);
+  if (const cudaError_t e = detail::check_legacy_use("kernel launch", config.stream))
+    return refuse_launch(e);
   detail::finish_all(detail::pending_on(config.stream));  // the stream's earlier work first
   const bool ran = detail::run_blocks(config.grid, config.block, config.shared_bytes, body, ctx);
   if (!detail::guards_intact(kernel) || !ran) detail::note_launch_failure();

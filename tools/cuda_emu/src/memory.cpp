@@ -72,12 +72,9 @@ bool side_ok(const char* call, const char* side, const void* p, std::size_t byte
 // a later row of a 2D copy (counted with its first).
 enum class Wait { Blocking, Async, Counted };
 
-cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes,
-                 cudaMemcpyKind kind, cudaStream_t stream, Wait wait) {
-  if (!is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t e = take_launch_failure(); e != cudaSuccess) return e;
-  finish_all(pending_on(stream));  // the stream's earlier work first
-  if (bytes == 0) return cudaSuccess;
+// Whether a copy's sides are what its kind says, and inside their allocations.
+cudaError_t check_sides(const char* call, void* dst, const void* src, std::size_t bytes,
+                        cudaMemcpyKind kind) {
   if (!dst || !src) {
     report("%s: null pointer", call);
     return fail(cudaErrorInvalidValue);
@@ -101,7 +98,38 @@ cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes
       report("%s: unknown copy kind %d", call, static_cast<int>(kind));
       return fail(cudaErrorInvalidMemcpyDirection);
   }
-  if (!ok) return fail(cudaErrorInvalidValue);
+  return ok ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+
+cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes,
+                 cudaMemcpyKind kind, cudaStream_t stream, Wait wait);
+
+// A copy queued on a capturing stream: checked now, run at each launch of the graph, reading the
+// host side then. Pageable host memory is refused: the graph would copy whatever it holds when
+// launched, which only pinned staging meant for it makes safe.
+cudaError_t capture_copy(const char* call, void* dst, const void* src, std::size_t bytes,
+                         cudaMemcpyKind kind, cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  if (const cudaError_t e = check_sides(call, dst, src, bytes, kind)) return e;
+  const bool src_host = !is_device_pointer(src), dst_host = !is_device_pointer(dst);
+  if ((src_host && !is_pinned(src, bytes)) || (dst_host && !is_pinned(dst, bytes)))
+    return refuse_in_capture(call, stream, "a copy from or to pageable host memory");
+  return *capture_node(stream, NodeKind::Copy, [=](cudaStream_t s) {
+    if (copy(call, dst, src, bytes, kind, s, Wait::Async) != cudaSuccess) note_launch_failure();
+  });
+}
+
+cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes,
+                 cudaMemcpyKind kind, cudaStream_t stream, Wait wait) {
+  if (!is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (is_capturing(stream)) return capture_copy(call, dst, src, bytes, kind, stream);
+  if (const cudaError_t e = check_legacy_use(call, stream)) return e;
+  if (wait == Wait::Blocking)
+    if (const cudaError_t e = check_unsafe(call)) return e;
+  if (const cudaError_t e = take_launch_failure(); e != cudaSuccess) return e;
+  finish_all(pending_on(stream));  // the stream's earlier work first
+  if (bytes == 0) return cudaSuccess;
+  if (const cudaError_t e = check_sides(call, dst, src, bytes, kind)) return e;
   // The host waits unless both sides are device memory, or (asynchronous copies) the host
   // side is pinned.
   const bool src_host = !is_device_pointer(src), dst_host = !is_device_pointer(dst);
@@ -120,6 +148,12 @@ cudaError_t set(const char* call, void* p, int value, std::size_t bytes, cudaStr
     report("%s: %p + %zu bytes is not inside one cudaMalloc allocation", call, p, bytes);
     return fail(cudaErrorInvalidValue);
   }
+  if (const std::optional<cudaError_t> captured =
+          capture_node(stream, NodeKind::Memset, [=](cudaStream_t s) {
+            if (set(call, p, value, bytes, s) != cudaSuccess) note_launch_failure();
+          }))
+    return *captured;
+  if (const cudaError_t e = check_legacy_use(call, stream)) return e;
   std::memset(p, value, bytes);
   return cudaSuccess;
 }
@@ -208,7 +242,10 @@ cudaError_t allocate(void** ptr, std::size_t bytes, bool blocking) {
   if (bytes == 0) return cudaSuccess;
   if (bytes > kDeviceMemory - allocated_bytes()) return fail(cudaErrorMemoryAllocation);
   install_fault_handler();
-  if (blocking) note_host_sync("cudaMalloc");
+  if (blocking) {
+    if (const cudaError_t e = check_unsafe("cudaMalloc")) return e;
+    note_host_sync("cudaMalloc");
+  }
   const Mapping m = map_guarded(bytes, fill_byte());
   if (!m.map) return fail(cudaErrorMemoryAllocation);
   const std::lock_guard<std::mutex> lock(g_mutex);
@@ -220,7 +257,10 @@ cudaError_t allocate(void** ptr, std::size_t bytes, bool blocking) {
 
 cudaError_t release(void* ptr, bool blocking) {
   if (!ptr) return cudaSuccess;
-  if (blocking) note_host_sync("cudaFree");
+  if (blocking) {
+    if (const cudaError_t e = check_unsafe("cudaFree")) return e;
+    note_host_sync("cudaFree");
+  }
   Mapping m;
   {
     const std::lock_guard<std::mutex> lock(g_mutex);
@@ -256,11 +296,17 @@ cudaError_t cudaFree(void* ptr) {
 
 cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = emu::detail::refuse_in_capture("cudaMallocAsync", stream,
+                                                           "graph memory nodes are not emulated"))
+    return e;
   return emu::detail::allocate(ptr, bytes, false);
 }
 
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = emu::detail::refuse_in_capture("cudaFreeAsync", stream,
+                                                           "graph memory nodes are not emulated"))
+    return e;
   return emu::detail::release(ptr, false);
 }
 
@@ -300,6 +346,7 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
 
 cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
   if (!ptr) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t e = emu::detail::check_unsafe("cudaMallocHost")) return e;
   *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (*ptr && bytes) emu::detail::note_pinned(*ptr, bytes);
   return *ptr || bytes == 0 ? cudaSuccess : fail(cudaErrorMemoryAllocation);
@@ -307,6 +354,7 @@ cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
 
 cudaError_t cudaFreeHost(void* ptr) {
   if (!ptr) return cudaSuccess;
+  if (const cudaError_t e = emu::detail::check_unsafe("cudaFreeHost")) return e;
   emu::detail::note_host_sync("cudaFreeHost");
   emu::detail::note_pinned(ptr, 0);
   std::free(ptr);

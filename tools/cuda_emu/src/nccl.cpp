@@ -195,6 +195,8 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     emu::detail::report("ncclAllReduce: not a stream");
     return ncclInvalidArgument;
   }
+  if (emu::detail::refuse_in_capture("ncclAllReduce", stream, "NCCL in a graph is not emulated"))
+    return ncclInvalidUsage;
   if (!emu::detail::is_device_range(send, bytes) || !emu::detail::is_device_range(recv, bytes)) {
     emu::detail::report("ncclAllReduce: a buffer of %zu bytes is not device memory", bytes);
     return ncclInvalidArgument;

@@ -2,7 +2,9 @@
 // State the runtime API's parts share: the last error, and the registry of device memory.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "cuda_runtime_api.h"
@@ -54,6 +56,10 @@ bool is_pinned(const void* p, std::size_t bytes);
 // Whether s is the default stream or one from cudaStreamCreate.
 bool is_valid_stream(cudaStream_t s);
 
+// Whether s was made with cudaStreamNonBlocking (it does not synchronize with the legacy
+// default stream).
+bool is_non_blocking(cudaStream_t s);
+
 // Whether s may take work now: valid, and the current device's (the default stream always is).
 bool is_current_device_stream(cudaStream_t s);
 
@@ -73,6 +79,33 @@ void queue_pending(cudaStream_t s, std::shared_ptr<PendingWork> work);
 PendingList pending_on(cudaStream_t s, bool every = false);
 bool all_finished(const PendingList& work);
 void finish_all(const PendingList& work);
+
+// Stream capture (src/graphs.cpp). Work queued on a capturing stream becomes a node, run at each
+// launch of a graph made from the capture, on the launch's stream; a node reports its own
+// failure (note_launch_failure), as a kernel of the launch.
+enum class NodeKind { Kernel, Copy, Memset, Gemm, Sort };
+using NodeRun = std::function<void(cudaStream_t)>;
+struct GraphNode {
+  NodeKind kind;
+  NodeRun run;
+};
+bool is_capturing(cudaStream_t s);
+// If s captures: run kept as its next node, and what the call returns (cudaSuccess, or
+// cudaErrorStreamCaptureInvalidated after a misuse). Otherwise nothing: the caller runs it now.
+std::optional<cudaError_t> capture_node(cudaStream_t s, NodeKind kind, NodeRun run);
+// What may not happen during a capture, checked as a call starts: cudaSuccess, or the error it
+// returns (reported, the conflicting captures invalidated).
+//  - check_legacy_use: work on the legacy default stream (s null) while a blocking stream
+//    captures;
+//  - check_wait: waiting for stream s, or for every stream, while it captures;
+//  - check_unsafe: a call that may synchronize the device, during a global-mode capture (or a
+//    thread-local one on this thread);
+//  - refuse_in_capture: something the emulator does not capture (`why`), queued on s while s
+//    captures.
+cudaError_t check_legacy_use(const char* call, cudaStream_t s);
+cudaError_t check_wait(const char* call, cudaStream_t s, bool every = false);
+cudaError_t check_unsafe(const char* call);
+cudaError_t refuse_in_capture(const char* call, cudaStream_t s, const char* why);
 
 // The emulated device's memory size (16 GiB).
 inline constexpr std::size_t kDeviceMemory = std::size_t{16} << 30;

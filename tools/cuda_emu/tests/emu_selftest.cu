@@ -600,6 +600,205 @@ TEST(CudaEmu, KernelsUseTheCurrentDevicesMemory) {
   (void)cudaGetLastError();
 }
 
+__global__ void add_to_each(float* x, float v, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += v;
+}
+
+// A stream from cudaStreamCreate (the legacy default stream cannot capture) and a graph made
+// from what `queue` puts on it.
+struct Captured {
+  cudaStream_t stream = nullptr;
+  cudaGraph_t graph = nullptr;
+};
+template <typename F>
+cudaError_t capture(cudaStream_t s, cudaStreamCaptureMode mode, F queue, cudaGraph_t* graph) {
+  EXPECT_EQ(cudaStreamBeginCapture(s, mode), cudaSuccess);
+  queue();
+  return cudaStreamEndCapture(s, graph);
+}
+
+TEST(CudaEmu, CapturedWorkRunsAtEachLaunchOfItsGraphNotBefore) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* x = device_copy(std::vector<float>(40, 1.0f));
+  float* y = device_copy(std::vector<float>(4, 0.0f));
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 4 * sizeof(float)), cudaSuccess);
+  pinned[0] = 5.0f;
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(capture(
+                s, cudaStreamCaptureModeGlobal,
+                [&] {
+                  add_to_each<<<2, 32, 0, s>>>(x, 0.5f, 40);
+                  EXPECT_EQ(cudaMemcpyAsync(y, pinned, sizeof(float), cudaMemcpyHostToDevice, s),
+                            cudaSuccess);
+                  EXPECT_EQ(cudaMemsetAsync(y + 1, 0, sizeof(float), s), cudaSuccess);
+                  cudaStreamCaptureStatus status{};
+                  EXPECT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+                  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+                },
+                &graph),
+            cudaSuccess);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(host_copy(x, 1)[0], 1.0f);  // captured, not run
+  EXPECT_EQ(host_copy(y, 2)[1], 0.0f);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  pinned[0] = 7.0f;  // the copy reads the host memory when the graph runs
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(host_copy(x, 40)[39], 2.0f);
+  EXPECT_EQ(host_copy(y, 1)[0], 7.0f);
+
+  // A graph whose memory was freed since its capture fails its launch.
+  float* gone = device_copy(std::vector<float>(40, 1.0f));
+  cudaGraph_t stale = nullptr;
+  ASSERT_EQ(capture(
+                s, cudaStreamCaptureModeGlobal, [&] { add_to_each<<<2, 32, 0, s>>>(gone, 1, 40); },
+                &stale),
+            cudaSuccess);
+  cudaGraphExec_t stale_exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&stale_exec, stale), cudaSuccess);
+  ASSERT_EQ(cudaFree(gone), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(stale_exec, s), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorLaunchFailure);
+  (void)cudaGetLastError();
+  for (cudaGraphExec_t e : {exec, stale_exec}) EXPECT_EQ(cudaGraphExecDestroy(e), cudaSuccess);
+  for (cudaGraph_t g : {graph, stale}) EXPECT_EQ(cudaGraphDestroy(g), cudaSuccess);
+  cudaFree(x);
+  cudaFree(y);
+  cudaFreeHost(pinned);
+  cudaStreamDestroy(s);
+}
+
+TEST(CudaEmu, WhatTheRuntimeForbidsInACaptureInvalidatesIt) {
+  cudaStream_t s = nullptr, free_running = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&free_running, cudaStreamNonBlocking), cudaSuccess);
+  float* d = device_copy(std::vector<float>(32, 0.0f));
+  std::vector<float> pageable(32);
+  const auto invalidated = [&](cudaStream_t on, cudaStreamCaptureMode mode, auto&& misuse,
+                               cudaError_t expected) {
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = capture(
+        on, mode,
+        [&] {
+          add_to_each<<<1, 32, 0, on>>>(d, 1, 32);
+          EXPECT_EQ(misuse(), expected);
+        },
+        &graph);
+    (void)cudaGetLastError();
+    return end == cudaErrorStreamCaptureInvalidated && graph == nullptr;
+  };
+  const size_t bytes = 32 * sizeof(float);
+  // The legacy stream (a blocking copy) would wait for the captured kernel, which has not run.
+  EXPECT_TRUE(invalidated(
+      s, cudaStreamCaptureModeRelaxed,
+      [&] { return cudaMemcpy(pageable.data(), d, bytes, cudaMemcpyDeviceToHost); },
+      cudaErrorStreamCaptureImplicit));
+  EXPECT_TRUE(invalidated(
+      s, cudaStreamCaptureModeRelaxed, [&] { return cudaStreamSynchronize(s); },
+      cudaErrorStreamCaptureUnsupported));
+  EXPECT_TRUE(invalidated(
+      s, cudaStreamCaptureModeGlobal,
+      [&] {
+        void* p = nullptr;
+        return cudaMalloc(&p, 64);
+      },
+      cudaErrorStreamCaptureUnsupported));
+  EXPECT_TRUE(invalidated(
+      s, cudaStreamCaptureModeRelaxed,
+      [&] { return cudaMemcpyAsync(d, pageable.data(), bytes, cudaMemcpyHostToDevice, s); },
+      cudaErrorStreamCaptureUnsupported));
+  EXPECT_TRUE(invalidated(
+      s, cudaStreamCaptureModeRelaxed,
+      [&] {
+        void* p = nullptr;
+        return cudaMallocAsync(&p, 64, s);
+      },
+      cudaErrorStreamCaptureUnsupported));
+  // Allowed: cudaMalloc in relaxed mode; the legacy stream beside a non-blocking capture.
+  void* p = nullptr;
+  EXPECT_FALSE(invalidated(
+      s, cudaStreamCaptureModeRelaxed, [&] { return cudaMalloc(&p, 64); }, cudaSuccess));
+  EXPECT_FALSE(invalidated(
+      free_running, cudaStreamCaptureModeRelaxed,
+      [&] { return cudaMemcpy(pageable.data(), d, bytes, cudaMemcpyDeviceToHost); },
+      cudaSuccess));
+  // ... which global mode forbids: a blocking copy may synchronize the device.
+  EXPECT_TRUE(invalidated(
+      free_running, cudaStreamCaptureModeGlobal,
+      [&] { return cudaMemcpy(pageable.data(), d, bytes, cudaMemcpyDeviceToHost); },
+      cudaErrorStreamCaptureUnsupported));
+  cudaFree(p);
+
+  // An event recorded in a capture marks a point of the graph: it cannot be waited for.
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(capture(
+                s, cudaStreamCaptureModeGlobal,
+                [&] {
+                  EXPECT_EQ(cudaEventRecord(e, s), cudaSuccess);
+                  EXPECT_EQ(cudaEventQuery(e), cudaErrorCapturedEvent);
+                },
+                &graph),
+            cudaSuccess);
+  EXPECT_EQ(cudaEventSynchronize(e), cudaErrorCapturedEvent);
+  EXPECT_EQ(cudaEventRecord(e, s), cudaSuccess);
+  EXPECT_EQ(cudaEventSynchronize(e), cudaSuccess);
+  cudaGraphDestroy(graph);
+  cudaEventDestroy(e);
+
+  EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal),
+            cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorIllegalState);
+  (void)cudaGetLastError();
+  cudaFree(d);
+  cudaStreamDestroy(s);
+  cudaStreamDestroy(free_running);
+}
+
+TEST(CudaEmu, AGraphUpdatesToACaptureOfTheSameShapeOnly) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* x = device_copy(std::vector<float>(32, 0.0f));
+  float* y = device_copy(std::vector<float>(32, 0.0f));
+  const auto graph_of = [&](auto&& queue) {
+    cudaGraph_t g = nullptr;
+    EXPECT_EQ(capture(s, cudaStreamCaptureModeGlobal, queue, &g), cudaSuccess);
+    return g;
+  };
+  cudaGraph_t first = graph_of([&] { add_to_each<<<1, 32, 0, s>>>(x, 1, 32); });
+  cudaGraph_t other_args = graph_of([&] { add_to_each<<<1, 32, 0, s>>>(y, 3, 32); });
+  cudaGraph_t longer = graph_of([&] {
+    add_to_each<<<1, 32, 0, s>>>(y, 3, 32);
+    add_to_each<<<1, 32, 0, s>>>(x, 3, 32);
+  });
+  cudaGraph_t memset = graph_of([&] { cudaMemsetAsync(y, 0, 4, s); });
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, first), cudaSuccess);
+  cudaGraphExecUpdateResultInfo info{};
+  EXPECT_EQ(cudaGraphExecUpdate(exec, longer, &info), cudaErrorGraphExecUpdateFailure);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateErrorTopologyChanged);
+  EXPECT_EQ(cudaGraphExecUpdate(exec, memset, &info), cudaErrorGraphExecUpdateFailure);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateErrorNodeTypeChanged);
+  (void)cudaGetLastError();
+  EXPECT_EQ(cudaGraphExecUpdate(exec, other_args, &info), cudaSuccess);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(host_copy(x, 1)[0], 0.0f);  // the update's arguments, not the first capture's
+  EXPECT_EQ(host_copy(y, 1)[0], 3.0f);
+  cudaGraphExecDestroy(exec);
+  for (cudaGraph_t g : {first, other_args, longer, memset}) cudaGraphDestroy(g);
+  cudaFree(x);
+  cudaFree(y);
+  cudaStreamDestroy(s);
+}
+
 TEST(CudaEmu, HostSynchronisationsAreCountedAsTheDocumentationSaysTheyWait) {
   float* d = device_copy(std::vector<float>(64, 0.0f));
   std::vector<float> pageable(64, 1.0f);

@@ -2,8 +2,11 @@
 // kernel<<<grid, block, smem, stream>>>(args), which rewrite_cu.py turns into
 // emu::launch(kernel, emu::LaunchConfig(grid, block, smem, stream))(args). The launch runs at
 // once on the calling host thread (every stream is synchronous), block after block, each
-// block's threads as fibres (src/block_scheduler.cpp).
+// block's threads as fibres (src/block_scheduler.cpp); on a capturing stream it is kept as a
+// graph node instead, with a copy of its arguments (src/graphs.cpp).
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -32,6 +35,14 @@ bool check_pointer_argument(const void* kernel, int index, const void* p);
 // Records a launch that did not run, for cudaGetLastError.
 void refuse_launch(cudaError_t error);
 
+// Whether s captures (cudaStreamBeginCapture); then capture_launch checks the configuration as
+// the runtime does and keeps run(stream) as the stream's next graph node.
+bool stream_captures(cudaStream_t s);
+void capture_launch(const LaunchConfig& config, const void* kernel,
+                    std::function<void(cudaStream_t)> run);
+// A graph's kernel node that could not run: a device error of the graph's launch.
+void fail_graph_node();
+
 template <typename... P>
 class KernelLaunch {
  public:
@@ -44,8 +55,31 @@ class KernelLaunch {
     // Arguments are copied into the launch as a GPU copies them into parameter memory; each
     // thread then gets its own copy (a kernel may modify its by-value parameters).
     Params params(std::forward<A>(args)...);
+    if (!stream_captures(config_.stream)) {
+      run(params);
+      return;
+    }
     if (!pointers_ok(params, std::index_sequence_for<P...>{}))
       return refuse_launch(cudaErrorInvalidValue);
+    auto kept = std::make_shared<const Params>(std::move(params));
+    capture_launch(config_, reinterpret_cast<const void*>(kernel_),
+                   [kernel = kernel_, config = config_, kept](cudaStream_t s) {
+                     LaunchConfig on = config;
+                     on.stream = s;
+                     if (!KernelLaunch(kernel, on).run(*kept)) fail_graph_node();
+                   });
+  }
+
+ private:
+  using Params = std::tuple<std::decay_t<P>...>;
+
+  // Checks the pointer arguments (again at each launch of a graph: memory may have been freed
+  // since the capture) and runs the grid.
+  bool run(const Params& params) const {
+    if (!pointers_ok(params, std::index_sequence_for<P...>{})) {
+      refuse_launch(cudaErrorInvalidValue);
+      return false;
+    }
     struct Ctx {
       void (*kernel)(P...);
       const Params* params;
@@ -57,10 +91,8 @@ class KernelLaunch {
           std::apply(x->kernel, *x->params);
         },
         &ctx);
+    return true;
   }
-
- private:
-  using Params = std::tuple<std::decay_t<P>...>;
 
   template <std::size_t... I>
   bool pointers_ok(const Params& params, std::index_sequence<I...>) const {

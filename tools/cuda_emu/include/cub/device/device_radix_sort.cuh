@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -15,6 +16,8 @@
 namespace emu {
 // Whether [p, p + bytes) is inside one cudaMalloc allocation (reported when not).
 bool check_device_range(const void* p, std::size_t bytes, const char* what);
+// Runs work now, or keeps it as the next graph node if stream captures (src/graphs.cpp).
+cudaError_t run_on_stream(cudaStream_t stream, std::function<void()> work);
 }  // namespace emu
 
 namespace cub {
@@ -33,7 +36,6 @@ struct DeviceRadixSort {
                                ValueT* d_values_out, NumItemsT num_items, int begin_bit = 0,
                                int end_bit = sizeof(KeyT) * 8, cudaStream_t stream = nullptr) {
     static_assert(std::is_integral_v<KeyT>, "the emulator sorts integer keys");
-    (void)stream;
     if (num_items < 0 || begin_bit < 0 || end_bit > static_cast<int>(sizeof(KeyT) * 8) ||
         begin_bit >= end_bit)
       return cudaErrorInvalidValue;
@@ -50,7 +52,17 @@ struct DeviceRadixSort {
         !emu::check_device_range(d_values_in, n * sizeof(ValueT), "SortPairs values in") ||
         !emu::check_device_range(d_values_out, n * sizeof(ValueT), "SortPairs values out"))
       return cudaErrorInvalidValue;
+    return emu::run_on_stream(stream, [=] {
+      sort(d_temp_storage, temp_storage_bytes, d_keys_in, d_keys_out, d_values_in, d_values_out, n,
+           begin_bit, end_bit);
+    });
+  }
 
+ private:
+  template <typename KeyT, typename ValueT>
+  static void sort(void* d_temp_storage, std::size_t temp_storage_bytes, const KeyT* d_keys_in,
+                   KeyT* d_keys_out, const ValueT* d_values_in, ValueT* d_values_out,
+                   std::size_t n, int begin_bit, int end_bit) {
     using U = std::make_unsigned_t<KeyT>;
     constexpr U kSign = std::is_signed_v<KeyT> ? U(U(1) << (sizeof(KeyT) * 8 - 1)) : U(0);
     const U mask = static_cast<U>(
@@ -72,7 +84,6 @@ struct DeviceRadixSort {
     std::copy(keys.begin(), keys.end(), d_keys_out);
     std::copy(values.begin(), values.end(), d_values_out);
     std::memset(d_temp_storage, 0xff, temp_storage_bytes);  // scratch is garbage afterwards
-    return cudaSuccess;
   }
 };
 
