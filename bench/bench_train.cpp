@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
   app.add_option("--grad-reduce", grad_reduce, "fp32|bf16: the type gradients are reduced in");
   bool no_fusion = false;
   app.add_flag("--no-fusion", no_fusion, "the unfused kernel twins");
+  bool no_cuda_graphs = false;
+  app.add_flag("--no-cuda-graphs", no_cuda_graphs, "a GPU step's ops launched one by one");
   app.add_flag("--fp8-weights", c.fp8_weights, "module weights only as FP8");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -109,6 +111,7 @@ int main(int argc, char** argv) {
     double fastest_step = 1e30;
     uint64_t comm_bytes = 0;
     fp8lm::Trainer trainer(c);
+    trainer.set_cuda_graphs(!no_cuda_graphs);
     // The last step is profiled (kernels/op_times.h): its time by kind of op (on a GPU the
     // device's, the rest of its wall time the device's idle; on a CPU the backend's entry
     // points', the rest the host's own work), and on a GPU the FP8 GEMM operands the backend
@@ -151,6 +154,7 @@ int main(int argc, char** argv) {
     // Host figures (CPU runs only), taken before finish() makes every rank's model whole again.
     const std::string memory =
         dev.cuda ? std::string("null") : memory_json(trainer.model(), trainer.optimizer());
+    const bool decided = trainer.decided_on_backend();  // steps as CUDA graphs, on a GPU
     const fp8lm::TrainResult r = trainer.finish();
     const fp8lm::cpu::GemmStats gemm = fp8lm::cpu::gemm_stats();
     const double timed = r.seconds - warm_seconds;
@@ -162,7 +166,7 @@ int main(int argc, char** argv) {
     if (fp8lm::world().rank() != 0) return 0;
     const auto per_step = [&](double x) { return x / static_cast<double>(timed_steps); };
     fmt::print(
-        R"({{"precision": "{}", "recipe": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "fastest_step_seconds": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}, "world_size": {}, "comm_seconds_per_step": {:.5f}, "comm_bytes_per_step": {:.0f}, "last_step_op_seconds": {}, "last_step_fp8_operand_copies": {}}})"
+        R"({{"precision": "{}", "recipe": "{}", "tokens_per_s": {:.1f}, "seconds_per_step": {:.4f}, "fastest_step_seconds": {:.4f}, "peak_rss_mb": {:.1f}, "parameters": {}, "gemm_seconds_per_step": {:.4f}, "gemm_gflop_per_step": {:.3f}, "gemm_engine": "{}", "fusion": {}, "traffic_mb_per_step": {:.1f}, "memory_mb": {}, "device": "{}", "peak_gpu_mb": {:.0f}, "world_size": {}, "comm_seconds_per_step": {:.5f}, "comm_bytes_per_step": {:.0f}, "last_step_op_seconds": {}, "last_step_fp8_operand_copies": {}, "cuda_graphs": {}}})"
         "\n",
         r.precision.label(), recipe,
         static_cast<double>(timed_steps * c.batch_size * c.model.seq_len) / timed,
@@ -174,7 +178,7 @@ int main(int argc, char** argv) {
         static_cast<double>(fp8lm::traffic_bytes()) / 1e6 / static_cast<double>(timed_steps),
         memory, dev.name, static_cast<double>(gpu_bytes) / (1 << 20), fp8lm::world().size(),
         per_step(comm_seconds), per_step(static_cast<double>(comm_bytes)), op_seconds,
-        operand_copies);
+        operand_copies, dev.cuda && !no_cuda_graphs && decided ? "true" : "false");
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -96,7 +96,7 @@ def run_json(cmd, timeout):
 def matching(rows, name, engine, prec, recipe="delayed"):
     """The runs that worked of config `name`, engine (prefix: "PyTorch" takes either attention)
     and precision (FP8: of `recipe`)."""
-    return [r for r in rows if r["config"] == name and not r["error"]
+    return [r for r in rows if r["config"] == name and not r["error"] and not r.get("op_by_op")
             and r["engine"].startswith(engine) and r["precision"] == prec
             and (prec != "fp8" or r.get("recipe") == recipe)]
 
@@ -195,6 +195,9 @@ def main():
                  for prec in (("fp32", "bf16", "fp8") if name == "demo" else ("bf16", "fp8"))]
         runs = [(e, p, c + (["--recipe=delayed"] if p == "fp8" else []), "delayed" if p == "fp8"
                  else None) for e, p, c in runs]
+        if name == "demo":  # a small model's steps are launch-bound: what CUDA graphs save
+            runs.append(("fp8lm", "bf16",
+                         [ours, "--precision=bf16", "--device=cuda", "--no-cuda-graphs"], None))
         if name == GATE_CONFIG:
             runs += [("fp8lm", "fp8", [ours, "--precision=fp8", "--device=cuda", f"--recipe={rc}"],
                       rc) for rc in RECIPES if rc != "delayed"]
@@ -208,7 +211,7 @@ def main():
                 # The label says what ran: "fp8 (emulated)" or a fallback is not what was asked.
                 why = f"asked for {prec}, ran '{r.get('precision')}'"
             row = {"config": name, "engine": engine, "precision": prec, "recipe": recipe,
-                   "result": r, "error": why}
+                   "result": r, "error": why, "op_by_op": "--no-cuda-graphs" in cmd}
             rows.append(row)
             if why:
                 errors.append(f"{name} {engine} {prec}: {why}")
@@ -229,6 +232,8 @@ def main():
                 vs, label = fmt(row["vs_torch"], ".2f", "x"), r["precision"]
                 if recipe:
                     label += f" {recipe}"
+                if row["op_by_op"]:
+                    label += " (no CUDA graphs)"
             print(f"| {name} | {engine} | {label} | {r['tokens_per_s']:.0f} | {row['tflops']:.1f} | "
                   f"{fmt(None if row['mfu'] is None else 100 * row['mfu'], '.1f', '%')} | "
                   f"{fmt(r.get('peak_gpu_mb'), '.0f')} | {r['seconds_per_step']:.4f} | {vs} |")
@@ -258,6 +263,11 @@ def main():
         if not a.no_peer:
             t = ratio(tps(rows, name, "fp8lm", "bf16"), tps(rows, name, "PyTorch", "bf16"))
             line += f"; our BF16 / PyTorch BF16 (the faster of sdpa, explicit) {fmt(t, '.2f', 'x')}"
+        op_by_op = [r["result"]["tokens_per_s"] for r in rows
+                    if r["config"] == name and r.get("op_by_op") and not r["error"]]
+        if op_by_op:
+            g = ratio(tps(rows, name, "fp8lm", "bf16"), op_by_op[0])
+            line += f"; BF16 steps as CUDA graphs / op by op {fmt(g, '.2f', 'x')}"
         print(line)
 
     gates = gate_list(rows, a.no_peer, peak) if GATE_CONFIG in names else []

@@ -71,8 +71,9 @@ TEST(CudaEmbedding, BackwardMatchesCpuBitsWithRepeatedTokens) {
     auto d_tokens = to_device(tokens);
     auto d_dout = to_device(dout);
     cpu::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C);
+    cuda::DeviceBuffer<uint8_t> scratch(cuda::embedding_backward_scratch_bytes(B * T));
     cuda::embedding_backward(d_dwte.data(), d_dwpe.data(), d_dout.data(), d_tokens.data(), B, T, C,
-                             nullptr);
+                             scratch.data(), nullptr);
     // The CPU adds each element's terms one by one in position order onto the prior value;
     // the device adds the same terms in the same order (a stable sort by token keeps it), so
     // the sums round the same way.

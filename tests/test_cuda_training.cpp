@@ -18,6 +18,7 @@
 #include "io/run_dir.h"
 #include "kernels/cuda/block_gemm.h"
 #include "kernels/cuda/op_times.h"
+#include "kernels/cuda/step_graph.h"
 #include "kernels/op_times.h"
 #include "run_util.h"
 #include "skip_check.h"
@@ -217,6 +218,80 @@ TEST(CudaTraining, StepHostSynchronisations) {
     }
   }
 #endif
+}
+
+// Issue 34: a steady step runs as one CUDA graph, captured afresh every step (so every host
+// decision is the step's own) and launched whole, the executable graph updated in place while
+// the steps keep their shape. The same bits as steps launched op by op (--no-cuda-graphs), in
+// every precision and recipe and with micro-batches, with every step in flight before one read
+// (their staging buffers and read slots all differ) or (one case) each read as it ends; and
+// with graphs the steps still make the host wait nowhere (StepHostSynchronisations).
+TEST(CudaTraining, StepsAsGraphsGiveTheBitsOfStepsLaunchedOpByOp) {
+  FP8LM_REQUIRE_CUDA();
+  struct Case {
+    const char* name;
+    Precision precision;
+    ScalingKind kind;
+    int64_t micro_batches;
+  };
+  const Case cases[] = {{"bf16", Precision::Bf16, ScalingKind::Delayed, 1},
+                        {"delayed, 2 micro-batches", Precision::Fp8, ScalingKind::Delayed, 2},
+                        {"current", Precision::Fp8, ScalingKind::Current, 1},
+                        {"block", Precision::Fp8, ScalingKind::Block, 1},
+                        {"mxfp8", Precision::Fp8, ScalingKind::Mxfp8, 1},
+                        {"nvfp4", Precision::Fp8, ScalingKind::Nvfp4, 1}};
+  for (const Case& k : cases) {
+    if (k.precision == Precision::Fp8 && test::cuda_cc() < 89) continue;
+    SCOPED_TRACE(k.name);
+    TrainConfig c = demo(k.precision, DeviceSpec::Cuda);
+    c.recipe.kind = k.kind;
+    c.grad_accum = k.micro_batches;
+    c.batch_size = 4;
+    c.steps = 5;
+    c.evaluate = false;
+    struct Run {
+      std::vector<float> losses, norms, weights;
+      cuda::StepGraph::Counts graphs;
+    };
+    const auto run = [&](bool graphs, bool read_each) {
+      Trainer t(c);
+      t.set_cuda_graphs(graphs);
+      const cuda::StepGraph::Counts before = cuda::StepGraph::counts();
+      Run r;
+      std::vector<StepStats> read;
+      while (!t.done()) {
+        t.launch_step();
+        if (read_each || t.done())
+          for (const StepStats& s : t.read_steps()) read.push_back(s);
+      }
+      for (const StepStats& s : read) {
+        r.losses.push_back(s.loss);
+        r.norms.push_back(s.grad_norm);
+      }
+      for (Parameter* p : t.model().parameters()) {
+        const std::vector<float> w = p->value.to_host();
+        r.weights.insert(r.weights.end(), w.begin(), w.end());
+      }
+      const cuda::StepGraph::Counts after = cuda::StepGraph::counts();
+      r.graphs = {after.launched - before.launched, after.instantiated - before.instantiated};
+      return r;
+    };
+    const Run op_by_op = run(false, true);
+    EXPECT_EQ(op_by_op.graphs.launched, 0);
+    for (const bool read_each : {false, true}) {
+      if (read_each && &k != &cases[0]) break;
+      SCOPED_TRACE(read_each ? "each step read as it ends" : "every step read at the end");
+      const Run graphs = run(true, read_each);
+      EXPECT_EQ(graphs.graphs.launched, c.steps - Trainer::kStepsBeforeGraphs);
+      // The steady steps have one shape: at most one executable graph, updated for every later
+      // step. The backend (one per device) keeps it across trainers: a second run of the same
+      // shape makes none.
+      EXPECT_LE(graphs.graphs.instantiated, read_each ? 0 : 1) << "graphs made";
+      EXPECT_TRUE(test::same_floats(graphs.losses, op_by_op.losses));
+      EXPECT_TRUE(test::same_floats(graphs.norms, op_by_op.norms));
+      EXPECT_TRUE(test::same_floats(graphs.weights, op_by_op.weights));
+    }
+  }
 }
 
 // Issue 34 (finding 3): Linear hands cuBLASLt its FP8 operands K-major, as TE does: x and dy

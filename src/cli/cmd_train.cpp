@@ -41,6 +41,7 @@ struct TrainFlags {
   std::shared_ptr<SettingOptions> settings = std::make_shared<SettingOptions>();
   bool no_save = false;
   bool no_fusion = false;
+  bool no_cuda_graphs = false;
   bool no_tensorboard = false;
   bool allow_data_change = false;  // --resume on data that changed since the run recorded it
   std::string device = "auto";
@@ -186,6 +187,7 @@ std::vector<NamedValue> agreed_settings(const TrainFlags& f, const TrainConfig* 
                                {"--stop-after", std::to_string(f.stop_after)},
                                {"--collective-timeout", fmt::format("{}", f.collective_timeout)},
                                {"--no-fusion", f.no_fusion ? "true" : "false"},
+                               {"--no-cuda-graphs", f.no_cuda_graphs ? "true" : "false"},
                                {"--no-tensorboard", f.no_tensorboard ? "true" : "false"}};
   if (c) {
     for (const Setting& s : train_settings()) v.emplace_back(s.flag(), s.get(*c));
@@ -292,6 +294,7 @@ int run_train(TrainFlags f, CLI::App* app) {
     if (claim) claim->keep();
   }
   trainer->set_fusion(!f.no_fusion);  // how kernels run, not what the run is: not saved
+  trainer->set_cuda_graphs(!f.no_cuda_graphs);
   const TrainConfig& c = trainer->config();
   if (!lead) return follow(*trainer, dir, f, app);
   print_run_start(*trainer);
@@ -372,6 +375,8 @@ void add_train_command(CLI::App& app) {
        "FLOAT", fmt::format("{}", kDefaultCollectiveTimeout));
   train->add_flag("--no-fusion", flags->no_fusion,
                   "run the unfused kernel twins (to measure what fusion saves)");
+  train->add_flag("--no-cuda-graphs", flags->no_cuda_graphs,
+                  "launch each op of a GPU step as it is reached, not the step as one CUDA graph");
   train->add_flag("--no-tensorboard", flags->no_tensorboard,
                   "no TensorBoard event files (OUT/tb/) beside metrics.jsonl");
   const std::map<std::string_view, std::string> groups = {

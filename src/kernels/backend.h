@@ -53,6 +53,17 @@ class Backend {
   // Error "<op> is not available on <backend>" for the first of ops this backend lacks.
   void require(const std::vector<OptionalOp>& ops) const;
 
+  // --- a step as one graph (CUDA graphs, issue 34) ---
+  // The work queued from begin_graph() to launch_graph() is captured, not run, then launched
+  // whole: the device runs it without waiting for the host to queue each op. The host code in
+  // between runs as ever; it may not read backend memory back (nothing of the capture has run)
+  // nor free memory for good (release() waits for the launch). begin_graph() is false where the
+  // backend has no graphs (the CPU) or cannot capture now (ops being profiled); abandon_graph()
+  // ends a capture whose step failed, running none of it.
+  virtual bool begin_graph() { return false; }
+  virtual void launch_graph() {}
+  virtual void abandon_graph() {}
+
   // --- memory ---
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p) = 0;

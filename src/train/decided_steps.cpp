@@ -25,6 +25,10 @@ void Trainer::launch_decided_step() {
   if (fp8) model_->scaling().remember();
   opt_->zero_grad();
   step_reads_.begin_step(model_->backend(), rows, counter_bytes, kMaxUnreadSteps);
+  // The step's forward, backward and update as one graph where the backend has them
+  // (Backend::begin_graph): the first steps, which size the buffers, run as they are queued.
+  Backend& be = model_->backend();
+  bool capturing = graphs_ && step_ >= kStepsBeforeGraphs && !block_stats_ && be.begin_graph();
   try {
     std::vector<float> unused;
     run_micro_batches(in, /*deferred=*/true, unused);
@@ -35,7 +39,12 @@ void Trainer::launch_decided_step() {
     const bool same_counters = counters && model_->scaling().counter_bytes() == counter_bytes;
     step_reads_.record(d.norm, d.decision, same_counters ? model_->scaling().counters() : nullptr);
     if (fp8) launched.rolled_back_on_backend = model_->scaling().roll_back_if(&d.decision->skip);
+    if (capturing) {
+      capturing = false;
+      be.launch_graph();
+    }
   } catch (...) {
+    if (capturing) be.abandon_graph();
     step_reads_.drop_newest();  // a step that failed (an Error) has nothing to read
     throw;
   }

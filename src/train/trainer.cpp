@@ -380,6 +380,7 @@ std::vector<StepStats> Trainer::read_steps() {
 }
 
 void Trainer::collect_block_stats(bool on) {
+  block_stats_ = on;
   for (Linear* l : model_->linears()) l->collect_block_stats(on);
 }
 

@@ -98,6 +98,11 @@ class Trainer {
   const TrainConfig& config() const { return cfg_; }
   // false: the unfused twins, CPU kernels only (an Error on a GPU).
   void set_fusion(bool on);
+  // false: no CUDA graphs; each op of a step is launched as the host reaches it
+  // (--no-cuda-graphs). Steps decided on a GPU's backend are otherwise captured and launched
+  // as one graph each, after the first kStepsBeforeGraphs. The same bits either way.
+  void set_cuda_graphs(bool on) { graphs_ = on; }
+  static constexpr int64_t kStepsBeforeGraphs = 2;
   const PrecisionChoice& precision() const { return precision_; }
   // The recipe's line (recipe_description), native where the backend multiplies the block
   // codes itself.
@@ -198,6 +203,8 @@ class Trainer {
   std::string skip_reason_;
   // The automatic BF16 fallback (TrainConfig::fp8_fallback).
   Fp8FallbackState fallback_;
+  bool graphs_ = true;
+  bool block_stats_ = false;  // casts record statistics, which the host reads in the step
   std::vector<std::string> kept_in_bf16_;  // GEMMs the precision map keeps in BF16
   // This rank's rows of each micro-batch of a step's global batch (the batch itself in one
   // process without accumulation).

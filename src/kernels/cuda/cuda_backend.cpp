@@ -1,7 +1,9 @@
-// The CUDA backend: device memory (cudaMalloc) and the kernels of kernels/cuda, all on the
-// device's default stream, in the order they are called. Every entry point makes the backend's
-// device current for its duration (DeviceGuard), whatever the caller's current device is, and
-// while profiling is on times its work as one kind of op (OpScope, op_profile.h).
+// The CUDA backend: device memory (cudaMalloc) and the kernels of kernels/cuda, all on one stream
+// of the device, in the order they are called (a stream of its own, which can capture a step as
+// a graph: step_graph.h; blocking, so that the legacy default stream's copies wait for it). Every
+// entry point makes the backend's device current for its duration (DeviceGuard), whatever the
+// caller's current device is, and while profiling is on times its work as one kind of op (OpScope,
+// op_profile.h).
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -30,6 +32,7 @@
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/scaling.h"
 #include "kernels/cuda/step_decision.h"
+#include "kernels/cuda/step_graph.h"
 #include "kernels/cuda/upload_staging.h"
 
 namespace fp8lm::cuda {
@@ -40,15 +43,11 @@ std::atomic<int64_t> g_fp8_operand_copies{0};  // fp8_operand_copies()
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : device_(device) {
-    // cudaMallocAsync's pool (the optimizer's and the embedding backward's scratch) hands its
-    // memory back to the device at every synchronisation by default (release threshold 0), to
-    // be mapped again next step; the largest threshold keeps it, as a caching allocator would.
     const DeviceGuard guard(device_);
-    cudaMemPool_t pool = nullptr;
-    FP8LM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
-    uint64_t keep_all = UINT64_MAX;
-    FP8LM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+    FP8LM_CUDA_CHECK(cudaStreamCreate(&stream_));
   }
+  // The backends live until the process exits, when the runtime may already be gone: the stream
+  // is left to it.
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   // Block casts; the unfused twins and BF16 gradient accumulation are the CPU's alone.
   bool supports(OptionalOp op) const override { return op == OptionalOp::BlockCast; }
@@ -61,7 +60,24 @@ class CudaBackend final : public Backend {
   }
   void release(void* p) override {
     const DeviceGuard guard(device_, std::nothrow);
-    if (p) cudaFree(p);
+    free_device(p);
+  }
+
+  bool begin_graph() override {
+    if (profiling_ops()) return false;  // the op timer's events cannot be read from a graph
+    const DeviceGuard guard(device_);
+    graph_.begin(stream_);
+    return true;
+  }
+  void launch_graph() override {
+    const DeviceGuard guard(device_);
+    graph_.launch();
+    staging_.after_capture(stream_);
+  }
+  void abandon_graph() override {
+    const DeviceGuard guard(device_, std::nothrow);
+    graph_.abandon();
+    staging_.after_capture(stream_);
   }
   void upload(void* dst, const void* host, size_t bytes) override {
     const OpScope entry(device_, OpKind::Copy, stream_);
@@ -245,7 +261,8 @@ class CudaBackend final : public Backend {
   void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
                  int64_t total) override {
     const OpScope entry(device_, OpKind::Optimizer, stream_);
-    cuda::grad_norm(norm, clip, max_norm, table, n, total, stream_);
+    norm_scratch_.resize(cuda::grad_norm_scratch_bytes(total));
+    cuda::grad_norm(norm, clip, max_norm, table, n, total, norm_scratch_.data(), stream_);
   }
   void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
                   const float* grad_scale, const StepDecision* decision) override {
@@ -272,7 +289,8 @@ class CudaBackend final : public Backend {
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                           int64_t B, int64_t T, int64_t C) override {
     const OpScope entry(device_, OpKind::Elementwise, stream_);
-    cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, stream_);
+    sort_scratch_.resize(cuda::embedding_backward_scratch_bytes(B * T));
+    cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, sort_scratch_.data(), stream_);
   }
   void argmax_rows(int32_t* out, const float* logits, int64_t rows, int64_t V) override {
     const OpScope entry(device_, OpKind::Loss, stream_);
@@ -418,7 +436,9 @@ class CudaBackend final : public Backend {
   }
   int device_;
   cudaStream_t stream_ = nullptr;
+  StepGraph graph_;
   UploadStaging staging_;
+  DeviceBuffer<uint8_t> norm_scratch_, sort_scratch_;  // grad_norm's and the embedding sort's
   DeviceBuffer<uint8_t> a_, b_, t_;             // FP8 operands transposed or padded for cuBLASLt
   DeviceBuffer<float> block_work_;              // NVFP4 block casts: the RHT'd tensor and its amax
   DeviceBuffer<float> c_;                       // a padded product

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/step_graph.h"
 
 namespace fp8lm::cuda {
 
@@ -23,13 +24,11 @@ class DeviceBuffer {
     std::swap(n_, o.n_);
     return *this;
   }
-  ~DeviceBuffer() {
-    if (p_) cudaFree(p_);
-  }
+  ~DeviceBuffer() { free_device(p_); }
   // Grows (contents lost) when n exceeds the capacity; never shrinks.
   void resize(size_t n) {
     if (n <= n_) return;
-    if (p_) FP8LM_CUDA_CHECK(cudaFree(p_));
+    free_device(p_);  // after a step's graph runs, if the step is being captured
     p_ = nullptr;
     n_ = 0;
     FP8LM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));

@@ -77,8 +77,25 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
   FP8LM_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+size_t sort_bytes_for(int32_t n) {
+  size_t sort_bytes = 0;
+  FP8LM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, 0, 32));
+  return sort_bytes;
+}
+}  // namespace
+
+size_t embedding_backward_scratch_bytes(int64_t positions) {
+  if (positions > INT32_MAX) throw Error("embedding backward: more than 2^31 - 1 positions");
+  const auto n = static_cast<int32_t>(positions);
+  return 3 * align_up(sizeof(int32_t) * static_cast<size_t>(n)) + sort_bytes_for(n);
+}
+
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                        int64_t B, int64_t T, int64_t C, cudaStream_t stream) {
+                        int64_t B, int64_t T, int64_t C, void* scratch_memory,
+                        cudaStream_t stream) {
   if (B * T * C == 0) return;
   if (B * T > INT32_MAX) throw Error("embedding backward: more than 2^31 - 1 positions");
   if (dwpe) {  // null: a model without a learned position table (rotary embeddings)
@@ -86,17 +103,11 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
     FP8LM_CUDA_CHECK_LAUNCH();
   }
 
-  // Group the rows by token: a stable sort of (token, row) pairs. The buffers are
-  // stream-ordered allocations, so this call is safe on any stream and under graph capture.
+  // Group the rows by token: a stable sort of (token, row) pairs, in the caller's scratch.
   const auto n = static_cast<int32_t>(B * T);
-  size_t sort_bytes = 0;
-  FP8LM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, 0, 32, stream));
+  size_t sort_bytes = sort_bytes_for(n);
   const size_t list_bytes = align_up(sizeof(int32_t) * static_cast<size_t>(n));
-  char* scratch = nullptr;
-  FP8LM_CUDA_CHECK(
-      cudaMallocAsync(reinterpret_cast<void**>(&scratch), 3 * list_bytes + sort_bytes, stream));
+  char* scratch = static_cast<char*>(scratch_memory);
   auto* rows = reinterpret_cast<int32_t*>(scratch);
   auto* sorted_tokens = reinterpret_cast<int32_t*>(scratch + list_bytes);
   auto* sorted_rows = reinterpret_cast<int32_t*>(scratch + 2 * list_bytes);
@@ -108,7 +119,6 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
                                                    rows, sorted_rows, n, 0, 32, stream));
   token_grad_kernel<<<n, kThreads, 0, stream>>>(dwte, dout, sorted_tokens, sorted_rows, n, C);
   FP8LM_CUDA_CHECK_LAUNCH();
-  FP8LM_CUDA_CHECK(cudaFreeAsync(scratch, stream));
 }
 
 }  // namespace fp8lm::cuda

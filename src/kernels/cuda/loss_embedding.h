@@ -10,8 +10,11 @@ namespace fp8lm::cuda {
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                        int64_t B, int64_t T, int64_t C, cudaStream_t stream);
 // dwte, dwpe +=. Rows of dwte are summed in a fixed order (deterministic), not by atomics.
+// scratch: device memory of embedding_backward_scratch_bytes(B * T) for the sort, the caller's
+// to keep, so that a graph captured from the call keeps valid addresses.
+size_t embedding_backward_scratch_bytes(int64_t positions);
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                        int64_t B, int64_t T, int64_t C, cudaStream_t stream);
+                        int64_t B, int64_t T, int64_t C, void* scratch, cudaStream_t stream);
 
 // One pass per row: losses[r] = -log softmax(logits[r])[targets[r]], and
 // dlogits = (softmax - onehot) * grad_scale (dlogits may alias logits). *loss_sum (device)

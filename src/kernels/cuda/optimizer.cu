@@ -82,20 +82,20 @@ unsigned blocks_for(int64_t total_elements) {
 
 }  // namespace
 
+size_t grad_norm_scratch_bytes(int64_t total_elements) {
+  return sizeof(double) * blocks_for(total_elements);
+}
+
 void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* tensors, int n_tensors,
-               int64_t total_elements, cudaStream_t stream) {
+               int64_t total_elements, void* scratch, cudaStream_t stream) {
   const unsigned blocks = blocks_for(total_elements);
-  double* partial = nullptr;
+  double* partial = blocks > 0 ? static_cast<double*>(scratch) : nullptr;
   if (blocks > 0) {
-    // Stream-ordered scratch: safe on any stream and under graph capture.
-    FP8LM_CUDA_CHECK(
-        cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(double) * blocks, stream));
     sum_of_squares_kernel<<<blocks, kThreads, 0, stream>>>(partial, tensors, n_tensors);
     FP8LM_CUDA_CHECK_LAUNCH();
   }
   norm_kernel<<<1, kFinishThreads, 0, stream>>>(norm, clip, max_norm, partial, blocks);
   FP8LM_CUDA_CHECK_LAUNCH();
-  if (partial != nullptr) FP8LM_CUDA_CHECK(cudaFreeAsync(partial, stream));
 }
 
 void adamw_step(const AdamWTensor* tensors, int n_tensors, int64_t total_elements,

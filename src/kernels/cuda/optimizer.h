@@ -17,9 +17,12 @@ using fp8lm::AdamWTensor;
 
 // *norm = sqrt(sum of squares of every grad), overwritten; partial sums in double over fixed
 // chunks, added in a fixed order (the same bits every run). *clip (optional) = max_norm /
-// (norm + 1e-6) when norm > max_norm > 0, else 1 (adamw::clip_factor).
+// (norm + 1e-6) when norm > max_norm > 0, else 1 (adamw::clip_factor). scratch: device memory
+// of grad_norm_scratch_bytes(total_elements) for the partial sums, the caller's to keep, so that
+// a graph captured from the call keeps valid addresses.
+size_t grad_norm_scratch_bytes(int64_t total_elements);
 void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* tensors, int n_tensors,
-               int64_t total_elements, cudaStream_t stream);
+               int64_t total_elements, void* scratch, cudaStream_t stream);
 
 // Every tensor: g = grad * *grad_scale (grad_scale nullptr: 1); AdamW as on the CPU, the same
 // bits; with a decision (optional), nothing when it skips (adamw::with_decision). tensors: a

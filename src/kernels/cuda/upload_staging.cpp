@@ -16,11 +16,9 @@ UploadStaging::~UploadStaging() {
   }
 }
 
-void UploadStaging::upload(void* dst, const void* host, size_t bytes, cudaStream_t stream) {
-  if (bytes > kMaxStagedBytes) {
-    FP8LM_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
-    return;
-  }
+UploadStaging::Buffer& UploadStaging::next_free(bool capturing) {
+  // A buffer the capture under way copies from holds its bytes until the graph runs.
+  if (capturing && ring_[next_].in_capture) ring_.insert(ring_.begin() + long(next_), Buffer{});
   Buffer& b = ring_[next_];
   next_ = (next_ + 1) % ring_.size();
   if (b.copied) {
@@ -33,6 +31,18 @@ void UploadStaging::upload(void* dst, const void* host, size_t bytes, cudaStream
   } else {
     FP8LM_CUDA_CHECK(cudaEventCreateWithFlags(&b.copied, cudaEventDisableTiming));
   }
+  return b;
+}
+
+void UploadStaging::upload(void* dst, const void* host, size_t bytes, cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  FP8LM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  if (bytes > kMaxStagedBytes && !capturing) {
+    FP8LM_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+    return;
+  }
+  Buffer& b = next_free(capturing);
   if (b.bytes < bytes) {
     if (b.host) FP8LM_CUDA_CHECK(cudaFreeHost(b.host));
     b.host = nullptr;
@@ -45,7 +55,19 @@ void UploadStaging::upload(void* dst, const void* host, size_t bytes, cudaStream
   }
   std::memcpy(b.host, host, bytes);
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(dst, b.host, bytes, cudaMemcpyHostToDevice, stream));
-  FP8LM_CUDA_CHECK(cudaEventRecord(b.copied, stream));
+  if (capturing) {
+    b.in_capture = true;
+  } else {
+    FP8LM_CUDA_CHECK(cudaEventRecord(b.copied, stream));
+  }
+}
+
+void UploadStaging::after_capture(cudaStream_t stream) {
+  for (Buffer& b : ring_) {
+    if (!b.in_capture) continue;
+    b.in_capture = false;
+    FP8LM_CUDA_CHECK(cudaEventRecord(b.copied, stream));
+  }
 }
 
 }  // namespace fp8lm::cuda

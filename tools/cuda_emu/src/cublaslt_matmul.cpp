@@ -199,7 +199,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   const auto run = [g, blocks, alpha_v, a_scale = desc->a_scale,
                     b_scale = desc->b_scale](cudaStream_t) {
     GemmCall now = g;
-    if (!blocks) now.alpha = static_cast<double>(alpha_v) * read_scale(a_scale) * read_scale(b_scale);
+    if (!blocks)
+      now.alpha = static_cast<double>(alpha_v) * read_scale(a_scale) * read_scale(b_scale);
     reference_gemm(now);
   };
   if (captured)

@@ -21,7 +21,7 @@ struct CUevent_st {
   std::chrono::steady_clock::time_point when{};
   bool recorded = false;
   unsigned flags = 0;
-  bool captured = false;  // last recorded on a capturing stream (cudaErrorCapturedEvent)
+  bool captured = false;           // last recorded on a capturing stream (cudaErrorCapturedEvent)
   emu::detail::PendingList after;  // in flight on its stream when it was recorded
 };
 
@@ -192,7 +192,8 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaDeviceSynchronize() {
-  if (const cudaError_t e = emu::detail::check_wait("cudaDeviceSynchronize", nullptr, true)) return e;
+  if (const cudaError_t e = emu::detail::check_wait("cudaDeviceSynchronize", nullptr, true))
+    return e;
   emu::detail::note_host_sync("cudaDeviceSynchronize");
   emu::detail::finish_all(emu::detail::pending_on(nullptr, /*every=*/true));
   return emu::detail::take_launch_failure();
@@ -223,7 +224,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     }
   }
   if (emu::detail::is_capturing(stream)) {
-    emu::detail::report("cudaStreamDestroy(%p): the stream is capturing", static_cast<void*>(stream));
+    emu::detail::report("cudaStreamDestroy(%p): the stream is capturing",
+                        static_cast<void*>(stream));
     return fail(cudaErrorIllegalState);
   }
   delete stream;
@@ -233,7 +235,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t e = emu::detail::check_wait("cudaStreamSynchronize", stream)) return e;
-  if (const cudaError_t e = emu::detail::check_legacy_use("cudaStreamSynchronize", stream)) return e;
+  if (const cudaError_t e = emu::detail::check_legacy_use("cudaStreamSynchronize", stream))
+    return e;
   emu::detail::note_host_sync("cudaStreamSynchronize");
   emu::detail::finish_all(emu::detail::pending_on(stream));
   return emu::detail::take_launch_failure();

@@ -9,7 +9,8 @@
 // invalidated (cudaStreamEndCapture then returns cudaErrorStreamCaptureInvalidated and no graph):
 //  - work on the legacy default stream while a blocking stream captures (the legacy stream would
 //    wait for work that has not run): cudaErrorStreamCaptureImplicit;
-//  - waiting for a capturing stream (cudaStreamSynchronize, cudaStreamQuery, cudaDeviceSynchronize):
+//  - waiting for a capturing stream (cudaStreamSynchronize, cudaStreamQuery,
+//  cudaDeviceSynchronize):
 //    cudaErrorStreamCaptureUnsupported;
 //  - in global mode (and thread-local mode on the capturing thread), calls that may synchronize
 //    the device (cudaMalloc, cudaFree, cudaMallocHost, cudaFreeHost, blocking copies):
@@ -100,9 +101,9 @@ cudaError_t refuse_in_capture(const char* call, cudaStream_t s, const char* why)
 cudaError_t check_legacy_use(const char* call, cudaStream_t s) {
   if (s != nullptr) return cudaSuccess;
   const std::lock_guard<std::mutex> lock(g_mutex);
-  const bool any = invalidate_where(
-      call, "the legacy default stream would wait for work that has not run",
-      [](cudaStream_t, const Capture& c) { return c.blocking; });
+  const bool any =
+      invalidate_where(call, "the legacy default stream would wait for work that has not run",
+                       [](cudaStream_t, const Capture& c) { return c.blocking; });
   return any ? fail(cudaErrorStreamCaptureImplicit) : cudaSuccess;
 }
 
@@ -117,12 +118,12 @@ cudaError_t check_wait(const char* call, cudaStream_t s, bool every) {
 cudaError_t check_unsafe(const char* call) {
   const std::lock_guard<std::mutex> lock(g_mutex);
   const auto me = std::this_thread::get_id();
-  const bool any = invalidate_where(
-      call, "it may synchronize the device, which its capture mode forbids",
-      [&](cudaStream_t, const Capture& c) {
-        return c.mode == cudaStreamCaptureModeGlobal ||
-               (c.mode == cudaStreamCaptureModeThreadLocal && c.thread == me);
-      });
+  const bool any =
+      invalidate_where(call, "it may synchronize the device, which its capture mode forbids",
+                       [&](cudaStream_t, const Capture& c) {
+                         return c.mode == cudaStreamCaptureModeGlobal ||
+                                (c.mode == cudaStreamCaptureModeThreadLocal && c.thread == me);
+                       });
   return any ? fail(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
 }
 
@@ -132,8 +133,8 @@ namespace emu {
 
 cudaError_t run_on_stream(cudaStream_t stream, std::function<void()> work) {
   if (!detail::is_valid_stream(stream)) return detail::fail(cudaErrorInvalidResourceHandle);
-  if (const std::optional<cudaError_t> captured = detail::capture_node(
-          stream, detail::NodeKind::Sort, [work](cudaStream_t) { work(); }))
+  if (const std::optional<cudaError_t> captured =
+          detail::capture_node(stream, detail::NodeKind::Sort, [work](cudaStream_t) { work(); }))
     return *captured;
   if (const cudaError_t e = detail::check_legacy_use("stream work", stream)) return e;
   detail::finish_all(detail::pending_on(stream));
@@ -250,8 +251,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     }
   }
   if (!emu::detail::is_current_device_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t e =
-          emu::detail::refuse_in_capture("cudaGraphLaunch", stream, "child graphs are not emulated"))
+  if (const cudaError_t e = emu::detail::refuse_in_capture("cudaGraphLaunch", stream,
+                                                           "child graphs are not emulated"))
     return e;
   if (const cudaError_t e = emu::detail::check_legacy_use("cudaGraphLaunch", stream)) return e;
   emu::detail::finish_all(emu::detail::pending_on(stream));

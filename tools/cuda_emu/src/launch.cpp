@@ -79,8 +79,8 @@ void capture_launch(const LaunchConfig& config, const void* kernel,
   if (!detail::is_current_device_stream(config.stream))
     return refuse_launch(cudaErrorInvalidResourceHandle);
   if (!detail::config_ok(config, kernel)) return refuse_launch(cudaErrorInvalidConfiguration);
-  if (const cudaError_t e = *detail::capture_node(config.stream, detail::NodeKind::Kernel,
-                                                  std::move(run)))
+  if (const cudaError_t e =
+          *detail::capture_node(config.stream, detail::NodeKind::Kernel, std::move(run)))
     refuse_launch(e);
 }
 

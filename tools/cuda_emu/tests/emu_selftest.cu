@@ -725,8 +725,7 @@ TEST(CudaEmu, WhatTheRuntimeForbidsInACaptureInvalidatesIt) {
       s, cudaStreamCaptureModeRelaxed, [&] { return cudaMalloc(&p, 64); }, cudaSuccess));
   EXPECT_FALSE(invalidated(
       free_running, cudaStreamCaptureModeRelaxed,
-      [&] { return cudaMemcpy(pageable.data(), d, bytes, cudaMemcpyDeviceToHost); },
-      cudaSuccess));
+      [&] { return cudaMemcpy(pageable.data(), d, bytes, cudaMemcpyDeviceToHost); }, cudaSuccess));
   // ... which global mode forbids: a blocking copy may synchronize the device.
   EXPECT_TRUE(invalidated(
       free_running, cudaStreamCaptureModeGlobal,

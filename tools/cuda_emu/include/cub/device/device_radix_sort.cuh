@@ -61,14 +61,14 @@ struct DeviceRadixSort {
  private:
   template <typename KeyT, typename ValueT>
   static void sort(void* d_temp_storage, std::size_t temp_storage_bytes, const KeyT* d_keys_in,
-                   KeyT* d_keys_out, const ValueT* d_values_in, ValueT* d_values_out,
-                   std::size_t n, int begin_bit, int end_bit) {
+                   KeyT* d_keys_out, const ValueT* d_values_in, ValueT* d_values_out, std::size_t n,
+                   int begin_bit, int end_bit) {
     using U = std::make_unsigned_t<KeyT>;
     constexpr U kSign = std::is_signed_v<KeyT> ? U(U(1) << (sizeof(KeyT) * 8 - 1)) : U(0);
-    const U mask = static_cast<U>(
-        (end_bit - begin_bit >= static_cast<int>(sizeof(U) * 8) ? ~U(0)
-                                                                : U((U(1) << (end_bit - begin_bit)) - 1))
-        << begin_bit);
+    const U mask = static_cast<U>((end_bit - begin_bit >= static_cast<int>(sizeof(U) * 8)
+                                       ? ~U(0)
+                                       : U((U(1) << (end_bit - begin_bit)) - 1))
+                                  << begin_bit);
     auto radix = [&](KeyT k) { return static_cast<U>((static_cast<U>(k) ^ kSign) & mask); };
     std::vector<std::size_t> order(n);
     std::iota(order.begin(), order.end(), std::size_t{0});
