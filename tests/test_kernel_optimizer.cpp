@@ -1,0 +1,83 @@
+// AdamW's update on the CPU: the AVX-512 form (optimizer_isa.h) against its scalar twin
+// (kernels/adamw_ops.h's adamw::update, one element at a time) bit for bit, with FP32 and BF16
+// gradients, lengths that end in a partial vector, with and without weight decay, and values
+// at the edges (zeros, subnormal and huge gradients, Inf and NaN): both take the same IEEE
+// operations in the same order, so nothing may differ, NaNs included.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/cpu_features.h"
+#include "kernels/adamw_ops.h"
+#include "kernels/cpu/optimizer_isa.h"
+#include "test_util.h"
+
+namespace fp8lm {
+namespace {
+
+using Vec = std::vector<float>;
+
+bool same_bits_nan(const Vec& a, const Vec& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Gradients from N(0, 1) with edge values spread through them.
+Vec gradients(int64_t n, uint32_t seed) {
+  Vec g = test::random_normal(n, seed);
+  const float edges[] = {0.0f,
+                         -0.0f,
+                         1e-40f,
+                         -3e-39f,
+                         3e38f,
+                         -1e30f,
+                         std::numeric_limits<float>::infinity(),
+                         std::numeric_limits<float>::quiet_NaN()};
+  for (size_t i = 0; i < std::size(edges); ++i)
+    if (static_cast<int64_t>(7 * i + 3) < n) g[7 * i + 3] = edges[i];
+  return g;
+}
+
+template <class G>
+void expect_same_update(const std::vector<G>& g, float grad_scale, float decay) {
+  const auto n = static_cast<int64_t>(g.size());
+  const AdamWHyper h{
+      .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .bc1 = 0.19f, .bc2 = 0.0975f};
+  const Vec w0 = test::random_normal(n, 11), m0 = test::random_normal(n, 12);
+  Vec v0 = test::random_normal(n, 13);
+  for (float& x : v0) x = x * x;  // a second moment is not negative
+  Vec w = w0, m = m0, v = v0;
+  for (int64_t j = 0; j < n; ++j) {
+    float gj;
+    if constexpr (std::is_same_v<G, bf16_t>) {
+      gj = bf16_to_float(g[j]);
+    } else {
+      gj = g[j];
+    }
+    adamw::update(w[j], m[j], v[j], gj * grad_scale, h, decay);
+  }
+  Vec w1 = w0, m1 = m0, v1 = v0;
+  cpu::avx512::adamw_update(w1.data(), m1.data(), v1.data(), g.data(), n, grad_scale, h, decay);
+  EXPECT_TRUE(same_bits_nan(w1, w)) << "weights, n " << n;
+  EXPECT_TRUE(same_bits_nan(m1, m)) << "first moments, n " << n;
+  EXPECT_TRUE(same_bits_nan(v1, v)) << "second moments, n " << n;
+}
+
+TEST(AdamWUpdate, Avx512GivesTheScalarTwinsBits) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (const int64_t n : {1, 15, 16, 17, 1000, 16384}) {
+    const Vec g = gradients(n, static_cast<uint32_t>(n));
+    std::vector<bf16_t> g16(g.size());
+    for (size_t i = 0; i < g.size(); ++i) g16[i] = bf16_from_float(g[i]);
+    for (const float decay : {0.0f, 0.1f}) {
+      expect_same_update(g, 0.5f, decay);
+      expect_same_update(g16, 1.0f, decay);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fp8lm
