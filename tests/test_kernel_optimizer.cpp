@@ -1,8 +1,9 @@
-// AdamW's update on the CPU: the AVX-512 form (optimizer_isa.h) against its scalar twin
+// The optimizer on the CPU: AdamW's update in AVX-512 (optimizer_isa.h) against its scalar twin
 // (kernels/adamw_ops.h's adamw::update, one element at a time) bit for bit, with FP32 and BF16
 // gradients, lengths that end in a partial vector, with and without weight decay, and values
 // at the edges (zeros, subnormal and huge gradients, Inf and NaN): both take the same IEEE
-// operations in the same order, so nothing may differ, NaNs included.
+// operations in the same order, so nothing may differ, NaNs included; and grad_norm's partial
+// sums, eight chunks in the lanes of a vector, against its scalar loop.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,6 +76,34 @@ TEST(AdamWUpdate, Avx512GivesTheScalarTwinsBits) {
     for (const float decay : {0.0f, 0.1f}) {
       expect_same_update(g, 0.5f, decay);
       expect_same_update(g16, 1.0f, decay);
+    }
+  }
+}
+
+// grad_norm's partial sums, eight chunks at a time: each lane the scalar loop's sum of the same
+// chunk, bit for bit, whatever the chunks' lengths (a common part in vectors, each rest after).
+TEST(GradNormPartials, EightChunksAtOnceGiveEachChunksScalarSum) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int64_t lengths[][8] = {{16384, 16384, 16384, 16384, 16384, 16384, 16384, 16384},
+                                {16384, 5, 16384, 777, 16384, 16384, 1, 16384},
+                                {3, 8, 9, 15, 16, 17, 64, 100}};
+  for (const auto& n : lengths) {
+    std::vector<Vec> g;
+    const float* ptr[8];
+    for (int i = 0; i < 8; ++i) {
+      g.push_back(test::random_normal(n[i], static_cast<uint32_t>(40 + i), 0.0f, 1e-3f));
+      ptr[i] = g.back().data();
+    }
+    double got[8];
+    cpu::avx512::sum_of_squares_8(got, ptr, n);
+    for (int i = 0; i < 8; ++i) {
+      double want = 0.0;
+      for (int64_t j = 0; j < n[i]; ++j) {
+        const double v = g[static_cast<size_t>(i)][static_cast<size_t>(j)];
+        want += v * v;
+      }
+      EXPECT_EQ(std::memcmp(&got[i], &want, sizeof(double)), 0)
+          << "chunk " << i << " of " << n[i] << ": " << got[i] << " vs " << want;
     }
   }
 }

@@ -40,7 +40,52 @@ void update(float* w, float* m, float* v, const G* g, int64_t n, float grad_scal
   }
 }
 
+// Rows r[0..7] (eight floats each) transposed: r[k] holds element k of every row.
+void transpose8(__m256 (&r)[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]),
+               t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]),
+               t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]),
+               t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 }  // namespace
+
+void sum_of_squares_8(double* partial, const float* const* g, const int64_t* n) {
+  int64_t common = n[0];
+  for (int i = 1; i < 8; ++i) common = n[i] < common ? n[i] : common;
+  __m512d sum = _mm512_setzero_pd();
+  int64_t j = 0;
+  for (; j + 8 <= common; j += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(g[i] + j);
+    transpose8(r);  // r[k]: element j + k of each chunk
+    for (int k = 0; k < 8; ++k) {
+      const __m512d v = _mm512_cvtps_pd(r[k]);
+      sum = _mm512_add_pd(sum, _mm512_mul_pd(v, v));
+    }
+  }
+  _mm512_storeu_pd(partial, sum);
+  for (int i = 0; i < 8; ++i) {  // each chunk's rest, in order
+    double s = partial[i];
+    for (int64_t t = j; t < n[i]; ++t) {
+      const double v = g[i][t];
+      s += v * v;
+    }
+    partial[i] = s;
+  }
+}
 
 void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float grad_scale,
                   const AdamWHyper& h, float decay) {

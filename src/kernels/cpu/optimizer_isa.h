@@ -18,6 +18,10 @@ void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float
                   const AdamWHyper& h, float decay);
 void adamw_update(float* w, float* m, float* v, const bf16_t* g, int64_t n, float grad_scale,
                   const AdamWHyper& h, float decay);
+// partial[i] = the sum of double(g[i][j])^2 over j in [0, n[i]), in order, for eight chunks
+// at once: each lane is one chunk's sum taken as grad_norm's scalar loop takes it (each product
+// exact in double, each addition rounded in the same order), so the same bits.
+void sum_of_squares_8(double* partial, const float* const* g, const int64_t* n);
 }  // namespace avx512
 
 }  // namespace fp8lm::cpu
