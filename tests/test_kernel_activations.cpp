@@ -457,6 +457,24 @@ TEST(BiasActivationFused, Fp8IsBitIdenticalToUnfusedThenQuantize) {
   }
 }
 
+// The BF16 twin (a BF16 GEMM's input written as it is made): the unfused output rounded.
+TEST(BiasActivationFused, Bf16IsBitIdenticalToUnfusedThenRounded) {
+  for (const Activation act : all_activations()) {
+    for (int64_t C : kColumns) {
+      const int64_t rows = 9, in_cols = activation_input_width(act, C);
+      const Vec h0 = random_normal(rows * in_cols, static_cast<uint32_t>(C) + 4, 0.0f, 2.0f);
+      const Vec bias = random_normal(in_cols, static_cast<uint32_t>(C) + 5);
+      Vec y(rows * C), h = h0, hf = h0;
+      unfused(act, y, h, bias, rows, C);
+      std::vector<bf16_t> want(rows * C), got(rows * C, 0xaaaa);
+      for (int64_t i = 0; i < rows * C; ++i) want[i] = bf16_from_float(y[i]);
+      cpu::bias_act_forward_bf16(got.data(), hf.data(), bias.data(), act, rows, C);
+      EXPECT_EQ(got, want) << activation_name(act) << " C=" << C;
+      EXPECT_TRUE(same_bits(hf, h)) << activation_name(act) << " C=" << C;
+    }
+  }
+}
+
 TEST(BiasActivationFused, Fp32IsBitIdenticalToUnfused) {
   for (const Activation act : all_activations()) {
     for (int64_t C : kColumns) {

@@ -249,6 +249,38 @@ TEST(NormFp8, FusedIsBitIdenticalToForwardThenQuantize) {
   }
 }
 
+// The BF16 twin (a BF16 GEMM's input written as it is made): forward's output rounded, with
+// and without the residual add in front.
+TEST(NormBf16, FusedIsBitIdenticalToForwardThenRounded) {
+  for (const Normalization kind : kKinds) {
+    for (int64_t C : kColumns) {
+      const int64_t rows = 13;
+      const Inputs in = make_inputs(rows, C, static_cast<uint32_t>(C) + 400);
+      const Vec r = random_normal(rows * C, static_cast<uint32_t>(C) + 401);
+      for (const bool residual : {false, true}) {
+        SCOPED_TRACE(testing::Message() << normalization_name(kind) << " C=" << C
+                                        << (residual ? " with a residual" : ""));
+        Outputs o(rows, C), o2(rows, C);
+        Vec s(rows * C), s2(rows * C);
+        cpu::norm_forward(kind, o.y.data(), s.data(), o.mean.data(), o.rstd.data(), in.x.data(),
+                          residual ? r.data() : nullptr, in.gamma.data(), in.beta.data(), rows, C,
+                          kEps);
+        std::vector<bf16_t> want(rows * C), got(rows * C, 0xaaaa);
+        for (int64_t i = 0; i < rows * C; ++i) want[i] = bf16_from_float(o.y[i]);
+        cpu::norm_forward_bf16(kind, got.data(), s2.data(), o2.mean.data(), o2.rstd.data(),
+                               in.x.data(), residual ? r.data() : nullptr, in.gamma.data(),
+                               in.beta.data(), rows, C, kEps);
+        EXPECT_EQ(got, want);
+        EXPECT_TRUE(same_bits(o2.mean, o.mean));
+        EXPECT_TRUE(same_bits(o2.rstd, o.rstd));
+        if (residual) {
+          EXPECT_TRUE(same_bits(s2, s));
+        }
+      }
+    }
+  }
+}
+
 // The residual add fused in front (--no-fusion adds, then runs the kernels above): the same
 // sum and the same outputs bit for bit, FP32 and FP8.
 TEST(AddNorm, FusedAddIsBitIdenticalToAddThenNorm) {

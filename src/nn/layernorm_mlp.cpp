@@ -35,6 +35,13 @@ void LayerNormMLP::forward(const float* x, float* y, int64_t rows, const float* 
     fc2_.forward_fp8_input(y, rows);
     return;
   }
+  if (fused_bf16_casts(fc2_)) {
+    be_.bias_act_forward(ProducerOut::bf16(fc2_.begin_bf16_forward(rows)), h, bias, act_, rows,
+                         ffn_);
+    h_.save();
+    fc2_.forward_bf16_input(y, rows);
+    return;
+  }
   float* a;
   if (current_gemm_precision() == Precision::Fp32) {
     a_.resize(static_cast<size_t>(rows * ffn_));

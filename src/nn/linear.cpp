@@ -19,6 +19,10 @@ bool fused_fp8_casts(const Linear& consumer) {
          autocast_state().recipe.kind == ScalingKind::Delayed;
 }
 
+bool fused_bf16_casts(const Linear& consumer) {
+  return fusion_enabled() && consumer.gemm_precision() == Precision::Bf16;
+}
+
 Precision Linear::gemm_precision() const {
   const Precision m = current_gemm_precision();
   return m == Precision::Fp8 && (bf16_fallback_ || bf16_by_map_) ? Precision::Bf16 : m;
@@ -250,16 +254,26 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
     forward_fp8_input(y, rows, add_bias);
     return;
   }
-  GemmOperand w;
   if (mode_ == Precision::Bf16) {
-    x16_.resize(static_cast<size_t>(rows * in_));
-    be_.fp32_to_bf16(x16_.data(), x, rows * in_);
-    w = {weight_bf16(), DType::BF16};
-  } else {
-    x_ = x;
-    w = {weight_.data(), DType::F32};
+    be_.fp32_to_bf16(begin_bf16_forward(rows), x, rows * in_);
+    forward_bf16_input(y, rows, add_bias);
+    return;
   }
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), w, 0.0f, y);
+  x_ = x;
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), {weight_.data(), DType::F32},
+           0.0f, y);
+  if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
+}
+
+bf16_t* Linear::begin_bf16_forward(int64_t rows) {
+  x16_.resize(static_cast<size_t>(rows * in_));
+  return x16_.data();
+}
+
+void Linear::forward_bf16_input(float* y, int64_t rows, bool add_bias) {
+  mode_ = Precision::Bf16;
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), {weight_bf16(), DType::BF16},
+           0.0f, y);
   if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
 }
 

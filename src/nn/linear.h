@@ -39,6 +39,9 @@ class Linear;
 // with delayed scaling, whose scale is known before the data (current scaling needs the amax
 // of the whole output first), for a consumer that runs in FP8.
 bool fused_fp8_casts(const Linear& consumer);
+// Whether producers may round straight into a BF16 GEMM's input (the consumer runs in BF16):
+// the same bits as the FP32 output cast afterwards, without the FP32 tensor's write and read.
+bool fused_bf16_casts(const Linear& consumer);
 
 class Linear {
  public:
@@ -52,6 +55,10 @@ class Linear {
   // Finishes an FP8 forward whose input codes a producer wrote through begin_fp8_forward's
   // descriptor (or forward() did).
   void forward_fp8_input(float* y, int64_t rows, bool add_bias = true);
+  // The same for a BF16 forward: a producer wrote the input through begin_bf16_forward's
+  // buffer (or forward() cast it there).
+  bf16_t* begin_bf16_forward(int64_t rows);
+  void forward_bf16_input(float* y, int64_t rows, bool add_bias = true);
   // dx += dL/dx, or dx = dL/dx when accumulate_dx is false (skipped when dx is null);
   // dW, db += their gradients.
   void backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx = true);

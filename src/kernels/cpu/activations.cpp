@@ -139,6 +139,19 @@ CastStats bias_act_forward_fp8(uint8_t* y, float scale, DType f, float* h, const
   });
 }
 
+void bias_act_forward_bf16(bf16_t* y, float* h, const float* bias, Activation act, int64_t rows,
+                           int64_t F) {
+  with_activation(act, [&](auto op) {
+    using Op = decltype(op);
+    const int64_t in = input_width<Op>(F);
+    produce_bf16_rows(y, rows, F, rows * in, [&](int64_t r, float* row) {
+      float* hr = h + r * in;
+      if (bias) add_bias_row(hr, bias, in);
+      forward_row<Op>(row, hr, F);
+    });
+  });
+}
+
 void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
                   int64_t F) {
   with_activation(act, [&](auto op) {

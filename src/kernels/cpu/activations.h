@@ -6,6 +6,7 @@
 // FP32 math; threads over rows; results do not depend on the thread count.
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "core/fp8_dtype.h"
 #include "fp8/quantize.h"
 #include "kernels/types.h"
@@ -25,6 +26,10 @@ void bias_act_forward(float* y, float* h, const float* bias, Activation act, int
 // bias_act_forward, then fp8lm::quantize on the whole output.
 CastStats bias_act_forward_fp8(uint8_t* y, float scale, DType f, float* h, const float* bias,
                                Activation act, int64_t rows, int64_t F);
+// The same with y leaving as BF16 (a BF16 GEMM's input): bit-identical to bias_act_forward,
+// then fp32_to_bf16 on the whole output.
+void bias_act_forward_bf16(bf16_t* y, float* h, const float* bias, Activation act, int64_t rows,
+                           int64_t F);
 // OVERWRITES dh = act'(h) * dy (a pointwise op owns its input gradient); dh [rows, input
 // width], dy [rows, F]. dh may alias dy for an ungated activation.
 void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,

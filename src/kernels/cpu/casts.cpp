@@ -71,12 +71,14 @@ void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
   });
 }
 
+void fp32_to_bf16_serial(bf16_t* y, const float* x, int64_t n) {
+  if (use_avx512()) return avx512::fp32_to_bf16(y, x, n);
+  if (use_avx2()) return avx2::fp32_to_bf16(y, x, n);
+  for (int64_t i = 0; i < n; ++i) y[i] = bf16_from_float(x[i]);
+}
+
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) {
-  for_shares(n, [&](int64_t lo, int64_t hi) {
-    if (use_avx512()) return avx512::fp32_to_bf16(y + lo, x + lo, hi - lo);
-    if (use_avx2()) return avx2::fp32_to_bf16(y + lo, x + lo, hi - lo);
-    for (int64_t i = lo; i < hi; ++i) y[i] = bf16_from_float(x[i]);
-  });
+  for_shares(n, [&](int64_t lo, int64_t hi) { fp32_to_bf16_serial(y + lo, x + lo, hi - lo); });
 }
 
 void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n) {

@@ -15,6 +15,8 @@ void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
 void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f);
 void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
+// The same on the calling thread alone (a row inside a parallel region).
+void fp32_to_bf16_serial(bf16_t* y, const float* x, int64_t n);
 // acc = bf16(acc + x): a BF16 gradient accumulating an FP32 GEMM result (one rounding).
 void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n);
 // t [cols, rows] = x [rows, cols], bytes (FP8 codes).

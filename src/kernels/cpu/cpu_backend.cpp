@@ -41,21 +41,17 @@ void commit_cast(const Fp8Out& q, const CastStats& st) {
   if (q.flushed) *q.flushed += static_cast<unsigned long long>(st.flushed);
 }
 
-// How a producer (a norm, bias + activation) serves a ProducerOut: the FP32 kernel for FP32
-// and, rounded, for BF16 (the CUDA kernels also round their FP32 result per element); the fused
-// FP8 kernel for codes. fp32(float* y) computes n values into y; fp8(codes, scale, format)
-// returns the cast's statistics.
-template <class Fp32, class Fp8>
-void produce(const ProducerOut& out, int64_t n, const char* op, Fp32 fp32, Fp8 fp8) {
+// How a producer (a norm, bias + activation) serves a ProducerOut: its FP32 kernel, or its
+// fused twin that rounds each row to BF16 (the CUDA kernels also round their FP32 result per
+// element) or casts it to FP8 codes as it is made. fp32(float* y) and bf16(bf16_t* y) compute
+// the values into y; fp8(codes, scale, format) returns the cast's statistics.
+template <class Fp32, class Bf16, class Fp8>
+void produce(const ProducerOut& out, const char* op, Fp32 fp32, Bf16 bf16, Fp8 fp8) {
   switch (producer_out_dtype(out, op)) {
     case DType::F32:
       return fp32(out.y);
-    case DType::BF16: {
-      thread_local std::vector<float> y;
-      y.resize(static_cast<size_t>(n));
-      fp32(y.data());
-      return cpu::fp32_to_bf16(out.y16, y.data(), n);
-    }
+    case DType::BF16:
+      return bf16(out.y16);
     default:
       return commit_cast(out.y8, fp8(out.y8.data, *out.y8.scale, out.y8.format));
   }
@@ -112,10 +108,14 @@ class CpuBackend final : public Backend {
     count_traffic(rows * n.C * (4 + (r ? 8 : 0) + out_bytes(out, "norm_forward")));
     if (r != nullptr && s == nullptr) throw Error("norm_forward: residual r without s");
     produce(
-        out, rows * n.C, "norm_forward",
+        out, "norm_forward",
         [&](float* y) {
           cpu::norm_forward(n.kind, y, s, st.mean, st.rstd, x, r, n.gamma, n.beta, rows, n.C,
                             n.eps);
+        },
+        [&](bf16_t* y) {
+          cpu::norm_forward_bf16(n.kind, y, s, st.mean, st.rstd, x, r, n.gamma, n.beta, rows, n.C,
+                                 n.eps);
         },
         [&](uint8_t* q, float scale, DType f) {
           return cpu::norm_forward_fp8(n.kind, q, scale, f, s, st.mean, st.rstd, x, r, n.gamma,
@@ -135,8 +135,8 @@ class CpuBackend final : public Backend {
     count_traffic(rows * activation_input_width(act, F) * (bias ? 8 : 4) +
                   rows * F * out_bytes(out, "bias_act_forward"));
     produce(
-        out, rows * F, "bias_act_forward",
-        [&](float* y) { cpu::bias_act_forward(y, h, bias, act, rows, F); },
+        out, "bias_act_forward", [&](float* y) { cpu::bias_act_forward(y, h, bias, act, rows, F); },
+        [&](bf16_t* y) { cpu::bias_act_forward_bf16(y, h, bias, act, rows, F); },
         // A null bias adds nothing (Llama's unbiased MLP, and the unfused twin's GEMM added it).
         [&](uint8_t* q, float scale, DType f) {
           return cpu::bias_act_forward_fp8(q, scale, f, h, bias, act, rows, F);

@@ -105,6 +105,17 @@ CastStats norm_forward_fp8(Normalization kind, uint8_t* y, float scale, DType f,
   });
 }
 
+void norm_forward_bf16(Normalization kind, bf16_t* y, float* s, float* mean, float* rstd,
+                       const float* x, const float* r, const float* gamma, const float* beta,
+                       int64_t rows, int64_t C, float eps) {
+  with_normalization(kind, [&](auto op) {
+    produce_bf16_rows(y, rows, C, rows * C, [&](int64_t i, float* row) {
+      forward_row<decltype(op)>(row, s + (r ? i * C : 0), mean + i, rstd + i, x + i * C,
+                                r ? r + i * C : nullptr, gamma, beta, C, eps);
+    });
+  });
+}
+
 void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
                    const float* x, const float* gamma, const float* mean, const float* rstd,
                    int64_t rows, int64_t C) {

@@ -6,6 +6,7 @@
 // and written only by one, and may be null otherwise.
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "core/fp8_dtype.h"
 #include "fp8/quantize.h"
 #include "kernels/types.h"
@@ -26,6 +27,11 @@ CastStats norm_forward_fp8(Normalization kind, uint8_t* y, float scale, DType f,
                            float* mean, float* rstd, const float* x, const float* r,
                            const float* gamma, const float* beta, int64_t rows, int64_t C,
                            float eps);
+// The same into a BF16 y (a BF16 GEMM's input), one row at a time: bit-identical to
+// norm_forward followed by fp32_to_bf16 on the whole output.
+void norm_forward_bf16(Normalization kind, bf16_t* y, float* s, float* mean, float* rstd,
+                       const float* x, const float* r, const float* gamma, const float* beta,
+                       int64_t rows, int64_t C, float eps);
 // ACCUMULATES into dx, dgamma and dbeta (+=): dx because the pre-norm residual stream adds the
 // gradient of its branches, dgamma/dbeta so micro-batches add up. mean, rstd from forward.
 void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "fp8/quantize.h"
+#include "kernels/cpu/casts.h"
 
 namespace fp8lm::cpu {
 
@@ -56,6 +57,22 @@ CastStats produce_fp8_rows(uint8_t* y, float scale, DType f, int64_t rows, int64
     }
   }
   return {amax, saturated, flushed};
+}
+
+// Their BF16 twin: each row rounded straight into y, the bits fp32_to_bf16 gives the whole
+// FP32 output, which never exists.
+template <typename MakeRow>
+void produce_bf16_rows(bf16_t* y, int64_t rows, int64_t out_cols, int64_t work, MakeRow make_row) {
+#pragma omp parallel if (work >= kParallelMin)
+  {
+    thread_local std::vector<float> row;
+    if (row.size() < static_cast<size_t>(out_cols)) row.resize(static_cast<size_t>(out_cols));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      make_row(r, row.data());
+      fp32_to_bf16_serial(y + r * out_cols, row.data(), out_cols);
+    }
+  }
 }
 
 }  // namespace fp8lm::cpu

@@ -46,8 +46,6 @@ class CudaBackend final : public Backend {
     const DeviceGuard guard(device_);
     FP8LM_CUDA_CHECK(cudaStreamCreate(&stream_));
   }
-  // The backends live until the process exits, when the runtime may already be gone: the stream
-  // is left to it.
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   // Block casts; the unfused twins and BF16 gradient accumulation are the CPU's alone.
   bool supports(OptionalOp op) const override { return op == OptionalOp::BlockCast; }
@@ -435,7 +433,7 @@ class CudaBackend final : public Backend {
     return out.data();
   }
   int device_;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // never destroyed: a backend lives until the process exits
   StepGraph graph_;
   UploadStaging staging_;
   DeviceBuffer<uint8_t> norm_scratch_, sort_scratch_;  // grad_norm's and the embedding sort's
