@@ -22,10 +22,6 @@ namespace {
 
 using Vec = std::vector<float>;
 
-bool same_bits_nan(const Vec& a, const Vec& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 // Gradients from N(0, 1) with edge values spread through them.
 Vec gradients(int64_t n, uint32_t seed) {
   Vec g = test::random_normal(n, seed);
@@ -62,9 +58,9 @@ void expect_same_update(const std::vector<G>& g, float grad_scale, float decay) 
   }
   Vec w1 = w0, m1 = m0, v1 = v0;
   cpu::avx512::adamw_update(w1.data(), m1.data(), v1.data(), g.data(), n, grad_scale, h, decay);
-  EXPECT_TRUE(same_bits_nan(w1, w)) << "weights, n " << n;
-  EXPECT_TRUE(same_bits_nan(m1, m)) << "first moments, n " << n;
-  EXPECT_TRUE(same_bits_nan(v1, v)) << "second moments, n " << n;
+  EXPECT_TRUE(test::same_bits(w1, w)) << "weights, n " << n;
+  EXPECT_TRUE(test::same_bits(m1, m)) << "first moments, n " << n;
+  EXPECT_TRUE(test::same_bits(v1, v)) << "second moments, n " << n;
 }
 
 TEST(AdamWUpdate, Avx512GivesTheScalarTwinsBits) {

@@ -605,12 +605,8 @@ __global__ void add_to_each(float* x, float v, int n) {
   if (i < n) x[i] += v;
 }
 
-// A stream from cudaStreamCreate (the legacy default stream cannot capture) and a graph made
-// from what `queue` puts on it.
-struct Captured {
-  cudaStream_t stream = nullptr;
-  cudaGraph_t graph = nullptr;
-};
+// A graph made from what `queue` puts on s (a cudaStreamCreate stream: the legacy default
+// stream cannot capture).
 template <typename F>
 cudaError_t capture(cudaStream_t s, cudaStreamCaptureMode mode, F queue, cudaGraph_t* graph) {
   EXPECT_EQ(cudaStreamBeginCapture(s, mode), cudaSuccess);
