@@ -196,12 +196,12 @@ const uint8_t* Linear::weight_fp8_for_backward() {
 }
 
 const bf16_t* Linear::weight_bf16() {
-  // Not cached per layer: 2 bytes per parameter held through the step would cost more memory
-  // than BF16 activations save; rounding again for the backward GEMM is one cheap pass.
-  const int64_t n = weight_.numel();
-  bf16_t* w = scratch<bf16_t>(be_, Scratch::WeightBf16, n);
-  be_.fp32_to_bf16(w, weight_.data(), n);
-  return w;
+  if (w16_version_ != weight_.version) {
+    w16_.resize(static_cast<size_t>(weight_.numel()));
+    be_.fp32_to_bf16(w16_.data(), weight_.data(), weight_.numel());
+    w16_version_ = weight_.version;
+  }
+  return w16_.data();
 }
 
 void Linear::requantize_weight(const Fp8Recipe& recipe) {

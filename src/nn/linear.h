@@ -70,7 +70,8 @@ class Linear {
                 bytes_of(x_col_codes_) + bytes_of(x_col_scales_),
             bytes_of(qw_) + bytes_of(qw_t_) + bytes_of(qw_block_scales_) +
                 bytes_of(w_row_.operand) + bytes_of(w_col_.operand) + bytes_of(w_row_.codes) +
-                bytes_of(w_row_.scales) + bytes_of(w_col_.codes) + bytes_of(w_col_.scales)};
+                bytes_of(w_row_.scales) + bytes_of(w_col_.codes) + bytes_of(w_col_.scales) +
+                bytes_of(w16_)};
   }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
@@ -129,7 +130,7 @@ class Linear {
   // as if nothing had run in between. FP8 weights (fp8_weights mode) are the weight itself.
   void invalidate_weight_cast() {
     if (!fp8_weights_) cast_version_ = ~uint64_t{0};
-    w_row_.version = w_col_.version = ~uint64_t{0};
+    w_row_.version = w_col_.version = w16_version_ = ~uint64_t{0};
   }
   // ZeRO-1's FP8 all-gather (--fp8-weights): the weight as another rank cast it from the FP32
   // master that rank alone keeps (a per-tensor recipe's codes, scale, scale_inv and amax), so
@@ -204,6 +205,11 @@ class Linear {
   Fp8Recipe recipe_;
   const float* x_ = nullptr;        // fp32 mode
   BackendBuffer<bf16_t> x16_{be_};  // bf16 mode
+  // Under BF16 GEMMs, the weight rounded to BF16, kept while its version holds: forward and
+  // dgrad share one cast per step, and generation casts once, not per token (torch.autocast
+  // caches a weight's cast the same way). 2 bytes per parameter, as block recipes keep.
+  BackendBuffer<bf16_t> w16_{be_};
+  uint64_t w16_version_ = ~uint64_t{0};
   BackendBuffer<uint8_t> qx_{be_};  // fp8 mode: the input's codes
   // Backends whose FP8 GEMMs want K-major operands (Backend::fp8_gemms_want_tn): the input's
   // codes transposed, [in, rows], wgrad's operand; in a training forward the only copy kept
@@ -221,8 +227,7 @@ class Linear {
   // reused across calls until the weight (or its scale) changes, as TE does; with fp8_weights
   // it is the weight itself. In a training step the weight changes after every step anyway,
   // so forward casts into shared scratch and backward casts again at the same scale (the same
-  // codes): 1 byte per parameter less held through the step. Under BF16 GEMMs the weight is
-  // rounded into shared scratch for each GEMM (weight_bf16()).
+  // codes): 1 byte per parameter less held through the step.
   BackendBuffer<uint8_t> qw_{be_};
   // On a backend that wants K-major FP8 operands, dgrad's: qw_ transposed, made at the first
   // backward after each cast into qw_ (qw_cast_ counts them) and kept while that cast is.

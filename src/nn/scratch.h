@@ -29,7 +29,6 @@ enum class Scratch : uint8_t {
   QkvOut,          // attention's packed q, k, v in FP32 while a BF16 copy is what is saved
   MlpPre,          // the MLP's pre-activation in FP32 while a BF16 copy is what is saved
   WeightGrad,      // Linear backward: the FP32 weight gradient before it joins a BF16 gradient
-  WeightBf16,      // Linear under BF16 GEMMs: the weight rounded to BF16 for one GEMM
   WeightFp8,       // Linear in FP8 training: the weight's codes for one GEMM
   BlockInput,      // Linear under a block-scaled recipe: the input's BF16 operand for forward
   BlockDyCol,      // Linear under a block-scaled recipe: dy's column-wise BF16 operand (wgrad)
