@@ -118,5 +118,31 @@ TEST(Fp8Linear, FusedLayerNormCastEqualsNormThenCast) {
   EXPECT_NE(fused.linear().fp8_meta()[Slot::Input].scale, 1.0f);
 }
 
+// Under BF16 GEMMs a Linear keeps its weight's BF16 cast while the weight's version holds: a
+// weight set anew (the optimizer's update bumps the version the same way) is cast again, so the
+// output is a fresh Linear's with the new weight, not the old cast's.
+TEST(Bf16Linear, WeightCastIsRedoneWhenTheWeightChanges) {
+  const int64_t rows = 5, in = 24, out = 7;
+  const auto x = randn(static_cast<size_t>(rows * in), 1);
+  const auto w1 = randn(static_cast<size_t>(in * out), 2),
+             w2 = randn(static_cast<size_t>(in * out), 3);
+  const GemmPrecision bf16(Precision::Bf16);
+  const auto forward = [&](Linear& lin) {
+    std::vector<float> y(static_cast<size_t>(rows * out));
+    lin.forward(x.data(), y.data(), rows);
+    return y;
+  };
+  Linear kept("fc", in, out, false);
+  kept.weight().set_values(w1);
+  const auto y1 = forward(kept);
+  EXPECT_EQ(forward(kept), y1);  // the kept cast serves again
+  kept.weight().set_values(w2);
+  Linear fresh("fc", in, out, false);
+  fresh.weight().set_values(w2);
+  const auto y2 = forward(kept);
+  EXPECT_EQ(y2, forward(fresh));
+  EXPECT_NE(y2, y1);
+}
+
 }  // namespace
 }  // namespace fp8lm
