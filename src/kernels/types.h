@@ -46,6 +46,9 @@ struct QkvLayout {
 // packed qkv rows [C + 2*Ckv], H query heads sharing Hkv key/value heads.
 struct AttentionShape {
   int64_t B, T, C, H, Hkv;
+  // BF16 math (kernels/cpu/attention.h's *_bf16): training under BF16 or FP8 GEMMs, as TE runs
+  // attention in the activation dtype. A GPU's flash attention always is.
+  bool bf16 = false;
 };
 inline QkvLayout::QkvLayout(const AttentionShape& s) : QkvLayout(s.C, s.H, s.Hkv) {}
 

@@ -6,7 +6,9 @@
 namespace fp8lm {
 
 void DotProductAttention::forward(const float* qkv, float* out, int64_t B, int64_t T, int64_t C) {
-  shape_ = {B, T, C, n_heads_, n_kv_heads_};
+  // BF16 products where the GEMMs are BF16 or FP8 and a loss is computed (numerics.md).
+  const bool bf16 = training_forward() && current_gemm_precision() != Precision::Fp32;
+  shape_ = {B, T, C, n_heads_, n_kv_heads_, bf16};
   out_ = out;
   fused_ = fusion_enabled();
   if (!fused_) {

@@ -1,6 +1,7 @@
 #pragma once
-// TE's DotProductAttention (causal, scaled, flash style; FP32 math; grouped-query attention
-// where there are fewer key/value heads) and MultiheadAttention (the pre-attention norm fused
+// TE's DotProductAttention (causal, scaled, flash style; BF16 products in training under BF16
+// or FP8 GEMMs, else FP32 math, docs/reference/numerics.md; grouped-query attention where there
+// are fewer key/value heads) and MultiheadAttention (the pre-attention norm fused
 // into the QKV projection, rotary position embeddings if the model has them, attention, output
 // projection).
 #include <string>

@@ -183,13 +183,14 @@ constexpr int64_t kQueryBlock = 64;
 static_assert(kQueryBlock % kKeyTile == 0, "query blocks must start on a key tile boundary");
 
 const Kernels& kernels_for(AttentionIsa isa) {
-  return isa == AttentionIsa::kAvx512 ? avx512::attention_kernels()
-                                      : attention_tiles::generic_kernels();
+  return isa == AttentionIsa::kGeneric ? attention_tiles::generic_kernels()
+                                       : avx512::attention_kernels();
 }
 
 AttentionIsa best_isa() {
-  static const AttentionIsa isa =
-      cpu_features().avx512 ? AttentionIsa::kAvx512 : AttentionIsa::kGeneric;
+  static const AttentionIsa isa = !cpu_features().avx512       ? AttentionIsa::kGeneric
+                                  : cpu_features().avx512_bf16 ? AttentionIsa::kAvx512Bf16
+                                                               : AttentionIsa::kAvx512;
   return isa;
 }
 
@@ -202,17 +203,21 @@ constexpr int64_t kMinRowsToCopy = 8;
 
 // Per-thread scratch that grows to the largest shape seen and is then reused: steady-state calls
 // allocate nothing. Pointers are 64-byte aligned (a cache line, one AVX-512 vector).
-class Scratch {
+template <class T>
+class TileScratch {
  public:
-  float* get(size_t n) {
+  static_assert(sizeof(T) == 4, "16 elements to a cache line");
+  T* get(size_t n) {
     if (storage_.size() < n + 15) storage_.resize(n + 15);
     const auto misalign = reinterpret_cast<uintptr_t>(storage_.data()) % 64;
-    return storage_.data() + (64 - misalign) % 64 / sizeof(float);
+    return storage_.data() + (64 - misalign) % 64 / sizeof(T);
   }
 
  private:
-  std::vector<float> storage_;
+  std::vector<T> storage_;
 };
+using Scratch = TileScratch<float>;
+using PairScratch = TileScratch<uint32_t>;
 
 struct ForwardBuffers {
   float *tile_t, *values, *scores, *acc, *row_max, *row_sum, *alpha;
@@ -336,7 +341,149 @@ void backward_one_head(const Kernels& kern, float* dqkv, const float* dout, cons
   }
 }
 
+// --- BF16 math (attention_isa.h's Bf16Kernels): the same loops over packed operands ---
+
+const attention_tiles::Bf16Kernels& bf16_kernels_for(AttentionIsa isa) {
+  return isa == AttentionIsa::kAvx512Bf16 ? avx512::attention_bf16_kernels()
+                                          : attention_tiles::generic_bf16_kernels();
+}
+
+int64_t half_pairs(int64_t hd) {
+  return (hd + 1) / 2;
+}
+
+// Every query block of a (batch, head) reads all earlier keys and values, so the head's keys are
+// packed into tile pairs and its values into row pairs once, not per block.
+void attend_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels& bk, float* out,
+                      int64_t out_stride, float* lse, const float* q, const float* k,
+                      const float* v, int64_t row, int64_t T, int64_t hd) {
+  const float scale = inverse_sqrt_head_dim(hd);
+  const int64_t h = half_pairs(hd), ld = round_up_16(hd), tile_pairs = h * kKeyTile;
+  const int64_t tiles = (T + kKeyTile - 1) / kKeyTile;
+  thread_local PairScratch key_tiles, value_pairs, query_pairs, weights;
+  uint32_t* kt = key_tiles.get(tiles * tile_pairs);
+  uint32_t* vp = value_pairs.get((T + 1) / 2 * ld);
+  uint32_t* qh = query_pairs.get(kQueryBlock * h);
+  uint32_t* p16 = weights.get(kQueryBlock * kKeyTile / 2);
+  for (int64_t t = 0; t < tiles; ++t) {
+    bk.pack_tile_pairs(kt + t * tile_pairs, k + t * kKeyTile * row, row,
+                       std::min(kKeyTile, T - t * kKeyTile), hd);
+  }
+  bk.pack_row_pairs(vp, ld, v, row, T, hd);
+  const ForwardBuffers buf = forward_buffers(hd);
+  for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
+    const int64_t nq = std::min(kQueryBlock, T - i0);
+    bk.pack_half_pairs(qh, h, q + i0 * row, row, nq, hd);
+    std::fill(buf.row_max, buf.row_max + nq, -std::numeric_limits<float>::infinity());
+    std::fill(buf.row_sum, buf.row_sum + nq, 0.0f);
+    for (int64_t j0 = 0; j0 < i0 + nq; j0 += kKeyTile) {
+      const Visibility vis{i0 + 1 - j0, std::min(kKeyTile, i0 + nq - j0)};
+      bk.scores(buf.scores, qh, h, nq, kt + j0 / kKeyTile * tile_pairs, hd, scale, vis);
+      kern.softmax_forward(buf.scores, buf.row_max, buf.row_sum, buf.alpha, nq, vis);
+      bk.pack_weight_rows(p16, buf.scores, nq, vis);
+      bk.accumulate_rows(buf.acc, ld, buf.alpha, /*overwrite=*/j0 == 0, p16, nq, vp + j0 / 2 * ld,
+                         ld, hd, vis);
+    }
+    kern.finish_rows(out + i0 * out_stride, out_stride, lse + i0, buf.acc, ld, buf.row_max,
+                     buf.row_sum, nq, hd);
+  }
+}
+
+// backward_one_head with BF16 math: the head's queries and output gradients are packed once
+// (half pairs for the scores, row pairs for dk and dv), each key tile's keys and values as
+// tiles and its keys as row pairs (for dq).
+void backward_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels& bk, float* dqkv,
+                        const float* dout, const float* qkv, const float* out, const float* lse,
+                        int64_t b, int64_t h, int64_t T, const QkvLayout& lay, int64_t H) {
+  const int64_t hd = lay.hd, C = lay.C, row = lay.row;
+  const int64_t hp = half_pairs(hd), ld = round_up_16(hd);
+  const float scale = inverse_sqrt_head_dim(hd);
+  const bool first_of_group = h % lay.group == 0;
+  const float* base = qkv + b * T * row;
+  const float* q = base + lay.q(h);
+  const float* k = base + lay.k(h);
+  const float* v = base + lay.v(h);
+  float* dbase = dqkv + b * T * row;
+  float* dq = dbase + lay.q(h);
+  float* dk = dbase + lay.k(h);
+  float* dv = dbase + lay.v(h);
+  const float* dout_h = dout + b * T * C + h * hd;
+  const float* lse_h = lse + (b * H + h) * T;
+  const BackwardBuffers buf = backward_buffers(hd, T);
+  thread_local PairScratch q_half, q_rows, d_half, d_rows, k_tile, v_tile, k_rows, p_pairs,
+      ds_pairs, ds_rows;
+  uint32_t* qh = q_half.get(T * hp);
+  uint32_t* qr = q_rows.get((T + 1) / 2 * ld);
+  uint32_t* dh = d_half.get(T * hp);
+  uint32_t* dr = d_rows.get((T + 1) / 2 * ld);
+  uint32_t* kt = k_tile.get(hp * kKeyTile);
+  uint32_t* vt = v_tile.get(hp * kKeyTile);
+  uint32_t* kr = k_rows.get(kKeyTile / 2 * ld);
+  uint32_t* pp = p_pairs.get(kQueryBlock / 2 * kKeyTile);
+  uint32_t* dsp = ds_pairs.get(kQueryBlock / 2 * kKeyTile);
+  uint32_t* dsr = ds_rows.get(kQueryBlock * kKeyTile / 2);
+
+  kern.row_dots(buf.delta, dout_h, out + b * T * C + h * hd, C, T, hd);
+  bk.pack_half_pairs(qh, hp, q, row, T, hd);
+  bk.pack_row_pairs(qr, ld, q, row, T, hd);
+  bk.pack_half_pairs(dh, hp, dout_h, C, T, hd);
+  bk.pack_row_pairs(dr, ld, dout_h, C, T, hd);
+  for (int64_t j0 = 0; j0 < T; j0 += kKeyTile) {
+    const int64_t tile_len = std::min(kKeyTile, T - j0);
+    bk.pack_tile_pairs(kt, k + j0 * row, row, tile_len, hd);
+    bk.pack_tile_pairs(vt, v + j0 * row, row, tile_len, hd);
+    bk.pack_row_pairs(kr, ld, k + j0 * row, row, tile_len, hd);
+    for (int64_t i0 = j0; i0 < T; i0 += kQueryBlock) {
+      const int64_t nq = std::min(kQueryBlock, T - i0);
+      const Visibility vis{i0 + 1 - j0, tile_len};
+      bk.scores(buf.probs, qh + i0 * hp, hp, nq, kt, hd, scale, vis);
+      bk.scores(buf.dscores, dh + i0 * hp, hp, nq, vt, hd, 1.0f, vis);
+      kern.softmax_backward(buf.probs, buf.dscores, lse_h + i0, buf.delta + i0, nq, scale, vis);
+      bk.pack_weight_pairs(pp, buf.probs, nq, vis);
+      bk.pack_weight_pairs(dsp, buf.dscores, nq, vis);
+      bk.pack_weight_rows(dsr, buf.dscores, nq, vis);
+      const bool overwrite_kv = first_of_group && i0 == j0;
+      bk.accumulate_columns(dv + j0 * row, row, overwrite_kv, pp, nq, dr + i0 / 2 * ld, ld, hd,
+                            vis);
+      bk.accumulate_columns(dk + j0 * row, row, overwrite_kv, dsp, nq, qr + i0 / 2 * ld, ld, hd,
+                            vis);
+      bk.accumulate_rows(dq + i0 * row, row, nullptr, /*overwrite=*/j0 == 0, dsr, nq, kr, ld, hd,
+                         vis);
+    }
+  }
+}
+
 }  // namespace
+
+void attention_forward_bf16_with(AttentionIsa isa, float* out, float* lse, const float* qkv,
+                                 int64_t B, int64_t T, int64_t C, int64_t H, int64_t Hkv) {
+  const Kernels& kern = kernels_for(isa);
+  const attention_tiles::Bf16Kernels& bk = bf16_kernels_for(isa);
+  const QkvLayout lay(C, H, Hkv);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      const float* base = qkv + b * T * lay.row;
+      attend_head_bf16(kern, bk, out + b * T * C + h * lay.hd, C, lse + (b * H + h) * T,
+                       base + lay.q(h), base + lay.k(h), base + lay.v(h), lay.row, T, lay.hd);
+    }
+  }
+}
+
+void attention_backward_bf16_with(AttentionIsa isa, float* dqkv, const float* dout,
+                                  const float* qkv, const float* out, const float* lse, int64_t B,
+                                  int64_t T, int64_t C, int64_t H, int64_t Hkv) {
+  const Kernels& kern = kernels_for(isa);
+  const attention_tiles::Bf16Kernels& bk = bf16_kernels_for(isa);
+  const QkvLayout lay(C, H, Hkv);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t g = 0; g < Hkv; ++g) {
+      for (int64_t h = g * lay.group; h < (g + 1) * lay.group; ++h)
+        backward_head_bf16(kern, bk, dqkv, dout, qkv, out, lse, b, h, T, lay, H);
+    }
+  }
+}
 
 void attention_forward_with(AttentionIsa isa, float* out, float* lse, const float* qkv, int64_t B,
                             int64_t T, int64_t C, int64_t H, int64_t Hkv) {
@@ -395,6 +542,17 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int64_t B, int64_t T, int64_t C, int64_t H, int64_t Hkv) {
   attention_backward_with(best_isa(), dqkv, dout, qkv, out, lse, B, T, C, H, Hkv);
+}
+
+void attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                            int64_t C, int64_t H, int64_t Hkv) {
+  attention_forward_bf16_with(best_isa(), out, lse, qkv, B, T, C, H, Hkv);
+}
+
+void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+                             const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
+                             int64_t Hkv) {
+  attention_backward_bf16_with(best_isa(), dqkv, dout, qkv, out, lse, B, T, C, H, Hkv);
 }
 
 void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,

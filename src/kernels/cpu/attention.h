@@ -26,6 +26,17 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int64_t B, int64_t T, int64_t C, int64_t H, int64_t Hkv);
 
+// The same two with BF16 math, as the GPU's flash attention does it and TE's BF16 attention
+// under autocast: q, k, v and dout rounded to BF16, and the softmax weights P and dS rounded to
+// BF16 before they weigh values, keys or queries; every product of two BF16 values summed in
+// FP32 (attention_isa.h's dot2: two products a rounding, the order the AVX512-BF16 instruction
+// takes). Softmax, its statistics (lse) and delta stay FP32 as above.
+void attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                            int64_t C, int64_t H, int64_t Hkv);
+void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+                             const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
+                             int64_t Hkv);
+
 // One new query per sequence against a KV cache. q: [B, C]; k_cache, v_cache: [B, Tmax, Ckv]
 // holding positions [0, len), the new token's own k and v already at len - 1. out: [B, C],
 // equal to the last row of attention_forward over the same len tokens.

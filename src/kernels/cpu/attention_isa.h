@@ -76,14 +76,72 @@ struct Kernels {
 // Plain C++, for any CPU.
 const Kernels& generic_kernels();
 
+// BF16 math (attention.h's *_bf16 entry points): operands rounded to BF16, products summed in
+// FP32 two at a time as the CPU's BF16 dot-product instruction (VDPBF16PS) sums them, so one
+// instruction does two FMAs' work. A pair is a uint32_t holding two BF16 values, the first in
+// the low half; dot2 below is the arithmetic on one.
+//
+// Layouts (h = (hd + 1) / 2, ld = hd rounded up to 16):
+//   half pairs  [n][h]: row r's pair i is (x_r[i], x_r[i + h]), zero past hd. Scores need
+//               pairs along the head dimension; pairing i with i + h keeps every pack a
+//               lane-wise operation on two vectors, no shuffles.
+//   tile pairs  [h][kKeyTile]: half pairs of a tile's rows, transposed (key j in column j;
+//               columns past the tile's length, up to the next multiple of 16, zero).
+//   row pairs   [ceil(n / 2)][ld]: pair d of row pair m is (x_2m[d], x_2m+1[d]); a missing
+//               odd row is zero. Weighted sums over rows (keys, or queries) take them.
+//   weight rows [nq][kKeyTile / 2]: row r's pair m is (p[r][2m], p[r][2m+1]).
+//   weight pairs [ceil(nq / 2)][kKeyTile]: pair j of row pair m is (p[2m][j], p[2m+1][j]).
+struct Bf16Kernels {
+  void (*pack_half_pairs)(uint32_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                          int64_t n, int64_t hd);
+  void (*pack_tile_pairs)(uint32_t* dst, const float* rows, int64_t stride, int64_t n, int64_t hd);
+  void (*pack_row_pairs)(uint32_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                         int64_t n, int64_t hd);
+  // Weights (softmax's p or ds, [nq, kKeyTile] floats) into weight rows; row r's entries at and
+  // past vis.visible(r) become zero, so the pair that straddles them adds nothing.
+  void (*pack_weight_rows)(uint32_t* dst, const float* p, int64_t nq, Visibility vis);
+  // Weights into weight pairs, columns up to vis.n rounded up to 16 (entries a row doesn't see
+  // must already be zero, as softmax_backward leaves them).
+  void (*pack_weight_pairs)(uint32_t* dst, const float* p, int64_t nq, Visibility vis);
+
+  // s[r * kKeyTile + j] = scale * dot over the h pairs, in order, of x's row r (half pairs,
+  // rows x_stride apart) and tile column j, for every visible j (others: garbage).
+  void (*scores)(float* s, const uint32_t* x, int64_t x_stride, int64_t nq, const uint32_t* tile,
+                 int64_t hd, float scale, Visibility vis);
+  // y_r = alpha[r] * y_r (zero with overwrite) + the weighted sum over key pairs
+  // m < ceil(vis.visible(r) / 2), in order, of weight row r's pair m and row pair m of x, for
+  // r < nq; x's row pairs x_stride pairs apart. alpha null means 1.
+  void (*accumulate_rows)(float* y, int64_t y_stride, const float* alpha, bool overwrite,
+                          const uint32_t* p, int64_t nq, const uint32_t* x, int64_t x_stride,
+                          int64_t hd, Visibility vis);
+  // y_j += the weighted sum over query pairs m from (j - vis.first + 1) / 2 (the first pair
+  // holding a row that sees key j) to ceil(nq / 2), in order, of weight pair column j and row
+  // pair m of x, for j < vis.n; overwrite as for accumulate_rows.
+  void (*accumulate_columns)(float* y, int64_t y_stride, bool overwrite, const uint32_t* p,
+                             int64_t nq, const uint32_t* x, int64_t x_stride, int64_t hd,
+                             Visibility vis);
+};
+
+// acc + a.hi * b.hi, rounded to FP32, then + a.lo * b.lo, rounded (the products are exact):
+// VDPBF16PS's order. Like it, BF16 inputs and results below FLT_MIN count as zero (the packs
+// already flush the inputs), and so does an accumulator that comes in below it.
+float dot2(float acc, uint32_t a, uint32_t b);
+
+const Bf16Kernels& generic_bf16_kernels();
+
 }  // namespace attention_tiles
 
 namespace avx512 {
 // AVX-512 F/BW/VL/DQ (attention_avx512.cpp); callers check the CPU first.
 const attention_tiles::Kernels& attention_kernels();
+// AVX-512 with AVX512-BF16 (attention_avx512_bf16.cpp): the generic BF16 set's bits.
+const attention_tiles::Bf16Kernels& attention_bf16_kernels();
 }  // namespace avx512
 
-enum class AttentionIsa { kGeneric, kAvx512 };
+// The FP32 kernel set, and for BF16 math which set makes the products: kAvx512 pairs the
+// AVX-512 FP32 set (softmax and its statistics) with the generic BF16 set, kAvx512Bf16 with the
+// AVX512-BF16 one, so the two give the same bits.
+enum class AttentionIsa { kGeneric, kAvx512, kAvx512Bf16 };
 
 // attention.h's entry points with the kernel set forced instead of picked from cpu_features().
 void attention_forward_with(AttentionIsa isa, float* out, float* lse, const float* qkv, int64_t B,
@@ -91,6 +149,11 @@ void attention_forward_with(AttentionIsa isa, float* out, float* lse, const floa
 void attention_backward_with(AttentionIsa isa, float* dqkv, const float* dout, const float* qkv,
                              const float* out, const float* lse, int64_t B, int64_t T, int64_t C,
                              int64_t H, int64_t Hkv);
+void attention_forward_bf16_with(AttentionIsa isa, float* out, float* lse, const float* qkv,
+                                 int64_t B, int64_t T, int64_t C, int64_t H, int64_t Hkv);
+void attention_backward_bf16_with(AttentionIsa isa, float* dqkv, const float* dout,
+                                  const float* qkv, const float* out, const float* lse, int64_t B,
+                                  int64_t T, int64_t C, int64_t H, int64_t Hkv);
 void attention_decode_with(AttentionIsa isa, float* out, const float* q, const float* k_cache,
                            const float* v_cache, int64_t B, int64_t Tmax, int64_t len, int64_t C,
                            int64_t H, int64_t Hkv);

@@ -229,6 +229,7 @@ class CpuBackend final : public Backend {
     const HostOpScope op(OpKind::Attention);
     // Flash style: q, k, v read once per query block, the output written once; no T x T scores.
     count_traffic(a.B * a.T * (QkvLayout(a).row + a.C) * 4 + a.B * a.H * a.T * 4);
+    if (a.bf16) return cpu::attention_forward_bf16(out, lse, qkv, a.B, a.T, a.C, a.H, a.Hkv);
     cpu::attention_forward(out, lse, qkv, a.B, a.T, a.C, a.H, a.Hkv);
   }
   void attention_backward(const AttentionShape& a, float* dqkv, const float* dout, const float* qkv,
@@ -236,6 +237,9 @@ class CpuBackend final : public Backend {
     const HostOpScope op(OpKind::Attention);
     // qkv, out, dout in; dqkv out
     count_traffic(a.B * a.T * (2 * QkvLayout(a).row + 2 * a.C) * 4 + a.B * a.H * a.T * 4);
+    if (a.bf16) {
+      return cpu::attention_backward_bf16(dqkv, dout, qkv, out, lse, a.B, a.T, a.C, a.H, a.Hkv);
+    }
     cpu::attention_backward(dqkv, dout, qkv, out, lse, a.B, a.T, a.C, a.H, a.Hkv);
   }
   void attention_forward_unfused(const AttentionShape& a, float* out, float* probs,

@@ -1,0 +1,189 @@
+// Causal attention with BF16 math (kernels/cpu/attention.h's *_bf16): the AVX512-BF16 kernel
+// set gives the generic set's bits (both are dot2 chains; held with the same FP32 softmax), and
+// every set is attention: close to the double-precision reference run on the same BF16-rounded
+// inputs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/cpu_features.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_isa.h"
+
+namespace fp8lm {
+namespace {
+
+struct Shape {
+  int64_t B, T, C, H, Hkv;
+  int64_t hd() const { return C / H; }
+  int64_t row() const { return C + 2 * Hkv * hd(); }
+  std::string name() const {
+    return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
+           " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv);
+  }
+};
+
+// One key; one short of, exactly, and one past a tile (odd T leaves a missing odd row in the
+// last pair); odd head sizes (half pairs padded with a zero); hd = 200 (two register chunks);
+// grouped-query attention.
+const Shape kShapes[] = {{2, 1, 8, 8, 8},    {2, 63, 16, 2, 2},  {2, 64, 64, 2, 2},
+                         {2, 65, 128, 2, 2}, {2, 65, 9, 1, 1},   {2, 200, 96, 3, 3},
+                         {2, 130, 33, 1, 1}, {1, 70, 400, 2, 2}, {2, 65, 64, 4, 2},
+                         {1, 130, 128, 8, 1}};
+
+std::vector<float> random_normal(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+std::vector<float> rounded_to_bf16(std::vector<float> x) {
+  for (float& v : x) v = bf16_to_float(bf16_from_float(v));
+  return x;
+}
+
+struct Result {
+  std::vector<float> out, lse, dqkv;
+};
+
+Result run(cpu::AttentionIsa isa, const std::vector<float>& qkv, const std::vector<float>& dout,
+           const Shape& s) {
+  Result r{std::vector<float>(s.B * s.T * s.C), std::vector<float>(s.B * s.H * s.T),
+           std::vector<float>(s.B * s.T * s.row(), std::numeric_limits<float>::quiet_NaN())};
+  cpu::attention_forward_bf16_with(isa, r.out.data(), r.lse.data(), qkv.data(), s.B, s.T, s.C, s.H,
+                                   s.Hkv);
+  cpu::attention_backward_bf16_with(isa, r.dqkv.data(), dout.data(), qkv.data(), r.out.data(),
+                                    r.lse.data(), s.B, s.T, s.C, s.H, s.Hkv);
+  return r;
+}
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", want " << want[i];
+      return;
+    }
+  }
+}
+
+double max_abs(const std::vector<float>& x) {
+  double m = 0.0;
+  for (float v : x) m = std::max(m, std::fabs(static_cast<double>(v)));
+  return m;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  size_t worst = 0;
+  double worst_err = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (std::isnan(err)) worst_err = err, worst = i;
+    if (std::isnan(err)) break;
+    if (err > worst_err) worst_err = err, worst = i;
+  }
+  EXPECT_LE(worst_err, tol) << what << ": element " << worst << " is " << got[worst] << ", want "
+                            << want[worst];
+}
+
+std::vector<std::pair<cpu::AttentionIsa, std::string>> runnable_sets() {
+  std::vector<std::pair<cpu::AttentionIsa, std::string>> sets{
+      {cpu::AttentionIsa::kGeneric, "generic"}};
+  if (cpu_features().avx512) sets.emplace_back(cpu::AttentionIsa::kAvx512, "avx512");
+  if (cpu_features().avx512 && cpu_features().avx512_bf16)
+    sets.emplace_back(cpu::AttentionIsa::kAvx512Bf16, "avx512-bf16");
+  return sets;
+}
+
+TEST(AttentionBf16, Avx512Bf16SetGivesTheGenericSetsBits) {
+  if (!cpu_features().avx512 || !cpu_features().avx512_bf16)
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  for (const Shape& s : kShapes) {
+    const auto qkv = random_normal(s.B * s.T * s.row(), 1);
+    const auto dout = random_normal(s.B * s.T * s.C, 2);
+    const Result generic = run(cpu::AttentionIsa::kAvx512, qkv, dout, s);
+    const Result fast = run(cpu::AttentionIsa::kAvx512Bf16, qkv, dout, s);
+    expect_same_bits(fast.out, generic.out, "out " + s.name());
+    expect_same_bits(fast.lse, generic.lse, "lse " + s.name());
+    expect_same_bits(fast.dqkv, generic.dqkv, "dqkv " + s.name());
+  }
+}
+
+// Products below FLT_MIN flush to zero in the instruction (and so in dot2); q and k of 1e-20
+// make every score's products 1e-40, and tiny gradients do the same to the weighted sums.
+TEST(AttentionBf16, SetsFlushTinyProductsAlike) {
+  if (!cpu_features().avx512 || !cpu_features().avx512_bf16)
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const Shape s{1, 70, 64, 2, 2};
+  const auto qkv = random_normal(s.B * s.T * s.row(), 3, 1e-20f);
+  const auto dout = random_normal(s.B * s.T * s.C, 4, 1e-20f);
+  const Result generic = run(cpu::AttentionIsa::kAvx512, qkv, dout, s);
+  const Result fast = run(cpu::AttentionIsa::kAvx512Bf16, qkv, dout, s);
+  expect_same_bits(fast.out, generic.out, "out");
+  expect_same_bits(fast.dqkv, generic.dqkv, "dqkv");
+  // Every score flushed to zero: uniform weights, so a query's output is the mean of its values.
+  const int64_t last = s.T - 1;
+  double mean = 0.0;
+  for (int64_t j = 0; j <= last; ++j)
+    mean += bf16_to_float(bf16_from_float(qkv[j * s.row() + 2 * s.C]));
+  mean /= static_cast<double>(s.T);
+  EXPECT_NEAR(generic.out[last * s.C], mean, 1e-2 * std::fabs(mean));
+}
+
+// Against the double reference fed the same BF16-rounded q, k, v and dout, what remains is the
+// rounding of the weights P (forward, dv) and dS (dq, dk) to BF16: each weight off by at most
+// 2^-9 of itself. An output is a convex combination of values, so it moves by at most 2^-9 of
+// max|v|; a gradient is a sum of at most T weighted rows whose rounding errors add up, so the
+// bound grows with sqrt(T) for independent errors (the worst case, T, is far from what happens:
+// measured errors sit 4-10x below the bound used).
+TEST(AttentionBf16, IsAttentionWithBf16Weights) {
+  for (const Shape& s : kShapes) {
+    const auto qkv = rounded_to_bf16(random_normal(s.B * s.T * s.row(), 5));
+    const auto dout = rounded_to_bf16(random_normal(s.B * s.T * s.C, 6));
+    std::vector<float> out(s.B * s.T * s.C), lse(s.B * s.H * s.T), dqkv(s.B * s.T * s.row());
+    cpu::ref::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.C, s.H, s.Hkv);
+    cpu::ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B,
+                                 s.T, s.C, s.H, s.Hkv);
+    for (const auto& [isa, name] : runnable_sets()) {
+      const Result r = run(isa, qkv, dout, s);
+      const std::string what = s.name() + " " + name;
+      expect_close(r.out, out, 0x1p-8 * max_abs(out), "out " + what);
+      expect_close(r.lse, lse, 0x1p-16 * (max_abs(lse) + 1.0), "lse " + what);
+      const double grow = std::sqrt(static_cast<double>(s.T));
+      expect_close(r.dqkv, dqkv, 0x1p-8 * grow * max_abs(dqkv), "dqkv " + what);
+    }
+  }
+}
+
+// The kernels keep per-thread scratch across calls; what a call left there (here NaN from a
+// larger shape) must not reach another call's results.
+TEST(AttentionBf16, WhatScratchHeldChangesNothing) {
+  for (const auto& [isa, name] : runnable_sets()) {
+    const Shape s{2, 65, 64, 4, 2}, big{1, 130, 128, 2, 2};
+    const auto qkv = random_normal(s.B * s.T * s.row(), 7);
+    const auto dout = random_normal(s.B * s.T * s.C, 8);
+    const Result first = run(isa, qkv, dout, s);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    run(isa, std::vector<float>(big.B * big.T * big.row(), nan),
+        std::vector<float>(big.B * big.T * big.C, nan), big);
+    const Result again = run(isa, qkv, dout, s);
+    expect_same_bits(again.out, first.out, "out " + name);
+    expect_same_bits(again.dqkv, first.dqkv, "dqkv " + name);
+  }
+}
+
+}  // namespace
+}  // namespace fp8lm
