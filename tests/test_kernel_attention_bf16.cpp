@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "core/cpu_features.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_isa.h"
+#include "test_util.h"
 
 namespace fp8lm {
 namespace {
@@ -39,14 +38,6 @@ const Shape kShapes[] = {{2, 1, 8, 8, 8},    {2, 63, 16, 2, 2},  {2, 64, 64, 2, 
                          {2, 130, 33, 1, 1}, {1, 70, 400, 2, 2}, {2, 65, 64, 4, 2},
                          {1, 130, 128, 8, 1}};
 
-std::vector<float> random_normal(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = normal(rng);
-  return x;
-}
-
 std::vector<float> rounded_to_bf16(std::vector<float> x) {
   for (float& v : x) v = bf16_to_float(bf16_from_float(v));
   return x;
@@ -67,36 +58,10 @@ Result run(cpu::AttentionIsa isa, const std::vector<float>& qkv, const std::vect
   return r;
 }
 
-void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,
-                      const std::string& what) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", want " << want[i];
-      return;
-    }
-  }
-}
-
 double max_abs(const std::vector<float>& x) {
   double m = 0.0;
   for (float v : x) m = std::max(m, std::fabs(static_cast<double>(v)));
   return m;
-}
-
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size());
-  size_t worst = 0;
-  double worst_err = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-    if (std::isnan(err)) worst_err = err, worst = i;
-    if (std::isnan(err)) break;
-    if (err > worst_err) worst_err = err, worst = i;
-  }
-  EXPECT_LE(worst_err, tol) << what << ": element " << worst << " is " << got[worst] << ", want "
-                            << want[worst];
 }
 
 std::vector<std::pair<cpu::AttentionIsa, std::string>> runnable_sets() {
@@ -112,13 +77,13 @@ TEST(AttentionBf16, Avx512Bf16SetGivesTheGenericSetsBits) {
   if (!cpu_features().avx512 || !cpu_features().avx512_bf16)
     GTEST_SKIP() << "this CPU has no AVX512-BF16";
   for (const Shape& s : kShapes) {
-    const auto qkv = random_normal(s.B * s.T * s.row(), 1);
-    const auto dout = random_normal(s.B * s.T * s.C, 2);
+    const auto qkv = test::random_normal(s.B * s.T * s.row(), 1);
+    const auto dout = test::random_normal(s.B * s.T * s.C, 2);
     const Result generic = run(cpu::AttentionIsa::kAvx512, qkv, dout, s);
     const Result fast = run(cpu::AttentionIsa::kAvx512Bf16, qkv, dout, s);
-    expect_same_bits(fast.out, generic.out, "out " + s.name());
-    expect_same_bits(fast.lse, generic.lse, "lse " + s.name());
-    expect_same_bits(fast.dqkv, generic.dqkv, "dqkv " + s.name());
+    EXPECT_TRUE(test::same_bits(fast.out, generic.out)) << "out " + s.name();
+    EXPECT_TRUE(test::same_bits(fast.lse, generic.lse)) << "lse " + s.name();
+    EXPECT_TRUE(test::same_bits(fast.dqkv, generic.dqkv)) << "dqkv " + s.name();
   }
 }
 
@@ -128,12 +93,12 @@ TEST(AttentionBf16, SetsFlushTinyProductsAlike) {
   if (!cpu_features().avx512 || !cpu_features().avx512_bf16)
     GTEST_SKIP() << "this CPU has no AVX512-BF16";
   const Shape s{1, 70, 64, 2, 2};
-  const auto qkv = random_normal(s.B * s.T * s.row(), 3, 1e-20f);
-  const auto dout = random_normal(s.B * s.T * s.C, 4, 1e-20f);
+  const auto qkv = test::random_normal(s.B * s.T * s.row(), 3, 0.0f, 1e-20f);
+  const auto dout = test::random_normal(s.B * s.T * s.C, 4, 0.0f, 1e-20f);
   const Result generic = run(cpu::AttentionIsa::kAvx512, qkv, dout, s);
   const Result fast = run(cpu::AttentionIsa::kAvx512Bf16, qkv, dout, s);
-  expect_same_bits(fast.out, generic.out, "out");
-  expect_same_bits(fast.dqkv, generic.dqkv, "dqkv");
+  EXPECT_TRUE(test::same_bits(fast.out, generic.out)) << "out";
+  EXPECT_TRUE(test::same_bits(fast.dqkv, generic.dqkv)) << "dqkv";
   // Every score flushed to zero: uniform weights, so a query's output is the mean of its values.
   const int64_t last = s.T - 1;
   double mean = 0.0;
@@ -151,8 +116,8 @@ TEST(AttentionBf16, SetsFlushTinyProductsAlike) {
 // measured errors sit 4-10x below the bound used).
 TEST(AttentionBf16, IsAttentionWithBf16Weights) {
   for (const Shape& s : kShapes) {
-    const auto qkv = rounded_to_bf16(random_normal(s.B * s.T * s.row(), 5));
-    const auto dout = rounded_to_bf16(random_normal(s.B * s.T * s.C, 6));
+    const auto qkv = rounded_to_bf16(test::random_normal(s.B * s.T * s.row(), 5));
+    const auto dout = rounded_to_bf16(test::random_normal(s.B * s.T * s.C, 6));
     std::vector<float> out(s.B * s.T * s.C), lse(s.B * s.H * s.T), dqkv(s.B * s.T * s.row());
     cpu::ref::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.C, s.H, s.Hkv);
     cpu::ref::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B,
@@ -160,10 +125,13 @@ TEST(AttentionBf16, IsAttentionWithBf16Weights) {
     for (const auto& [isa, name] : runnable_sets()) {
       const Result r = run(isa, qkv, dout, s);
       const std::string what = s.name() + " " + name;
-      expect_close(r.out, out, 0x1p-8 * max_abs(out), "out " + what);
-      expect_close(r.lse, lse, 0x1p-16 * (max_abs(lse) + 1.0), "lse " + what);
+      test::expect_close(r.out, out, 0.0f, static_cast<float>(0x1p-8 * max_abs(out)),
+                         ("out " + what).c_str());
+      test::expect_close(r.lse, lse, 0.0f, static_cast<float>(0x1p-16 * (max_abs(lse) + 1.0)),
+                         ("lse " + what).c_str());
       const double grow = std::sqrt(static_cast<double>(s.T));
-      expect_close(r.dqkv, dqkv, 0x1p-8 * grow * max_abs(dqkv), "dqkv " + what);
+      test::expect_close(r.dqkv, dqkv, 0.0f, static_cast<float>(0x1p-8 * grow * max_abs(dqkv)),
+                         ("dqkv " + what).c_str());
     }
   }
 }
@@ -173,15 +141,15 @@ TEST(AttentionBf16, IsAttentionWithBf16Weights) {
 TEST(AttentionBf16, WhatScratchHeldChangesNothing) {
   for (const auto& [isa, name] : runnable_sets()) {
     const Shape s{2, 65, 64, 4, 2}, big{1, 130, 128, 2, 2};
-    const auto qkv = random_normal(s.B * s.T * s.row(), 7);
-    const auto dout = random_normal(s.B * s.T * s.C, 8);
+    const auto qkv = test::random_normal(s.B * s.T * s.row(), 7);
+    const auto dout = test::random_normal(s.B * s.T * s.C, 8);
     const Result first = run(isa, qkv, dout, s);
     const float nan = std::numeric_limits<float>::quiet_NaN();
     run(isa, std::vector<float>(big.B * big.T * big.row(), nan),
         std::vector<float>(big.B * big.T * big.C, nan), big);
     const Result again = run(isa, qkv, dout, s);
-    expect_same_bits(again.out, first.out, "out " + name);
-    expect_same_bits(again.dqkv, first.dqkv, "dqkv " + name);
+    EXPECT_TRUE(test::same_bits(again.out, first.out)) << "out " + name;
+    EXPECT_TRUE(test::same_bits(again.dqkv, first.dqkv)) << "dqkv " + name;
   }
 }
 

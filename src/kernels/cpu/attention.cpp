@@ -293,24 +293,32 @@ BackwardBuffers backward_buffers(int64_t hd, int64_t T) {
 // overwriting the group's dk and dv and the others adding to them. Key tiles outer, so a tile's
 // transposed keys and values are made once; its dk and dv rows start from the first query block
 // that sees the tile, dq rows from the first tile.
-void backward_one_head(const Kernels& kern, float* dqkv, const float* dout, const float* qkv,
-                       const float* out, const float* lse, int64_t b, int64_t h, int64_t T,
-                       const QkvLayout& lay, int64_t H) {
+// One (batch, query head)'s operands of backward.
+struct BackwardHead {
+  const float *q, *k, *v, *dout, *out, *lse;
+  float *dq, *dk, *dv;
+  bool first_of_group;
+};
+
+BackwardHead backward_head(float* dqkv, const float* dout, const float* qkv, const float* out,
+                           const float* lse, int64_t b, int64_t h, int64_t T, const QkvLayout& lay,
+                           int64_t H) {
+  const float* base = qkv + b * T * lay.row;
+  float* dbase = dqkv + b * T * lay.row;
+  const int64_t at = b * T * lay.C + h * lay.hd;
+  return {base + lay.q(h),  base + lay.k(h),       base + lay.v(h),  dout + at,
+          out + at,         lse + (b * H + h) * T, dbase + lay.q(h), dbase + lay.k(h),
+          dbase + lay.v(h), h % lay.group == 0};
+}
+
+void backward_one_head(const Kernels& kern, const BackwardHead& hv, int64_t T,
+                       const QkvLayout& lay) {
   const int64_t hd = lay.hd, C = lay.C, row = lay.row;
   const int64_t ld = round_up_16(hd);
   const float scale = inverse_sqrt_head_dim(hd);
-  const bool first_of_group = h % lay.group == 0;
-  const float* base = qkv + b * T * row;
-  const float* q = base + lay.q(h);
-  const float* k = base + lay.k(h);
-  const float* v = base + lay.v(h);
-  float* dbase = dqkv + b * T * row;
-  float* dq = dbase + lay.q(h);
-  float* dk = dbase + lay.k(h);
-  float* dv = dbase + lay.v(h);
-  const float* dout_h = dout + b * T * C + h * hd;
-  const float* out_h = out + b * T * C + h * hd;
-  const float* lse_h = lse + (b * H + h) * T;
+  const bool first_of_group = hv.first_of_group;
+  const float *q = hv.q, *k = hv.k, *v = hv.v, *dout_h = hv.dout, *out_h = hv.out, *lse_h = hv.lse;
+  float *dq = hv.dq, *dk = hv.dk, *dv = hv.dv;
   const BackwardBuffers buf = backward_buffers(hd, T);
 
   // delta_i = dout_i . out_i = sum_j p_ij dp_ij: the softmax Jacobian's shared term per row.
@@ -392,23 +400,12 @@ void attend_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels& b
 // backward_one_head with BF16 math: the head's queries and output gradients are packed once
 // (half pairs for the scores, row pairs for dk and dv), each key tile's keys and values as
 // tiles and its keys as row pairs (for dq).
-void backward_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels& bk, float* dqkv,
-                        const float* dout, const float* qkv, const float* out, const float* lse,
-                        int64_t b, int64_t h, int64_t T, const QkvLayout& lay, int64_t H) {
+void backward_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels& bk,
+                        const BackwardHead& hv, int64_t T, const QkvLayout& lay) {
   const int64_t hd = lay.hd, C = lay.C, row = lay.row;
   const int64_t hp = half_pairs(hd), ld = round_up_16(hd);
   const float scale = inverse_sqrt_head_dim(hd);
-  const bool first_of_group = h % lay.group == 0;
-  const float* base = qkv + b * T * row;
-  const float* q = base + lay.q(h);
-  const float* k = base + lay.k(h);
-  const float* v = base + lay.v(h);
-  float* dbase = dqkv + b * T * row;
-  float* dq = dbase + lay.q(h);
-  float* dk = dbase + lay.k(h);
-  float* dv = dbase + lay.v(h);
-  const float* dout_h = dout + b * T * C + h * hd;
-  const float* lse_h = lse + (b * H + h) * T;
+  const float *q = hv.q, *k = hv.k, *v = hv.v, *dout_h = hv.dout, *lse_h = hv.lse;
   const BackwardBuffers buf = backward_buffers(hd, T);
   thread_local PairScratch q_half, q_rows, d_half, d_rows, k_tile, v_tile, k_rows, p_pairs,
       ds_pairs, ds_rows;
@@ -423,7 +420,7 @@ void backward_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels&
   uint32_t* dsp = ds_pairs.get(kQueryBlock / 2 * kKeyTile);
   uint32_t* dsr = ds_rows.get(kQueryBlock * kKeyTile / 2);
 
-  kern.row_dots(buf.delta, dout_h, out + b * T * C + h * hd, C, T, hd);
+  kern.row_dots(buf.delta, dout_h, hv.out, C, T, hd);
   bk.pack_half_pairs(qh, hp, q, row, T, hd);
   bk.pack_row_pairs(qr, ld, q, row, T, hd);
   bk.pack_half_pairs(dh, hp, dout_h, C, T, hd);
@@ -442,12 +439,12 @@ void backward_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels&
       bk.pack_weight_pairs(pp, buf.probs, nq, vis);
       bk.pack_weight_pairs(dsp, buf.dscores, nq, vis);
       bk.pack_weight_rows(dsr, buf.dscores, nq, vis);
-      const bool overwrite_kv = first_of_group && i0 == j0;
-      bk.accumulate_columns(dv + j0 * row, row, overwrite_kv, pp, nq, dr + i0 / 2 * ld, ld, hd,
+      const bool overwrite_kv = hv.first_of_group && i0 == j0;
+      bk.accumulate_columns(hv.dv + j0 * row, row, overwrite_kv, pp, nq, dr + i0 / 2 * ld, ld, hd,
                             vis);
-      bk.accumulate_columns(dk + j0 * row, row, overwrite_kv, dsp, nq, qr + i0 / 2 * ld, ld, hd,
+      bk.accumulate_columns(hv.dk + j0 * row, row, overwrite_kv, dsp, nq, qr + i0 / 2 * ld, ld, hd,
                             vis);
-      bk.accumulate_rows(dq + i0 * row, row, nullptr, /*overwrite=*/j0 == 0, dsr, nq, kr, ld, hd,
+      bk.accumulate_rows(hv.dq + i0 * row, row, nullptr, /*overwrite=*/j0 == 0, dsr, nq, kr, ld, hd,
                          vis);
     }
   }
@@ -480,7 +477,8 @@ void attention_backward_bf16_with(AttentionIsa isa, float* dqkv, const float* do
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t g = 0; g < Hkv; ++g) {
       for (int64_t h = g * lay.group; h < (g + 1) * lay.group; ++h)
-        backward_head_bf16(kern, bk, dqkv, dout, qkv, out, lse, b, h, T, lay, H);
+        backward_head_bf16(kern, bk, backward_head(dqkv, dout, qkv, out, lse, b, h, T, lay, H), T,
+                           lay);
     }
   }
 }
@@ -513,7 +511,7 @@ void attention_backward_with(AttentionIsa isa, float* dqkv, const float* dout, c
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t g = 0; g < Hkv; ++g) {
       for (int64_t h = g * lay.group; h < (g + 1) * lay.group; ++h)
-        backward_one_head(kern, dqkv, dout, qkv, out, lse, b, h, T, lay, H);
+        backward_one_head(kern, backward_head(dqkv, dout, qkv, out, lse, b, h, T, lay, H), T, lay);
     }
   }
 }

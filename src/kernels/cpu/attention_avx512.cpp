@@ -171,16 +171,7 @@ void scores_block(float* s, const float* x, int64_t x_stride, const float* tile_
 template <int R>
 void scores_rows(float* s, const float* x, int64_t x_stride, int64_t nv, const float* tile_t,
                  int64_t hd, float scale) {
-  switch (nv) {
-    case 1:
-      return scores_block<R, 1>(s, x, x_stride, tile_t, hd, scale);
-    case 2:
-      return scores_block<R, 2>(s, x, x_stride, tile_t, hd, scale);
-    case 3:
-      return scores_block<R, 3>(s, x, x_stride, tile_t, hd, scale);
-    default:
-      return scores_block<R, 4>(s, x, x_stride, tile_t, hd, scale);
-  }
+  with_key_vectors(nv, [&]<int NV>() { scores_block<R, NV>(s, x, x_stride, tile_t, hd, scale); });
 }
 
 void scores(float* s, const float* x, int64_t x_stride, int64_t nq, const float* tile_t, int64_t hd,

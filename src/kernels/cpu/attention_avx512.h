@@ -117,4 +117,20 @@ void for_each_chunk(int64_t hd, Body body) {
   }
 }
 
+// Calls body.template operator()<NV>() for nv vectors of keys, 1..4 (a 64-key tile's; more reads
+// as 4): what a block of scores computes.
+template <class Body>
+void with_key_vectors(int64_t nv, Body body) {
+  switch (nv) {
+    case 1:
+      return body.template operator()<1>();
+    case 2:
+      return body.template operator()<2>();
+    case 3:
+      return body.template operator()<3>();
+    default:
+      return body.template operator()<4>();
+  }
+}
+
 }  // namespace fp8lm::cpu::avx512::attention_regs

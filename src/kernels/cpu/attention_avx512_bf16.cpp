@@ -161,16 +161,7 @@ void scores_block(float* s, const uint32_t* x, int64_t x_stride, const uint32_t*
 template <int R>
 void scores_rows(float* s, const uint32_t* x, int64_t x_stride, int64_t nv, const uint32_t* tile,
                  int64_t h, float scale) {
-  switch (nv) {
-    case 1:
-      return scores_block<R, 1>(s, x, x_stride, tile, h, scale);
-    case 2:
-      return scores_block<R, 2>(s, x, x_stride, tile, h, scale);
-    case 3:
-      return scores_block<R, 3>(s, x, x_stride, tile, h, scale);
-    default:
-      return scores_block<R, 4>(s, x, x_stride, tile, h, scale);
-  }
+  with_key_vectors(nv, [&]<int NV>() { scores_block<R, NV>(s, x, x_stride, tile, h, scale); });
 }
 
 void scores(float* s, const uint32_t* x, int64_t x_stride, int64_t nq, const uint32_t* tile,
