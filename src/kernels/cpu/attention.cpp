@@ -288,11 +288,6 @@ BackwardBuffers backward_buffers(int64_t hd, int64_t T) {
           delta.get(T)};
 }
 
-// Gradients of one (batch, query head), accumulated in place: this head alone owns its columns
-// of dq, and the heads of a key/value group run one after another on one thread, the first
-// overwriting the group's dk and dv and the others adding to them. Key tiles outer, so a tile's
-// transposed keys and values are made once; its dk and dv rows start from the first query block
-// that sees the tile, dq rows from the first tile.
 // One (batch, query head)'s operands of backward.
 struct BackwardHead {
   const float *q, *k, *v, *dout, *out, *lse;
@@ -311,6 +306,11 @@ BackwardHead backward_head(float* dqkv, const float* dout, const float* qkv, con
           dbase + lay.v(h), h % lay.group == 0};
 }
 
+// Gradients of one (batch, query head), accumulated in place: this head alone owns its columns
+// of dq, and the heads of a key/value group run one after another on one thread, the first
+// overwriting the group's dk and dv and the others adding to them. Key tiles outer, so a tile's
+// transposed keys and values are made once; its dk and dv rows start from the first query block
+// that sees the tile, dq rows from the first tile.
 void backward_one_head(const Kernels& kern, const BackwardHead& hv, int64_t T,
                        const QkvLayout& lay) {
   const int64_t hd = lay.hd, C = lay.C, row = lay.row;
