@@ -113,7 +113,8 @@ TEST(AttentionBf16, SetsFlushTinyProductsAlike) {
 // 2^-9 of itself. An output is a convex combination of values, so it moves by at most 2^-9 of
 // max|v|; a gradient is a sum of at most T weighted rows whose rounding errors add up, so the
 // bound grows with sqrt(T) for independent errors (the worst case, T, is far from what happens:
-// measured errors sit 4-10x below the bound used).
+// over these shapes the largest errors sit at least 3.6x (out) and 14x (dqkv) below the bounds,
+// EPYC VM, 25f3f5e).
 TEST(AttentionBf16, IsAttentionWithBf16Weights) {
   for (const Shape& s : kShapes) {
     const auto qkv = rounded_to_bf16(test::random_normal(s.B * s.T * s.row(), 5));

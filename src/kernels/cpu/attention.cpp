@@ -356,17 +356,14 @@ const attention_tiles::Bf16Kernels& bf16_kernels_for(AttentionIsa isa) {
                                           : attention_tiles::generic_bf16_kernels();
 }
 
-int64_t half_pairs(int64_t hd) {
-  return (hd + 1) / 2;
-}
-
 // Every query block of a (batch, head) reads all earlier keys and values, so the head's keys are
 // packed into tile pairs and its values into row pairs once, not per block.
 void attend_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels& bk, float* out,
                       int64_t out_stride, float* lse, const float* q, const float* k,
                       const float* v, int64_t row, int64_t T, int64_t hd) {
   const float scale = inverse_sqrt_head_dim(hd);
-  const int64_t h = half_pairs(hd), ld = round_up_16(hd), tile_pairs = h * kKeyTile;
+  const int64_t h = attention_tiles::half_pairs(hd), ld = round_up_16(hd),
+                tile_pairs = h * kKeyTile;
   const int64_t tiles = (T + kKeyTile - 1) / kKeyTile;
   thread_local PairScratch key_tiles, value_pairs, query_pairs, weights;
   uint32_t* kt = key_tiles.get(tiles * tile_pairs);
@@ -403,7 +400,7 @@ void attend_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels& b
 void backward_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels& bk,
                         const BackwardHead& hv, int64_t T, const QkvLayout& lay) {
   const int64_t hd = lay.hd, C = lay.C, row = lay.row;
-  const int64_t hp = half_pairs(hd), ld = round_up_16(hd);
+  const int64_t hp = attention_tiles::half_pairs(hd), ld = round_up_16(hd);
   const float scale = inverse_sqrt_head_dim(hd);
   const float *q = hv.q, *k = hv.k, *v = hv.v, *dout_h = hv.dout, *lse_h = hv.lse;
   const BackwardBuffers buf = backward_buffers(hd, T);

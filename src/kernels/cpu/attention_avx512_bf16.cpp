@@ -22,10 +22,6 @@ using attention_tiles::kKeyTile;
 using attention_tiles::Visibility;
 using namespace attention_regs;  // NOLINT: the register helpers this file is written in
 
-int64_t half(int64_t hd) {
-  return (hd + 1) / 2;
-}
-
 // bf16_from_float's bits of each lane in its low 16 bits, a subnormal flushed to a zero of its
 // sign (the instruction reads subnormal inputs as zero), NaN kept quiet.
 __m512i bf16_bits(__m512 x) {
@@ -58,7 +54,7 @@ __m512i half_pairs_at(const float* x, int64_t i0, int64_t h, int64_t hd) {
 
 void pack_half_pairs(uint32_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                      int64_t n, int64_t hd) {
-  const int64_t h = half(hd);
+  const int64_t h = attention_tiles::half_pairs(hd);
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t i0 = 0; i0 < h; i0 += 16) {
       _mm512_mask_storeu_epi32(dst + r * dst_stride + i0, first_lanes(h - i0),
@@ -68,7 +64,7 @@ void pack_half_pairs(uint32_t* dst, int64_t dst_stride, const float* src, int64_
 }
 
 void pack_tile_pairs(uint32_t* dst, const float* rows, int64_t stride, int64_t n, int64_t hd) {
-  const int64_t h = half(hd);
+  const int64_t h = attention_tiles::half_pairs(hd);
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     for (int64_t i0 = 0; i0 < h; i0 += 16) {
       __m512 a[16];
@@ -168,7 +164,7 @@ void scores(float* s, const uint32_t* x, int64_t x_stride, int64_t nq, const uin
             int64_t hd, float scale, Visibility vis) {
   static_assert(kKeyTile == 64, "scores_rows covers at most 4 vectors of keys");
   constexpr int64_t kRows = 6;
-  const int64_t h = half(hd);
+  const int64_t h = attention_tiles::half_pairs(hd);
   int64_t r = 0;
   for (; r + kRows <= nq; r += kRows) {
     scores_rows<kRows>(s + r * kKeyTile, x + r * x_stride, x_stride,

@@ -13,10 +13,6 @@
 namespace fp8lm::cpu::attention_tiles {
 namespace {
 
-int64_t half(int64_t hd) {
-  return (hd + 1) / 2;
-}
-
 int64_t round_up_16(int64_t n) {
   return (n + 15) / 16 * 16;
 }
@@ -46,7 +42,7 @@ float flush(float x) {
 
 void pack_half_pairs(uint32_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                      int64_t n, int64_t hd) {
-  const int64_t h = half(hd);
+  const int64_t h = half_pairs(hd);
   for (int64_t r = 0; r < n; ++r) {
     const float* x = src + r * src_stride;
     for (int64_t i = 0; i < h; ++i) dst[r * dst_stride + i] = pair(x[i], i + h < hd ? x[i + h] : 0);
@@ -54,7 +50,7 @@ void pack_half_pairs(uint32_t* dst, int64_t dst_stride, const float* src, int64_
 }
 
 void pack_tile_pairs(uint32_t* dst, const float* rows, int64_t stride, int64_t n, int64_t hd) {
-  const int64_t h = half(hd);
+  const int64_t h = half_pairs(hd);
   for (int64_t i = 0; i < h; ++i) {
     for (int64_t j = 0; j < round_up_16(n); ++j) {
       const float* x = rows + j * stride;
@@ -94,7 +90,7 @@ void pack_weight_pairs(uint32_t* dst, const float* p, int64_t nq, Visibility vis
 
 void scores(float* s, const uint32_t* x, int64_t x_stride, int64_t nq, const uint32_t* tile,
             int64_t hd, float scale, Visibility vis) {
-  const int64_t h = half(hd);
+  const int64_t h = half_pairs(hd);
   for (int64_t r = 0; r < nq; ++r) {
     for (int64_t j = 0; j < vis.visible(r); ++j) {
       float acc = 0.0f;

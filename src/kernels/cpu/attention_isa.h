@@ -91,6 +91,10 @@ const Kernels& generic_kernels();
 //               odd row is zero. Weighted sums over rows (keys, or queries) take them.
 //   weight rows [nq][kKeyTile / 2]: row r's pair m is (p[r][2m], p[r][2m+1]).
 //   weight pairs [ceil(nq / 2)][kKeyTile]: pair j of row pair m is (p[2m][j], p[2m+1][j]).
+inline int64_t half_pairs(int64_t hd) {
+  return (hd + 1) / 2;  // h above
+}
+
 struct Bf16Kernels {
   void (*pack_half_pairs)(uint32_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                           int64_t n, int64_t hd);
