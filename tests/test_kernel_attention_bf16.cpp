@@ -3,6 +3,7 @@
 // every set is attention: close to the double-precision reference run on the same BF16-rounded
 // inputs.
 #include <gtest/gtest.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -64,41 +65,68 @@ double max_abs(const std::vector<float>& x) {
   return m;
 }
 
-std::vector<std::pair<cpu::AttentionIsa, std::string>> runnable_sets() {
-  std::vector<std::pair<cpu::AttentionIsa, std::string>> sets{
-      {cpu::AttentionIsa::kGeneric, "generic"}};
-  if (cpu_features().avx512) sets.emplace_back(cpu::AttentionIsa::kAvx512, "avx512");
+// The sets with their own products (FMAs, VDPBF16PS) that this CPU can run; each must give the
+// bits of kAvx512 (the generic BF16 products beside the same AVX-512 softmax).
+std::vector<std::pair<cpu::AttentionIsa, std::string>> fast_sets() {
+  std::vector<std::pair<cpu::AttentionIsa, std::string>> sets;
+  if (cpu_features().avx512) sets.emplace_back(cpu::AttentionIsa::kAvx512Fma, "avx512-fma");
   if (cpu_features().avx512 && cpu_features().avx512_bf16)
     sets.emplace_back(cpu::AttentionIsa::kAvx512Bf16, "avx512-bf16");
   return sets;
 }
 
-TEST(AttentionBf16, Avx512Bf16SetGivesTheGenericSetsBits) {
-  if (!cpu_features().avx512 || !cpu_features().avx512_bf16)
-    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+std::vector<std::pair<cpu::AttentionIsa, std::string>> runnable_sets() {
+  std::vector<std::pair<cpu::AttentionIsa, std::string>> sets{
+      {cpu::AttentionIsa::kGeneric, "generic"}};
+  if (cpu_features().avx512) sets.emplace_back(cpu::AttentionIsa::kAvx512, "avx512");
+  for (const auto& set : fast_sets()) sets.push_back(set);
+  return sets;
+}
+
+TEST(AttentionBf16, FastSetsGiveTheGenericSetsBits) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "this CPU has no AVX-512";
   for (const Shape& s : kShapes) {
     const auto qkv = test::random_normal(s.B * s.T * s.row(), 1);
     const auto dout = test::random_normal(s.B * s.T * s.C, 2);
     const Result generic = run(cpu::AttentionIsa::kAvx512, qkv, dout, s);
-    const Result fast = run(cpu::AttentionIsa::kAvx512Bf16, qkv, dout, s);
-    EXPECT_TRUE(test::same_bits(fast.out, generic.out)) << "out " + s.name();
-    EXPECT_TRUE(test::same_bits(fast.lse, generic.lse)) << "lse " + s.name();
-    EXPECT_TRUE(test::same_bits(fast.dqkv, generic.dqkv)) << "dqkv " + s.name();
+    for (const auto& [isa, name] : fast_sets()) {
+      const Result fast = run(isa, qkv, dout, s);
+      const std::string what = s.name() + " " + name;
+      EXPECT_TRUE(test::same_bits(fast.out, generic.out)) << "out " + what;
+      EXPECT_TRUE(test::same_bits(fast.lse, generic.lse)) << "lse " + what;
+      EXPECT_TRUE(test::same_bits(fast.dqkv, generic.dqkv)) << "dqkv " + what;
+    }
   }
+}
+
+// The FMA set flushes subnormals through MXCSR around its products: what follows on the thread
+// (the softmax, the rest of the model) must find the caller's MXCSR again.
+TEST(AttentionBf16, FmaSetLeavesTheThreadsFloatingPointModeAsItWas) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  const Shape s{1, 70, 64, 2, 2};
+  const auto qkv = test::random_normal(s.B * s.T * s.row(), 1);
+  const auto dout = test::random_normal(s.B * s.T * s.C, 2);
+  const unsigned before = _mm_getcsr();
+  run(cpu::AttentionIsa::kAvx512Fma, qkv, dout, s);
+  EXPECT_EQ(_mm_getcsr(), before);
+  volatile float tiny = 1e-38f;  // volatile: multiplied at run time, under the thread's MXCSR
+  tiny = tiny * 1e-3f;
+  EXPECT_GT(tiny, 0.0f) << "a subnormal product was flushed";
 }
 
 // Products below FLT_MIN flush to zero in the instruction (and so in dot2); q and k of 1e-20
 // make every score's products 1e-40, and tiny gradients do the same to the weighted sums.
 TEST(AttentionBf16, SetsFlushTinyProductsAlike) {
-  if (!cpu_features().avx512 || !cpu_features().avx512_bf16)
-    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!cpu_features().avx512) GTEST_SKIP() << "this CPU has no AVX-512";
   const Shape s{1, 70, 64, 2, 2};
   const auto qkv = test::random_normal(s.B * s.T * s.row(), 3, 0.0f, 1e-20f);
   const auto dout = test::random_normal(s.B * s.T * s.C, 4, 0.0f, 1e-20f);
   const Result generic = run(cpu::AttentionIsa::kAvx512, qkv, dout, s);
-  const Result fast = run(cpu::AttentionIsa::kAvx512Bf16, qkv, dout, s);
-  EXPECT_TRUE(test::same_bits(fast.out, generic.out)) << "out";
-  EXPECT_TRUE(test::same_bits(fast.dqkv, generic.dqkv)) << "dqkv";
+  for (const auto& [isa, name] : fast_sets()) {
+    const Result fast = run(isa, qkv, dout, s);
+    EXPECT_TRUE(test::same_bits(fast.out, generic.out)) << "out " << name;
+    EXPECT_TRUE(test::same_bits(fast.dqkv, generic.dqkv)) << "dqkv " << name;
+  }
   // Every score flushed to zero: uniform weights, so a query's output is the mean of its values.
   const int64_t last = s.T - 1;
   double mean = 0.0;
@@ -106,6 +134,21 @@ TEST(AttentionBf16, SetsFlushTinyProductsAlike) {
     mean += bf16_to_float(bf16_from_float(qkv[j * s.row() + 2 * s.C]));
   mean /= static_cast<double>(s.T);
   EXPECT_NEAR(generic.out[last * s.C], mean, 1e-2 * std::fabs(mean));
+}
+
+// Products that fall below FLT_MIN inside sums whose other terms are normal: output gradients of
+// 1e-37 times softmax weights below 0.1 make dv's products subnormal (flushed, so dv keeps only
+// the larger weights' terms), and dS of that size does the same to dq and dk. Ordinary q, k, v.
+TEST(AttentionBf16, SetsFlushSubnormalProductsInNormalSumsAlike) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  const Shape s{1, 70, 64, 2, 2};
+  const auto qkv = test::random_normal(s.B * s.T * s.row(), 7);
+  const auto dout = test::random_normal(s.B * s.T * s.C, 8, 0.0f, 1e-37f);
+  const Result generic = run(cpu::AttentionIsa::kAvx512, qkv, dout, s);
+  for (const auto& [isa, name] : fast_sets()) {
+    const Result fast = run(isa, qkv, dout, s);
+    EXPECT_TRUE(test::same_bits(fast.dqkv, generic.dqkv)) << "dqkv " << name;
+  }
 }
 
 // Against the double reference fed the same BF16-rounded q, k, v and dout, what remains is the

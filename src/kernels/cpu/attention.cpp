@@ -12,6 +12,7 @@
 #include "core/cpu_features.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_isa.h"
+#include "kernels/cpu/bf16_probe.h"
 
 namespace fp8lm::cpu {
 namespace {
@@ -187,10 +188,14 @@ const Kernels& kernels_for(AttentionIsa isa) {
                                        : avx512::attention_kernels();
 }
 
+// The kernel sets give the same bits, so the choice is speed alone: VDPBF16PS where it issues
+// more FLOPs than FMAs (bf16_probe.h measures both), else the FMA set.
 AttentionIsa best_isa() {
-  static const AttentionIsa isa = !cpu_features().avx512       ? AttentionIsa::kGeneric
-                                  : cpu_features().avx512_bf16 ? AttentionIsa::kAvx512Bf16
-                                                               : AttentionIsa::kAvx512;
+  static const AttentionIsa isa = [] {
+    if (!cpu_features().avx512) return AttentionIsa::kGeneric;
+    const Bf16Throughput& t = bf16_throughput();
+    return t.dpbf16_gflops > t.fma_gflops ? AttentionIsa::kAvx512Bf16 : AttentionIsa::kAvx512Fma;
+  }();
   return isa;
 }
 
@@ -352,8 +357,14 @@ void backward_one_head(const Kernels& kern, const BackwardHead& hv, int64_t T,
 // --- BF16 math (attention_isa.h's Bf16Kernels): the same loops over packed operands ---
 
 const attention_tiles::Bf16Kernels& bf16_kernels_for(AttentionIsa isa) {
-  return isa == AttentionIsa::kAvx512Bf16 ? avx512::attention_bf16_kernels()
-                                          : attention_tiles::generic_bf16_kernels();
+  switch (isa) {
+    case AttentionIsa::kAvx512Bf16:
+      return avx512::attention_bf16_kernels();
+    case AttentionIsa::kAvx512Fma:
+      return avx512::attention_bf16_fma_kernels();
+    default:
+      return attention_tiles::generic_bf16_kernels();
+  }
 }
 
 // Every query block of a (batch, head) reads all earlier keys and values, so the head's keys are

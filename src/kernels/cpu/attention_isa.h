@@ -140,12 +140,15 @@ namespace avx512 {
 const attention_tiles::Kernels& attention_kernels();
 // AVX-512 with AVX512-BF16 (attention_avx512_bf16.cpp): the generic BF16 set's bits.
 const attention_tiles::Bf16Kernels& attention_bf16_kernels();
+// AVX-512 F/BW/VL/DQ, the products on FMAs (attention_avx512_bf16_fma.cpp): the same bits.
+const attention_tiles::Bf16Kernels& attention_bf16_fma_kernels();
 }  // namespace avx512
 
 // The FP32 kernel set, and for BF16 math which set makes the products: kAvx512 pairs the
-// AVX-512 FP32 set (softmax and its statistics) with the generic BF16 set, kAvx512Bf16 with the
-// AVX512-BF16 one, so the two give the same bits.
-enum class AttentionIsa { kGeneric, kAvx512, kAvx512Bf16 };
+// AVX-512 FP32 set (softmax and its statistics) with the generic BF16 set, kAvx512Fma with the
+// FMA one and kAvx512Bf16 with the AVX512-BF16 one, so the three give the same bits. The CPU's
+// own is kAvx512Bf16 where VDPBF16PS outruns FP32 FMAs (bf16_probe.h), else kAvx512Fma.
+enum class AttentionIsa { kGeneric, kAvx512, kAvx512Fma, kAvx512Bf16 };
 
 // attention.h's entry points with the kernel set forced instead of picked from cpu_features().
 void attention_forward_with(AttentionIsa isa, float* out, float* lse, const float* qkv, int64_t B,
