@@ -95,6 +95,34 @@ TEST(GemmBf16, MatchesReferenceOnTheRoundedOperands) {
   });
 }
 
+// An FP8 GEMM's alpha (the operands' scale_inv product) multiplies the finished FP32 sum once,
+// as cuBLASLt's FP8 GEMM scales its accumulator: C = round(acc * alpha) + round(beta * C), acc
+// being what alpha 1 gives, at any K (oneDNN's own alpha path rounded per block of K).
+TEST(GemmBf16, AppliesAlphaOnceToTheFinishedSum) {
+  const LowPrecisionEngine chosen = low_precision_engine();
+  set_low_precision_engine(LowPrecisionEngine::NativeBf16);
+  for (const Shape& s : {Shape{64, 96, 128}, Shape{48, 80, 2048}, Shape{200, 64, 4096}}) {
+    const auto A = test::random_normal(s.M * s.K, 8), B = test::random_normal(s.K * s.N, 9);
+    std::vector<bf16_t> a16(A.size()), b16(B.size());
+    fp32_to_bf16(a16.data(), A.data(), static_cast<int64_t>(A.size()));
+    fp32_to_bf16(b16.data(), B.data(), static_cast<int64_t>(B.size()));
+    const float alpha = 0.3f;
+    std::vector<float> acc(static_cast<size_t>(s.M * s.N));
+    gemm_bf16(Trans::N, Trans::T, s.M, s.N, s.K, 1.0f, a16.data(), b16.data(), 0.0f, acc.data());
+    for (float beta : {0.0f, 1.0f, 0.5f}) {
+      const std::vector<float> C0 = test::random_normal(s.M * s.N, 10);
+      std::vector<float> C = C0, want(C0.size());
+      gemm_bf16(Trans::N, Trans::T, s.M, s.N, s.K, alpha, a16.data(), b16.data(), beta, C.data());
+      for (size_t i = 0; i < want.size(); ++i) {
+        const float scaled = acc[i] * alpha;
+        want[i] = beta == 0.0f ? scaled : scaled + beta * C0[i];
+      }
+      EXPECT_TRUE(test::same_bits(C, want)) << "K=" << s.K << " beta=" << beta;
+    }
+  }
+  set_low_precision_engine(chosen);
+}
+
 TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
   for_each_engine([] {
     for (const Shape& s : kShapes) {

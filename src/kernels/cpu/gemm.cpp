@@ -103,8 +103,28 @@ dnnl::stream& cpu_stream() {
   return stream;
 }
 
-void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
-                float alpha, const void* A, const void* B, float beta, float* C) {
+// Per-thread workspaces (slots 0 and 1: operands; 2: a BF16 product before its alpha): they grow
+// to the largest seen and are then reused, so a steady-state training step allocates nothing
+// here.
+template <class T>
+std::array<std::vector<T>, 3>& workspaces() {
+  thread_local std::array<std::vector<T>, 3> ws;
+  return ws;
+}
+
+template <class T>
+T* workspace(int slot, int64_t n) {
+  std::vector<T>& w = workspaces<T>()[slot];
+  if (w.size() < static_cast<size_t>(n)) {
+    w.clear();
+    w.shrink_to_fit();  // free first: the old contents are dead, and peak memory stays lower
+    w.resize(static_cast<size_t>(n));
+  }
+  return w.data();
+}
+
+void execute_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
+                    float alpha, const void* A, const void* B, float beta, float* C) {
   Matmul& mm = matmul_for({dt, ta == Trans::T, tb == Trans::T, M, N, K, beta});
   mm.alpha = alpha;
   mm.a.set_data_handle(const_cast<void*>(A));
@@ -127,6 +147,24 @@ void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, 
   in_execute() = false;
 }
 
+// C = alpha * A·B + beta * C. oneDNN's BF16 gemm:jit applies an alpha other than 1 in a scalar
+// loop after the product, one element at a time (on the AMX VM 40% of an FP8 recipe's step,
+// whose alpha is the operands' scale_inv product): the product runs with alpha 1 and the same
+// arithmetic follows here, vectorized: round(acc * alpha), then + round(beta * C).
+void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
+                float alpha, const void* A, const void* B, float beta, float* C) {
+  if (alpha == 1.0f || dt != memory::data_type::bf16)
+    return execute_matmul(dt, ta, tb, M, N, K, alpha, A, B, beta, C);
+  float* product = beta == 0.0f ? C : workspace<float>(2, M * N);
+  execute_matmul(dt, ta, tb, M, N, K, 1.0f, A, B, 0.0f, product);
+  const int64_t n = M * N;
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+  for (int64_t i = 0; i < n; ++i) {
+    const float scaled = product[i] * alpha;
+    C[i] = beta == 0.0f ? scaled : scaled + beta * C[i];
+  }
+}
+
 GemmStats& stats() {
   static GemmStats s;
   return s;
@@ -141,25 +179,6 @@ void timed(int64_t M, int64_t N, int64_t K, F run) {
   GemmStats& s = stats();
   s.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   s.flops += 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-}
-
-// Per-thread operand workspaces: they grow to the largest operand seen and are then reused,
-// so a steady-state training step allocates nothing here.
-template <class T>
-std::array<std::vector<T>, 2>& workspaces() {
-  thread_local std::array<std::vector<T>, 2> ws;
-  return ws;
-}
-
-template <class T>
-T* workspace(int slot, int64_t n) {
-  std::vector<T>& w = workspaces<T>()[slot];
-  if (w.size() < static_cast<size_t>(n)) {
-    w.clear();
-    w.shrink_to_fit();  // free first: the old contents are dead, and peak memory stays lower
-    w.resize(static_cast<size_t>(n));
-  }
-  return w.data();
 }
 
 std::optional<LowPrecisionEngine>& chosen_engine() {
