@@ -1271,6 +1271,9 @@ TEST(Cli, DoctorReportsCpuCudaAndPrecision) {
   EXPECT_TRUE(std::regex_search(r.out, std::regex("GEMM engine: (onednn-bf16|widen-to-fp32) "
                                                   "\\(oneDNN [a-z_]+:[a-z0-9_:]+")))
       << r.out;
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex("bf16 attention products: (vdpbf16ps|fma|generic)\n")))
+      << r.out;
 }
 
 // FP8LM_MAX_ISA caps the kernels' instruction set: doctor shows AVX-512 as absent and the

@@ -32,6 +32,7 @@ void run_doctor() {
                k.dpbf16_gflops);
   }
   fmt::print("  bf16/fp8 GEMM engine: {} (oneDNN {})\n", k.gemm_engine, k.gemm_implementation);
+  fmt::print("  bf16 attention products: {}\n", k.attention_bf16_products);
 
   const cuda::DeviceQuery q = cuda_devices();
   if (!q.built) {

@@ -6,6 +6,7 @@
 
 #include "fp8/quantize.h"
 #include "fp8lm/error.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/bf16_probe.h"
 #include "kernels/cpu/gemm.h"
 
@@ -62,8 +63,12 @@ PrecisionChoice resolve_precision(Precision requested, const DeviceChoice& devic
 
 CpuKernelInfo cpu_kernel_info() {
   const cpu::Bf16Throughput& t = cpu::bf16_throughput();
-  return {std::string(isa_name(best_isa())), t.fma_gflops, t.dpbf16_gflops,
-          std::string(cpu::engine_name(cpu::low_precision_engine())), cpu::engine_implementation()};
+  return {std::string(isa_name(best_isa())),
+          t.fma_gflops,
+          t.dpbf16_gflops,
+          std::string(cpu::engine_name(cpu::low_precision_engine())),
+          cpu::engine_implementation(),
+          std::string(cpu::attention_bf16_products())};
 }
 
 }  // namespace fp8lm

@@ -550,6 +550,17 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   attention_backward_with(best_isa(), dqkv, dout, qkv, out, lse, B, T, C, H, Hkv);
 }
 
+std::string_view attention_bf16_products() {
+  switch (best_isa()) {
+    case AttentionIsa::kAvx512Bf16:
+      return "vdpbf16ps";
+    case AttentionIsa::kAvx512Fma:
+      return "fma";
+    default:
+      return "generic";
+  }
+}
+
 void attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                             int64_t C, int64_t H, int64_t Hkv) {
   attention_forward_bf16_with(best_isa(), out, lse, qkv, B, T, C, H, Hkv);

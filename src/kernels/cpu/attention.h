@@ -4,6 +4,7 @@
 // Preconditions (checked by the caller, not here): H divides C, Hkv divides H, T >= 1,
 // 1 <= len <= Tmax.
 #include <cstdint>
+#include <string_view>
 
 #include "kernels/types.h"  // QkvLayout
 
@@ -36,6 +37,9 @@ void attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B,
 void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
                              const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
                              int64_t Hkv);
+// What makes those products on this CPU (the same bits whichever): "vdpbf16ps", "fma" (two
+// FMAs a pair, where vdpbf16ps is slower or absent) or "generic" (plain C++, without AVX-512).
+std::string_view attention_bf16_products();
 
 // One new query per sequence against a KV cache. q: [B, C]; k_cache, v_cache: [B, Tmax, Ckv]
 // holding positions [0, len), the new token's own k and v already at len - 1. out: [B, C],
