@@ -61,36 +61,29 @@ class FlushSubnormals {
   unsigned saved_;
 };
 
+// row[0, n) *= f, outside the flushing region: a plain FP32 multiply, as dot2's callers do it.
+void scale_row(float* row, int64_t n, float f) {
+  const __m512 fv = _mm512_set1_ps(f);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 lanes = attention_regs::first_lanes(n - j);
+    _mm512_mask_storeu_ps(row + j, lanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, row + j), fv));
+  }
+}
+
 void scores(float* s, const uint32_t* x, int64_t x_stride, int64_t nq, const uint32_t* tile,
             int64_t hd, float scale, Visibility vis) {
   {
     const FlushSubnormals flush;
     bf16_tiles::scores<FmaDot>(s, x, x_stride, nq, tile, hd, 1.0f, vis);
   }
-  const __m512 sc = _mm512_set1_ps(scale);
-  for (int64_t r = 0; r < nq; ++r) {
-    float* row = s + r * kKeyTile;
-    for (int64_t j = 0; j < vis.visible(r); j += 16) {
-      const __mmask16 lanes = attention_regs::first_lanes(vis.visible(r) - j);
-      _mm512_mask_storeu_ps(row + j, lanes,
-                            _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, row + j), sc));
-    }
-  }
+  for (int64_t r = 0; r < nq; ++r) scale_row(s + r * kKeyTile, vis.visible(r), scale);
 }
 
 void accumulate_rows(float* y, int64_t y_stride, const float* alpha, bool overwrite,
                      const uint32_t* p, int64_t nq, const uint32_t* x, int64_t x_stride, int64_t hd,
                      Visibility vis) {
   if (alpha && !overwrite) {
-    for (int64_t r = 0; r < nq; ++r) {
-      const __m512 a = _mm512_set1_ps(alpha[r]);
-      float* row = y + r * y_stride;
-      for (int64_t d = 0; d < hd; d += 16) {
-        const __mmask16 lanes = attention_regs::first_lanes(hd - d);
-        _mm512_mask_storeu_ps(row + d, lanes,
-                              _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, row + d), a));
-      }
-    }
+    for (int64_t r = 0; r < nq; ++r) scale_row(y + r * y_stride, hd, alpha[r]);
   }
   const FlushSubnormals flush;
   bf16_tiles::accumulate_rows<FmaDot>(y, y_stride, nullptr, overwrite, p, nq, x, x_stride, hd, vis);
