@@ -149,8 +149,9 @@ void execute_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t
 
 // C = alpha * A·B + beta * C. oneDNN's BF16 gemm:jit applies an alpha other than 1 in a scalar
 // loop after the product, one element at a time (on the AMX VM 40% of an FP8 recipe's step,
-// whose alpha is the operands' scale_inv product): the product runs with alpha 1 and the same
-// arithmetic follows here, vectorized: round(acc * alpha), then + round(beta * C).
+// whose alpha is the operands' scale_inv product): the product runs with alpha 1 and alpha
+// scales the finished sum here, vectorized: round(acc * alpha), then + round(beta * C), as
+// cuBLASLt scales an FP8 GEMM's accumulator (oneDNN's own alpha path rounds otherwise).
 void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
                 float alpha, const void* A, const void* B, float beta, float* C) {
   if (alpha == 1.0f || dt != memory::data_type::bf16)
