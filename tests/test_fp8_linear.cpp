@@ -9,7 +9,10 @@
 
 #include "test_util.h"
 
+#include "kernels/cpu/gemm.h"
 #include "nn/layernorm_linear.h"
+#include "nn/micro_batch.h"
+#include "nn/saved_activation.h"
 
 namespace fp8lm {
 namespace {
@@ -116,6 +119,41 @@ TEST(Fp8Linear, FusedLayerNormCastEqualsNormThenCast) {
   EXPECT_EQ(fused.linear().fp8_meta()[Slot::Input].amax_history,
             plain.fp8_meta()[Slot::Input].amax_history);
   EXPECT_NE(fused.linear().fp8_meta()[Slot::Input].scale, 1.0f);
+}
+
+// The CPU's FP8 GEMMs multiply the codes' values as BF16 (Backend::fp8_gemms_take_decoded):
+// every cast of a CPU Linear writes them beside its codes, so a training step's GEMMs (the
+// norm's fused cast under delayed scaling, the Linear's own under current scaling; one
+// micro-batch or several; then a forward outside training) decode no code themselves.
+TEST(Fp8Linear, CpuGemmsTakeTheValuesTheCastsDecoded) {
+  const int64_t rows = 6, in = 32, out = 16;
+  for (const ScalingKind kind : {ScalingKind::Delayed, ScalingKind::Current}) {
+    for (const MicroBatch micro : {MicroBatch::Only, MicroBatch::First}) {
+      SCOPED_TRACE(::testing::Message() << "current scaling " << (kind == ScalingKind::Current)
+                                        << ", micro-batches " << (micro == MicroBatch::First));
+      LayerNormLinear layer("ln1", "qkv", in, out, Normalization::LayerNorm, true);
+      layer.linear().weight().set_values(randn(static_cast<size_t>(in * out), 6, 0.2f));
+      const auto x = randn(static_cast<size_t>(rows * in), 7);
+      const auto dy = randn(static_cast<size_t>(rows * out), 8);
+      std::vector<float> y(rows * out), dx(rows * in);
+      Fp8Recipe recipe = delayed(Format::Hybrid, 4);
+      recipe.kind = kind;
+      cpu::reset_gemm_stats();
+      {
+        const Autocast fp8(true, recipe);
+        const TrainingForward training(true);
+        const MicroBatchScope micro_batch(micro);
+        layer.forward(x.data(), y.data(), rows);
+      }
+      layer.backward(dy.data(), dx.data(), rows);
+      {
+        const Autocast fp8(true, recipe);
+        layer.forward(x.data(), y.data(), rows);
+      }
+      EXPECT_EQ(cpu::gemm_stats().flops, 8.0 * rows * in * out) << "four GEMMs ran";
+      EXPECT_EQ(cpu::gemm_stats().fp8_values_decoded, 0);
+    }
+  }
 }
 
 // Under BF16 GEMMs a Linear keeps its weight's BF16 cast while the weight's version holds: a

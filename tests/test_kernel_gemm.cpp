@@ -146,6 +146,66 @@ TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
   });
 }
 
+// An FP8 operand whose decoded BF16 values come with it (Fp8Out::decoded) is multiplied as
+// those: the bits of decoding its codes in the call, without reading the codes (zeros here)
+// or decoding anything.
+TEST(GemmFp8, TakesTheDecodedValuesThatComeWithTheCodes) {
+  for_each_engine([] {
+    for (const Shape& s : kShapes) {
+      const auto X = test::random_normal(s.M * s.K, 12), W = test::random_normal(s.K * s.N, 13);
+      std::vector<uint8_t> qa(X.size()), qb(W.size());
+      quantize(qa.data(), X.data(), static_cast<int64_t>(X.size()), 64.0f, DType::E4M3);
+      quantize(qb.data(), W.data(), static_cast<int64_t>(W.size()), 16.0f, DType::E5M2);
+      std::vector<bf16_t> a16(X.size()), b16(W.size());
+      fp8_to_bf16(a16.data(), qa.data(), static_cast<int64_t>(qa.size()), DType::E4M3);
+      fp8_to_bf16(b16.data(), qb.data(), static_cast<int64_t>(qb.size()), DType::E5M2);
+      std::vector<float> want(static_cast<size_t>(s.M * s.N), 0.5f), got = want;
+      gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, 0.25f, qa.data(), DType::E4M3, qb.data(),
+               DType::E5M2, 1.0f, want.data());
+      const std::vector<uint8_t> zeros_a(qa.size()), zeros_b(qb.size());
+      reset_gemm_stats();
+      gemm_fp8(Trans::N, Trans::T, s.M, s.N, s.K, 0.25f, zeros_a.data(), DType::E4M3,
+               zeros_b.data(), DType::E5M2, 1.0f, got.data(), a16.data(), b16.data());
+      EXPECT_TRUE(test::same_bits(got, want)) << s.M << "x" << s.N << "x" << s.K;
+      EXPECT_EQ(gemm_stats().fp8_values_decoded, 0);
+    }
+  });
+}
+
+// The CPU backend's per-tensor cast: fp8lm::quantize's codes and statistics whatever the
+// thread count (threads take shares; a max and integer sums combine exactly), and, where
+// asked, each code's value as BF16 beside it.
+TEST(QuantizeFp8, EqualsOneQuantizeCallAndDecodesItsCodes) {
+  const int64_t n = (int64_t{1} << 16) + 77;  // past the parallel threshold, a ragged tail
+  const auto x = test::random_with_specials(static_cast<size_t>(n), 14);
+  const int threads = omp_get_max_threads();
+  for (int t : {1, 2, 3}) {
+    omp_set_num_threads(t);
+    for (DType f : {DType::E4M3, DType::E5M2}) {
+      for (bool decode : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << t << " threads, " << dtype_name(f) << ", decode " << decode);
+        std::vector<uint8_t> want(static_cast<size_t>(n)), got(want.size());
+        std::vector<bf16_t> values(want.size());
+        const CastStats w = quantize(want.data(), x.data(), n, 3.5f, f);
+        const CastStats g =
+            quantize_fp8(got.data(), decode ? values.data() : nullptr, x.data(), n, 3.5f, f);
+        EXPECT_EQ(got, want);
+        EXPECT_EQ(g.amax, w.amax);
+        EXPECT_EQ(g.saturated, w.saturated);
+        EXPECT_EQ(g.flushed, w.flushed);
+        EXPECT_GT(w.saturated, 0) << "the input should exercise the counts";
+        if (!decode) continue;
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(values[i], bf16_from_float(fp8_decode(want[i], f))) << i;
+        }
+      }
+    }
+    EXPECT_EQ(absmax_parallel(x.data(), n), absmax(x.data(), n));
+  }
+  omp_set_num_threads(threads);
+}
+
 // The descriptor entry is the typed kernels, nothing else: the same bits for each dtype pair,
 // with FP8's scale_invs folded into alpha as alpha * sa * sb; its traffic counted; a mix of
 // dtypes refused.
@@ -272,6 +332,7 @@ TEST(GemmStats, CountTheFlopsOfEveryProduct) {
            C.data());
   gemm_f32(Trans::N, Trans::N, 0, 4, 8, 1.0f, A.data(), B.data(), 0.0f, C.data());  // empty
   EXPECT_EQ(gemm_stats().flops, 2 * (2.0 * 16 * 4 * 8));
+  EXPECT_EQ(gemm_stats().fp8_values_decoded, 16 * 8 + 8 * 4);  // both FP8 operands
   EXPECT_GT(gemm_stats().seconds, 0.0);
   // 0x38 is 1.0 in E4M3: every output is K = 8.
   for (float c : C) EXPECT_EQ(c, 8.0f);

@@ -195,6 +195,10 @@ class Backend {
   // gemm then copies every other layout first, so modules pass operands already so, made once
   // per tensor (quantize_transposed) and per weight version.
   virtual bool fp8_gemms_want_tn() const { return false; }
+  // Whether FP8 GEMMs multiply the codes' values as BF16 (the CPU's, gemm.h): casts then also
+  // write those values beside the codes (Fp8Out::decoded) for GEMMs to take
+  // (GemmOperand::decoded), made once per cast instead of once per GEMM that reads it.
+  virtual bool fp8_gemms_take_decoded() const { return false; }
 
  protected:
   [[noreturn]] void refuse(OptionalOp op) const;

@@ -24,6 +24,9 @@ struct GemmOperand {
   // (the cast kept only the codes, as TE does): where its block-scaled GEMM cannot take a
   // call, the backend multiplies data, decoding it first where null.
   const BlockCodes* block = nullptr;
+  // FP8, optional: each code's value as BF16, as the cast wrote it beside the codes
+  // (Fp8Out::decoded) for a backend whose FP8 GEMMs multiply BF16 values.
+  const bf16_t* decoded = nullptr;
 };
 
 struct Fp8Out {
@@ -35,6 +38,10 @@ struct Fp8Out {
   // the format's max or were ±Inf, and non-zero values that became ±0 (CastStats).
   unsigned long long* saturated = nullptr;
   unsigned long long* flushed = nullptr;
+  // Optional (Backend::fp8_gemms_take_decoded): each code's value also written here as BF16
+  // (exact: every E4M3 and E5M2 value is a BF16 value), so the GEMMs reading these codes do not
+  // decode them again on every call.
+  bf16_t* decoded = nullptr;
 };
 
 // Where a producer (a norm, an activation) writes: exactly one of FP32 values, FP8 codes with

@@ -109,7 +109,12 @@ Fp8Out Linear::begin_fp8_forward(int64_t rows) {
     qx_.resize(static_cast<size_t>(n));
     x_codes_ = qx_.data();
   }
-  return store.begin_cast(gemm_, Slot::Input, x_codes_, n);
+  Fp8Out out = store.begin_cast(gemm_, Slot::Input, x_codes_, n);
+  if (decoded_) {
+    qx16_.resize(static_cast<size_t>(n));
+    out.decoded = qx16_.data();
+  }
+  return out;
 }
 
 bool Linear::same_weight_scale_as_cast() {
@@ -148,6 +153,14 @@ const uint8_t* Linear::prepare_weight_fp8() {
     // changed or a store rebuilt since then (not within a step) casts again.
     const bool kept = cast_version_ == weight_.version && cast_generation_ == store.generation();
     if (micro == MicroBatch::First || !kept) requantize_weight(recipe_);
+    return qw_.data();
+  }
+  if (training_forward() && decoded_) {
+    // Where GEMMs take decoded values, the cast (codes and values) is kept for dgrad, which
+    // would otherwise decode a second cast again. A forward outside training casts anew, as
+    // below.
+    requantize_weight(recipe_);
+    cast_version_ = ~uint64_t{0};
     return qw_.data();
   }
   if (training_forward()) {
@@ -210,9 +223,14 @@ void Linear::requantize_weight(const Fp8Recipe& recipe) {
   ScalingStore& store = scaling();
   const int64_t n = weight_.numel();
   qw_.resize(static_cast<size_t>(n));
-  cast_through_slot(Slot::Weight, store.begin_cast(gemm_, Slot::Weight, qw_.data(), n),
-                    weight_.data(), out_, in_);
+  Fp8Out out = store.begin_cast(gemm_, Slot::Weight, qw_.data(), n);
+  if (decoded_) {
+    qw16_.resize(static_cast<size_t>(n));
+    out.decoded = qw16_.data();
+  }
+  cast_through_slot(Slot::Weight, out, weight_.data(), out_, in_);
   ++qw_cast_;
+  if (decoded_) qw16_cast_ = qw_cast_;
   keep_weight_scale();
   cast_version_ = weight_.version;
   cast_generation_ = store.generation();
@@ -288,18 +306,22 @@ void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
     be_.transpose_fp8(qx_t_.data(), x_codes_, rows, in_);
     input_transposed_ = true;
   }
-  const GemmOperand w{qw, store.format(gemm_, Slot::Weight), w_scale_inv_.data()};
-  const DType x_format = store.format(gemm_, Slot::Input);
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, {x_codes_, x_format, x_scale_inv_.data()}, w,
-           0.0f, y);
+  GemmOperand x{x_codes_, store.format(gemm_, Slot::Input), x_scale_inv_.data()};
+  if (decoded_) x.decoded = qx16_.data();
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, x, weight_operand(qw), 0.0f, y);
   record_if_non_finite(y, rows * out_);
   if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
 }
 
+GemmOperand Linear::weight_operand(const uint8_t* codes) {
+  GemmOperand w{codes, scaling().format(gemm_, Slot::Weight), w_scale_inv_.data()};
+  if (codes == qw_.data() && qw16_cast_ == qw_cast_) w.decoded = qw16_.data();
+  return w;
+}
+
 GemmOperand Linear::weight_for_dgrad() {
   if (mode_ == Precision::Bf16) return {weight_bf16(), DType::BF16};
-  if (mode_ == Precision::Fp8)
-    return {weight_fp8_for_backward(), store_->format(gemm_, Slot::Weight), w_scale_inv_.data()};
+  if (mode_ == Precision::Fp8) return weight_operand(weight_fp8_for_backward());
   return {weight_.data(), DType::F32};
 }
 
@@ -307,7 +329,9 @@ GemmOperand Linear::saved_input() {
   if (mode_ == Precision::Bf16) return {x16_.data(), DType::BF16};
   if (mode_ == Precision::Fp8) {
     const uint8_t* codes = input_transposed_ ? qx_t_.data() : qx_.data();
-    return {codes, store_->format(gemm_, Slot::Input), x_scale_inv_.data()};
+    GemmOperand x{codes, store_->format(gemm_, Slot::Input), x_scale_inv_.data()};
+    if (decoded_) x.decoded = qx16_.data();
+    return x;
   }
   return {x_, DType::F32};
 }
@@ -346,12 +370,13 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
     ScalingStore& store = scaling();
     uint8_t* qdy = dx || !tn ? scratch<uint8_t>(be_, Scratch::LinearDy, rows * out_) : nullptr;
     uint8_t* qdy_t = tn ? scratch<uint8_t>(be_, Scratch::LinearDyT, rows * out_) : nullptr;
-    cast_through_slot(Slot::GradOutput, store.begin_cast(gemm_, Slot::GradOutput, qdy, rows * out_),
-                      dy, rows, out_, qdy_t);
+    Fp8Out q = store.begin_cast(gemm_, Slot::GradOutput, qdy, rows * out_);
+    if (decoded_) q.decoded = scratch<bf16_t>(be_, Scratch::LinearDyBf16, rows * out_);
+    cast_through_slot(Slot::GradOutput, q, dy, rows, out_, qdy_t);
     be_.copy(dy_scale_inv_.data(), store.scale_inv(gemm_, Slot::GradOutput), sizeof(float));
     const DType format = store.format(gemm_, Slot::GradOutput);
-    g = {qdy, format, dy_scale_inv_.data()};
-    gw = {tn ? qdy_t : qdy, format, dy_scale_inv_.data()};
+    g = {qdy, format, dy_scale_inv_.data(), nullptr, q.decoded};
+    gw = {tn ? qdy_t : qdy, format, dy_scale_inv_.data(), nullptr, q.decoded};
   }
   if (dx) {
     be_.gemm(Trans::N, tn ? Trans::T : Trans::N, rows, in_, out_, 1.0f, g, weight_for_dgrad(), beta,

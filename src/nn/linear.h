@@ -66,9 +66,9 @@ class Linear {
   int64_t in_features() const { return in_; }
   Backend& backend() const { return be_; }
   MemoryUse memory_use() const {
-    return {bytes_of(x16_) + bytes_of(qx_) + bytes_of(qx_t_) + bytes_of(x_col_) +
+    return {bytes_of(x16_) + bytes_of(qx_) + bytes_of(qx16_) + bytes_of(qx_t_) + bytes_of(x_col_) +
                 bytes_of(x_col_codes_) + bytes_of(x_col_scales_),
-            bytes_of(qw_) + bytes_of(qw_t_) + bytes_of(qw_block_scales_) +
+            bytes_of(qw_) + bytes_of(qw16_) + bytes_of(qw_t_) + bytes_of(qw_block_scales_) +
                 bytes_of(w_row_.operand) + bytes_of(w_col_.operand) + bytes_of(w_row_.codes) +
                 bytes_of(w_row_.scales) + bytes_of(w_col_.codes) + bytes_of(w_col_.scales) +
                 bytes_of(w16_)};
@@ -211,6 +211,12 @@ class Linear {
   BackendBuffer<bf16_t> w16_{be_};
   uint64_t w16_version_ = ~uint64_t{0};
   BackendBuffer<uint8_t> qx_{be_};  // fp8 mode: the input's codes
+  // Backends whose FP8 GEMMs multiply the codes' values as BF16 (Backend::fp8_gemms_take_decoded,
+  // the CPU): every cast also writes those values (Fp8Out::decoded), here for the input (kept
+  // for wgrad) and in qw16_ for the weight, so no GEMM decodes codes again. 2 bytes per value
+  // more, the price of decoding once per cast rather than once per GEMM.
+  const bool decoded_ = be_.fp8_gemms_take_decoded() && !be_.fp8_gemms_want_tn();
+  BackendBuffer<bf16_t> qx16_{be_};
   // Backends whose FP8 GEMMs want K-major operands (Backend::fp8_gemms_want_tn): the input's
   // codes transposed, [in, rows], wgrad's operand; in a training forward the only copy kept
   // (the row-wise codes, x_codes_, are then scratch). input_transposed_: qx_t_ holds this
@@ -233,6 +239,12 @@ class Linear {
   // backward after each cast into qw_ (qw_cast_ counts them) and kept while that cast is.
   BackendBuffer<uint8_t> qw_t_{be_};
   uint64_t qw_cast_ = 0, qw_t_cast_ = ~uint64_t{0};
+  // qw_'s values as BF16 where decoded_, valid while qw16_cast_ is qw_cast_ (a cast that wrote
+  // codes only, adopt_fp8_weight's, leaves GEMMs to decode them).
+  BackendBuffer<bf16_t> qw16_{be_};
+  uint64_t qw16_cast_ = ~uint64_t{0};
+  // The weight operand of the codes prepare_weight_fp8 or weight_fp8_for_backward returned.
+  GemmOperand weight_operand(const uint8_t* codes);
   bool recast_for_backward_ = false;
   BackendBuffer<float> w_scale_{be_, 1}, w_scale_inv_{be_, 1};  // the weight cast's
   uint64_t cast_version_ = ~uint64_t{0};

@@ -106,6 +106,7 @@ void Linear::requantize_block_weight() {
       block_cast_job(BlockRole::Weight, false, out_, in_, operand_in(w_row_.operand, out_ * in_),
                      w_row_.scale_inv.data(), {&qw_, &qw_block_scales_, true});
   block_operand(job, weight_.data());
+  ++qw_cast_;  // qw_ holds new codes (a per-tensor cast's decoded values no longer match them)
   w_row_.block = job.kept();
   w_row_.version = weight_.version;
   w_row_.recipe = recipe_;

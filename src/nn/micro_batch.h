@@ -8,7 +8,7 @@
 namespace fp8lm {
 
 enum class MicroBatch {
-  Only,   // no accumulation: a training forward casts into scratch (nothing kept)
+  Only,   // no accumulation: a training forward's weight cast serves this step only
   First,  // casts each weight and keeps the cast for the step
   Later,  // reuses the first micro-batch's casts
 };

@@ -25,6 +25,7 @@ enum class Scratch : uint8_t {
   ActOut,          // the activation's FP32 output when fc2 keeps its own BF16/FP8 copy
   LinearDy,        // Linear backward: dy cast to BF16 or FP8
   LinearDyT,       // Linear backward: dy's FP8 codes transposed (Backend::fp8_gemms_want_tn)
+  LinearDyBf16,    // Linear backward: dy's FP8 codes' values (Backend::fp8_gemms_take_decoded)
   InputFp8,        // Linear FP8 training forward on such a backend: the input's row-wise codes
   QkvOut,          // attention's packed q, k, v in FP32 while a BF16 copy is what is saved
   MlpPre,          // the MLP's pre-activation in FP32 while a BF16 copy is what is saved

@@ -127,11 +127,11 @@ void bias_act_forward(float* y, float* h, const float* bias, Activation act, int
 }
 
 CastStats bias_act_forward_fp8(uint8_t* y, float scale, DType f, float* h, const float* bias,
-                               Activation act, int64_t rows, int64_t F) {
+                               Activation act, int64_t rows, int64_t F, bf16_t* decoded) {
   return with_activation(act, [&](auto op) {
     using Op = decltype(op);
     const int64_t in = input_width<Op>(F);
-    return produce_fp8_rows(y, scale, f, rows, F, rows * in, [&](int64_t r, float* row) {
+    return produce_fp8_rows(y, decoded, scale, f, rows, F, rows * in, [&](int64_t r, float* row) {
       float* hr = h + r * in;
       if (bias) add_bias_row(hr, bias, in);
       forward_row<Op>(row, hr, F);

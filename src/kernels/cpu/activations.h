@@ -23,9 +23,10 @@ void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C);
 void bias_act_forward(float* y, float* h, const float* bias, Activation act, int64_t rows,
                       int64_t F);
 // The same with y leaving as FP8 codes, cast(act(h) * scale) in format f: bit-identical to
-// bias_act_forward, then fp8lm::quantize on the whole output.
+// bias_act_forward, then fp8lm::quantize on the whole output. Where decoded is not null, the
+// codes' values also go there as BF16 (casts.h's quantize_fp8).
 CastStats bias_act_forward_fp8(uint8_t* y, float scale, DType f, float* h, const float* bias,
-                               Activation act, int64_t rows, int64_t F);
+                               Activation act, int64_t rows, int64_t F, bf16_t* decoded = nullptr);
 // The same with y leaving as BF16 (a BF16 GEMM's input): bit-identical to bias_act_forward,
 // then fp32_to_bf16 on the whole output.
 void bias_act_forward_bf16(bf16_t* y, float* h, const float* bias, Activation act, int64_t rows,

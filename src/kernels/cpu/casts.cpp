@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 #include "core/cpu_features.h"
 
@@ -13,16 +14,22 @@ namespace {
 // Below this many elements a parallel region costs more than the conversion.
 constexpr int64_t kParallelMin = 1 << 15;
 
-// Splits [0, n) into one contiguous share per thread, each a multiple of 64 elements so no
-// two threads write the same cache line.
+// The calling thread's contiguous share [lo, hi) of [0, n) inside a parallel region, a
+// multiple of 64 elements so no two threads write the same cache line.
+std::pair<int64_t, int64_t> thread_share(int64_t n) {
+  const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+  const int64_t share = ((n + nt - 1) / nt + 63) / 64 * 64;  // every element, rounded up
+  const int64_t lo = std::min(n, t * share);
+  return {lo, std::min(n, lo + share)};
+}
+
+// Splits [0, n) into one share per thread.
 template <class F>
 void for_shares(int64_t n, F body) {
   if (n < kParallelMin) return body(0, n);
 #pragma omp parallel
   {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t share = ((n + nt - 1) / nt + 63) / 64 * 64;  // every element, rounded up
-    const int64_t lo = std::min(n, t * share), hi = std::min(n, lo + share);
+    const auto [lo, hi] = thread_share(n);
     if (lo < hi) body(lo, hi);
   }
 }
@@ -60,15 +67,65 @@ void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f) {
   });
 }
 
-void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
+void fp8_to_bf16_serial(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
   static const std::array<bf16_t, 256> e4m3 = fp8_bf16_table(DType::E4M3);
   static const std::array<bf16_t, 256> e5m2 = fp8_bf16_table(DType::E5M2);
+  if (use_avx512()) return avx512::fp8_to_bf16(y, codes, n, f);
+  if (use_avx2()) return avx2::fp8_to_bf16(y, codes, n, f);
   const bf16_t* table = (f == DType::E4M3 ? e4m3 : e5m2).data();
-  for_shares(n, [&](int64_t lo, int64_t hi) {
-    if (use_avx512()) return avx512::fp8_to_bf16(y + lo, codes + lo, hi - lo, f);
-    if (use_avx2()) return avx2::fp8_to_bf16(y + lo, codes + lo, hi - lo, f);
-    for (int64_t i = lo; i < hi; ++i) y[i] = table[codes[i]];
-  });
+  for (int64_t i = 0; i < n; ++i) y[i] = table[codes[i]];
+}
+
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
+  for_shares(n,
+             [&](int64_t lo, int64_t hi) { fp8_to_bf16_serial(y + lo, codes + lo, hi - lo, f); });
+}
+
+CastStats quantize_fp8_serial(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                              float scale, DType f) {
+  if (!decoded) return quantize(codes, x, n, scale, f);
+  // 4K codes (and their 8 KB of BF16) stay in L1 between the two passes.
+  constexpr int64_t kPiece = 4096;
+  CastStats total;
+  for (int64_t lo = 0; lo < n; lo += kPiece) {
+    const int64_t m = std::min(kPiece, n - lo);
+    const CastStats s = quantize(codes + lo, x + lo, m, scale, f);
+    fp8_to_bf16_serial(decoded + lo, codes + lo, m, f);
+    total.amax = std::max(total.amax, s.amax);  // quantize's amax is never NaN
+    total.saturated += s.saturated;
+    total.flushed += s.flushed;
+  }
+  return total;
+}
+
+CastStats quantize_fp8(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,
+                       DType f) {
+  if (n < kParallelMin) return quantize_fp8_serial(codes, decoded, x, n, scale, f);
+  float amax = 0.0f;
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel reduction(max : amax) reduction(+ : saturated, flushed)
+  {
+    const auto [lo, hi] = thread_share(n);
+    if (lo < hi) {
+      const CastStats s = quantize_fp8_serial(codes + lo, decoded ? decoded + lo : nullptr, x + lo,
+                                              hi - lo, scale, f);
+      amax = s.amax;
+      saturated = s.saturated;
+      flushed = s.flushed;
+    }
+  }
+  return {amax, saturated, flushed};
+}
+
+float absmax_parallel(const float* x, int64_t n) {
+  if (n < kParallelMin) return absmax(x, n);
+  float amax = 0.0f;
+#pragma omp parallel reduction(max : amax)
+  {
+    const auto [lo, hi] = thread_share(n);
+    if (lo < hi) amax = absmax(x + lo, hi - lo);
+  }
+  return amax;
 }
 
 void fp32_to_bf16_serial(bf16_t* y, const float* x, int64_t n) {

@@ -8,17 +8,32 @@
 
 #include "core/bf16.h"
 #include "core/fp8_dtype.h"
+#include "fp8/quantize.h"
 
 namespace fp8lm::cpu {
 
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
 void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f);
 void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
+// The same on the calling thread alone (a row inside a parallel region).
+void fp8_to_bf16_serial(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
 // The same on the calling thread alone (a row inside a parallel region).
 void fp32_to_bf16_serial(bf16_t* y, const float* x, int64_t n);
 // acc = bf16(acc + x): a BF16 gradient accumulating an FP32 GEMM result (one rounding).
 void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n);
+// fp8lm::quantize (fp8/quantize.h) over the threads' shares: the same codes and statistics as
+// one call (a max and integer sums combine exactly in any order). Where decoded is not null,
+// each code's value also goes there as BF16 (exact: every E4M3 and E5M2 value is a BF16
+// value), made from a few KB of codes at a time while they are still in cache: the operand the
+// CPU's FP8 GEMMs multiply (Fp8Out::decoded), which spares them decoding the codes per call.
+CastStats quantize_fp8(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,
+                       DType f);
+// The same on the calling thread alone (a row inside a parallel region).
+CastStats quantize_fp8_serial(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                              float scale, DType f);
+// fp8lm::absmax (max |x|, NaN ignored) over the threads' shares.
+float absmax_parallel(const float* x, int64_t n);
 // t [cols, rows] = x [rows, cols], bytes (FP8 codes).
 void transpose_bytes(uint8_t* t, const uint8_t* x, int64_t rows, int64_t cols);
 
@@ -41,6 +56,8 @@ namespace avx2 {
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
 void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f);
 void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
+// The same on the calling thread alone (a row inside a parallel region).
+void fp8_to_bf16_serial(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
 }  // namespace avx2
 

@@ -44,7 +44,7 @@ void commit_cast(const Fp8Out& q, const CastStats& st) {
 // How a producer (a norm, bias + activation) serves a ProducerOut: its FP32 kernel, or its
 // fused twin that rounds each row to BF16 (the CUDA kernels also round their FP32 result per
 // element) or casts it to FP8 codes as it is made. fp32(float* y) and bf16(bf16_t* y) compute
-// the values into y; fp8(codes, scale, format) returns the cast's statistics.
+// the values into y; fp8(codes, decoded, scale, format) returns the cast's statistics.
 template <class Fp32, class Bf16, class Fp8>
 void produce(const ProducerOut& out, const char* op, Fp32 fp32, Bf16 bf16, Fp8 fp8) {
   switch (producer_out_dtype(out, op)) {
@@ -53,7 +53,7 @@ void produce(const ProducerOut& out, const char* op, Fp32 fp32, Bf16 bf16, Fp8 f
     case DType::BF16:
       return bf16(out.y16);
     default:
-      return commit_cast(out.y8, fp8(out.y8.data, *out.y8.scale, out.y8.format));
+      return commit_cast(out.y8, fp8(out.y8.data, out.y8.decoded, *out.y8.scale, out.y8.format));
   }
 }
 
@@ -62,6 +62,7 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   bool host_memory() const override { return true; }
   bool supports(OptionalOp) const override { return true; }
+  bool fp8_gemms_take_decoded() const override { return true; }
 
   void* allocate(size_t bytes) override { return ::operator new(bytes, kAlignment); }
   void release(void* p) override { ::operator delete(p, kAlignment); }
@@ -117,9 +118,9 @@ class CpuBackend final : public Backend {
           cpu::norm_forward_bf16(n.kind, y, s, st.mean, st.rstd, x, r, n.gamma, n.beta, rows, n.C,
                                  n.eps);
         },
-        [&](uint8_t* q, float scale, DType f) {
+        [&](uint8_t* q, bf16_t* decoded, float scale, DType f) {
           return cpu::norm_forward_fp8(n.kind, q, scale, f, s, st.mean, st.rstd, x, r, n.gamma,
-                                       n.beta, rows, n.C, n.eps);
+                                       n.beta, rows, n.C, n.eps, decoded);
         });
   }
   void norm_backward(const NormParams& n, const NormStats& st, float* dx, float* dgamma,
@@ -138,8 +139,8 @@ class CpuBackend final : public Backend {
         out, "bias_act_forward", [&](float* y) { cpu::bias_act_forward(y, h, bias, act, rows, F); },
         [&](bf16_t* y) { cpu::bias_act_forward_bf16(y, h, bias, act, rows, F); },
         // A null bias adds nothing (Llama's unbiased MLP, and the unfused twin's GEMM added it).
-        [&](uint8_t* q, float scale, DType f) {
-          return cpu::bias_act_forward_fp8(q, scale, f, h, bias, act, rows, F);
+        [&](uint8_t* q, bf16_t* decoded, float scale, DType f) {
+          return cpu::bias_act_forward_fp8(q, scale, f, h, bias, act, rows, F, decoded);
         });
   }
   void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
@@ -178,12 +179,12 @@ class CpuBackend final : public Backend {
   void quantize(const Fp8Out& out, const float* x, int64_t n) override {
     const HostOpScope op(OpKind::Cast);
     count_traffic(n * 5);
-    commit_cast(out, fp8lm::quantize(out.data, x, n, *out.scale, out.format));
+    commit_cast(out, cpu::quantize_fp8(out.data, out.decoded, x, n, *out.scale, out.format));
   }
   void absmax(float* amax, const float* x, int64_t n) override {
     const HostOpScope op(OpKind::Cast);
     count_traffic(n * 4);
-    const float a = fp8lm::absmax(x, n);
+    const float a = cpu::absmax_parallel(x, n);
     if (a > *amax) *amax = a;
   }
   void quantize_transposed(const Fp8Out& out, uint8_t* transposed, const float* x, int64_t rows,
@@ -197,7 +198,7 @@ class CpuBackend final : public Backend {
       rowwise.resize(static_cast<size_t>(n));
       codes = rowwise.data();
     }
-    commit_cast(out, fp8lm::quantize(codes, x, n, *out.scale, out.format));
+    commit_cast(out, cpu::quantize_fp8(codes, out.decoded, x, n, *out.scale, out.format));
     cpu::transpose_bytes(transposed, codes, rows, cols);
   }
   void transpose_fp8(uint8_t* transposed, const uint8_t* codes, int64_t rows,

@@ -201,6 +201,30 @@ void bf16_widened(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alp
   run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, a, b, beta, C);
 }
 
+// An FP8 operand as BF16 values: the decoded values that came with it, or its codes decoded
+// into workspace `slot`.
+const bf16_t* bf16_operand(int slot, const uint8_t* codes, const bf16_t* decoded, int64_t n,
+                           DType f) {
+  if (decoded) return decoded;
+  stats().fp8_values_decoded += n;
+  bf16_t* w = workspace<bf16_t>(slot, n);
+  fp8_to_bf16(w, codes, n, f);
+  return w;
+}
+
+// The same widened to FP32 (exact), in workspace `slot`.
+const float* f32_operand(int slot, const uint8_t* codes, const bf16_t* decoded, int64_t n,
+                         DType f) {
+  float* w = workspace<float>(slot, n);
+  if (decoded) {
+    bf16_to_f32(w, decoded, n);
+  } else {
+    stats().fp8_values_decoded += n;
+    fp8_to_f32(w, codes, n, f);
+  }
+  return w;
+}
+
 LowPrecisionEngine measure_engine() {
   if (const char* env = std::getenv("FP8LM_GEMM_ENGINE")) {
     const std::string v = env;
@@ -276,21 +300,16 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
 }
 
 void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const uint8_t* A,
-              DType fa, const uint8_t* B, DType fb, float beta, float* C) {
+              DType fa, const uint8_t* B, DType fb, float beta, float* C, const bf16_t* A16,
+              const bf16_t* B16) {
   const LowPrecisionEngine e = low_precision_engine();
   timed(M, N, K, [&] {
     if (e == LowPrecisionEngine::NativeBf16) {
-      bf16_t* a = workspace<bf16_t>(0, M * K);
-      bf16_t* b = workspace<bf16_t>(1, K * N);
-      fp8_to_bf16(a, A, M * K, fa);
-      fp8_to_bf16(b, B, K * N, fb);
-      return bf16_native(ta, tb, M, N, K, alpha, a, b, beta, C);
+      return bf16_native(ta, tb, M, N, K, alpha, bf16_operand(0, A, A16, M * K, fa),
+                         bf16_operand(1, B, B16, K * N, fb), beta, C);
     }
-    float* a = workspace<float>(0, M * K);
-    float* b = workspace<float>(1, K * N);
-    fp8_to_f32(a, A, M * K, fa);
-    fp8_to_f32(b, B, K * N, fb);
-    run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, a, b, beta, C);
+    run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, f32_operand(0, A, A16, M * K, fa),
+               f32_operand(1, B, B16, K * N, fb), beta, C);
   });
 }
 

@@ -30,9 +30,11 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
 // FP8 operands (codes) as BF16 dot products: every E4M3/E5M2 value is exact in BF16 and each
 // product exact in FP32, so this emulates an FP8 GEMM with FP32 accumulation exactly up to
 // summation order. Pass alpha = scale_inv_A * scale_inv_B to dequantize the result. Codes are
-// decoded inside the call, so callers keep only the 1-byte codes.
+// decoded inside the call, except an operand whose decoded values come with it (A16, B16: the
+// cast wrote them beside the codes, Fp8Out::decoded): the same products without the decode.
 void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const uint8_t* A,
-              DType fa, const uint8_t* B, DType fb, float beta, float* C);
+              DType fa, const uint8_t* B, DType fb, float beta, float* C,
+              const bf16_t* A16 = nullptr, const bf16_t* B16 = nullptr);
 
 // The entry every backend shares (kernels/cuda/gemm.h takes the same operands in device
 // memory): the operands' dtypes pick gemm_f32, gemm_bf16 or gemm_fp8, whose two scale_invs
@@ -58,6 +60,9 @@ void set_low_precision_engine(LowPrecisionEngine e);
 struct GemmStats {
   double seconds = 0;
   double flops = 0;
+  // FP8 values gemm_fp8 decoded from codes itself (none for an operand whose decoded values
+  // came with it).
+  int64_t fp8_values_decoded = 0;
 };
 GemmStats gemm_stats();
 // True while this thread is inside oneDNN's primitive execute, whose bookkeeping allocates a

@@ -96,9 +96,9 @@ void norm_forward(Normalization kind, float* y, float* s, float* mean, float* rs
 CastStats norm_forward_fp8(Normalization kind, uint8_t* y, float scale, DType f, float* s,
                            float* mean, float* rstd, const float* x, const float* r,
                            const float* gamma, const float* beta, int64_t rows, int64_t C,
-                           float eps) {
+                           float eps, bf16_t* decoded) {
   return with_normalization(kind, [&](auto op) {
-    return produce_fp8_rows(y, scale, f, rows, C, rows * C, [&](int64_t i, float* row) {
+    return produce_fp8_rows(y, decoded, scale, f, rows, C, rows * C, [&](int64_t i, float* row) {
       forward_row<decltype(op)>(row, s + (r ? i * C : 0), mean + i, rstd + i, x + i * C,
                                 r ? r + i * C : nullptr, gamma, beta, C, eps);
     });

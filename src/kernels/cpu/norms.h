@@ -22,11 +22,12 @@ void norm_forward(Normalization kind, float* y, float* s, float* mean, float* rs
                   float eps);
 // The fused producer: the same math, but y leaves as FP8 codes, cast(y * scale) in format f in
 // the same pass (one row at a time through a per-thread buffer). Bit-identical to norm_forward
-// followed by fp8lm::quantize on the whole output, stats included.
+// followed by fp8lm::quantize on the whole output, stats included. Where decoded is not null,
+// the codes' values also go there as BF16 (casts.h's quantize_fp8).
 CastStats norm_forward_fp8(Normalization kind, uint8_t* y, float scale, DType f, float* s,
                            float* mean, float* rstd, const float* x, const float* r,
                            const float* gamma, const float* beta, int64_t rows, int64_t C,
-                           float eps);
+                           float eps, bf16_t* decoded = nullptr);
 // The same into a BF16 y (a BF16 GEMM's input), one row at a time: bit-identical to
 // norm_forward followed by fp32_to_bf16 on the whole output.
 void norm_forward_bf16(Normalization kind, bf16_t* y, float* s, float* mean, float* rstd,

@@ -36,10 +36,11 @@ inline float lane_sum(int64_t n, Term term) {
 // into a per-thread buffer, which is quantized straight into y, so the FP32 output never
 // exists in full. The statistics combine exactly (max and integer sums), so they do not
 // depend on which thread finishes first; quantize's amax is never NaN, so max is defined.
-// `work` (elements touched) decides whether threads pay off.
+// `work` (elements touched) decides whether threads pay off. Where decoded is not null, the
+// codes' values go there too as BF16 (quantize_fp8).
 template <typename MakeRow>
-CastStats produce_fp8_rows(uint8_t* y, float scale, DType f, int64_t rows, int64_t out_cols,
-                           int64_t work, MakeRow make_row) {
+CastStats produce_fp8_rows(uint8_t* y, bf16_t* decoded, float scale, DType f, int64_t rows,
+                           int64_t out_cols, int64_t work, MakeRow make_row) {
   float amax = 0.0f;
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel reduction(max : amax) reduction(+ : saturated, flushed) if (work >= kParallelMin)
@@ -50,7 +51,9 @@ CastStats produce_fp8_rows(uint8_t* y, float scale, DType f, int64_t rows, int64
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       make_row(r, row.data());
-      const CastStats s = quantize(y + r * out_cols, row.data(), out_cols, scale, f);
+      const CastStats s =
+          quantize_fp8_serial(y + r * out_cols, decoded ? decoded + r * out_cols : nullptr,
+                              row.data(), out_cols, scale, f);
       amax = s.amax > amax ? s.amax : amax;
       saturated += s.saturated;
       flushed += s.flushed;
