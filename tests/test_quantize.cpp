@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "block_inputs.h"
 #include "core/e2m1.h"
@@ -68,6 +69,58 @@ TEST(Quantize, SimdMatchesScalarBitForBitAtEveryLength) {
           ASSERT_EQ(g.saturated, w.saturated) << isa_name(isa) << " n=" << n;
           ASSERT_EQ(g.flushed, w.flushed) << isa_name(isa) << " n=" << n;
         }
+      }
+    }
+  }
+}
+
+// quantize_decoded: the scalar twin's codes and statistics are quantize's (saturating), its
+// values each code's decoded value as BF16 (every code once); every SIMD variant gives the
+// scalar twin's bits at every length, the guard element past n untouched.
+TEST(QuantizeDecoded, ScalarIsQuantizeWithEachCodesValue) {
+  const auto random = test::random_with_specials(20000, 3);
+  for (DType f : {DType::E4M3, DType::E5M2}) {
+    std::vector<float> every(256);  // each code's value once: quantize at scale 1 keeps them
+    for (int c = 0; c < 256; ++c) every[c] = fp8_decode(static_cast<uint8_t>(c), f);
+    for (const auto& [x, scale] : {std::pair{random, 3.0f}, std::pair{every, 1.0f}}) {
+      const auto n = static_cast<int64_t>(x.size());
+      std::vector<uint8_t> want(x.size()), got(x.size());
+      std::vector<bf16_t> values(x.size());
+      const CastStats w = quantize(Isa::Scalar, want.data(), x.data(), n, scale, f);
+      const CastStats g =
+          quantize_decoded(Isa::Scalar, got.data(), values.data(), x.data(), n, scale, f);
+      EXPECT_EQ(got, want);
+      EXPECT_EQ(std::bit_cast<uint32_t>(g.amax), std::bit_cast<uint32_t>(w.amax));
+      EXPECT_EQ(g.saturated, w.saturated);
+      EXPECT_EQ(g.flushed, w.flushed);
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = fp8_decode(want[i], f);
+        ASSERT_EQ(values[i], bf16_from_float(v)) << i;
+        if (!std::isnan(v)) {
+          ASSERT_EQ(bf16_to_float(values[i]), v) << "exact in BF16";
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantizeDecoded, SimdMatchesScalarBitForBitAtEveryLength) {
+  const auto pool = test::random_with_specials(1025 + 1, 4);
+  for (Isa isa : simd_isas()) {
+    for (DType f : {DType::E4M3, DType::E5M2}) {
+      for (int64_t n = 0; n <= 1025; ++n) {
+        const float* x = pool.data() + (n % 2);  // odd starts: unaligned loads
+        const float scale = n % 3 == 0 ? 1.0f : 37.5f;
+        std::vector<uint8_t> want(n + 1, 0xaa), got(n + 1, 0xaa);
+        std::vector<bf16_t> want16(n + 1, 0x5555), got16(n + 1, 0x5555);
+        const CastStats w =
+            quantize_decoded(Isa::Scalar, want.data(), want16.data(), x, n, scale, f);
+        const CastStats g = quantize_decoded(isa, got.data(), got16.data(), x, n, scale, f);
+        ASSERT_EQ(got, want) << isa_name(isa) << " n=" << n;
+        ASSERT_EQ(got16, want16) << isa_name(isa) << " n=" << n;
+        ASSERT_EQ(std::bit_cast<uint32_t>(g.amax), std::bit_cast<uint32_t>(w.amax)) << n;
+        ASSERT_EQ(g.saturated, w.saturated) << isa_name(isa) << " n=" << n;
+        ASSERT_EQ(g.flushed, w.flushed) << isa_name(isa) << " n=" << n;
       }
     }
   }

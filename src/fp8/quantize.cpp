@@ -43,6 +43,11 @@ CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float sca
   return kernels(isa).quantize(codes, x, n, scale, format, saturate);
 }
 
+CastStats quantize_decoded(Isa isa, uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                           float scale, DType format) {
+  return kernels(isa).quantize_decoded(codes, decoded, x, n, scale, format);
+}
+
 void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
   kernels(isa).dequantize(y, codes, n, scale_inv, format);
 }
@@ -54,6 +59,11 @@ float absmax(Isa isa, const float* x, int64_t n) {
 CastStats quantize(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                    bool saturate) {
   return quantize(best_isa(), codes, x, n, scale, format, saturate);
+}
+
+CastStats quantize_decoded(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,
+                           DType format) {
+  return quantize_decoded(best_isa(), codes, decoded, x, n, scale, format);
 }
 
 void dequantize(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {

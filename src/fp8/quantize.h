@@ -26,6 +26,11 @@ Isa best_isa();
 // Runtime-dispatched to the best supported ISA.
 CastStats quantize(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                    bool saturate = true);
+// quantize (saturating) that also stores each code's value as BF16 in decoded: bf16_from_float
+// of fp8_decode, which is exact (every E4M3 and E5M2 value is a BF16 value). From the codes
+// still in registers: a BF16 GEMM's operand without a second pass over them.
+CastStats quantize_decoded(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,
+                           DType format);
 // y = decode(code) * scale_inv, element-wise.
 void dequantize(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format);
 // max |x|, NaN ignored: the first pass of current scaling.
@@ -34,6 +39,8 @@ float absmax(const float* x, int64_t n);
 // One variant explicitly (tests and benchmarks). Calling an unsupported ISA is a bug.
 CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                    bool saturate = true);
+CastStats quantize_decoded(Isa isa, uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                           float scale, DType format);
 void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format);
 float absmax(Isa isa, const float* x, int64_t n);
 

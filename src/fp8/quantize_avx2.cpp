@@ -28,9 +28,10 @@ inline float reduce_max(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
+// decoded (where not null) gets each code's value as BF16 (exact, so the top halves).
 template <DType F>
-CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float scale,
-                              bool saturate) {
+CastStats quantize_one_format(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                              float scale, bool saturate) {
   const Fp8Lanes<F> lanes(saturate);
   const __m256 vscale = _mm256_set1_ps(scale);
   const __m256 abs_mask = _mm256_castsi256_ps(lanes.abs_mask);
@@ -44,12 +45,16 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
     __m256i over, flush;
     const __m256i code =
         lanes.encode(_mm256_castps_si256(_mm256_mul_ps(xv, vscale)), &over, &flush);
-    store8_bytes(codes + i, pack_low_bytes(code));
+    const __m128i c8 = pack_low_bytes(code);
+    store8_bytes(codes + i, c8);
+    if (decoded) store8_bf16(decoded + i, exact_bf16(decode_fp8(c8, F == DType::E4M3)));
     saturated = _mm256_sub_epi32(saturated, over);
     flushed = _mm256_sub_epi32(flushed, flush);
   }
   const CastStats tail =
-      kScalarCasts.quantize(codes + body, x + body, n - body, scale, F, saturate);
+      decoded ? kScalarCasts.quantize_decoded(codes + body, decoded + body, x + body, n - body,
+                                              scale, F)
+              : kScalarCasts.quantize(codes + body, x + body, n - body, scale, F, saturate);
   return {max_ignoring_nan(tail.amax, reduce_max(amax)), sum_lanes(saturated) + tail.saturated,
           sum_lanes(flushed) + tail.flushed};
 }
@@ -84,8 +89,16 @@ void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, i
 
 CastStats quantize_avx2(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                         bool saturate) {
-  return format == DType::E4M3 ? quantize_one_format<DType::E4M3>(codes, x, n, scale, saturate)
-                               : quantize_one_format<DType::E5M2>(codes, x, n, scale, saturate);
+  return format == DType::E4M3
+             ? quantize_one_format<DType::E4M3>(codes, nullptr, x, n, scale, saturate)
+             : quantize_one_format<DType::E5M2>(codes, nullptr, x, n, scale, saturate);
+}
+
+CastStats quantize_decoded_avx2(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                                float scale, DType format) {
+  return format == DType::E4M3
+             ? quantize_one_format<DType::E4M3>(codes, decoded, x, n, scale, true)
+             : quantize_one_format<DType::E5M2>(codes, decoded, x, n, scale, true);
 }
 
 void dequantize_avx2(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
@@ -186,8 +199,9 @@ void row_block_absmax_avx2(float* amax, const float* x, int64_t n, int64_t block
 
 }  // namespace
 
-const CastKernels kAvx2Casts{quantize_avx2,         dequantize_avx2,        absmax_avx2,
-                             e2m1_quantize_avx2,    expand_to_bf16_avx2,    row_block_absmax_avx2,
-                             fp8_cast_to_bf16_avx2, e2m1_cast_to_bf16_avx2, fp8_round_to_bf16_avx2};
+const CastKernels kAvx2Casts{quantize_avx2,         quantize_decoded_avx2, dequantize_avx2,
+                             absmax_avx2,           e2m1_quantize_avx2,    expand_to_bf16_avx2,
+                             row_block_absmax_avx2, fp8_cast_to_bf16_avx2, e2m1_cast_to_bf16_avx2,
+                             fp8_round_to_bf16_avx2};
 
 }  // namespace fp8lm::isa

@@ -12,9 +12,18 @@
 namespace fp8lm::isa {
 namespace {
 
+// The BF16 of sixteen codes' values to the live lanes of out: each value (and the decoder's
+// NaN) is exact in BF16, so its top half is bf16_from_float's result.
 template <DType F>
-CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float scale,
-                              bool saturate) {
+void store_decoded(bf16_t* out, __m128i c8, __mmask16 live) {
+  const __m512i v = _mm512_castps_si512(decode_fp8_lanes(c8, F == DType::E4M3));
+  _mm256_mask_storeu_epi16(out, live, _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+}
+
+// decoded (where not null) gets each code's value as BF16.
+template <DType F>
+CastStats quantize_one_format(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                              float scale, bool saturate) {
   const Fp8Lanes<F> lanes(saturate);
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
@@ -33,13 +42,15 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
   };
   const int64_t body = n - n % 16;
   for (int64_t i = 0; i < body; i += 16) {
-    const __m512i code = encode_block(_mm512_loadu_ps(x + i), __mmask16(0xffff));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(code));
+    const __m128i c8 = _mm512_cvtepi32_epi8(encode_block(_mm512_loadu_ps(x + i), 0xffff));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), c8);
+    if (decoded) store_decoded<F>(decoded + i, c8, 0xffff);
   }
   if (body < n) {
     const __mmask16 live = live_lanes(n - body);
     const __m512i code = encode_block(_mm512_maskz_loadu_ps(live, x + body), live);
     _mm512_mask_cvtepi32_storeu_epi8(codes + body, live, code);
+    if (decoded) store_decoded<F>(decoded + body, _mm512_cvtepi32_epi8(code), live);
   }
   return {_mm512_reduce_max_ps(amax), _mm512_reduce_add_epi32(saturated),
           _mm512_reduce_add_epi32(flushed)};
@@ -65,8 +76,16 @@ void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const 
 
 CastStats quantize_avx512(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                           bool saturate) {
-  return format == DType::E4M3 ? quantize_one_format<DType::E4M3>(codes, x, n, scale, saturate)
-                               : quantize_one_format<DType::E5M2>(codes, x, n, scale, saturate);
+  return format == DType::E4M3
+             ? quantize_one_format<DType::E4M3>(codes, nullptr, x, n, scale, saturate)
+             : quantize_one_format<DType::E5M2>(codes, nullptr, x, n, scale, saturate);
+}
+
+CastStats quantize_decoded_avx512(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                                  float scale, DType format) {
+  return format == DType::E4M3
+             ? quantize_one_format<DType::E4M3>(codes, decoded, x, n, scale, true)
+             : quantize_one_format<DType::E5M2>(codes, decoded, x, n, scale, true);
 }
 
 void dequantize_avx512(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
@@ -172,9 +191,10 @@ void row_block_absmax_avx512(float* amax, const float* x, int64_t n, int64_t blo
 
 }  // namespace
 
-const CastKernels kAvx512Casts{
-    quantize_avx512,         dequantize_avx512,        absmax_avx512,
-    e2m1_quantize_avx512,    expand_to_bf16_avx512,    row_block_absmax_avx512,
-    fp8_cast_to_bf16_avx512, e2m1_cast_to_bf16_avx512, fp8_round_to_bf16_avx512};
+const CastKernels kAvx512Casts{quantize_avx512,          quantize_decoded_avx512,
+                               dequantize_avx512,        absmax_avx512,
+                               e2m1_quantize_avx512,     expand_to_bf16_avx512,
+                               row_block_absmax_avx512,  fp8_cast_to_bf16_avx512,
+                               e2m1_cast_to_bf16_avx512, fp8_round_to_bf16_avx512};
 
 }  // namespace fp8lm::isa

@@ -10,6 +10,10 @@ namespace fp8lm::isa {
 struct CastKernels {
   CastStats (*quantize)(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                         bool saturate);
+  // quantize (saturating) with each code's value also stored as BF16; the scalar table's is
+  // the definition.
+  CastStats (*quantize_decoded)(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                                float scale, DType format);
   void (*dequantize)(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format);
   float (*absmax)(const float* x, int64_t n);
   void (*e2m1_quantize)(uint8_t* codes, const float* x, int64_t n, float multiplier,

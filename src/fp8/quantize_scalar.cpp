@@ -10,13 +10,15 @@
 namespace fp8lm::isa {
 namespace {
 
+// decoded (where not null) gets each code's value as BF16.
 template <DType F>
-CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float scale,
-                              bool saturate) {
+CastStats quantize_one_format(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                              float scale, bool saturate) {
   CastStats s;
   for (int64_t i = 0; i < n; ++i) {
     bool sat = false, flush = false;
     codes[i] = fp8_encode<F>(x[i] * scale, saturate, &sat, &flush);
+    if (decoded) decoded[i] = bf16_from_float(fp8_decode(codes[i], F));
     s.amax = max_ignoring_nan(std::fabs(x[i]), s.amax);
     s.saturated += sat;
     s.flushed += flush;
@@ -26,8 +28,16 @@ CastStats quantize_one_format(uint8_t* codes, const float* x, int64_t n, float s
 
 CastStats quantize_scalar(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                           bool saturate) {
-  return format == DType::E4M3 ? quantize_one_format<DType::E4M3>(codes, x, n, scale, saturate)
-                               : quantize_one_format<DType::E5M2>(codes, x, n, scale, saturate);
+  return format == DType::E4M3
+             ? quantize_one_format<DType::E4M3>(codes, nullptr, x, n, scale, saturate)
+             : quantize_one_format<DType::E5M2>(codes, nullptr, x, n, scale, saturate);
+}
+
+CastStats quantize_decoded_scalar(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                                  float scale, DType format) {
+  return format == DType::E4M3
+             ? quantize_one_format<DType::E4M3>(codes, decoded, x, n, scale, true)
+             : quantize_one_format<DType::E5M2>(codes, decoded, x, n, scale, true);
 }
 
 void dequantize_scalar(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
@@ -89,9 +99,10 @@ void e2m1_cast_to_bf16_scalar(uint8_t* codes, bf16_t* out, const float* x, const
 
 }  // namespace
 
-const CastKernels kScalarCasts{
-    quantize_scalar,         dequantize_scalar,        absmax_scalar,
-    e2m1_quantize_scalar,    expand_to_bf16_scalar,    row_block_absmax_scalar,
-    fp8_cast_to_bf16_scalar, e2m1_cast_to_bf16_scalar, fp8_round_to_bf16_scalar};
+const CastKernels kScalarCasts{quantize_scalar,          quantize_decoded_scalar,
+                               dequantize_scalar,        absmax_scalar,
+                               e2m1_quantize_scalar,     expand_to_bf16_scalar,
+                               row_block_absmax_scalar,  fp8_cast_to_bf16_scalar,
+                               e2m1_cast_to_bf16_scalar, fp8_round_to_bf16_scalar};
 
 }  // namespace fp8lm::isa

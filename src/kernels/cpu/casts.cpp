@@ -67,35 +67,21 @@ void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f) {
   });
 }
 
-void fp8_to_bf16_serial(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
+void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
   static const std::array<bf16_t, 256> e4m3 = fp8_bf16_table(DType::E4M3);
   static const std::array<bf16_t, 256> e5m2 = fp8_bf16_table(DType::E5M2);
-  if (use_avx512()) return avx512::fp8_to_bf16(y, codes, n, f);
-  if (use_avx2()) return avx2::fp8_to_bf16(y, codes, n, f);
   const bf16_t* table = (f == DType::E4M3 ? e4m3 : e5m2).data();
-  for (int64_t i = 0; i < n; ++i) y[i] = table[codes[i]];
-}
-
-void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
-  for_shares(n,
-             [&](int64_t lo, int64_t hi) { fp8_to_bf16_serial(y + lo, codes + lo, hi - lo, f); });
+  for_shares(n, [&](int64_t lo, int64_t hi) {
+    if (use_avx512()) return avx512::fp8_to_bf16(y + lo, codes + lo, hi - lo, f);
+    if (use_avx2()) return avx2::fp8_to_bf16(y + lo, codes + lo, hi - lo, f);
+    for (int64_t i = lo; i < hi; ++i) y[i] = table[codes[i]];
+  });
 }
 
 CastStats quantize_fp8_serial(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
                               float scale, DType f) {
-  if (!decoded) return quantize(codes, x, n, scale, f);
-  // 4K codes (and their 8 KB of BF16) stay in L1 between the two passes.
-  constexpr int64_t kPiece = 4096;
-  CastStats total;
-  for (int64_t lo = 0; lo < n; lo += kPiece) {
-    const int64_t m = std::min(kPiece, n - lo);
-    const CastStats s = quantize(codes + lo, x + lo, m, scale, f);
-    fp8_to_bf16_serial(decoded + lo, codes + lo, m, f);
-    total.amax = std::max(total.amax, s.amax);  // quantize's amax is never NaN
-    total.saturated += s.saturated;
-    total.flushed += s.flushed;
-  }
-  return total;
+  return decoded ? quantize_decoded(codes, decoded, x, n, scale, f)
+                 : quantize(codes, x, n, scale, f);
 }
 
 CastStats quantize_fp8(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,

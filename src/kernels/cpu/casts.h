@@ -15,8 +15,6 @@ namespace fp8lm::cpu {
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
 void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f);
 void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
-// The same on the calling thread alone (a row inside a parallel region).
-void fp8_to_bf16_serial(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
 // The same on the calling thread alone (a row inside a parallel region).
 void fp32_to_bf16_serial(bf16_t* y, const float* x, int64_t n);
@@ -24,9 +22,8 @@ void fp32_to_bf16_serial(bf16_t* y, const float* x, int64_t n);
 void accumulate_into_bf16(bf16_t* acc, const float* x, int64_t n);
 // fp8lm::quantize (fp8/quantize.h) over the threads' shares: the same codes and statistics as
 // one call (a max and integer sums combine exactly in any order). Where decoded is not null,
-// each code's value also goes there as BF16 (exact: every E4M3 and E5M2 value is a BF16
-// value), made from a few KB of codes at a time while they are still in cache: the operand the
-// CPU's FP8 GEMMs multiply (Fp8Out::decoded), which spares them decoding the codes per call.
+// each code's value also goes there as BF16 (fp8lm::quantize_decoded): the operand the CPU's
+// FP8 GEMMs multiply (Fp8Out::decoded), which spares them decoding the codes per call.
 CastStats quantize_fp8(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,
                        DType f);
 // The same on the calling thread alone (a row inside a parallel region).
@@ -56,8 +53,6 @@ namespace avx2 {
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
 void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f);
 void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
-// The same on the calling thread alone (a row inside a parallel region).
-void fp8_to_bf16_serial(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);
 }  // namespace avx2
 
