@@ -100,6 +100,38 @@ TEST(BlockCast, StripesOverThreadsGiveTheTwinsBitsAndAnExactOperand) {
   }
 }
 
+// A cast that keeps no codes (the CPU's, whose GEMMs read only the BF16 operand) may take its
+// own path (Float8BlockScaling's row-wise blocks: one sweep per row): its operand and scales
+// are those of the cast that keeps the codes, for every grid of every scheme, on blocks of
+// specials (NaN, Inf, zeros, subnormals, FP32's largest) and a last block cut short.
+TEST(BlockCast, ACastWithoutCodesGivesTheOperandOfOneWithThem) {
+  const int64_t rows = 96, cols = 300;  // cols: 2 blocks of 128 and a short one
+  const std::vector<float> x = tensor_with_specials(rows, cols, 29, kFp8Block);
+  const auto n = static_cast<size_t>(rows * cols);
+  std::vector<float> work(n);
+  for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
+    Fp8Recipe recipe;
+    recipe.kind = kind;
+    for (const BlockRole role : {BlockRole::Input, BlockRole::Weight, BlockRole::GradOutput}) {
+      for (const bool columnwise : {false, true}) {
+        SCOPED_TRACE(std::string(scaling_kind_name(kind)) + " role " +
+                     std::to_string(static_cast<int>(role)) + (columnwise ? " columnwise" : ""));
+        const BlockCast c = recipe_block_cast(recipe, role, columnwise, rows, cols);
+        std::vector<uint8_t> codes(n), scales(block_scale_bytes(c)), scales_alone(scales.size());
+        std::vector<bf16_t> operand(n), operand_alone(n);
+        float tsi = 0, tsi_alone = 0;
+        block_cast(c, {codes.data(), scales.data(), operand.data(), &tsi, nullptr}, x.data(),
+                   work.data());
+        block_cast(c, {nullptr, scales_alone.data(), operand_alone.data(), &tsi_alone, nullptr},
+                   x.data(), work.data());
+        EXPECT_EQ(scales_alone, scales);
+        EXPECT_EQ(operand_alone, operand);
+        EXPECT_EQ(tsi_alone, tsi);
+      }
+    }
+  }
+}
+
 // A tensor's row-wise and column-wise casts made together (block_cast_pair: one read for the
 // amaxes, each stripe cast both ways) give the bits of the two casts made one after the other,
 // for every recipe and both activation roles (NVFP4's gradients with stochastic rounding and

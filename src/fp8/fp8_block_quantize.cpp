@@ -1,5 +1,11 @@
 #include "fp8/fp8_block_quantize.h"
 
+#include <algorithm>
+#include <vector>
+
+#include "fp8/quantize.h"
+#include "fp8/quantize_isa.h"
+
 namespace fp8lm {
 
 namespace {
@@ -17,6 +23,32 @@ struct BlockRule {
 
 void scales_to_inverses(float* scales, int64_t n) {
   for (int64_t i = 0; i < n; ++i) scales[i] = 1.0f / scales[i];
+}
+
+// Row-wise blocks (1 x block_cols) where no codes are kept, on AVX-512: each row's block amaxes
+// in one sweep, then its operand in a second (the row still in L1), without quantize_blocks'
+// run of products and spread of scales. The same arithmetic: fp8_round(x * scale) times
+// 1 / scale, rounded to BF16. scales gets each block's scale (the caller inverts them).
+void operand_rows_avx512(float* scales, bf16_t* operand, const float* x, const BlockGrid& g,
+                         const BlockRule& rule) {
+  const int64_t gc = g.grid_cols();
+  thread_local std::vector<float> amax, mult, inverse;  // stripes run on several threads
+  amax.resize(static_cast<size_t>(gc));
+  mult.resize(static_cast<size_t>(gc));
+  inverse.resize(static_cast<size_t>(gc));
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const float* row = x + r * g.cols;
+    std::fill(amax.begin(), amax.end(), 0.0f);
+    row_block_absmax(Isa::Avx512, amax.data(), row, g.cols, g.block_cols);
+    for (int64_t b = 0; b < gc; ++b) {
+      const float s = rule.scale(amax[b]);
+      scales[r * gc + b] = s;
+      mult[b] = rule.multiplier(s);
+      inverse[b] = 1.0f / s;
+    }
+    isa::fp8_round_blocks_to_bf16_avx512(operand + r * g.cols, row, mult.data(), inverse.data(),
+                                         g.cols, g.block_cols, rule.format);
+  }
 }
 
 }  // namespace
@@ -48,6 +80,10 @@ void fp8_block_quantize_to_bf16(uint8_t* codes, float* scale_inv, bf16_t* operan
                                 const BlockScalingParams& params) {
   // The grid holds scales until the end: a block's scale_inv is scales_to_inverses' 1 / scale.
   const Isa isa = best_isa();
+  if (isa == Isa::Avx512 && !codes && g.block_rows == 1) {
+    operand_rows_avx512(scale_inv, operand, x, g, BlockRule{format, params});
+    return scales_to_inverses(scale_inv, g.blocks());
+  }
   quantize_blocks_to_bf16(
       isa, codes, scale_inv, operand, x, g, BlockRule{format, params},
       [](float s) { return 1.0f / s; }, fp8_cast_row(isa, format));

@@ -172,6 +172,31 @@ void fp8_round_to_bf16_avx512(bf16_t* out, const float* x, const float* scale, i
                         : round_to_bf16_one_format<DType::E5M2>(out, x, scale, n);
 }
 
+template <DType F>
+void round_blocks_one_format(bf16_t* out, const float* x, const float* mult, const float* scale,
+                             int64_t n, int64_t block) {
+  const Fp8RoundLanes<F> round{};
+  for (int64_t b = 0, c0 = 0; c0 < n; ++b, c0 += block) {
+    const __m512 m = _mm512_set1_ps(mult[b]), s = _mm512_set1_ps(scale[b]);
+    const int64_t end = std::min(n, c0 + block);
+    for (int64_t i = c0; i < end; i += 16) {
+      const __mmask16 live = live_lanes(end - i);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m);
+      store_bf16(out + i, _mm512_mul_ps(round.value(_mm512_castps_si512(v)), s), live);
+    }
+  }
+}
+
+}  // namespace
+
+void fp8_round_blocks_to_bf16_avx512(bf16_t* out, const float* x, const float* mult,
+                                     const float* scale, int64_t n, int64_t block, DType format) {
+  format == DType::E4M3 ? round_blocks_one_format<DType::E4M3>(out, x, mult, scale, n, block)
+                        : round_blocks_one_format<DType::E5M2>(out, x, mult, scale, n, block);
+}
+
+namespace {
+
 void fp8_cast_to_bf16_avx512(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
                              int64_t n, DType format) {
   format == DType::E4M3 ? cast_to_bf16_one_format<DType::E4M3>(codes, out, x, scale, n)
