@@ -40,12 +40,12 @@ const isa::CastKernels& kernels(Isa isa) {
 
 CastStats quantize(Isa isa, uint8_t* codes, const float* x, int64_t n, float scale, DType format,
                    bool saturate) {
-  return kernels(isa).quantize(codes, x, n, scale, format, saturate);
+  return kernels(isa).quantize(codes, nullptr, x, n, scale, format, saturate);
 }
 
 CastStats quantize_decoded(Isa isa, uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
                            float scale, DType format) {
-  return kernels(isa).quantize_decoded(codes, decoded, x, n, scale, format);
+  return kernels(isa).quantize(codes, decoded, x, n, scale, format, true);
 }
 
 void dequantize(Isa isa, float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {

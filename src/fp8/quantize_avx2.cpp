@@ -51,10 +51,8 @@ CastStats quantize_one_format(uint8_t* codes, bf16_t* decoded, const float* x, i
     saturated = _mm256_sub_epi32(saturated, over);
     flushed = _mm256_sub_epi32(flushed, flush);
   }
-  const CastStats tail =
-      decoded ? kScalarCasts.quantize_decoded(codes + body, decoded + body, x + body, n - body,
-                                              scale, F)
-              : kScalarCasts.quantize(codes + body, x + body, n - body, scale, F, saturate);
+  const CastStats tail = kScalarCasts.quantize(codes + body, decoded ? decoded + body : nullptr,
+                                               x + body, n - body, scale, F, saturate);
   return {max_ignoring_nan(tail.amax, reduce_max(amax)), sum_lanes(saturated) + tail.saturated,
           sum_lanes(flushed) + tail.flushed};
 }
@@ -87,18 +85,11 @@ void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, i
   kScalarCasts.fp8_round_to_bf16(out + body, x + body, scale + body, n - body, F);
 }
 
-CastStats quantize_avx2(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
-                        bool saturate) {
+CastStats quantize_avx2(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,
+                        DType format, bool saturate) {
   return format == DType::E4M3
-             ? quantize_one_format<DType::E4M3>(codes, nullptr, x, n, scale, saturate)
-             : quantize_one_format<DType::E5M2>(codes, nullptr, x, n, scale, saturate);
-}
-
-CastStats quantize_decoded_avx2(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
-                                float scale, DType format) {
-  return format == DType::E4M3
-             ? quantize_one_format<DType::E4M3>(codes, decoded, x, n, scale, true)
-             : quantize_one_format<DType::E5M2>(codes, decoded, x, n, scale, true);
+             ? quantize_one_format<DType::E4M3>(codes, decoded, x, n, scale, saturate)
+             : quantize_one_format<DType::E5M2>(codes, decoded, x, n, scale, saturate);
 }
 
 void dequantize_avx2(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
@@ -199,9 +190,8 @@ void row_block_absmax_avx2(float* amax, const float* x, int64_t n, int64_t block
 
 }  // namespace
 
-const CastKernels kAvx2Casts{quantize_avx2,         quantize_decoded_avx2, dequantize_avx2,
-                             absmax_avx2,           e2m1_quantize_avx2,    expand_to_bf16_avx2,
-                             row_block_absmax_avx2, fp8_cast_to_bf16_avx2, e2m1_cast_to_bf16_avx2,
-                             fp8_round_to_bf16_avx2};
+const CastKernels kAvx2Casts{quantize_avx2,         dequantize_avx2,        absmax_avx2,
+                             e2m1_quantize_avx2,    expand_to_bf16_avx2,    row_block_absmax_avx2,
+                             fp8_cast_to_bf16_avx2, e2m1_cast_to_bf16_avx2, fp8_round_to_bf16_avx2};
 
 }  // namespace fp8lm::isa

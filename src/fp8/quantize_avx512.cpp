@@ -74,18 +74,11 @@ void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const 
   }
 }
 
-CastStats quantize_avx512(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
-                          bool saturate) {
+CastStats quantize_avx512(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,
+                          DType format, bool saturate) {
   return format == DType::E4M3
-             ? quantize_one_format<DType::E4M3>(codes, nullptr, x, n, scale, saturate)
-             : quantize_one_format<DType::E5M2>(codes, nullptr, x, n, scale, saturate);
-}
-
-CastStats quantize_decoded_avx512(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
-                                  float scale, DType format) {
-  return format == DType::E4M3
-             ? quantize_one_format<DType::E4M3>(codes, decoded, x, n, scale, true)
-             : quantize_one_format<DType::E5M2>(codes, decoded, x, n, scale, true);
+             ? quantize_one_format<DType::E4M3>(codes, decoded, x, n, scale, saturate)
+             : quantize_one_format<DType::E5M2>(codes, decoded, x, n, scale, saturate);
 }
 
 void dequantize_avx512(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
@@ -216,10 +209,9 @@ void row_block_absmax_avx512(float* amax, const float* x, int64_t n, int64_t blo
 
 }  // namespace
 
-const CastKernels kAvx512Casts{quantize_avx512,          quantize_decoded_avx512,
-                               dequantize_avx512,        absmax_avx512,
-                               e2m1_quantize_avx512,     expand_to_bf16_avx512,
-                               row_block_absmax_avx512,  fp8_cast_to_bf16_avx512,
-                               e2m1_cast_to_bf16_avx512, fp8_round_to_bf16_avx512};
+const CastKernels kAvx512Casts{
+    quantize_avx512,         dequantize_avx512,        absmax_avx512,
+    e2m1_quantize_avx512,    expand_to_bf16_avx512,    row_block_absmax_avx512,
+    fp8_cast_to_bf16_avx512, e2m1_cast_to_bf16_avx512, fp8_round_to_bf16_avx512};
 
 }  // namespace fp8lm::isa

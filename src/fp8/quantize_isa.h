@@ -8,12 +8,10 @@ namespace fp8lm::isa {
 // The kernels behind quantize.h, one table per instruction set, each filled in the file compiled
 // for its ISA (quantize_scalar.cpp, quantize_avx2.cpp, quantize_avx512.cpp).
 struct CastKernels {
-  CastStats (*quantize)(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
-                        bool saturate);
-  // quantize (saturating) with each code's value also stored as BF16; the scalar table's is
-  // the definition.
-  CastStats (*quantize_decoded)(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
-                                float scale, DType format);
+  // decoded (where not null) also gets each code's value as BF16; the scalar table's is the
+  // definition.
+  CastStats (*quantize)(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,
+                        DType format, bool saturate);
   void (*dequantize)(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format);
   float (*absmax)(const float* x, int64_t n);
   void (*e2m1_quantize)(uint8_t* codes, const float* x, int64_t n, float multiplier,

@@ -26,18 +26,11 @@ CastStats quantize_one_format(uint8_t* codes, bf16_t* decoded, const float* x, i
   return s;
 }
 
-CastStats quantize_scalar(uint8_t* codes, const float* x, int64_t n, float scale, DType format,
-                          bool saturate) {
+CastStats quantize_scalar(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,
+                          DType format, bool saturate) {
   return format == DType::E4M3
-             ? quantize_one_format<DType::E4M3>(codes, nullptr, x, n, scale, saturate)
-             : quantize_one_format<DType::E5M2>(codes, nullptr, x, n, scale, saturate);
-}
-
-CastStats quantize_decoded_scalar(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
-                                  float scale, DType format) {
-  return format == DType::E4M3
-             ? quantize_one_format<DType::E4M3>(codes, decoded, x, n, scale, true)
-             : quantize_one_format<DType::E5M2>(codes, decoded, x, n, scale, true);
+             ? quantize_one_format<DType::E4M3>(codes, decoded, x, n, scale, saturate)
+             : quantize_one_format<DType::E5M2>(codes, decoded, x, n, scale, saturate);
 }
 
 void dequantize_scalar(float* y, const uint8_t* codes, int64_t n, float scale_inv, DType format) {
@@ -87,7 +80,7 @@ void fp8_round_to_bf16_scalar(bf16_t* out, const float* x, const float* scale, i
 // The fused casts' twins: the two passes they fuse.
 void fp8_cast_to_bf16_scalar(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
                              int64_t n, DType format) {
-  quantize_scalar(codes, x, n, 1.0f, format, true);
+  quantize_scalar(codes, nullptr, x, n, 1.0f, format, true);
   expand_to_bf16_scalar(out, codes, scale, n, format);
 }
 
@@ -99,10 +92,9 @@ void e2m1_cast_to_bf16_scalar(uint8_t* codes, bf16_t* out, const float* x, const
 
 }  // namespace
 
-const CastKernels kScalarCasts{quantize_scalar,          quantize_decoded_scalar,
-                               dequantize_scalar,        absmax_scalar,
-                               e2m1_quantize_scalar,     expand_to_bf16_scalar,
-                               row_block_absmax_scalar,  fp8_cast_to_bf16_scalar,
-                               e2m1_cast_to_bf16_scalar, fp8_round_to_bf16_scalar};
+const CastKernels kScalarCasts{
+    quantize_scalar,         dequantize_scalar,        absmax_scalar,
+    e2m1_quantize_scalar,    expand_to_bf16_scalar,    row_block_absmax_scalar,
+    fp8_cast_to_bf16_scalar, e2m1_cast_to_bf16_scalar, fp8_round_to_bf16_scalar};
 
 }  // namespace fp8lm::isa

@@ -306,9 +306,8 @@ void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
     be_.transpose_fp8(qx_t_.data(), x_codes_, rows, in_);
     input_transposed_ = true;
   }
-  GemmOperand x{x_codes_, store.format(gemm_, Slot::Input), x_scale_inv_.data()};
-  if (decoded_) x.decoded = qx16_.data();
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, x, weight_operand(qw), 0.0f, y);
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, input_operand(x_codes_), weight_operand(qw),
+           0.0f, y);
   record_if_non_finite(y, rows * out_);
   if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
 }
@@ -319,6 +318,12 @@ GemmOperand Linear::weight_operand(const uint8_t* codes) {
   return w;
 }
 
+GemmOperand Linear::input_operand(const uint8_t* codes) {
+  GemmOperand x{codes, scaling().format(gemm_, Slot::Input), x_scale_inv_.data()};
+  if (decoded_) x.decoded = qx16_.data();
+  return x;
+}
+
 GemmOperand Linear::weight_for_dgrad() {
   if (mode_ == Precision::Bf16) return {weight_bf16(), DType::BF16};
   if (mode_ == Precision::Fp8) return weight_operand(weight_fp8_for_backward());
@@ -327,12 +332,7 @@ GemmOperand Linear::weight_for_dgrad() {
 
 GemmOperand Linear::saved_input() {
   if (mode_ == Precision::Bf16) return {x16_.data(), DType::BF16};
-  if (mode_ == Precision::Fp8) {
-    const uint8_t* codes = input_transposed_ ? qx_t_.data() : qx_.data();
-    GemmOperand x{codes, store_->format(gemm_, Slot::Input), x_scale_inv_.data()};
-    if (decoded_) x.decoded = qx16_.data();
-    return x;
-  }
+  if (mode_ == Precision::Fp8) return input_operand(input_transposed_ ? qx_t_.data() : qx_.data());
   return {x_, DType::F32};
 }
 

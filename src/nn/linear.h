@@ -245,6 +245,8 @@ class Linear {
   uint64_t qw16_cast_ = ~uint64_t{0};
   // The weight operand of the codes prepare_weight_fp8 or weight_fp8_for_backward returned.
   GemmOperand weight_operand(const uint8_t* codes);
+  // The input operand of codes forward_fp8_input or saved_input use (qx16_ holds their values).
+  GemmOperand input_operand(const uint8_t* codes);
   bool recast_for_backward_ = false;
   BackendBuffer<float> w_scale_{be_, 1}, w_scale_inv_{be_, 1};  // the weight cast's
   uint64_t cast_version_ = ~uint64_t{0};
