@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -129,6 +130,39 @@ TEST(BlockCast, ACastWithoutCodesGivesTheOperandOfOneWithThem) {
         EXPECT_EQ(tsi_alone, tsi);
       }
     }
+  }
+}
+
+// The same on blocks whose amaxes run from FP32's subnormals up to 2^-100 (the block scale's
+// inverse from 2^-127 up), each holding values of every binade below its amax: where a
+// decoded value times the inverse falls among BF16's subnormals with bits BF16 cannot hold,
+// the cast without codes rounds it as the one with them does.
+TEST(BlockCast, ACastWithoutCodesRoundsProductsOfTinyScales) {
+  const int64_t rows = 8, cols = 8 * kFp8Block;
+  std::vector<float> x = random_tensor(rows * cols, 31, 1.0f);
+  for (int64_t b = 0; b < rows * cols / kFp8Block; ++b) {
+    const int top = -149 + static_cast<int>(b) * 49 / static_cast<int>(rows * cols / kFp8Block);
+    for (int64_t j = 0; j < kFp8Block; ++j) {
+      float& v = x[static_cast<size_t>(b * kFp8Block + j)];
+      v = std::ldexp(std::fmod(std::fabs(v), 1.0f), top - static_cast<int>(j % 24));
+      if (j % 3 == 0) v = -v;
+    }
+  }
+  Fp8Recipe recipe;
+  recipe.kind = ScalingKind::Block;
+  for (const BlockRole role : {BlockRole::Input, BlockRole::GradOutput}) {
+    const BlockCast c = recipe_block_cast(recipe, role, false, rows, cols);
+    const auto n = static_cast<size_t>(rows * cols);
+    std::vector<uint8_t> codes(n), scales(block_scale_bytes(c)), scales_alone(scales.size());
+    std::vector<bf16_t> operand(n), operand_alone(n);
+    std::vector<float> work(n);
+    float tsi = 0;
+    block_cast(c, {codes.data(), scales.data(), operand.data(), &tsi, nullptr}, x.data(),
+               work.data());
+    block_cast(c, {nullptr, scales_alone.data(), operand_alone.data(), &tsi, nullptr}, x.data(),
+               work.data());
+    EXPECT_EQ(scales_alone, scales);
+    EXPECT_EQ(operand_alone, operand);
   }
 }
 

@@ -152,6 +152,24 @@ TEST(Mxfp8, EveryIsaGivesTheTwinsBits) {
   }
 }
 
+// Each operand value is the BF16 of decode(code) x 2^(scale - 127), rounded as bf16_from_float
+// rounds it (NaN any NaN).
+void expect_operand(const std::vector<bf16_t>& operand, const std::vector<uint8_t>& codes,
+                    const std::vector<uint8_t>& scales, const BlockGrid& g, DType f,
+                    bool keep_codes) {
+  for (int64_t r = 0; r < g.rows; ++r)
+    for (int64_t c = 0; c < g.cols; ++c) {
+      const auto i = static_cast<size_t>(r * g.cols + c);
+      const float v =
+          fp8_decode(codes[i], f) * e8m0_decode(scales[static_cast<size_t>(g.block_of(r, c))]);
+      if (std::isnan(v)) {
+        ASSERT_TRUE(std::isnan(bf16_to_float(operand[i]))) << r << "," << c;
+      } else {
+        ASSERT_EQ(operand[i], bf16_from_float(v)) << r << "," << c << (keep_codes ? " codes" : "");
+      }
+    }
+}
+
 // The GEMM operand cast (mxfp8_quantize_to_bf16: one pass over registers on AVX-512, with or
 // without the codes) against the twin: the reference codes and scales, and each operand value
 // the BF16 of decode(code) x 2^(scale - 127) (rounded where it falls below BF16's normals, as
@@ -203,19 +221,50 @@ TEST(Mxfp8, OperandCastGivesTheTwinsBitsWithOrWithoutCodes) {
           if (keep_codes) {
             ASSERT_EQ(codes, want);
           }
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t c = 0; c < cols; ++c) {
-              const auto i = static_cast<size_t>(r * cols + c);
-              const float v = fp8_decode(want[i], f) *
-                              e8m0_decode(want_s[static_cast<size_t>(g.block_of(r, c))]);
-              const bf16_t expect = bf16_from_float(v);
-              if (std::isnan(v)) {
-                ASSERT_TRUE(std::isnan(bf16_to_float(operand[i]))) << r << "," << c;
-              } else {
-                ASSERT_EQ(operand[i], expect) << r << "," << c << (keep_codes ? " codes" : "");
-              }
-            }
+          expect_operand(operand, want, want_s, g, f, keep_codes);
         }
+      }
+    }
+  }
+}
+
+// Blocks whose scales run from 2^-127 up past the smallest at which each product of a value and
+// the scale is a normal float (min_exact_bf16_scale: there the cast stores the products' top
+// halves), each holding every magnitude the format has: below it, the products that fall
+// among BF16's subnormals with bits it cannot hold are rounded as the twin rounds them.
+TEST(Mxfp8, OperandOfTinyScalesIsRoundedWhereBf16CannotHoldIt) {
+  for (const DType f : {DType::E4M3, DType::E5M2}) {
+    const int top = fp8_spec(f).exp_bits == 4 ? 0x7e : 0x7b;  // the largest finite code
+    const int64_t n = 40;                                     // scales 2^-127 .. 2^-88
+    std::vector<float> rows_x(static_cast<size_t>(n * kMxBlock)), cols_x(rows_x.size());
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < kMxBlock; ++j) {
+        const int code = j == 0 ? top : 1 + static_cast<int>(j * (top - 1) / kMxBlock);
+        const float v =
+            std::ldexp(fp8_decode(static_cast<uint8_t>(code), f), static_cast<int>(k) - 127) *
+            (j % 2 ? -1.0f : 1.0f);
+        rows_x[static_cast<size_t>(k * kMxBlock + j)] = v;
+        cols_x[static_cast<size_t>(j * n + k)] = v;
+      }
+    for (const BlockGrid& g :
+         {BlockGrid{n, kMxBlock, 1, kMxBlock}, BlockGrid{kMxBlock, n, kMxBlock, 1}}) {
+      SCOPED_TRACE(std::string(dtype_short_name(f)) +
+                   (g.block_rows == 1 ? " rowwise" : " columnwise"));
+      const std::vector<float>& x = g.block_rows == 1 ? rows_x : cols_x;
+      std::vector<uint8_t> want(x.size()), want_s(static_cast<size_t>(g.blocks()));
+      if (g.block_rows == 1) {
+        mxfp8_quantize_rowwise_reference(want.data(), want_s.data(), x.data(), g.rows, g.cols, f);
+      } else {
+        mxfp8_quantize_columnwise_reference(want.data(), want_s.data(), x.data(), g.rows, g.cols,
+                                            f);
+      }
+      for (const bool keep_codes : {true, false}) {
+        std::vector<uint8_t> codes(x.size()), scales(want_s.size());
+        std::vector<bf16_t> operand(x.size());
+        mxfp8_quantize_to_bf16(keep_codes ? codes.data() : nullptr, scales.data(), operand.data(),
+                               x.data(), g, f);
+        ASSERT_EQ(scales, want_s);
+        expect_operand(operand, want, want_s, g, f, keep_codes);
       }
     }
   }

@@ -122,6 +122,31 @@ inline void store_bf16(bf16_t* out, __m512 v, __mmask16 live) {
   _mm256_mask_storeu_epi16(out + 0, live, _mm512_cvtepi32_epi16(r));
 }
 
+// store_bf16 where every lane of v is known to be a BF16 value (at most eight significant bits,
+// normal or zero, or Inf or the default NaN): its top half, which is what rounding gives.
+inline void store_exact_bf16(bf16_t* out, __m512 v, __mmask16 live) {
+  _mm256_mask_storeu_epi16(out, live,
+                           _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+}
+
+// The smallest scale s for which every non-zero product of one of F's values and s is a normal
+// float: the smallest subnormal times s at least 2^-126.
+template <DType F>
+constexpr float min_exact_bf16_scale() {
+  return 0x1p-126f / fp8_min_subnormal(F);
+}
+
+// Whether every product of one of F's values (at most 23 - man_shift + 1 significant bits) and
+// s is a BF16 value (at most eight significant bits, normal or zero), so store_exact_bf16 may
+// store it: s normal, at least min_exact_bf16_scale, with few enough significant bits.
+template <DType F>
+inline bool bf16_holds_products(float s) {
+  constexpr int kValueBits = 24 - fp8_consts(F).man_shift;
+  constexpr uint32_t kLowBits = (1u << (23 - (7 - kValueBits))) - 1;  // s's bits past 8 - value's
+  return s >= min_exact_bf16_scale<F>() && s <= 0x1p127f &&
+         (std::bit_cast<uint32_t>(s) & kLowBits) == 0;
+}
+
 // Lane j of the result: the maximum of v[j]'s lanes. A butterfly of pairwise maxima over
 // halves, quarters, then lanes within quarters; v must hold no NaN (a maximum is exact in any
 // order only then), which |x| maxed with zero ensures. The last permute undoes the 4x4
@@ -187,31 +212,30 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
 }
 
 // The FP8 encoder's rounding kept in the float domain (fp8_round_to_bf16): the value of the
-// saturating code of sixteen lanes of bits u. A normal magnitude's dropped mantissa bits
-// rounded to nearest even and cleared (the code's value, as rebias is a multiple of the kept
-// step), past the largest value clamped to it (saturation, Inf included); a subnormal one
-// rounded to the subnormal spacing by adding and removing the magic number; NaN the table's
-// NaN; the sign put back.
+// saturating code of sixteen lanes of bits u. The magnitude is first clamped to the largest
+// value (saturation, Inf included: rounding is monotone and the largest value is a code's, so
+// clamping first gives what rounding then clamping does), then rounded to nearest even at the
+// spacing of its binade (the subnormal spacing below the smallest normal) by adding and
+// removing 2^(exponent + man_shift): the sum's ulp is that spacing, and removing it is exact.
+// This is the twin's integer rounding of the dropped mantissa bits (and its magic number for
+// subnormals) in ten operations. NaN becomes the table's NaN; the sign is put back.
 template <DType F>
 struct Fp8RoundLanes {
   static constexpr Fp8Consts c = fp8_consts(F);
   const __m512i abs_mask = opaque_set1(0x7fffffff), inf_bits = opaque_set1(0x7f800000);
   const __m512i min_normal = opaque_set1(c.min_normal_bits);
-  const __m512i half_minus_one = opaque_set1((1u << (c.man_shift - 1)) - 1);
-  const __m512i keep = opaque_set1(~((1u << c.man_shift) - 1));
-  const __m512i max_bits = opaque_set1(std::bit_cast<uint32_t>(fp8_max(F)));
-  const __m512i one = opaque_set1(1), quiet_nan = opaque_set1(0x7fc00000);
-  const __m512i sign = opaque_set1(0x80000000u);
-  const __m512 magic = opaque(_mm512_set1_ps(c.subnormal_magic));
+  const __m512i spacing_shift = opaque_set1(static_cast<uint32_t>(c.man_shift) << 23);
+  const __m512 max_value = opaque(_mm512_set1_ps(fp8_max(F)));
+  const __m512i quiet_nan = opaque_set1(0x7fc00000), sign = opaque_set1(0x80000000u);
 
   __m512 value(__m512i u) const {
     const __m512i a = _mm512_and_si512(u, abs_mask);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, c.man_shift), one);
-    __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, half_minus_one), odd), keep);
-    r = _mm512_min_epu32(r, max_bits);
-    const __m512 sub = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), magic), magic);
-    r = _mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(a, min_normal), r,
-                                _mm512_castps_si512(sub));
+    // minps returns its second operand for a NaN a; the NaN lanes are replaced below.
+    const __m512 clamped = _mm512_min_ps(_mm512_castsi512_ps(a), max_value);
+    const __m512i binade =
+        _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(clamped), inf_bits), min_normal);
+    const __m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(binade, spacing_shift));
+    __m512i r = _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(clamped, magic), magic));
     r = _mm512_mask_blend_epi32(_mm512_cmpgt_epu32_mask(a, inf_bits), r, quiet_nan);
     // r | (u & sign): one ternary-logic op.
     return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(r, u, sign, 0xf8));

@@ -44,11 +44,13 @@ struct MxScaleLanes {
 };
 
 // Sixteen scaled values' BF16 operand values (the rounded value times the block's b), and
-// their codes where kept.
+// their codes where kept. b is a power of two, so where every live lane's b is at least
+// min_exact_bf16_scale each product is a BF16 value and is stored without rounding.
 template <DType F>
 struct MxStore {
   const Fp8Lanes<F> encoder{true};
   const Fp8RoundLanes<F> round{};
+  const __m512 min_exact_scale = _mm512_set1_ps(min_exact_bf16_scale<F>());
 
   void operator()(uint8_t* codes, bf16_t* out, __m512 v, __m512 b, __mmask16 live) const {
     const __m512i u = _mm512_castps_si512(v);
@@ -61,7 +63,11 @@ struct MxStore {
     } else {
       value = round.value(u);
     }
-    store_bf16(out, _mm512_mul_ps(value, b), live);
+    const __m512 product = _mm512_mul_ps(value, b);
+    if (_mm512_mask_cmp_ps_mask(live, b, min_exact_scale, _CMP_GE_OQ) == live)
+      store_exact_bf16(out, product, live);
+    else
+      store_bf16(out, product, live);
   }
 };
 

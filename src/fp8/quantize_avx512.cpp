@@ -172,10 +172,12 @@ void round_blocks_one_format(bf16_t* out, const float* x, const float* mult, con
   for (int64_t b = 0, c0 = 0; c0 < n; ++b, c0 += block) {
     const __m512 m = _mm512_set1_ps(mult[b]), s = _mm512_set1_ps(scale[b]);
     const int64_t end = std::min(n, c0 + block);
+    const bool exact = bf16_holds_products<F>(scale[b]);
     for (int64_t i = c0; i < end; i += 16) {
       const __mmask16 live = live_lanes(end - i);
       const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m);
-      store_bf16(out + i, _mm512_mul_ps(round.value(_mm512_castps_si512(v)), s), live);
+      const __m512 product = _mm512_mul_ps(round.value(_mm512_castps_si512(v)), s);
+      exact ? store_exact_bf16(out + i, product, live) : store_bf16(out + i, product, live);
     }
   }
 }
