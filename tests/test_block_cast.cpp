@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "block_inputs.h"
@@ -134,11 +135,12 @@ TEST(BlockCast, ACastWithoutCodesGivesTheOperandOfOneWithThem) {
 }
 
 // The same on blocks whose amaxes run from FP32's subnormals up to 2^-100 (the block scale's
-// inverse from 2^-127 up), each holding values of every binade below its amax: where a
+// inverse from 2^-127 up), each holding values of every binade below its amax (row-wise,
+// column-wise and 128x128 blocks): where a
 // decoded value times the inverse falls among BF16's subnormals with bits BF16 cannot hold,
 // the cast without codes rounds it as the one with them does.
 TEST(BlockCast, ACastWithoutCodesRoundsProductsOfTinyScales) {
-  const int64_t rows = 8, cols = 8 * kFp8Block;
+  const int64_t rows = 256, cols = 2 * kFp8Block;  // 4 x 128x128 blocks
   std::vector<float> x = random_tensor(rows * cols, 31, 1.0f);
   for (int64_t b = 0; b < rows * cols / kFp8Block; ++b) {
     const int top = -149 + static_cast<int>(b) * 49 / static_cast<int>(rows * cols / kFp8Block);
@@ -150,8 +152,12 @@ TEST(BlockCast, ACastWithoutCodesRoundsProductsOfTinyScales) {
   }
   Fp8Recipe recipe;
   recipe.kind = ScalingKind::Block;
-  for (const BlockRole role : {BlockRole::Input, BlockRole::GradOutput}) {
-    const BlockCast c = recipe_block_cast(recipe, role, false, rows, cols);
+  for (const auto& [role, columnwise] : {std::pair{BlockRole::Input, false},
+                                         {BlockRole::GradOutput, false},
+                                         {BlockRole::Input, true},
+                                         {BlockRole::Weight, false}}) {
+    SCOPED_TRACE(std::to_string(static_cast<int>(role)) + (columnwise ? " columnwise" : ""));
+    const BlockCast c = recipe_block_cast(recipe, role, columnwise, rows, cols);
     const auto n = static_cast<size_t>(rows * cols);
     std::vector<uint8_t> codes(n), scales(block_scale_bytes(c)), scales_alone(scales.size());
     std::vector<bf16_t> operand(n), operand_alone(n);

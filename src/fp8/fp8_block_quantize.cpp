@@ -25,29 +25,43 @@ void scales_to_inverses(float* scales, int64_t n) {
   for (int64_t i = 0; i < n; ++i) scales[i] = 1.0f / scales[i];
 }
 
-// Row-wise blocks (1 x block_cols) where no codes are kept, on AVX-512: each row's block amaxes
-// in one sweep, then its operand in a second (the row still in L1), without quantize_blocks'
-// run of products and spread of scales. The same arithmetic: fp8_round(x * scale) times
-// 1 / scale, rounded to BF16. scales gets each block's scale (the caller inverts them).
-void operand_rows_avx512(float* scales, bf16_t* operand, const float* x, const BlockGrid& g,
-                         const BlockRule& rule) {
-  const int64_t gc = g.grid_cols();
+// Where no codes are kept, on AVX-512: a stripe of block rows' block amaxes in one sweep over
+// its rows, then each row's operand in a second (the stripe still in cache), without
+// quantize_blocks' run of products and spread of scales. The same arithmetic: fp8_round(x *
+// scale) times 1 / scale, rounded to BF16. scales gets each block's scale (the caller inverts
+// them). Column-wise blocks (block_cols 1) take each column's amax down the stripe and round
+// with a multiplier and a scale per value; the others, one per run of block_cols values.
+void operand_avx512(float* scales, bf16_t* operand, const float* x, const BlockGrid& g,
+                    const BlockRule& rule) {
+  const int64_t gc = g.grid_cols(), bw = g.block_cols;
   thread_local std::vector<float> amax, mult, inverse;  // stripes run on several threads
   amax.resize(static_cast<size_t>(gc));
   mult.resize(static_cast<size_t>(gc));
   inverse.resize(static_cast<size_t>(gc));
-  for (int64_t r = 0; r < g.rows; ++r) {
-    const float* row = x + r * g.cols;
+  for (int64_t r0 = 0; r0 < g.rows; r0 += g.block_rows) {
+    const int64_t r1 = std::min(g.rows, r0 + g.block_rows);
     std::fill(amax.begin(), amax.end(), 0.0f);
-    row_block_absmax(Isa::Avx512, amax.data(), row, g.cols, g.block_cols);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* row = x + r * g.cols;
+      if (bw == 1) {
+        for (int64_t c = 0; c < g.cols; ++c) {  // NaN left out, as row_block_absmax leaves it
+          const float a = std::fabs(row[c]);
+          amax[c] = a > amax[c] ? a : amax[c];
+        }
+      } else {
+        row_block_absmax(Isa::Avx512, amax.data(), row, g.cols, bw);
+      }
+    }
+    float* stripe_scales = scales + r0 / g.block_rows * gc;
     for (int64_t b = 0; b < gc; ++b) {
       const float s = rule.scale(amax[b]);
-      scales[r * gc + b] = s;
+      stripe_scales[b] = s;
       mult[b] = rule.multiplier(s);
       inverse[b] = 1.0f / s;
     }
-    isa::fp8_round_blocks_to_bf16_avx512(operand + r * g.cols, row, mult.data(), inverse.data(),
-                                         g.cols, g.block_cols, rule.format);
+    for (int64_t r = r0; r < r1; ++r)
+      isa::fp8_round_blocks_to_bf16_avx512(operand + r * g.cols, x + r * g.cols, mult.data(),
+                                           inverse.data(), g.cols, bw, rule.format);
   }
 }
 
@@ -80,8 +94,8 @@ void fp8_block_quantize_to_bf16(uint8_t* codes, float* scale_inv, bf16_t* operan
                                 const BlockScalingParams& params) {
   // The grid holds scales until the end: a block's scale_inv is scales_to_inverses' 1 / scale.
   const Isa isa = best_isa();
-  if (isa == Isa::Avx512 && !codes && g.block_rows == 1) {
-    operand_rows_avx512(scale_inv, operand, x, g, BlockRule{format, params});
+  if (isa == Isa::Avx512 && !codes) {
+    operand_avx512(scale_inv, operand, x, g, BlockRule{format, params});
     return scales_to_inverses(scale_inv, g.blocks());
   }
   quantize_blocks_to_bf16(

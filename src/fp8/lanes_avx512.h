@@ -140,12 +140,27 @@ constexpr float min_exact_bf16_scale() {
 // s is a BF16 value (at most eight significant bits, normal or zero), so store_exact_bf16 may
 // store it: s normal, at least min_exact_bf16_scale, with few enough significant bits.
 template <DType F>
+constexpr uint32_t kBf16ProductLowBits =  // s's mantissa bits past the 8 - F's significant bits
+    (1u << (23 - (7 - (24 - fp8_consts(F).man_shift)))) - 1;
+template <DType F>
 inline bool bf16_holds_products(float s) {
-  constexpr int kValueBits = 24 - fp8_consts(F).man_shift;
-  constexpr uint32_t kLowBits = (1u << (23 - (7 - kValueBits))) - 1;  // s's bits past 8 - value's
   return s >= min_exact_bf16_scale<F>() && s <= 0x1p127f &&
-         (std::bit_cast<uint32_t>(s) & kLowBits) == 0;
+         (std::bit_cast<uint32_t>(s) & kBf16ProductLowBits<F>) == 0;
 }
+
+// bf16_holds_products on sixteen lanes of scales: whether it holds for every live lane.
+template <DType F>
+struct Bf16ProductLanes {
+  const __m512 min_scale = opaque(_mm512_set1_ps(min_exact_bf16_scale<F>()));
+  const __m512 max_scale = opaque(_mm512_set1_ps(0x1p127f));
+  const __m512i low_bits = opaque_set1(kBf16ProductLowBits<F>);
+
+  bool held(__m512 s, __mmask16 live) const {
+    __mmask16 ok = _mm512_mask_cmp_ps_mask(live, s, min_scale, _CMP_GE_OQ);
+    ok = _mm512_mask_cmp_ps_mask(ok, s, max_scale, _CMP_LE_OQ);
+    return _mm512_mask_testn_epi32_mask(ok, _mm512_castps_si512(s), low_bits) == live;
+  }
+};
 
 // Lane j of the result: the maximum of v[j]'s lanes. A butterfly of pairwise maxima over
 // halves, quarters, then lanes within quarters; v must hold no NaN (a maximum is exact in any

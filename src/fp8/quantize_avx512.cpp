@@ -165,9 +165,28 @@ void fp8_round_to_bf16_avx512(bf16_t* out, const float* x, const float* scale, i
                         : round_to_bf16_one_format<DType::E5M2>(out, x, scale, n);
 }
 
+// block 1: a multiplier and a scale per value (a row of column-wise blocks), each lane's product
+// stored without rounding where BF16 holds it.
+template <DType F>
+void round_each_one_format(bf16_t* out, const float* x, const float* mult, const float* scale,
+                           int64_t n) {
+  const Fp8RoundLanes<F> round{};
+  const Bf16ProductLanes<F> exact;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 live = live_lanes(n - i);
+    const __m512 s = _mm512_maskz_loadu_ps(live, scale + i);
+    const __m512 v =
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), _mm512_maskz_loadu_ps(live, mult + i));
+    const __m512 product = _mm512_mul_ps(round.value(_mm512_castps_si512(v)), s);
+    exact.held(s, live) ? store_exact_bf16(out + i, product, live)
+                        : store_bf16(out + i, product, live);
+  }
+}
+
 template <DType F>
 void round_blocks_one_format(bf16_t* out, const float* x, const float* mult, const float* scale,
                              int64_t n, int64_t block) {
+  if (block == 1) return round_each_one_format<F>(out, x, mult, scale, n);
   const Fp8RoundLanes<F> round{};
   for (int64_t b = 0, c0 = 0; c0 < n; ++b, c0 += block) {
     const __m512 m = _mm512_set1_ps(mult[b]), s = _mm512_set1_ps(scale[b]);
