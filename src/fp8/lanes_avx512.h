@@ -267,16 +267,16 @@ struct E2m1Lanes {
   const __m512i iota_step = opaque(
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int>(kCounterStep))));
-  // value()'s and draw()'s bit patterns: |x|, 6, 1, the kept mantissa bit, the rounding bias
-  // below it, 2^22, the exponent arithmetic's 255, 2 and 254 << 23, the sign, fmix32's
-  // multipliers, 2^-24.
+  // value()'s and draw()'s bit patterns: |x|, 6, 1, the kept mantissa bit, the exponent
+  // arithmetic's 255, 2 and 254 << 23, the sign, fmix32's multipliers, 2^-24, the exponent
+  // field, the rounding spacing's 22 << 23.
   const __m512i abs_mask = opaque_set1(0x7fffffff), six = opaque_set1(0x40c00000),
                 one_bits = opaque_set1(0x3f800000), keep = opaque_set1(0xffc00000),
-                half_minus_one = opaque_set1(0x1fffff), magic = opaque_set1(0x4a800000),
                 all_exponent = opaque_set1(255), two = opaque_set1(0x40000000),
                 exponent_sum = opaque_set1(254u << 23), sign = opaque_set1(0x80000000u),
                 fmix1 = opaque_set1(kFmixMul1), fmix2 = opaque_set1(kFmixMul2),
-                u_scale = opaque_set1(0x33800000);
+                u_scale = opaque_set1(0x33800000), inf_bits = opaque_set1(0x7f800000),
+                spacing_shift = opaque_set1(22u << 23);
 
   explicit E2m1Lanes(const uint32_t* key) : sr_key(key) {}
 
@@ -309,26 +309,28 @@ struct E2m1Lanes {
     return _mm512_or_si512(m, sign_code);
   }
 
-  // kE2M1Values[encode(v, index)], found in the float domain without the code: a magnitude of
-  // at least 1 keeps one mantissa bit (rounded to nearest even, or truncated and then stepped
-  // up by the draw), one below 1 is rounded to a multiple of 1/2 (by the magic number 2^22, or
-  // floored), past 6 clamps to 6 (bits above 6's, Inf and NaN included), and the sign goes
-  // back on. The draw compares the same u with the same p = (a - lo) / step as encode.
+  // kE2M1Values[encode(v, index)], found in the float domain without the code, and the sign
+  // put back. Nearest even: Fp8RoundLanes' way, the magnitude clamped to 6 first (Inf too;
+  // minps gives 6 for NaN, as the twin's bits above 6's do), then rounded at its binade's
+  // spacing (1/2 below 1) by adding and removing 2^(exponent + 22). Stochastic: a magnitude of
+  // at least 1 keeps one mantissa bit truncated, one below 1 is floored to a multiple of 1/2,
+  // then stepped up where the draw is below p = (a - lo) / step (encode's u and p), and past 6
+  // clamped to 6.
   __m512 value(__m512 v, uint32_t index) const {
     const __m512i bits = _mm512_castps_si512(v);
     const __m512i a = _mm512_and_si512(bits, abs_mask);
-    const __mmask16 small = _mm512_cmplt_epu32_mask(a, one_bits);
     const __m512 af = _mm512_castsi512_ps(a);
     __m512i r;
     if (!sr_key) {
-      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 22), one);
-      r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, half_minus_one), odd), keep);
-      const __m512 m = _mm512_castsi512_ps(magic);
-      r = _mm512_mask_blend_epi32(small, r,
-                                  _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(af, m), m)));
+      const __m512 clamped = _mm512_min_ps(af, _mm512_castsi512_ps(six));
+      const __m512 m = _mm512_castsi512_ps(_mm512_add_epi32(
+          _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(clamped), inf_bits), one_bits),
+          spacing_shift));
+      r = _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(clamped, m), m));
     } else {
       // lo: the grid value at or below a; the step above it is 2^(e - 1) for lo = 2^e·m (1/2
       // below 2), its inverse's exponent 254 - e's.
+      const __mmask16 small = _mm512_cmplt_epu32_mask(a, one_bits);
       const __m512i lo =
           _mm512_mask_blend_epi32(small, _mm512_min_epu32(_mm512_and_si512(a, keep), six),
                                   _mm512_castps_si512(_mm512_roundscale_ps(
@@ -341,8 +343,8 @@ struct E2m1Lanes {
       r = _mm512_castps_si512(_mm512_mask_add_ps(
           _mm512_castsi512_ps(lo), _mm512_cmp_ps_mask(draw(index), p, _CMP_LT_OQ),
           _mm512_castsi512_ps(lo), _mm512_castsi512_ps(step)));
+      r = _mm512_min_epu32(r, six);
     }
-    r = _mm512_min_epu32(r, six);
     // r | (bits & sign): one ternary-logic op.
     return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(r, bits, sign, 0xf8));
   }
