@@ -119,14 +119,22 @@ inline void store_bf16(bf16_t* out, __m512 v, __mmask16 live) {
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
                                                 _mm512_set1_epi32(0x7f800000));
   r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(top, _mm512_set1_epi32(0x40)));
-  _mm256_mask_storeu_epi16(out + 0, live, _mm512_cvtepi32_epi16(r));
+  if (live == 0xffff) {  // as store_exact_bf16
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(r));
+  } else {
+    _mm256_mask_storeu_epi16(out, live, _mm512_cvtepi32_epi16(r));
+  }
 }
 
 // store_bf16 where every lane of v is known to be a BF16 value (at most eight significant bits,
 // normal or zero, or Inf or the default NaN): its top half, which is what rounding gives.
 inline void store_exact_bf16(bf16_t* out, __m512 v, __mmask16 live) {
-  _mm256_mask_storeu_epi16(out, live,
-                           _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+  const __m256i top = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16));
+  if (live == 0xffff) {  // the narrowing kept in registers: its masked memory form is slow
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), top);
+  } else {
+    _mm256_mask_storeu_epi16(out, live, top);
+  }
 }
 
 // The smallest scale s for which every non-zero product of one of F's values and s is a normal
@@ -196,6 +204,12 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
   const int64_t blocks = (cols + kBlock - 1) / kBlock;
   for (int64_t b0 = 0; b0 < blocks; b0 += 16) {
     const int64_t nb = std::min<int64_t>(16, blocks - b0);
+    // Sixteen whole blocks (most of a row) load and cast with every lane live, known to the
+    // compiler: plain loads, and stores from registers (the masked forms are slower).
+    const bool whole = (b0 + 16) * kBlock <= cols;
+    const auto live_at = [&](int64_t c0) {
+      return whole ? __mmask16(0xffff) : live_lanes(cols - c0);
+    };
     __m512 a[16];
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) {  // blocks past the row's end load no lanes
@@ -203,8 +217,7 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
 #pragma GCC unroll 2
       for (int h = 0; h < Regs; ++h) {
         const int64_t c0 = (b0 + j) * kBlock + 16 * h;
-        a[j] = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live_lanes(cols - c0), row + c0)),
-                             a[j]);
+        a[j] = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live_at(c0), row + c0)), a[j]);
       }
     }
     __m512i code;
@@ -218,6 +231,10 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
       const __m512 m = _mm512_set1_ps(ms[j]), bj = _mm512_set1_ps(bs[j]);
       for (int64_t h = 0; h < Regs; ++h) {
         const int64_t c0 = (b0 + j) * kBlock + 16 * h;
+        if (whole) {
+          cast(c0, __mmask16(0xffff), m, bj);
+          continue;
+        }
         const __mmask16 live = live_lanes(cols - c0);
         if (!live) break;
         cast(c0, live, m, bj);
