@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/grown.h"
 #include "fp8/quantize.h"
 #include "fp8/quantize_isa.h"
 
@@ -56,10 +57,10 @@ void rht16_rows(float* y, const float* x, int64_t rows, int64_t cols) {
 float rht16_absmax(const float* x, int64_t rows, int64_t cols) {
   if (best_isa() == Isa::Avx512) return isa::rht16_absmax_avx512(x, rows, cols);
   if (best_isa() == Isa::Avx2) return isa::rht16_absmax_avx2(x, rows, cols);
-  thread_local std::vector<float> y;
-  y.resize(static_cast<size_t>(rows * cols));
-  rht16_rows(y.data(), x, rows, cols);
-  return absmax(y.data(), rows * cols);
+  thread_local std::vector<float> storage;
+  float* y = grown(storage, static_cast<size_t>(rows * cols));
+  rht16_rows(y, x, rows, cols);
+  return absmax(y, rows * cols);
 }
 
 }  // namespace fp8lm

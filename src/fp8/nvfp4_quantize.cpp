@@ -7,6 +7,7 @@
 #include "core/counter_rng.h"
 #include "core/e2m1.h"
 #include "core/fp8_dtype.h"
+#include "core/grown.h"
 #include "fp8/hadamard.h"
 #include "fp8/quantize_isa.h"
 
@@ -30,11 +31,11 @@ struct Nvfp4Rule {
   // scale() and multiplier() of n blocks: the encodes through the ISA's FP8 cast (at scale 1,
   // saturating: fp8_encode's bits), the rest in loops the compiler vectorizes.
   void scale_row(Isa isa, uint8_t* scales, float* mult, const float* amax, int64_t n) const {
-    thread_local std::vector<float> scaled;
-    scaled.resize(static_cast<size_t>(n));
+    thread_local std::vector<float> scaled_storage;
+    float* scaled = grown(scaled_storage, static_cast<size_t>(n));
     const float k = global_encode * (1.0f / kE2M1Max);
-    for (int64_t i = 0; i < n; ++i) scaled[static_cast<size_t>(i)] = amax[i] * k;
-    quantize(isa, scales, scaled.data(), n, 1.0f, DType::E4M3);
+    for (int64_t i = 0; i < n; ++i) scaled[i] = amax[i] * k;
+    quantize(isa, scales, scaled, n, 1.0f, DType::E4M3);
     const float* table = fp8_decode_table(DType::E4M3).data();
     const float inv_global = 1.0f / global_encode;
     for (int64_t i = 0; i < n; ++i) {
@@ -86,13 +87,12 @@ void nvfp4_quantize_to_bf16(uint8_t* codes, uint8_t* block_scales, bf16_t* opera
   thread_local std::vector<float> rotated;
   thread_local std::vector<uint8_t> kept;
   if (rht) {
-    rotated.resize(n);
-    rht16_rows(rotated.data(), x, g.rows, g.cols);
-    x = rotated.data();
+    float* y = grown(rotated, n);
+    rht16_rows(y, x, g.rows, g.cols);
+    x = y;
   }
   if (!codes) {
-    kept.resize(n);
-    codes = kept.data();
+    codes = grown(kept, n);
   }
   const float* e4m3 = fp8_decode_table(DType::E4M3).data();
   quantize_blocks_to_bf16(

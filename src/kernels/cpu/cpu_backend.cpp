@@ -6,6 +6,7 @@
 #include <new>
 #include <vector>
 
+#include "core/grown.h"
 #include "fp8/quantize.h"
 #include "fp8/scaling.h"
 #include "fp8lm/error.h"
@@ -194,10 +195,7 @@ class CpuBackend final : public Backend {
     count_traffic(n * (out.data ? 6 : 5));
     thread_local std::vector<uint8_t> rowwise;
     uint8_t* codes = out.data;
-    if (!codes) {
-      rowwise.resize(static_cast<size_t>(n));
-      codes = rowwise.data();
-    }
+    if (!codes) codes = grown(rowwise, static_cast<size_t>(n));
     commit_cast(out, cpu::quantize_fp8(codes, out.decoded, x, n, *out.scale, out.format));
     cpu::transpose_bytes(transposed, codes, rows, cols);
   }
@@ -342,8 +340,7 @@ class CpuBackend final : public Backend {
   // Where a cast with the Hadamard transform may write it (its statistics read it).
   static float* rht_work(const BlockCast& c) {
     thread_local std::vector<float> work;
-    if (c.rht) work.resize(static_cast<size_t>(c.grid.rows * c.grid.cols));
-    return work.data();
+    return grown(work, c.rht ? static_cast<size_t>(c.grid.rows * c.grid.cols) : 0);
   }
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/grown.h"
 #include "fp8lm/error.h"
 #include "kernels/loss.h"
 #include "kernels/loss_ops.h"
@@ -59,10 +60,7 @@ float softmax_cross_entropy(float* dlogits, float* losses, const float* logits,
   // Checked up front: an exception must not leave a parallel region.
   check_targets(targets, rows, V);
   thread_local std::vector<float> own;  // grows once: no allocation in a steady state
-  if (losses == nullptr) {
-    if (own.size() < static_cast<size_t>(rows)) own.resize(static_cast<size_t>(rows));
-    losses = own.data();
-  }
+  if (losses == nullptr) losses = grown(own, static_cast<size_t>(rows));
 
 #pragma omp parallel for schedule(static) if (rows * V >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
