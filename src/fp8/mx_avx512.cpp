@@ -1,11 +1,15 @@
 // MXFP8's casts in one pass over registers (AVX-512), as nvfp4_avx512.cpp does NVFP4's: the
 // amaxes of sixteen 1x32 blocks (two registers each) in one register, their E8M0 scales and
 // multipliers by integer arithmetic on the lanes, each block scaled, rounded (or encoded) and
-// written as the GEMM operand; for 32x1 blocks, one register of sixteen columns' amaxes taken
-// down a stripe of 32 rows, then the stripe cast with them. Every step is the twin's float
-// operation (mx_quantize.cpp's MxRule, core/e8m0.h, fp8_round_to_bf16), so the bits are the same.
+// written as the GEMM operand; for 32x1 blocks, each column's amax taken down a stripe of 32
+// rows in a sweep along them, then the stripe cast with their scales in a second. Every step is the
+// twin's float operation (mx_quantize.cpp's MxRule, core/e8m0.h, fp8_round_to_bf16), so the bits
+// are the same.
 #include <immintrin.h>
 
+#include <vector>
+
+#include "core/grown.h"
 #include "fp8/lanes_avx512.h"
 #include "fp8/mx_quantize.h"
 #include "fp8/quantize_isa.h"
@@ -44,18 +48,19 @@ struct MxScaleLanes {
 };
 
 // Sixteen scaled values' BF16 operand values (the rounded value times the block's b), and
-// their codes where kept. b is a power of two, so where every live lane's b is at least
-// min_exact_bf16_scale each product is a BF16 value and is stored without rounding.
-template <DType F>
+// their codes where kept (KeepCodes: known to the compiler, so the loops carry no test of it).
+// b is a power of two, so where the blocks' b is at least min_exact_bf16_scale (exact, the
+// caller's test) each product is a BF16 value and is stored without rounding.
+template <DType F, bool KeepCodes>
 struct MxStore {
   const Fp8Lanes<F> encoder{true};
   const Fp8RoundLanes<F> round{};
-  const __m512 min_exact_scale = _mm512_set1_ps(min_exact_bf16_scale<F>());
 
-  void operator()(uint8_t* codes, bf16_t* out, __m512 v, __m512 b, __mmask16 live) const {
+  void operator()(uint8_t* codes, bf16_t* out, __m512 v, __m512 b, __mmask16 live,
+                  bool exact) const {
     const __m512i u = _mm512_castps_si512(v);
     __m512 value;
-    if (codes) {
+    if constexpr (KeepCodes) {
       __mmask16 over, flush;
       const __m128i c8 = _mm512_cvtepi32_epi8(encoder.encode(u, live, &over, &flush));
       _mm_mask_storeu_epi8(codes, live, c8);
@@ -64,64 +69,92 @@ struct MxStore {
       value = round.value(u);
     }
     const __m512 product = _mm512_mul_ps(value, b);
-    if (_mm512_mask_cmp_ps_mask(live, b, min_exact_scale, _CMP_GE_OQ) == live)
+    if (exact) [[likely]] {
       store_exact_bf16(out, product, live);
-    else
+    } else {
       store_bf16(out, product, live);
+    }
   }
 };
 
-template <DType F>
+template <DType F, bool KeepCodes>
 void mx_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
              int64_t cols) {
   const MxScaleLanes rule(F);
-  const MxStore<F> store;
+  const MxStore<F, KeepCodes> store;
   const int64_t gc = (cols + kMxBlock - 1) / kMxBlock;
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * cols;
     cast_row_blocks<kMxBlock / 16>(
         row, cols, scales + r * gc, rule, [&](int64_t c0, __mmask16 live, __m512 m, __m512 b) {
-          const int64_t i = r * cols + c0;
-          store(codes ? codes + i : nullptr, operand + i,
-                _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), m), b, live);
+          const int64_t i = r * cols + c0;  // b: the block's, in every lane
+          store(KeepCodes ? codes + i : nullptr, operand + i,
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), m), b, live,
+                _mm512_cvtss_f32(b) >= min_exact_bf16_scale<F>());
         });
   }
 }
 
-template <DType F>
+// A stripe of at most 32 rows in 32x1 blocks, in two sweeps along its rows (contiguous loads,
+// not a column of sixteen lanes at a time down the rows): each column's amax, then the rows
+// cast with their columns' multipliers and b from the rule's registers kept in memory.
+template <DType F, bool KeepCodes>
 void mx_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
                 int64_t cols) {
   const MxScaleLanes rule(F);
-  const MxStore<F> store;
+  const MxStore<F, KeepCodes> store;
+  const __m512 min_exact_scale = _mm512_set1_ps(min_exact_bf16_scale<F>());
+  thread_local std::vector<float> storage;
+  const auto padded = static_cast<size_t>((cols + 15) / 16 * 16);
+  float* const amax = grown(storage, 3 * padded);
+  float* const mult = amax + padded;
+  float* const b = mult + padded;
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) _mm512_storeu_ps(amax + c0, _mm512_setzero_ps());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      const __m512 v = _mm512_maskz_loadu_ps(live_lanes(cols - c0), x + r * cols + c0);
+      _mm512_storeu_ps(amax + c0, _mm512_max_ps(_mm512_abs_ps(v), _mm512_loadu_ps(amax + c0)));
+    }
+  bool exact = true;  // every column's b: then no chunk needs its own test
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __mmask16 live = live_lanes(cols - c0);
-    __m512 amax = _mm512_setzero_ps();
-    for (int64_t r = 0; r < rows; ++r)
-      amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + r * cols + c0)), amax);
     __m512i code;
-    __m512 b, mult;
-    rule.apply(amax, &code, &b, &mult);
+    __m512 bv, mv;
+    rule.apply(_mm512_loadu_ps(amax + c0), &code, &bv, &mv);
     _mm512_mask_cvtepi32_storeu_epi8(scales + c0, live, code);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = r * cols + c0;
-      store(codes ? codes + i : nullptr, operand + i,
-            _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), mult), b, live);
-    }
+    _mm512_storeu_ps(b + c0, bv);
+    _mm512_storeu_ps(mult + c0, mv);
+    exact = exact && _mm512_mask_cmp_ps_mask(live, bv, min_exact_scale, _CMP_GE_OQ) == live;
   }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      const __mmask16 live = live_lanes(cols - c0);
+      const int64_t i = r * cols + c0;
+      const __m512 bv = _mm512_loadu_ps(b + c0);
+      store(KeepCodes ? codes + i : nullptr, operand + i,
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), _mm512_loadu_ps(mult + c0)), bv, live,
+            exact || _mm512_mask_cmp_ps_mask(live, bv, min_exact_scale, _CMP_GE_OQ) == live);
+    }
 }
 
 }  // namespace
 
 void mxfp8_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                        int64_t rows, int64_t cols, DType format) {
-  format == DType::E4M3 ? mx_rows<DType::E4M3>(codes, scales, operand, x, rows, cols)
-                        : mx_rows<DType::E5M2>(codes, scales, operand, x, rows, cols);
+  using Cast = void (*)(uint8_t*, uint8_t*, bf16_t*, const float*, int64_t, int64_t);
+  const Cast cast = format == DType::E4M3
+                        ? (codes ? mx_rows<DType::E4M3, true> : mx_rows<DType::E4M3, false>)
+                        : (codes ? mx_rows<DType::E5M2, true> : mx_rows<DType::E5M2, false>);
+  cast(codes, scales, operand, x, rows, cols);
 }
 
 void mxfp8_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                           int64_t rows, int64_t cols, DType format) {
-  format == DType::E4M3 ? mx_columns<DType::E4M3>(codes, scales, operand, x, rows, cols)
-                        : mx_columns<DType::E5M2>(codes, scales, operand, x, rows, cols);
+  using Cast = void (*)(uint8_t*, uint8_t*, bf16_t*, const float*, int64_t, int64_t);
+  const Cast cast = format == DType::E4M3
+                        ? (codes ? mx_columns<DType::E4M3, true> : mx_columns<DType::E4M3, false>)
+                        : (codes ? mx_columns<DType::E5M2, true> : mx_columns<DType::E5M2, false>);
+  cast(codes, scales, operand, x, rows, cols);
 }
 
 }  // namespace fp8lm::isa
