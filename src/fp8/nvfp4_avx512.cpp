@@ -65,6 +65,7 @@ template <int H>
 // bits, between 2^-10 and 2688, or zero), so its top half is its BF16 and the rounding
 // store_bf16 makes is left out; the narrowing stays in registers (the memory forms of the
 // narrowing moves are slow on some cores).
+template <bool KeepCodes>
 struct Nvfp4Store {
   const E2m1Lanes e2m1;
   const __m512 values = _mm512_loadu_ps(kE2M1Values.data());
@@ -75,7 +76,7 @@ struct Nvfp4Store {
     const auto i = static_cast<uint32_t>(index);
     __m512 value;
     __m512i code;
-    if (codes) {
+    if constexpr (KeepCodes) {
       code = e2m1.encode(v, i);
       value = _mm512_permutexvar_ps(code, values);
     } else {
@@ -85,38 +86,38 @@ struct Nvfp4Store {
         _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(_mm512_mul_ps(value, b)), 16));
     if (live == 0xffff) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), top);
-      if (codes) _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtepi32_epi8(code));
+      if constexpr (KeepCodes)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtepi32_epi8(code));
     } else {
       _mm256_mask_storeu_epi16(out, live, top);
-      if (codes) _mm_mask_storeu_epi8(codes, live, _mm512_cvtepi32_epi8(code));
+      if constexpr (KeepCodes) _mm_mask_storeu_epi8(codes, live, _mm512_cvtepi32_epi8(code));
     }
   }
 };
 
-}  // namespace
-
-void nvfp4_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
-                       int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,
-                       int64_t first_index) {
+template <bool KeepCodes>
+void nvfp4_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
+                int64_t cols, float global_encode, const uint32_t* sr_key, int64_t first_index) {
   const Nvfp4ScaleLanes rule(global_encode);
-  const Nvfp4Store store(sr_key);
+  const Nvfp4Store<KeepCodes> store(sr_key);
   const int64_t gc = (cols + 15) / 16;
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * cols;
     cast_row_blocks<1>(
         row, cols, scales + r * gc, rule, [&](int64_t c0, __mmask16 live, __m512 m, __m512 b) {
           const int64_t i = r * cols + c0;
-          store(codes ? codes + i : nullptr, operand + i,
+          store(KeepCodes ? codes + i : nullptr, operand + i,
                 _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), m), b, live, first_index + i);
         });
   }
 }
 
-void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
-                          int64_t rows, int64_t cols, float global_encode, bool rht,
-                          const uint32_t* sr_key, int64_t first_index) {
+template <bool KeepCodes>
+void nvfp4_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
+                   int64_t cols, float global_encode, bool rht, const uint32_t* sr_key,
+                   int64_t first_index) {
   const Nvfp4ScaleLanes rule(global_encode);
-  const Nvfp4Store store(sr_key);
+  const Nvfp4Store<KeepCodes> store(sr_key);
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __mmask16 live = live_lanes(cols - c0);
     // Rows past the stripe's end (its last, short stripe) load as zeros: they leave the amax
@@ -137,10 +138,26 @@ void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, cons
     for (int r = 0; r < 16; ++r) {
       if (r >= rows) break;
       const int64_t i = r * cols + c0;
-      store(codes ? codes + i : nullptr, operand + i, _mm512_mul_ps(v[r], mult), b, live,
+      store(KeepCodes ? codes + i : nullptr, operand + i, _mm512_mul_ps(v[r], mult), b, live,
             first_index + i);
     }
   }
+}
+
+}  // namespace
+
+void nvfp4_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                       int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,
+                       int64_t first_index) {
+  (codes ? nvfp4_rows<true> : nvfp4_rows<false>)(codes, scales, operand, x, rows, cols,
+                                                 global_encode, sr_key, first_index);
+}
+
+void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                          int64_t rows, int64_t cols, float global_encode, bool rht,
+                          const uint32_t* sr_key, int64_t first_index) {
+  (codes ? nvfp4_columns<true> : nvfp4_columns<false>)(codes, scales, operand, x, rows, cols,
+                                                       global_encode, rht, sr_key, first_index);
 }
 
 float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols) {
