@@ -134,11 +134,11 @@ TEST(BlockCast, ACastWithoutCodesGivesTheOperandOfOneWithThem) {
   }
 }
 
-// The same on blocks whose amaxes run from FP32's subnormals up to 2^-100 (the block scale's
-// inverse from 2^-127 up), each holding values of every binade below its amax (row-wise,
-// column-wise and 128x128 blocks): where a
-// decoded value times the inverse falls among BF16's subnormals with bits BF16 cannot hold,
-// the cast without codes rounds it as the one with them does.
+// The same for Float8BlockScaling on blocks whose amaxes run from FP32's subnormals up to
+// 2^-100 (the block scale's inverse from 2^-127 up), each holding values of every binade below
+// its amax, row-wise, column-wise and 128x128: where a decoded value times the inverse falls
+// among BF16's subnormals with bits BF16 cannot hold, the cast without codes rounds it as the
+// one with them does.
 TEST(BlockCast, ACastWithoutCodesRoundsProductsOfTinyScales) {
   const int64_t rows = 256, cols = 2 * kFp8Block;  // 4 x 128x128 blocks
   std::vector<float> x = random_tensor(rows * cols, 31, 1.0f);

@@ -264,6 +264,9 @@ TEST(Mxfp8, OperandOfTinyScalesIsRoundedWhereBf16CannotHoldIt) {
         mxfp8_quantize_to_bf16(keep_codes ? codes.data() : nullptr, scales.data(), operand.data(),
                                x.data(), g, f);
         ASSERT_EQ(scales, want_s);
+        if (keep_codes) {
+          ASSERT_EQ(codes, want);
+        }
         expect_operand(operand, want, want_s, g, f, keep_codes);
       }
     }
