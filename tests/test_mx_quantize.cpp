@@ -152,22 +152,38 @@ TEST(Mxfp8, EveryIsaGivesTheTwinsBits) {
   }
 }
 
-// Each operand value is the BF16 of decode(code) x 2^(scale - 127), rounded as bf16_from_float
-// rounds it (NaN any NaN).
-void expect_operand(const std::vector<bf16_t>& operand, const std::vector<uint8_t>& codes,
-                    const std::vector<uint8_t>& scales, const BlockGrid& g, DType f,
-                    bool keep_codes) {
-  for (int64_t r = 0; r < g.rows; ++r)
-    for (int64_t c = 0; c < g.cols; ++c) {
-      const auto i = static_cast<size_t>(r * g.cols + c);
-      const float v =
-          fp8_decode(codes[i], f) * e8m0_decode(scales[static_cast<size_t>(g.block_of(r, c))]);
-      if (std::isnan(v)) {
-        ASSERT_TRUE(std::isnan(bf16_to_float(operand[i]))) << r << "," << c;
-      } else {
-        ASSERT_EQ(operand[i], bf16_from_float(v)) << r << "," << c << (keep_codes ? " codes" : "");
-      }
+// mxfp8_quantize_to_bf16 of x on grid g, with and without codes, against the twin: the
+// reference scales (and codes where kept), and each operand value the BF16 of decode(code) x
+// 2^(scale - 127), rounded as bf16_from_float rounds it (NaN any NaN).
+void expect_operand_cast(const std::vector<float>& x, const BlockGrid& g, DType f) {
+  std::vector<uint8_t> want(x.size()), want_s(static_cast<size_t>(g.blocks()));
+  if (g.block_rows == 1) {
+    mxfp8_quantize_rowwise_reference(want.data(), want_s.data(), x.data(), g.rows, g.cols, f);
+  } else {
+    mxfp8_quantize_columnwise_reference(want.data(), want_s.data(), x.data(), g.rows, g.cols, f);
+  }
+  for (const bool keep_codes : {true, false}) {
+    std::vector<uint8_t> codes(x.size(), 0xaa), scales(want_s.size());
+    std::vector<bf16_t> operand(x.size());
+    mxfp8_quantize_to_bf16(keep_codes ? codes.data() : nullptr, scales.data(), operand.data(),
+                           x.data(), g, f);
+    ASSERT_EQ(scales, want_s);
+    if (keep_codes) {
+      ASSERT_EQ(codes, want);
     }
+    for (int64_t r = 0; r < g.rows; ++r)
+      for (int64_t c = 0; c < g.cols; ++c) {
+        const auto i = static_cast<size_t>(r * g.cols + c);
+        const float v =
+            fp8_decode(want[i], f) * e8m0_decode(want_s[static_cast<size_t>(g.block_of(r, c))]);
+        if (std::isnan(v)) {
+          ASSERT_TRUE(std::isnan(bf16_to_float(operand[i]))) << r << "," << c;
+        } else {
+          ASSERT_EQ(operand[i], bf16_from_float(v))
+              << r << "," << c << (keep_codes ? " codes" : "");
+        }
+      }
+  }
 }
 
 // The GEMM operand cast (mxfp8_quantize_to_bf16: one pass over registers on AVX-512, with or
@@ -205,24 +221,7 @@ TEST(Mxfp8, OperandCastGivesTheTwinsBitsWithOrWithoutCodes) {
         SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " " +
                      std::string(dtype_short_name(f)) +
                      (g.block_rows == 1 ? " rowwise" : " columnwise"));
-        const auto n = static_cast<size_t>(rows * cols);
-        std::vector<uint8_t> want(n), want_s(static_cast<size_t>(g.blocks()));
-        if (g.block_rows == 1) {
-          mxfp8_quantize_rowwise_reference(want.data(), want_s.data(), x.data(), rows, cols, f);
-        } else {
-          mxfp8_quantize_columnwise_reference(want.data(), want_s.data(), x.data(), rows, cols, f);
-        }
-        for (const bool keep_codes : {true, false}) {
-          std::vector<uint8_t> codes(n, 0xaa), scales(want_s.size());
-          std::vector<bf16_t> operand(n);
-          mxfp8_quantize_to_bf16(keep_codes ? codes.data() : nullptr, scales.data(), operand.data(),
-                                 x.data(), g, f);
-          ASSERT_EQ(scales, want_s);
-          if (keep_codes) {
-            ASSERT_EQ(codes, want);
-          }
-          expect_operand(operand, want, want_s, g, f, keep_codes);
-        }
+        expect_operand_cast(x, g, f);
       }
     }
   }
@@ -250,25 +249,7 @@ TEST(Mxfp8, OperandOfTinyScalesIsRoundedWhereBf16CannotHoldIt) {
          {BlockGrid{n, kMxBlock, 1, kMxBlock}, BlockGrid{kMxBlock, n, kMxBlock, 1}}) {
       SCOPED_TRACE(std::string(dtype_short_name(f)) +
                    (g.block_rows == 1 ? " rowwise" : " columnwise"));
-      const std::vector<float>& x = g.block_rows == 1 ? rows_x : cols_x;
-      std::vector<uint8_t> want(x.size()), want_s(static_cast<size_t>(g.blocks()));
-      if (g.block_rows == 1) {
-        mxfp8_quantize_rowwise_reference(want.data(), want_s.data(), x.data(), g.rows, g.cols, f);
-      } else {
-        mxfp8_quantize_columnwise_reference(want.data(), want_s.data(), x.data(), g.rows, g.cols,
-                                            f);
-      }
-      for (const bool keep_codes : {true, false}) {
-        std::vector<uint8_t> codes(x.size()), scales(want_s.size());
-        std::vector<bf16_t> operand(x.size());
-        mxfp8_quantize_to_bf16(keep_codes ? codes.data() : nullptr, scales.data(), operand.data(),
-                               x.data(), g, f);
-        ASSERT_EQ(scales, want_s);
-        if (keep_codes) {
-          ASSERT_EQ(codes, want);
-        }
-        expect_operand(operand, want, want_s, g, f, keep_codes);
-      }
+      expect_operand_cast(g.block_rows == 1 ? rows_x : cols_x, g, f);
     }
   }
 }

@@ -55,6 +55,15 @@ void spread_block_scales(float* col_scale, const BlockGrid& g, int64_t br, Scale
   }
 }
 
+// amax[c] = max(amax[c], |row[c]|) for each of n columns, a NaN left out (as fmaxf leaves it):
+// column-wise blocks' amaxes, one row at a time.
+inline void column_absmax(float* amax, const float* row, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) {
+    const float a = std::fabs(row[c]);
+    amax[c] = a > amax[c] ? a : amax[c];
+  }
+}
+
 // The scalar twin. cast_one(value * multiplier, element index) -> code.
 template <class Rule, class Scale, class CastOne>
 void quantize_blocks_reference(uint8_t* codes, Scale* scales, const float* x, const BlockGrid& g,
@@ -97,10 +106,7 @@ void quantize_blocks(Isa isa, uint8_t* codes, Scale* scales, const float* x, con
     for (int64_t r = r0; r < r0 + nr; ++r) {
       const float* row = x + r * g.cols;
       if (bw == 1) {
-        for (int64_t c = 0; c < g.cols; ++c) {
-          const float a = std::fabs(row[c]);
-          amax[c] = a > amax[c] ? a : amax[c];
-        }
+        column_absmax(amax.data(), row, g.cols);
       } else {
         row_block_absmax(isa, amax.data(), row, g.cols, bw);
       }

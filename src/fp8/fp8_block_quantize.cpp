@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/grown.h"
 #include "fp8/quantize.h"
 #include "fp8/quantize_isa.h"
 
@@ -34,22 +35,19 @@ void scales_to_inverses(float* scales, int64_t n) {
 void operand_avx512(float* scales, bf16_t* operand, const float* x, const BlockGrid& g,
                     const BlockRule& rule) {
   const int64_t gc = g.grid_cols(), bw = g.block_cols;
-  thread_local std::vector<float> amax, mult, inverse;  // stripes run on several threads
-  amax.resize(static_cast<size_t>(gc));
-  mult.resize(static_cast<size_t>(gc));
-  inverse.resize(static_cast<size_t>(gc));
+  thread_local std::vector<float> storage;  // stripes run on several threads
+  float* const amax = grown(storage, static_cast<size_t>(3 * gc));
+  float* const mult = amax + gc;
+  float* const inverse = mult + gc;
   for (int64_t r0 = 0; r0 < g.rows; r0 += g.block_rows) {
     const int64_t r1 = std::min(g.rows, r0 + g.block_rows);
-    std::fill(amax.begin(), amax.end(), 0.0f);
+    std::fill(amax, amax + gc, 0.0f);
     for (int64_t r = r0; r < r1; ++r) {
       const float* row = x + r * g.cols;
       if (bw == 1) {
-        for (int64_t c = 0; c < g.cols; ++c) {  // NaN left out, as row_block_absmax leaves it
-          const float a = std::fabs(row[c]);
-          amax[c] = a > amax[c] ? a : amax[c];
-        }
+        column_absmax(amax, row, g.cols);
       } else {
-        row_block_absmax(Isa::Avx512, amax.data(), row, g.cols, bw);
+        row_block_absmax(Isa::Avx512, amax, row, g.cols, bw);
       }
     }
     float* stripe_scales = scales + r0 / g.block_rows * gc;
@@ -60,8 +58,8 @@ void operand_avx512(float* scales, bf16_t* operand, const float* x, const BlockG
       inverse[b] = 1.0f / s;
     }
     for (int64_t r = r0; r < r1; ++r)
-      isa::fp8_round_blocks_to_bf16_avx512(operand + r * g.cols, x + r * g.cols, mult.data(),
-                                           inverse.data(), g.cols, bw, rule.format);
+      isa::fp8_round_blocks_to_bf16_avx512(operand + r * g.cols, x + r * g.cols, mult, inverse,
+                                           g.cols, bw, rule.format);
   }
 }
 

@@ -137,38 +137,21 @@ inline void store_exact_bf16(bf16_t* out, __m512 v, __mmask16 live) {
   }
 }
 
-// The smallest scale s for which every non-zero product of one of F's values and s is a normal
-// float: the smallest subnormal times s at least 2^-126.
+// The smallest power-of-two scale s for which every non-zero product of one of F's values (at
+// most 4 significant bits) and s is a normal float, and so a BF16 value that store_exact_bf16
+// may store: the smallest subnormal times s at least 2^-126. MXFP8's and Float8BlockScaling's
+// scales are powers of two (check_block_cast).
 template <DType F>
 constexpr float min_exact_bf16_scale() {
   return 0x1p-126f / fp8_min_subnormal(F);
 }
 
-// Whether every product of one of F's values (at most 23 - man_shift + 1 significant bits) and
-// s is a BF16 value (at most eight significant bits, normal or zero), so store_exact_bf16 may
-// store it: s normal, at least min_exact_bf16_scale, with few enough significant bits.
+// Whether every live lane's power-of-two scale in s is at least min_exact_bf16_scale.
 template <DType F>
-constexpr uint32_t kBf16ProductLowBits =  // s's mantissa bits past the 8 - F's significant bits
-    (1u << (23 - (7 - (24 - fp8_consts(F).man_shift)))) - 1;
-template <DType F>
-inline bool bf16_holds_products(float s) {
-  return s >= min_exact_bf16_scale<F>() && s <= 0x1p127f &&
-         (std::bit_cast<uint32_t>(s) & kBf16ProductLowBits<F>) == 0;
+inline bool bf16_holds_products(__m512 s, __mmask16 live) {
+  return _mm512_mask_cmp_ps_mask(live, s, _mm512_set1_ps(min_exact_bf16_scale<F>()), _CMP_GE_OQ) ==
+         live;
 }
-
-// bf16_holds_products on sixteen lanes of scales: whether it holds for every live lane.
-template <DType F>
-struct Bf16ProductLanes {
-  const __m512 min_scale = opaque(_mm512_set1_ps(min_exact_bf16_scale<F>()));
-  const __m512 max_scale = opaque(_mm512_set1_ps(0x1p127f));
-  const __m512i low_bits = opaque_set1(kBf16ProductLowBits<F>);
-
-  bool held(__m512 s, __mmask16 live) const {
-    __mmask16 ok = _mm512_mask_cmp_ps_mask(live, s, min_scale, _CMP_GE_OQ);
-    ok = _mm512_mask_cmp_ps_mask(ok, s, max_scale, _CMP_LE_OQ);
-    return _mm512_mask_testn_epi32_mask(ok, _mm512_castps_si512(s), low_bits) == live;
-  }
-};
 
 // Lane j of the result: the maximum of v[j]'s lanes. A butterfly of pairwise maxima over
 // halves, quarters, then lanes within quarters; v must hold no NaN (a maximum is exact in any

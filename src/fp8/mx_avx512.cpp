@@ -103,7 +103,6 @@ void mx_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x
                 int64_t cols) {
   const MxScaleLanes rule(F);
   const MxStore<F, KeepCodes> store;
-  const __m512 min_exact_scale = _mm512_set1_ps(min_exact_bf16_scale<F>());
   thread_local std::vector<float> storage;
   const auto padded = static_cast<size_t>((cols + 15) / 16 * 16);
   float* const amax = grown(storage, 3 * padded);
@@ -124,7 +123,7 @@ void mx_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x
     _mm512_mask_cvtepi32_storeu_epi8(scales + c0, live, code);
     _mm512_storeu_ps(b + c0, bv);
     _mm512_storeu_ps(mult + c0, mv);
-    exact = exact && _mm512_mask_cmp_ps_mask(live, bv, min_exact_scale, _CMP_GE_OQ) == live;
+    exact = exact && bf16_holds_products<F>(bv, live);
   }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c0 = 0; c0 < cols; c0 += 16) {
@@ -133,7 +132,7 @@ void mx_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x
       const __m512 bv = _mm512_loadu_ps(b + c0);
       store(KeepCodes ? codes + i : nullptr, operand + i,
             _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), _mm512_loadu_ps(mult + c0)), bv, live,
-            exact || _mm512_mask_cmp_ps_mask(live, bv, min_exact_scale, _CMP_GE_OQ) == live);
+            exact || bf16_holds_products<F>(bv, live));
     }
 }
 

@@ -171,15 +171,14 @@ template <DType F>
 void round_each_one_format(bf16_t* out, const float* x, const float* mult, const float* scale,
                            int64_t n) {
   const Fp8RoundLanes<F> round{};
-  const Bf16ProductLanes<F> exact;
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = live_lanes(n - i);
     const __m512 s = _mm512_maskz_loadu_ps(live, scale + i);
     const __m512 v =
         _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), _mm512_maskz_loadu_ps(live, mult + i));
     const __m512 product = _mm512_mul_ps(round.value(_mm512_castps_si512(v)), s);
-    exact.held(s, live) ? store_exact_bf16(out + i, product, live)
-                        : store_bf16(out + i, product, live);
+    bf16_holds_products<F>(s, live) ? store_exact_bf16(out + i, product, live)
+                                    : store_bf16(out + i, product, live);
   }
 }
 
@@ -191,7 +190,7 @@ void round_blocks_one_format(bf16_t* out, const float* x, const float* mult, con
   for (int64_t b = 0, c0 = 0; c0 < n; ++b, c0 += block) {
     const __m512 m = _mm512_set1_ps(mult[b]), s = _mm512_set1_ps(scale[b]);
     const int64_t end = std::min(n, c0 + block);
-    const bool exact = bf16_holds_products<F>(scale[b]);
+    const bool exact = scale[b] >= min_exact_bf16_scale<F>();
     for (int64_t i = c0; i < end; i += 16) {
       const __mmask16 live = live_lanes(end - i);
       const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m);

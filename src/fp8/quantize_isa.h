@@ -51,7 +51,7 @@ void mxfp8_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, cons
 // out[i] = the BF16 of fp8_round(x[i] * mult[b]) * scale[b] for i in block b = i / block:
 // fp8_round_to_bf16 of x * mult with one multiplier and one scale per run of `block` values
 // (Float8BlockScaling's row-wise blocks), in one sweep; block 1: a multiplier and a scale per
-// value (a row of its column-wise blocks).
+// value (a row of its column-wise blocks). The scales are powers of two.
 void fp8_round_blocks_to_bf16_avx512(bf16_t* out, const float* x, const float* mult,
                                      const float* scale, int64_t n, int64_t block, DType format);
 // max |rht16_rows(x)|, the transform never written.
