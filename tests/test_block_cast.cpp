@@ -21,6 +21,7 @@
 #include "fp8/mx_quantize.h"
 #include "fp8/nvfp4_quantize.h"
 #include "fp8/recipe.h"
+#include "fp8lm/error.h"
 
 namespace fp8lm {
 namespace {
@@ -223,6 +224,83 @@ TEST(BlockCast, PairedCastsGiveTheBitsOfSeparateOnes) {
       }
     }
   }
+}
+
+// Issue 35: a producer's output cast a stripe of rows at a time as it is made
+// (block_cast_produced) is cast to the bits block_cast_pair (and block_cast, row-wise alone)
+// gives the whole FP32 tensor, with codes kept or not, on one thread or two, for rows that end
+// in a short stripe; every row is made once. NVFP4, whose global scale needs the whole
+// tensor's amax first, and casts that collect statistics are refused.
+TEST(BlockCast, ProducedStripeByStripeGivesTheBitsOfTheWholeTensorsCast) {
+  const int64_t rows = 300, cols = 200;  // a short last stripe of 32 and of 128 rows
+  const std::vector<float> x = tensor_with_specials(rows, cols, 31);
+  const auto n = static_cast<size_t>(rows * cols);
+  struct Cast {
+    std::vector<uint8_t> codes, scales;
+    std::vector<bf16_t> operand;
+    float tensor_scale_inv = 0;
+    explicit Cast(size_t n) : codes(n, 0), scales(n * sizeof(float), 0), operand(n, 0) {}
+    BlockCastOut out(bool keep_codes) {
+      return {keep_codes ? codes.data() : nullptr, scales.data(), operand.data(),
+              &tensor_scale_inv};
+    }
+    bool operator==(const Cast&) const = default;
+  };
+  for (const int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8}) {
+      for (const BlockRole role : {BlockRole::Input, BlockRole::GradOutput}) {
+        for (const bool keep_codes : {false, true}) {
+          for (const bool pair : {true, false}) {
+            SCOPED_TRACE(std::string(scaling_kind_name(kind)) +
+                         (role == BlockRole::Input ? " input" : " grad_output") +
+                         (keep_codes ? " codes" : "") + (pair ? " pair" : " row-wise") + " on " +
+                         std::to_string(threads) + " threads");
+            Fp8Recipe recipe;
+            recipe.kind = kind;
+            const BlockCast row = recipe_block_cast(recipe, role, false, rows, cols);
+            const BlockCast col = recipe_block_cast(recipe, role, true, rows, cols);
+            Cast want_row(n), want_col(n), got_row(n), got_col(n);
+            if (pair) {
+              block_cast_pair(row, want_row.out(keep_codes), col, want_col.out(keep_codes),
+                              x.data(), nullptr);
+            } else {
+              block_cast(row, want_row.out(keep_codes), x.data(), nullptr);
+            }
+            std::vector<int> made(static_cast<size_t>(rows), 0);
+            const BlockCastOut row_out = got_row.out(keep_codes), col_out = got_col.out(keep_codes);
+            block_cast_produced(row, row_out, pair ? &col : nullptr, pair ? &col_out : nullptr,
+                                [&](int64_t r0, int64_t nr, float* stripe) {
+                                  for (int64_t r = r0; r < r0 + nr; ++r) {
+                                    ++made[static_cast<size_t>(r)];
+                                    std::memcpy(stripe + (r - r0) * cols, x.data() + r * cols,
+                                                cols * sizeof(float));
+                                  }
+                                });
+            EXPECT_EQ(made, std::vector<int>(made.size(), 1));
+            EXPECT_TRUE(got_row == want_row);
+            EXPECT_TRUE(got_col == want_col);
+            EXPECT_EQ(got_row.tensor_scale_inv, 1.0f);
+          }
+        }
+      }
+    }
+  }
+  Fp8Recipe nvfp4;
+  nvfp4.kind = ScalingKind::Nvfp4;
+  const BlockCast c = recipe_block_cast(nvfp4, BlockRole::Input, false, rows, cols);
+  Cast out(n);
+  const auto make = [](int64_t, int64_t, float*) {};
+  EXPECT_FALSE(castable_by_stripes(c, out.out(false)));
+  EXPECT_THROW(block_cast_produced(c, out.out(false), nullptr, nullptr, make), Error);
+  Fp8Recipe mxfp8;
+  mxfp8.kind = ScalingKind::Mxfp8;
+  BlockScaleStats stats;
+  BlockCastOut with_stats = out.out(true);
+  with_stats.stats = &stats;
+  EXPECT_THROW(block_cast_produced(recipe_block_cast(mxfp8, BlockRole::Input, false, rows, cols),
+                                   with_stats, nullptr, nullptr, make),
+               Error);
 }
 
 // Issue 34: codes written transposed (BlockCastOut::codes_transposed, the K-major layout a

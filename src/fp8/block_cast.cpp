@@ -7,6 +7,7 @@
 
 #include "core/e2m1.h"
 #include "core/e8m0.h"
+#include "core/grown.h"
 #include "fp8/block_stats.h"
 #include "fp8/hadamard.h"
 #include "fp8/mx_quantize.h"
@@ -122,10 +123,10 @@ void check_block_cast(const BlockCast& c) {
 
 namespace {
 
-// Rows [r0, r0 + nr) of x (whole block rows of c's grid) cast as a tensor of their own, into
-// their place in out. amax: the tensor's (NVFP4's global scale; the transform's where
-// rht_in_cast applies the RHT as it casts).
-void cast_stripe(const BlockCast& c, const BlockCastOut& out, const float* x, int64_t r0,
+// Rows [r0, r0 + nr) of a tensor (whole block rows of c's grid), their values at xs, cast as a
+// tensor of their own into their place in out. amax: the tensor's (NVFP4's global scale; the
+// transform's where rht_in_cast applies the RHT as it casts).
+void cast_stripe(const BlockCast& c, const BlockCastOut& out, const float* xs, int64_t r0,
                  int64_t nr, float amax, bool rht_in_cast) {
   const BlockGrid& g = c.grid;
   const BlockGrid sub{nr, g.cols, g.block_rows, g.block_cols};
@@ -134,15 +135,15 @@ void cast_stripe(const BlockCast& c, const BlockCastOut& out, const float* x, in
   switch (c.scheme) {
     case BlockScheme::Mxfp8:
       mxfp8_quantize_to_bf16(codes, static_cast<uint8_t*>(out.scales) + scale_at, out.operand + at,
-                             x + at, sub, c.format);
+                             xs, sub, c.format);
       break;
     case BlockScheme::Fp8Block:
       fp8_block_quantize_to_bf16(codes, static_cast<float*>(out.scales) + scale_at,
-                                 out.operand + at, x + at, sub, c.format, c.params);
+                                 out.operand + at, xs, sub, c.format, c.params);
       break;
     case BlockScheme::Nvfp4:
       nvfp4_quantize_to_bf16(codes, static_cast<uint8_t*>(out.scales) + scale_at, out.operand + at,
-                             x + at, sub, amax, c.stochastic_rounding ? &c.sr_key : nullptr, at,
+                             xs, sub, amax, c.stochastic_rounding ? &c.sr_key : nullptr, at,
                              rht_in_cast);
       break;
   }
@@ -240,8 +241,9 @@ void cast_row_major(const BlockCast& c, const BlockCastOut& out, const float* x,
                                  rht_in_cast ? nullptr : work);
   if (c.rht && !rht_in_cast) x = work;
   const float amax = c.rht ? a.rht : a.plain;
-  for_each_stripe(
-      g, [&](int64_t r0, int64_t nr) { cast_stripe(c, out, x, r0, nr, amax, rht_in_cast); });
+  for_each_stripe(g, [&](int64_t r0, int64_t nr) {
+    cast_stripe(c, out, x + r0 * g.cols, r0, nr, amax, rht_in_cast);
+  });
   finish_cast(c, out, x, amax);
 }
 
@@ -273,13 +275,49 @@ void block_cast_pair(const BlockCast& row, const BlockCastOut& row_pair_out, con
   const float row_amax = row.rht ? a.rht : a.plain, col_amax = col.rht ? a.rht : a.plain;
   // Stripes of the column-wise grid's block rows are whole block rows of both grids.
   for_each_stripe(g, [&](int64_t r0, int64_t nr) {
-    cast_stripe(row, row_out, x, r0, nr, row_amax, row.rht);
-    cast_stripe(col, col_out, x, r0, nr, col_amax, col.rht);
+    cast_stripe(row, row_out, x + r0 * g.cols, r0, nr, row_amax, row.rht);
+    cast_stripe(col, col_out, x + r0 * g.cols, r0, nr, col_amax, col.rht);
   });
   finish_cast(row, row_out, x, row_amax);
   finish_cast(col, col_out, x, col_amax);
   row_laid.finish();
   col_laid.finish();
+}
+
+bool castable_by_stripes(const BlockCast& c, const BlockCastOut& out) {
+  return c.scheme != BlockScheme::Nvfp4 && out.operand && !out.stats && !out.amax &&
+         !out.codes_transposed;
+}
+
+void block_cast_produced(const BlockCast& row, const BlockCastOut& row_out, const BlockCast* col,
+                         const BlockCastOut* col_out, const MakeStripe& make) {
+  const BlockGrid& g = row.grid;
+  if (!castable_by_stripes(row, row_out) || (col && !castable_by_stripes(*col, *col_out)) ||
+      (col && (col->grid.rows != g.rows || col->grid.cols != g.cols))) {
+    throw Error("block_cast_produced: a cast that needs the whole tensor (NVFP4, statistics)");
+  }
+  check_block_cast(row);
+  if (col) check_block_cast(*col);
+  // Stripes of whole block rows of both grids; a row-wise grid alone takes 32 rows at a time.
+  const int64_t tall = std::max(g.block_rows, col ? col->grid.block_rows : int64_t{1});
+  const int64_t height = tall > 1 ? tall : 32;
+  if (height % g.block_rows != 0 || (col && height % col->grid.block_rows != 0))
+    throw Error("block_cast_produced: block rows that do not nest");
+  const int64_t stripes = (g.rows + height - 1) / height;
+#pragma omp parallel if (g.rows * g.cols >= (int64_t{1} << 15))
+  {
+    thread_local std::vector<float> buffer;  // grown once: a steady step allocates nothing
+    float* stripe = grown(buffer, static_cast<size_t>(height * g.cols));
+#pragma omp for schedule(static)
+    for (int64_t s = 0; s < stripes; ++s) {
+      const int64_t r0 = s * height, nr = std::min(height, g.rows - r0);
+      make(r0, nr, stripe);
+      cast_stripe(row, row_out, stripe, r0, nr, 0.0f, false);
+      if (col) cast_stripe(*col, *col_out, stripe, r0, nr, 0.0f, false);
+    }
+  }
+  finish_cast(row, row_out, nullptr, 0.0f);
+  if (col) finish_cast(*col, *col_out, nullptr, 0.0f);
 }
 
 }  // namespace fp8lm

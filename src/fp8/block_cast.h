@@ -10,6 +10,7 @@
 // amax is below about 2^-117 loses bits, far below any gradient that matters.)
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/bf16.h"
@@ -94,5 +95,22 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
 // that collect statistics (or whose grids do not pair so) are made one after the other.
 void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
                      const BlockCastOut& col_out, const float* x, float* work);
+
+// Whether a producer can hand c's cast its values a stripe of rows at a time
+// (block_cast_produced): a cast that needs no tensor-wide amax first (NVFP4's global scale) and
+// reads no whole tensor after (statistics), writing its BF16 operand, its codes (if kept) in
+// the tensor's layout.
+bool castable_by_stripes(const BlockCast& c, const BlockCastOut& out);
+
+// Writes rows [r0, r0 + nr) of the tensor being cast into stripe (nr * cols floats).
+using MakeStripe = std::function<void(int64_t r0, int64_t nr, float* stripe)>;
+
+// row's cast, and col's where col is not null (block_cast_pair's two copies), of a tensor that
+// never exists in full: `make` writes each stripe of rows into a per-thread buffer, which is
+// cast while it is in cache (the fused producers of kernels/cpu, as produce_fp8_rows does for
+// the per-tensor casts). The same bits as block_cast_pair (or block_cast) of the whole tensor.
+// Throws Error unless both casts are castable_by_stripes over the same [rows, cols].
+void block_cast_produced(const BlockCast& row, const BlockCastOut& row_out, const BlockCast* col,
+                         const BlockCastOut* col_out, const MakeStripe& make);
 
 }  // namespace fp8lm

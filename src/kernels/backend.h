@@ -48,6 +48,10 @@ class Backend {
   virtual std::string name() const = 0;  // "cpu", "cuda:0"
   // Whether the host can address this backend's memory directly (the CPU's).
   virtual bool host_memory() const { return false; }
+  // Whether the producers (norm_forward, bias_act_forward) take a block-scaled ProducerOut,
+  // casting each stripe of rows as they make it (the CPU's); elsewhere the producer writes FP32
+  // and block_cast_pair casts it.
+  virtual bool produces_block_casts() const { return false; }
   // Whether this backend has an optional op (FP8LM_OPTIONAL_OPS).
   virtual bool supports(OptionalOp op) const = 0;
   // Error "<op> is not available on <backend>" for the first of ops this backend lacks.

@@ -11,7 +11,9 @@
 
 namespace fp8lm {
 
-struct BlockCodes;  // fp8/block_cast.h
+struct BlockCodes;    // fp8/block_cast.h
+struct BlockCast;     // fp8/block_cast.h
+struct BlockCastOut;  // fp8/block_cast.h
 
 struct GemmOperand {
   const void* data = nullptr;
@@ -44,13 +46,23 @@ struct Fp8Out {
   bf16_t* decoded = nullptr;
 };
 
+// A producer's output cast block-scaled as it is made (fp8/block_cast.h's
+// block_cast_produced, host memory only): row's cast, and col's where col is not null.
+struct BlockProducerOut {
+  const BlockCast* row = nullptr;
+  const BlockCastOut* row_out = nullptr;
+  const BlockCast* col = nullptr;
+  const BlockCastOut* col_out = nullptr;
+};
+
 // Where a producer (a norm, an activation) writes: exactly one of FP32 values, FP8 codes with
-// their statistics, or BF16 values. As in TE, the output's dtype decides whether the cast is
-// fused into the producer.
+// their statistics, BF16 values, or (the CPU's, Backend::produces_block_casts) block-scaled
+// operands. As in TE, the output's dtype decides whether the cast is fused into the producer.
 struct ProducerOut {
   float* y = nullptr;
   Fp8Out y8;  // y8.data != nullptr selects FP8
   bf16_t* y16 = nullptr;
+  BlockProducerOut blocks;  // blocks.row != nullptr selects block-scaled casts
 
   static ProducerOut fp32(float* y) {
     ProducerOut o;
@@ -65,6 +77,11 @@ struct ProducerOut {
   static ProducerOut bf16(bf16_t* y) {
     ProducerOut o;
     o.y16 = y;
+    return o;
+  }
+  static ProducerOut block_scaled(const BlockProducerOut& b) {
+    ProducerOut o;
+    o.blocks = b;
     return o;
   }
 };
@@ -109,7 +126,8 @@ struct StepDecision {
 };
 
 // The dtype a ProducerOut asks for; Error naming `op` unless exactly one output is set and an
-// FP8 one has its scale.
+// FP8 one has its scale (a block-scaled output, which has no one dtype, is an Error too: a
+// backend that produces them checks blocks.row first).
 DType producer_out_dtype(const ProducerOut& out, const char* op);
 
 }  // namespace fp8lm

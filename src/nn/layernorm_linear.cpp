@@ -11,6 +11,11 @@ void norm_then_linear(Norm& norm, Linear& linear, BackendBuffer<float>& normed, 
     linear.forward_fp8_input(y, rows, add_bias);
     return;
   }
+  if (fused_block_casts(linear)) {
+    norm.forward(linear.begin_block_forward(rows), x, rows, r, sum);
+    linear.forward_block_input(y, rows, add_bias);
+    return;
+  }
   if (fused_bf16_casts(linear)) {
     norm.forward(ProducerOut::bf16(linear.begin_bf16_forward(rows)), x, rows, r, sum);
     linear.forward_bf16_input(y, rows, add_bias);

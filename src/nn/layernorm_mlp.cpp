@@ -35,6 +35,12 @@ void LayerNormMLP::forward(const float* x, float* y, int64_t rows, const float* 
     fc2_.forward_fp8_input(y, rows);
     return;
   }
+  if (fused_block_casts(fc2_)) {
+    be_.bias_act_forward(fc2_.begin_block_forward(rows), h, bias, act_, rows, ffn_);
+    h_.save();
+    fc2_.forward_block_input(y, rows);
+    return;
+  }
   if (fused_bf16_casts(fc2_)) {
     be_.bias_act_forward(ProducerOut::bf16(fc2_.begin_bf16_forward(rows)), h, bias, act_, rows,
                          ffn_);

@@ -42,6 +42,11 @@ bool fused_fp8_casts(const Linear& consumer);
 // Whether producers may round straight into a BF16 GEMM's input (the consumer runs in BF16):
 // the same bits as the FP32 output cast afterwards, without the FP32 tensor's write and read.
 bool fused_bf16_casts(const Linear& consumer);
+// Whether producers may cast straight into a block-scaled GEMM's input, a stripe of rows at a
+// time (Backend::produces_block_casts): Float8BlockScaling and MXFP8, whose blocks need nothing
+// of the rest of the tensor (NVFP4's global scale needs the whole tensor's amax first), for a
+// consumer that runs in FP8 and collects no statistics.
+bool fused_block_casts(const Linear& consumer);
 
 class Linear {
  public:
@@ -59,6 +64,13 @@ class Linear {
   // buffer (or forward() cast it there).
   bf16_t* begin_bf16_forward(int64_t rows);
   void forward_bf16_input(float* y, int64_t rows, bool add_bias = true);
+  // The same for a block-scaled forward: a producer cast the input through the ProducerOut
+  // begin_block_forward returns (the row-wise cast, and in training the column-wise copy
+  // wgrad reads), or forward_block did.
+  ProducerOut begin_block_forward(int64_t rows);
+  void forward_block_input(float* y, int64_t rows, bool add_bias = true);
+  // Whether its block-scaled input casts can be handed to a producer (fused_block_casts).
+  bool block_input_castable_by_producer() const;
   // dx += dL/dx, or dx = dL/dx when accumulate_dx is false (skipped when dx is null);
   // dW, db += their gradients.
   void backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx = true);
@@ -261,6 +273,9 @@ class Linear {
   // Its codes and block scales where the backend's GEMMs take them (BlockCastJob).
   BackendBuffer<uint8_t> x_col_codes_{be_}, x_col_scales_{be_};
   BlockCodes x_col_block_;
+  // The input's casts begin_block_forward made, until forward_block_input's GEMM reads them.
+  BlockCastJob input_row_, input_col_;
+  bool input_col_made_ = false;
   BackendBuffer<float> block_scale_inv_{be_, 4};
   // The weight's operands, kept while the weight and the recipe's cast of it stay the same (a
   // training step's forward, backward and later micro-batches; every call of generation), as

@@ -2,11 +2,17 @@
 // GEMM that reads it (fp8/block_cast.h: codes and block scales, and the exact BF16 operand the
 // GEMM multiplies, its tensor scale carried as the operand's scale_inv).
 #include "core/counter_rng.h"
+#include "nn/fusion.h"
 #include "nn/linear.h"
 #include "nn/saved_activation.h"
 #include "nn/scratch.h"
 
 namespace fp8lm {
+
+bool fused_block_casts(const Linear& consumer) {
+  return fusion_enabled() && consumer.gemm_precision() == Precision::Fp8 &&
+         autocast_state().recipe.block_scaled() && consumer.block_input_castable_by_producer();
+}
 
 namespace {
 
@@ -147,25 +153,46 @@ GemmOperand Linear::transposed_2d_weight() {
   return {nullptr, DType::BF16, row.scale_inv, &w_col_.block};
 }
 
-void Linear::forward_block(const float* x, float* y, int64_t rows, bool add_bias) {
+ProducerOut Linear::begin_block_forward(int64_t rows) {
+  mode_ = Precision::Fp8;
+  recipe_ = autocast_state().recipe;
   sr_seed_ = autocast_state().step_seed;
   float* s = block_scale_inv_.data();
-  const BlockCastJob a = block_cast_job(BlockRole::Input, false, rows, in_,
-                                        operand_in(Scratch::BlockInput, rows * in_), s + kInputRow);
+  input_row_ = block_cast_job(BlockRole::Input, false, rows, in_,
+                              operand_in(Scratch::BlockInput, rows * in_), s + kInputRow);
   // Training: also x blocked down its columns (along the tokens dW sums over), saved for the
   // weight gradient, cast in the same sweep.
-  if (training_forward()) {
-    const BlockCastJob col =
-        block_cast_job(BlockRole::Input, true, rows, in_, operand_in(x_col_, rows * in_),
-                       s + kInputCol, {&x_col_codes_, &x_col_scales_});
-    x_col_block_ = col.kept();
-    block_operands(a, col, x);
-  } else {
-    block_operand(a, x);
+  input_col_made_ = training_forward();
+  if (input_col_made_) {
+    input_col_ = block_cast_job(BlockRole::Input, true, rows, in_, operand_in(x_col_, rows * in_),
+                                s + kInputCol, {&x_col_codes_, &x_col_scales_});
+    x_col_block_ = input_col_.kept();
   }
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, a.operand(), block_weight(false), 0.0f, y);
+  return ProducerOut::block_scaled({&input_row_.cast, &input_row_.out,
+                                    input_col_made_ ? &input_col_.cast : nullptr,
+                                    input_col_made_ ? &input_col_.out : nullptr});
+}
+
+void Linear::forward_block_input(float* y, int64_t rows, bool add_bias) {
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, input_row_.operand(), block_weight(false),
+           0.0f, y);
   record_if_non_finite(y, rows * out_);
   if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
+}
+
+bool Linear::block_input_castable_by_producer() const {
+  return be_.produces_block_casts() && !collect_block_stats_ && !blocks_native() &&
+         block_scheme(autocast_state().recipe.kind) != BlockScheme::Nvfp4;
+}
+
+void Linear::forward_block(const float* x, float* y, int64_t rows, bool add_bias) {
+  begin_block_forward(rows);
+  if (input_col_made_) {
+    block_operands(input_row_, input_col_, x);
+  } else {
+    block_operand(input_row_, x);
+  }
+  forward_block_input(y, rows, add_bias);
 }
 
 void Linear::backward_block(const float* dy, float* dx, float* dw, int64_t rows, float beta,

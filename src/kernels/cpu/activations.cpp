@@ -152,6 +152,19 @@ void bias_act_forward_bf16(bf16_t* y, float* h, const float* bias, Activation ac
   });
 }
 
+void bias_act_forward_blocks(const BlockProducerOut& y, float* h, const float* bias, Activation act,
+                             int64_t F) {
+  with_activation(act, [&](auto op) {
+    using Op = decltype(op);
+    const int64_t in = input_width<Op>(F);
+    produce_block_rows(y, F, [&](int64_t r, float* row) {
+      float* hr = h + r * in;
+      if (bias) add_bias_row(hr, bias, in);
+      forward_row<Op>(row, hr, F);
+    });
+  });
+}
+
 void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
                   int64_t F) {
   with_activation(act, [&](auto op) {

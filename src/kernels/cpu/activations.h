@@ -9,6 +9,7 @@
 #include "core/bf16.h"
 #include "core/fp8_dtype.h"
 #include "fp8/quantize.h"
+#include "kernels/tensor.h"
 #include "kernels/types.h"
 
 namespace fp8lm::cpu {
@@ -31,6 +32,10 @@ CastStats bias_act_forward_fp8(uint8_t* y, float scale, DType f, float* h, const
 // then fp32_to_bf16 on the whole output.
 void bias_act_forward_bf16(bf16_t* y, float* h, const float* bias, Activation act, int64_t rows,
                            int64_t F);
+// The same cast block-scaled as it is made (BlockProducerOut: a stripe of rows at a time, the
+// bits of bias_act_forward then block_cast_pair); the rows are the casts' grid's.
+void bias_act_forward_blocks(const BlockProducerOut& y, float* h, const float* bias, Activation act,
+                             int64_t F);
 // OVERWRITES dh = act'(h) * dy (a pointwise op owns its input gradient); dh [rows, input
 // width], dy [rows, F]. dh may alias dy for an ungated activation.
 void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,

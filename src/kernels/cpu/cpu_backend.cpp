@@ -1,5 +1,7 @@
 // The CPU backend: host memory, the kernels of kernels/cpu with their ISA dispatch, and the
 // nominal bytes each op moves (kernels/traffic.h: every operand counted once per call).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -31,6 +33,7 @@ namespace {
 constexpr std::align_val_t kAlignment{64};
 
 int64_t out_bytes(const ProducerOut& out, const char* op) {
+  if (out.blocks.row) return out.blocks.col ? 4 : 2;  // the BF16 operands written
   return static_cast<int64_t>(dtype_size(producer_out_dtype(out, op)));
 }
 
@@ -44,10 +47,19 @@ void commit_cast(const Fp8Out& q, const CastStats& st) {
 
 // How a producer (a norm, bias + activation) serves a ProducerOut: its FP32 kernel, or its
 // fused twin that rounds each row to BF16 (the CUDA kernels also round their FP32 result per
-// element) or casts it to FP8 codes as it is made. fp32(float* y) and bf16(bf16_t* y) compute
-// the values into y; fp8(codes, decoded, scale, format) returns the cast's statistics.
-template <class Fp32, class Bf16, class Fp8>
-void produce(const ProducerOut& out, const char* op, Fp32 fp32, Bf16 bf16, Fp8 fp8) {
+// element), casts it to FP8 codes as it is made, or casts it block-scaled a stripe of rows at a
+// time. fp32(float* y) and bf16(bf16_t* y) compute the values into y; fp8(codes, decoded, scale,
+// format) returns the cast's statistics; blocks(out.blocks) casts.
+// A block-scaled output's casts are of the producer's [rows, cols] output.
+void check_block_rows(const BlockProducerOut& y, int64_t rows, int64_t cols, const char* op) {
+  if (y.row->grid.rows != rows || y.row->grid.cols != cols)
+    throw Error(fmt::format("{}: a block-scaled output of {} x {} for an output of {} x {}", op,
+                            y.row->grid.rows, y.row->grid.cols, rows, cols));
+}
+
+template <class Fp32, class Bf16, class Fp8, class Blocks>
+void produce(const ProducerOut& out, const char* op, Fp32 fp32, Bf16 bf16, Fp8 fp8, Blocks blocks) {
+  if (out.blocks.row && !out.y && !out.y16 && !out.y8.data) return blocks(out.blocks);
   switch (producer_out_dtype(out, op)) {
     case DType::F32:
       return fp32(out.y);
@@ -62,6 +74,7 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
   bool host_memory() const override { return true; }
+  bool produces_block_casts() const override { return true; }
   bool supports(OptionalOp) const override { return true; }
   bool fp8_gemms_take_decoded() const override { return true; }
 
@@ -122,6 +135,11 @@ class CpuBackend final : public Backend {
         [&](uint8_t* q, bf16_t* decoded, float scale, DType f) {
           return cpu::norm_forward_fp8(n.kind, q, scale, f, s, st.mean, st.rstd, x, r, n.gamma,
                                        n.beta, rows, n.C, n.eps, decoded);
+        },
+        [&](const BlockProducerOut& y) {
+          check_block_rows(y, rows, n.C, "norm_forward");
+          cpu::norm_forward_blocks(n.kind, y, s, st.mean, st.rstd, x, r, n.gamma, n.beta, n.C,
+                                   n.eps);
         });
   }
   void norm_backward(const NormParams& n, const NormStats& st, float* dx, float* dgamma,
@@ -142,6 +160,10 @@ class CpuBackend final : public Backend {
         // A null bias adds nothing (Llama's unbiased MLP, and the unfused twin's GEMM added it).
         [&](uint8_t* q, bf16_t* decoded, float scale, DType f) {
           return cpu::bias_act_forward_fp8(q, scale, f, h, bias, act, rows, F, decoded);
+        },
+        [&](const BlockProducerOut& y) {
+          check_block_rows(y, rows, F, "bias_act_forward");
+          cpu::bias_act_forward_blocks(y, h, bias, act, F);
         });
   }
   void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,

@@ -116,6 +116,17 @@ void norm_forward_bf16(Normalization kind, bf16_t* y, float* s, float* mean, flo
   });
 }
 
+void norm_forward_blocks(Normalization kind, const BlockProducerOut& y, float* s, float* mean,
+                         float* rstd, const float* x, const float* r, const float* gamma,
+                         const float* beta, int64_t C, float eps) {
+  with_normalization(kind, [&](auto op) {
+    produce_block_rows(y, C, [&](int64_t i, float* row) {
+      forward_row<decltype(op)>(row, s + (r ? i * C : 0), mean + i, rstd + i, x + i * C,
+                                r ? r + i * C : nullptr, gamma, beta, C, eps);
+    });
+  });
+}
+
 void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,
                    const float* x, const float* gamma, const float* mean, const float* rstd,
                    int64_t rows, int64_t C) {

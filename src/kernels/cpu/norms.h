@@ -9,6 +9,7 @@
 #include "core/bf16.h"
 #include "core/fp8_dtype.h"
 #include "fp8/quantize.h"
+#include "kernels/tensor.h"
 #include "kernels/types.h"
 
 namespace fp8lm::cpu {
@@ -33,6 +34,11 @@ CastStats norm_forward_fp8(Normalization kind, uint8_t* y, float scale, DType f,
 void norm_forward_bf16(Normalization kind, bf16_t* y, float* s, float* mean, float* rstd,
                        const float* x, const float* r, const float* gamma, const float* beta,
                        int64_t rows, int64_t C, float eps);
+// The same cast block-scaled as it is made (BlockProducerOut: a stripe of rows at a time, the
+// bits of norm_forward then block_cast_pair); the rows are the casts' grid's.
+void norm_forward_blocks(Normalization kind, const BlockProducerOut& y, float* s, float* mean,
+                         float* rstd, const float* x, const float* r, const float* gamma,
+                         const float* beta, int64_t C, float eps);
 // ACCUMULATES into dx, dgamma and dbeta (+=): dx because the pre-norm residual stream adds the
 // gradient of its branches, dgamma/dbeta so micro-batches add up. mean, rstd from forward.
 void norm_backward(Normalization kind, float* dx, float* dgamma, float* dbeta, const float* dy,

@@ -3,8 +3,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "fp8/block_cast.h"
 #include "fp8/quantize.h"
 #include "kernels/cpu/casts.h"
+#include "kernels/tensor.h"
 
 namespace fp8lm::cpu {
 
@@ -76,6 +78,17 @@ void produce_bf16_rows(bf16_t* y, int64_t rows, int64_t out_cols, int64_t work, 
       fp32_to_bf16_serial(y + r * out_cols, row.data(), out_cols);
     }
   }
+}
+
+// Their block-scaled twin: rows made a stripe at a time into a per-thread buffer and cast
+// (row-wise, and column-wise where asked) while it is in cache (block_cast_produced), the bits
+// block_cast_pair gives the whole FP32 output, which never exists.
+template <typename MakeRow>
+void produce_block_rows(const BlockProducerOut& out, int64_t out_cols, MakeRow make_row) {
+  block_cast_produced(*out.row, *out.row_out, out.col, out.col_out,
+                      [&](int64_t r0, int64_t nr, float* stripe) {
+                        for (int64_t r = 0; r < nr; ++r) make_row(r0 + r, stripe + r * out_cols);
+                      });
 }
 
 }  // namespace fp8lm::cpu
