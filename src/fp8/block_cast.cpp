@@ -292,10 +292,13 @@ bool castable_by_stripes(const BlockCast& c, const BlockCastOut& out) {
 void block_cast_produced(const BlockCast& row, const BlockCastOut& row_out, const BlockCast* col,
                          const BlockCastOut* col_out, const MakeStripe& make) {
   const BlockGrid& g = row.grid;
-  if (!castable_by_stripes(row, row_out) || (col && !castable_by_stripes(*col, *col_out)) ||
-      (col && (col->grid.rows != g.rows || col->grid.cols != g.cols))) {
-    throw Error("block_cast_produced: a cast that needs the whole tensor (NVFP4, statistics)");
+  if (!castable_by_stripes(row, row_out) || (col && !castable_by_stripes(*col, *col_out))) {
+    throw Error(
+        "block_cast_produced: a cast that needs the whole tensor (NVFP4's global scale, "
+        "statistics) or writes no BF16 operand");
   }
+  if (col && (col->grid.rows != g.rows || col->grid.cols != g.cols))
+    throw Error("block_cast_produced: row-wise and column-wise casts of different tensors");
   check_block_cast(row);
   if (col) check_block_cast(*col);
   // Stripes of whole block rows of both grids; a row-wise grid alone takes 32 rows at a time.

@@ -45,11 +45,6 @@ void commit_cast(const Fp8Out& q, const CastStats& st) {
   if (q.flushed) *q.flushed += static_cast<unsigned long long>(st.flushed);
 }
 
-// How a producer (a norm, bias + activation) serves a ProducerOut: its FP32 kernel, or its
-// fused twin that rounds each row to BF16 (the CUDA kernels also round their FP32 result per
-// element), casts it to FP8 codes as it is made, or casts it block-scaled a stripe of rows at a
-// time. fp32(float* y) and bf16(bf16_t* y) compute the values into y; fp8(codes, decoded, scale,
-// format) returns the cast's statistics; blocks(out.blocks) casts.
 // A block-scaled output's casts are of the producer's [rows, cols] output.
 void check_block_rows(const BlockProducerOut& y, int64_t rows, int64_t cols, const char* op) {
   if (y.row->grid.rows != rows || y.row->grid.cols != cols)
@@ -57,6 +52,11 @@ void check_block_rows(const BlockProducerOut& y, int64_t rows, int64_t cols, con
                             y.row->grid.rows, y.row->grid.cols, rows, cols));
 }
 
+// How a producer (a norm, bias + activation) serves a ProducerOut: its FP32 kernel, or its
+// fused twin that rounds each row to BF16 (the CUDA kernels also round their FP32 result per
+// element), casts it to FP8 codes as it is made, or casts it block-scaled a stripe of rows at a
+// time. fp32(float* y) and bf16(bf16_t* y) compute the values into y; fp8(codes, decoded, scale,
+// format) returns the cast's statistics; blocks(out.blocks) casts.
 template <class Fp32, class Bf16, class Fp8, class Blocks>
 void produce(const ProducerOut& out, const char* op, Fp32 fp32, Bf16 bf16, Fp8 fp8, Blocks blocks) {
   if (out.blocks.row && !out.y && !out.y16 && !out.y8.data) return blocks(out.blocks);
