@@ -284,8 +284,12 @@ void block_cast_pair(const BlockCast& row, const BlockCastOut& row_pair_out, con
   col_laid.finish();
 }
 
+bool scheme_castable_by_stripes(BlockScheme s) {
+  return s != BlockScheme::Nvfp4;
+}
+
 bool castable_by_stripes(const BlockCast& c, const BlockCastOut& out) {
-  return c.scheme != BlockScheme::Nvfp4 && out.operand && !out.stats && !out.amax &&
+  return scheme_castable_by_stripes(c.scheme) && out.operand && !out.stats && !out.amax &&
          !out.codes_transposed;
 }
 
@@ -307,7 +311,10 @@ void block_cast_produced(const BlockCast& row, const BlockCastOut& row_out, cons
   if (height % g.block_rows != 0 || (col && height % col->grid.block_rows != 0))
     throw Error("block_cast_produced: block rows that do not nest");
   const int64_t stripes = (g.rows + height - 1) / height;
-#pragma omp parallel if (g.rows * g.cols >= (int64_t{1} << 15))
+  // Below about 32K values an OpenMP region costs more than it saves (the CPU producers'
+  // threshold, kernels/cpu/row_reduce.h's kParallelMin).
+  constexpr int64_t kParallelMin = int64_t{1} << 15;
+#pragma omp parallel if (g.rows * g.cols >= kParallelMin)
   {
     thread_local std::vector<float> buffer;  // grown once: a steady step allocates nothing
     float* stripe = grown(buffer, static_cast<size_t>(height * g.cols));

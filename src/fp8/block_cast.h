@@ -96,10 +96,13 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
 void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
                      const BlockCastOut& col_out, const float* x, float* work);
 
+// Whether a scheme's casts need nothing of a tensor beyond each stripe of its rows: all but
+// NVFP4, whose global scale comes from the whole tensor's amax.
+bool scheme_castable_by_stripes(BlockScheme s);
+
 // Whether a producer can hand c's cast its values a stripe of rows at a time
-// (block_cast_produced): a cast that needs no tensor-wide amax first (NVFP4's global scale) and
-// reads no whole tensor after (statistics), writing its BF16 operand, its codes (if kept) in
-// the tensor's layout.
+// (block_cast_produced): a scheme_castable_by_stripes cast that reads no whole tensor after
+// (statistics), writing its BF16 operand, its codes (if kept) in the tensor's layout.
 bool castable_by_stripes(const BlockCast& c, const BlockCastOut& out);
 
 // Writes rows [r0, r0 + nr) of the tensor being cast into stripe (nr * cols floats).

@@ -182,7 +182,7 @@ void Linear::forward_block_input(float* y, int64_t rows, bool add_bias) {
 
 bool Linear::block_input_castable_by_producer() const {
   return be_.produces_block_casts() && !collect_block_stats_ && !blocks_native() &&
-         block_scheme(autocast_state().recipe.kind) != BlockScheme::Nvfp4;
+         scheme_castable_by_stripes(block_scheme(autocast_state().recipe.kind));
 }
 
 void Linear::forward_block(const float* x, float* y, int64_t rows, bool add_bias) {
