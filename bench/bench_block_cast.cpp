@@ -1,12 +1,14 @@
 // The block-scaled recipes' casts (fp8/block_cast.h) as a training step makes them, beside the
-// cast the BF16 step makes of the same tensor (FP32 to BF16, the peer): nanoseconds per element
-// and the ratio to that cast, for each recipe and TE role (input and gradient, row-wise and
-// column-wise copies) on the tensor shapes of the demo model's GEMMs. Best of --reps; prints a
-// table, then one JSON line.
+// cast the BF16 step makes of the same tensor (FP32 to BF16, the peer) and the memory bandwidth
+// measured on it: for each recipe and TE role (input and gradient, row-wise and column-wise
+// copies), nanoseconds per element, the ratio to the peer, the bytes per element the cast moves
+// (block_cast_traffic) and the share of the bandwidth that makes (near 100%: the cast waits on
+// memory; far below: on arithmetic). Best of --reps; prints a table, then one JSON line.
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <random>
@@ -62,20 +64,37 @@ int main(int argc, char** argv) {
   for (float& v : x) v = normal(rng);
   std::vector<bf16_t> operand(n);
   std::vector<uint8_t> code_buf(n), scales(n * sizeof(float));
-  float scale_inv = 1.0f, amax = 0.0f;
+  float scale_inv = 1.0f;
 
-  const double bf16 = best_seconds(
-      reps, [&] { cpu::fp32_to_bf16(operand.data(), x.data(), static_cast<int64_t>(n)); });
+  // The memory's speed on this tensor, three ways: a read (absmax), a copy, and the peer (FP32
+  // read, BF16 written). The fastest is the bandwidth the casts are held against.
+  const auto inputs = static_cast<int64_t>(n);
+  volatile float amax_read = 0.0f;  // kept, so that the read is not optimized away
+  const double read =
+      best_seconds(reps, [&] { amax_read = cpu::absmax_parallel(x.data(), inputs); });
+  const double copy = best_seconds(reps, [&] {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < inputs; ++i) work[static_cast<size_t>(i)] = x[static_cast<size_t>(i)];
+  });
+  const double bf16 =
+      best_seconds(reps, [&] { cpu::fp32_to_bf16(operand.data(), x.data(), inputs); });
   const double per = 1e9 / static_cast<double>(n);
-  fmt::print("{} x {}, {} threads; FP32 to BF16 (peer): {:.3f} ns/element\n", rows, cols,
-             omp_get_max_threads(), bf16 * per);
-  fmt::print("{:<8} {:<22} {:>10} {:>9}\n", "recipe", "tensor", "ns/elem", "vs bf16");
+  const auto gbs = [&](double bytes_per_value, double seconds) {
+    return bytes_per_value * static_cast<double>(n) / seconds / 1e9;
+  };
+  const double bandwidth = std::max({gbs(4, read), gbs(8, copy), gbs(6, bf16)});
+  fmt::print("{} x {}, {} threads\n", rows, cols, omp_get_max_threads());
+  fmt::print(
+      "memory: read {:.1f}, copy {:.1f}, FP32 to BF16 (peer) {:.1f} GB/s ({:.3f} ns/element)\n",
+      gbs(4, read), gbs(8, copy), gbs(6, bf16), bf16 * per);
+  fmt::print("{:<8} {:<22} {:>10} {:>9} {:>11} {:>7} {:>10}\n", "recipe", "tensor", "ns/elem",
+             "vs bf16", "bytes/elem", "GB/s", "of memory");
   const Case cases[] = {{"input", BlockRole::Input, false},
                         {"input columnwise", BlockRole::Input, true},
                         {"grad_output", BlockRole::GradOutput, false},
                         {"grad_output columnwise", BlockRole::GradOutput, true}};
-  std::string json =
-      fmt::format(R"({{"rows":{},"cols":{},"bf16_ns":{:.4f})", rows, cols, bf16 * per);
+  std::string json = fmt::format(R"({{"rows":{},"cols":{},"bf16_ns":{:.4f},"bandwidth_gbs":{:.2f})",
+                                 rows, cols, bf16 * per, bandwidth);
   for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
     Fp8Recipe recipe;
     recipe.kind = kind;
@@ -85,12 +104,15 @@ int main(int argc, char** argv) {
       if (label.find(only) == std::string::npos) continue;
       BlockCast c = recipe_block_cast(recipe, k.role, k.columnwise, rows, cols);
       c.sr_key = 12345;
+      // No amax asked for: a training step's casts take none (Linear::block_cast_job).
       const BlockCastOut out{codes ? code_buf.data() : nullptr, scales.data(), operand.data(),
-                             &scale_inv, &amax};
+                             &scale_inv, nullptr};
       const double s = best_seconds(reps, [&] { block_cast(c, out, x.data(), work.data()); });
       total += s;
-      fmt::print("{:<8} {:<22} {:>10.3f} {:>8.2f}x\n", scaling_kind_name(kind), k.name, s * per,
-                 s / bf16);
+      const double bytes = static_cast<double>(block_cast_traffic(c, out)) / static_cast<double>(n);
+      fmt::print("{:<8} {:<22} {:>10.3f} {:>8.2f}x {:>11.2f} {:>7.1f} {:>9.0f}%\n",
+                 scaling_kind_name(kind), k.name, s * per, s / bf16, bytes, gbs(bytes, s),
+                 100 * gbs(bytes, s) / bandwidth);
     }
     json += fmt::format(R"(,"{}_vs_bf16":{:.3f})", scaling_kind_name(kind), total / 4 / bf16);
   }

@@ -19,15 +19,17 @@ namespace {
 std::atomic<long> ours{0}, onednn{0};
 }  // namespace
 
-void* operator new(size_t n) {
+// Out of line: inlined into a new-expression's caller, GCC 12 pairs the new with the free below
+// and warns (-Wmismatched-new-delete) in optimized builds such as the sanitizer's.
+[[gnu::noinline]] void* operator new(size_t n) {
   (fp8lm::cpu::inside_onednn_execute() ? onednn : ours).fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept {
+[[gnu::noinline]] void operator delete(void* p) noexcept {
   std::free(p);
 }
-void operator delete(void* p, size_t) noexcept {
+[[gnu::noinline]] void operator delete(void* p, size_t) noexcept {
   std::free(p);
 }
 

@@ -403,5 +403,52 @@ TEST(BlockCast, StatsCountExponentsZeroSaturatedAndFlushedBlocks) {
   EXPECT_FLOAT_EQ(st.tensor_scale, 2688.0f / 1e6f);
 }
 
+// Issue 35: the bytes a cast moves (block_cast_traffic, the benchmark's bytes per element and
+// the step's traffic count), for a 256 x 512 tensor (n values): x read once per sweep (twice
+// where NVFP4's global scale or an asked-for amax needs a sweep first), 2 bytes of BF16 operand,
+// a byte per kept code (three through the transposed codes' scratch), the block scales.
+TEST(BlockCast, TrafficCountsEachSweepOfXAndEachWrite) {
+  const int64_t rows = 256, cols = 512, n = rows * cols;
+  const auto cast = [&](ScalingKind kind, BlockRole role, bool columnwise) {
+    Fp8Recipe recipe;
+    recipe.kind = kind;
+    return recipe_block_cast(recipe, role, columnwise, rows, cols);
+  };
+  uint8_t byte = 0;
+  bf16_t operand = 0;
+  float value = 0;
+  BlockCastOut plain{nullptr, &byte, &operand, &value, nullptr};
+  BlockCastOut with_codes = plain, transposed = plain, with_amax = plain;
+  with_codes.codes = transposed.codes = &byte;
+  transposed.codes_transposed = true;
+  with_amax.amax = &value;
+  const BlockCast mx_row = cast(ScalingKind::Mxfp8, BlockRole::Input, false);
+  const BlockCast mx_col = cast(ScalingKind::Mxfp8, BlockRole::Input, true);
+  const BlockCast fp8_row = cast(ScalingKind::Block, BlockRole::GradOutput, false);
+  const BlockCast nv_row = cast(ScalingKind::Nvfp4, BlockRole::GradOutput, false);
+  const BlockCast nv_col = cast(ScalingKind::Nvfp4, BlockRole::GradOutput, true);
+  ASSERT_TRUE(nv_col.rht);
+  // One sweep: x read, the operand written, an E8M0 scale per 32 values.
+  EXPECT_EQ(block_cast_traffic(mx_row, plain), n * (4 + 2) + n / 32);
+  EXPECT_EQ(block_cast_traffic(mx_row, with_codes), n * (4 + 2 + 1) + n / 32);
+  EXPECT_EQ(block_cast_traffic(mx_col, transposed), n * (4 + 2 + 3) + n / 32);
+  EXPECT_EQ(block_cast_traffic(mx_row, with_amax), n * (4 + 4 + 2) + n / 32);
+  // Float8BlockScaling's scale_inv is an FP32 per 1x128 block.
+  EXPECT_EQ(block_cast_traffic(fp8_row, plain), n * (4 + 2) + n / 128 * 4);
+  // NVFP4 sweeps for its global amax first (the transform's for the column-wise copy).
+  EXPECT_EQ(block_cast_traffic(nv_row, plain), n * (4 + 4 + 2) + n / 16);
+  EXPECT_EQ(block_cast_traffic(nv_col, plain), n * (4 + 4 + 2) + n / 16);
+  // A pair reads x once for both copies, after one amax sweep where either needs it.
+  EXPECT_EQ(block_cast_pair_traffic(mx_row, plain, mx_col, plain), n * (4 + 2 + 2) + 2 * n / 32);
+  EXPECT_EQ(block_cast_pair_traffic(nv_row, plain, nv_col, plain),
+            n * (4 + 4 + 2 + 2) + 2 * n / 16);
+  // With statistics the copies are cast one after the other, the transform written for them.
+  BlockScaleStats stats;
+  BlockCastOut observed = plain;
+  observed.stats = &stats;
+  EXPECT_EQ(block_cast_pair_traffic(nv_row, observed, nv_col, observed),
+            n * (4 + 4 + 2) + n / 16 + n * (4 + 4 + 2 + 4) + n / 16);
+}
+
 }  // namespace
 }  // namespace fp8lm

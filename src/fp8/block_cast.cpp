@@ -255,12 +255,52 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
   laid.finish();
 }
 
+namespace {
+
+// Whether block_cast_pair casts both copies in one sweep: a row-wise and a column-wise grid of
+// one tensor, neither collecting statistics (they read each cast on its own, and the transform
+// written out).
+bool pair_in_one_sweep(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
+                       const BlockCastOut& col_out) {
+  return !row_out.stats && !col_out.stats && row.grid.block_rows == 1 && col.grid.block_cols == 1 &&
+         row.grid.rows == col.grid.rows && row.grid.cols == col.grid.cols;
+}
+
+// What a cast writes: the BF16 operand (into scratch where out keeps none), the codes (through
+// scratch, read back, where they are transposed), the block scales; and the transform where
+// the statistics read it.
+int64_t cast_writes(const BlockCast& c, const BlockCastOut& out) {
+  const int64_t n = c.grid.rows * c.grid.cols;
+  const int64_t codes = out.codes ? (out.codes_transposed ? 3 : 1) : 0;
+  const int64_t transform = c.rht && out.stats ? 4 : 0;
+  return n * (2 + codes + transform) + static_cast<int64_t>(block_scale_bytes(c));
+}
+
+// Whether a cast sweeps x for an amax before it casts (NVFP4's global scale, an amax asked for).
+bool sweeps_for_amax(const BlockCast& c, const BlockCastOut& out) {
+  return c.rht || needs_plain_amax(c, out);
+}
+
+}  // namespace
+
+int64_t block_cast_traffic(const BlockCast& c, const BlockCastOut& out) {
+  const int64_t n = c.grid.rows * c.grid.cols;
+  return n * 4 * (sweeps_for_amax(c, out) ? 2 : 1) + cast_writes(c, out);
+}
+
+int64_t block_cast_pair_traffic(const BlockCast& row, const BlockCastOut& row_out,
+                                const BlockCast& col, const BlockCastOut& col_out) {
+  if (!pair_in_one_sweep(row, row_out, col, col_out))
+    return block_cast_traffic(row, row_out) + block_cast_traffic(col, col_out);
+  const int64_t n = row.grid.rows * row.grid.cols;
+  const bool amax_sweep = sweeps_for_amax(row, row_out) || sweeps_for_amax(col, col_out);
+  return n * 4 * (amax_sweep ? 2 : 1) + cast_writes(row, row_out) + cast_writes(col, col_out);
+}
+
 void block_cast_pair(const BlockCast& row, const BlockCastOut& row_pair_out, const BlockCast& col,
                      const BlockCastOut& col_pair_out, const float* x, float* work) {
   const BlockGrid& g = col.grid;
-  // The statistics read each cast on its own (and the transform written out).
-  if (row_pair_out.stats || col_pair_out.stats || row.grid.block_rows != 1 || g.block_cols != 1 ||
-      row.grid.rows != g.rows || row.grid.cols != g.cols) {
+  if (!pair_in_one_sweep(row, row_pair_out, col, col_pair_out)) {
     block_cast(row, row_pair_out, x, work);
     block_cast(col, col_pair_out, x, work);
     return;

@@ -96,6 +96,15 @@ void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, flo
 void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
                      const BlockCastOut& col_out, const float* x, float* work);
 
+// The bytes block_cast (block_cast_pair) moves, nominally (kernels/traffic.h): x read once per
+// sweep, the cast's and, before it, the amax sweep of NVFP4's global scale or an amax asked for
+// (one for both copies of a pair, whose second cast reads each stripe from cache); the BF16
+// operand, the codes (through scratch where transposed), the block scales and a transform the
+// statistics read written. The statistics' own reads are left out.
+int64_t block_cast_traffic(const BlockCast& c, const BlockCastOut& out);
+int64_t block_cast_pair_traffic(const BlockCast& row, const BlockCastOut& row_out,
+                                const BlockCast& col, const BlockCastOut& col_out);
+
 // Whether a scheme's casts need nothing of a tensor beyond each stripe of its rows: all but
 // NVFP4, whose global scale comes from the whole tensor's amax.
 bool scheme_castable_by_stripes(BlockScheme s);

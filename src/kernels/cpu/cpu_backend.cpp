@@ -348,13 +348,13 @@ class CpuBackend final : public Backend {
   }
   void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x) override {
     const HostOpScope op(OpKind::Cast);
-    count_traffic(c.grid.rows * c.grid.cols * 7);  // x read, codes and the BF16 operand written
+    count_traffic(block_cast_traffic(c, out));
     fp8lm::block_cast(c, out, x, rht_work(c));
   }
   void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
                        const BlockCastOut& col_out, const float* x) override {
     const HostOpScope op(OpKind::Cast);
-    count_traffic(row.grid.rows * row.grid.cols * 14);
+    count_traffic(block_cast_pair_traffic(row, row_out, col, col_out));
     fp8lm::block_cast_pair(row, row_out, col, col_out, x, rht_work(col));
   }
 
