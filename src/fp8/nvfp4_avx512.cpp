@@ -1,10 +1,13 @@
-// NVFP4's one-dimensional casts in one pass over registers (AVX-512): a block of 16 is one
+// NVFP4's casts in one pass over registers (AVX-512): a block of 16 is one
 // register, so a block's amax, its E4M3 scale, the multiplier and the E2M1 codes never leave
 // registers, and the column-wise copy's Hadamard transform runs on the sixteen rows of a stripe
-// as they are loaded, never written. Every step is the scalar twin's float operation in the
-// same order (nvfp4_quantize.cpp's rule, hadamard.cpp's butterflies), so the bits are the same.
+// as they are loaded, never written; the weights' 16x16 blocks take their amaxes down a
+// stripe's rows in registers, then cast each block's rows from cache. Every step is the scalar
+// twin's float operation in the same order (nvfp4_quantize.cpp's rule, hadamard.cpp's
+// butterflies), so the bits are the same.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "fp8/hadamard.h"
@@ -144,7 +147,56 @@ void nvfp4_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float
   }
 }
 
+// 16x16 blocks (the weights' 2D quantization) on a stripe of at most sixteen rows, sixteen
+// blocks (256 columns) at a time: each block's |x| maxed down its rows into one register (a
+// NaN left out, as in the rows' blocks), the sixteen registers' maxima into one
+// (max_of_each) for the scales, then each block's rows cast again from cache.
+template <bool KeepCodes>
+void nvfp4_tiles(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
+                 int64_t cols, float global_encode, const uint32_t* sr_key, int64_t first_index) {
+  const Nvfp4ScaleLanes rule(global_encode);
+  const Nvfp4Store<KeepCodes> store(sr_key);
+  const int64_t blocks = (cols + 15) / 16;
+  for (int64_t b0 = 0; b0 < blocks; b0 += 16) {
+    const int64_t nb = std::min<int64_t>(16, blocks - b0);
+    __m512 a[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      a[j] = _mm512_setzero_ps();
+      if (j >= nb) continue;  // blocks past the row's end: no lanes
+      const int64_t c0 = (b0 + j) * 16;
+      const __mmask16 live = live_lanes(cols - c0);
+      for (int64_t r = 0; r < rows; ++r)
+        a[j] = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + r * cols + c0)), a[j]);
+    }
+    __m512i code;
+    __m512 b, mult;
+    rule.apply(max_of_each(a), &code, &b, &mult);
+    _mm512_mask_cvtepi32_storeu_epi8(scales + b0, live_lanes(nb), code);
+    alignas(64) float bs[16], ms[16];
+    _mm512_store_ps(bs, b);
+    _mm512_store_ps(ms, mult);
+    for (int64_t j = 0; j < nb; ++j) {
+      const __m512 m = _mm512_set1_ps(ms[j]), bj = _mm512_set1_ps(bs[j]);
+      const int64_t c0 = (b0 + j) * 16;
+      const __mmask16 live = live_lanes(cols - c0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = r * cols + c0;
+        store(KeepCodes ? codes + i : nullptr, operand + i,
+              _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m), bj, live, first_index + i);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void nvfp4_tiles_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                        int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,
+                        int64_t first_index) {
+  (codes ? nvfp4_tiles<true> : nvfp4_tiles<false>)(codes, scales, operand, x, rows, cols,
+                                                   global_encode, sr_key, first_index);
+}
 
 void nvfp4_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                        int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,

@@ -73,6 +73,15 @@ void nvfp4_quantize_to_bf16(uint8_t* codes, uint8_t* block_scales, bf16_t* opera
                            first_index);
     return;
   }
+  if (isa == Isa::Avx512 && g.block_rows == kNvfp4Block && g.block_cols == kNvfp4Block && !rht) {
+    for (int64_t r0 = 0; r0 < g.rows; r0 += kNvfp4Block) {
+      isa::nvfp4_tiles_avx512(
+          codes ? codes + r0 * g.cols : nullptr, block_scales + r0 / kNvfp4Block * g.grid_cols(),
+          operand + r0 * g.cols, x + r0 * g.cols, std::min(kNvfp4Block, g.rows - r0), g.cols,
+          global_encode, sr_key, first_index + r0 * g.cols);
+    }
+    return;
+  }
   if (isa == Isa::Avx512 && g.block_rows == kNvfp4Block && g.block_cols == 1) {
     for (int64_t r0 = 0; r0 < g.rows; r0 += kNvfp4Block) {
       isa::nvfp4_columns_avx512(codes ? codes + r0 * g.cols : nullptr,

@@ -59,7 +59,8 @@ Nvfp4BlockScales nvfp4_quantize_block(uint8_t* codes, const float* x, int64_t n,
 // nvfp4_quantize, also writing the GEMM operand (fp8/block_cast.h): E2M1 value x E4M3 block
 // scale in BF16, from the codes as they are made. codes may be null (not kept). With rht, the
 // cast is of rht16_rows(x) (g column-wise, rows a multiple of 16), the transform never written
-// where the CPU keeps it in registers (AVX-512: 1D blocks in one pass, fp8/nvfp4_avx512.cpp).
+// where the CPU keeps it in registers (AVX-512: 1D blocks in one pass, 16x16 ones a stripe of
+// sixteen rows at a time; fp8/nvfp4_avx512.cpp).
 void nvfp4_quantize_to_bf16(uint8_t* codes, uint8_t* block_scales, bf16_t* operand, const float* x,
                             const BlockGrid& g, float global_amax, const uint32_t* sr_key,
                             int64_t first_index, bool rht = false);

@@ -41,6 +41,11 @@ void nvfp4_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const f
 void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                           int64_t rows, int64_t cols, float global_encode, bool rht,
                           const uint32_t* sr_key, int64_t first_index);
+// NVFP4's 16x16 blocks (the 2D weight quantization) on one stripe of at most 16 rows (scales:
+// ceil(cols / 16)), each block's amax in registers.
+void nvfp4_tiles_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                        int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,
+                        int64_t first_index);
 // MXFP8's casts (fp8/mx_quantize.h), each block in registers: rows [rows, cols] in 1x32 blocks
 // (scales: ceil(cols / 32) per row), or one stripe of at most 32 rows in 32x1 blocks (scales:
 // one per column). codes may be null.
