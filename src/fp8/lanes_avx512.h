@@ -177,6 +177,23 @@ inline bool bf16_holds_products(__m512 s, __mmask16 live) {
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), m);
 }
 
+// Up to sixteen blocks' scales from a[j], block j's |x| maxima still to be maxed across lanes:
+// rule.apply(amax, &codes, &b, &multipliers) on their amaxes (max_of_each), the nb scale codes
+// stored to scales, then each(j, multiplier, b) for each block j < nb.
+template <class Rule, class Each>
+[[gnu::always_inline]] inline void scale_sixteen_blocks(__m512 (&a)[16], int64_t nb,
+                                                        uint8_t* scales, const Rule& rule,
+                                                        Each each) {
+  __m512i code;
+  __m512 b, mult;
+  rule.apply(max_of_each(a), &code, &b, &mult);
+  _mm512_mask_cvtepi32_storeu_epi8(scales, live_lanes(nb), code);
+  alignas(64) float bs[16], ms[16];
+  _mm512_store_ps(bs, b);
+  _mm512_store_ps(ms, mult);
+  for (int64_t j = 0; j < nb; ++j) each(j, _mm512_set1_ps(ms[j]), _mm512_set1_ps(bs[j]));
+}
+
 // A row of 1 x (16 Regs) blocks, sixteen blocks at a time: their amaxes (|x| maxed over each
 // block's registers, max(|x|, acc) keeping acc where x is NaN) in one register for
 // rule.apply(amax, &codes, &b, &multipliers), the scale codes stored to scales[block], then
@@ -203,15 +220,7 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
         a[j] = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live_at(c0), row + c0)), a[j]);
       }
     }
-    __m512i code;
-    __m512 b, mult;
-    rule.apply(max_of_each(a), &code, &b, &mult);
-    _mm512_mask_cvtepi32_storeu_epi8(scales + b0, live_lanes(nb), code);
-    alignas(64) float bs[16], ms[16];
-    _mm512_store_ps(bs, b);
-    _mm512_store_ps(ms, mult);
-    for (int64_t j = 0; j < nb; ++j) {
-      const __m512 m = _mm512_set1_ps(ms[j]), bj = _mm512_set1_ps(bs[j]);
+    scale_sixteen_blocks(a, nb, scales + b0, rule, [&](int64_t j, __m512 m, __m512 bj) {
       for (int64_t h = 0; h < Regs; ++h) {
         const int64_t c0 = (b0 + j) * kBlock + 16 * h;
         if (whole) {
@@ -222,7 +231,7 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
         if (!live) break;
         cast(c0, live, m, bj);
       }
-    }
+    });
   }
 }
 

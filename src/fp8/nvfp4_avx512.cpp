@@ -1,10 +1,9 @@
-// NVFP4's casts in one pass over registers (AVX-512): a block of 16 is one
-// register, so a block's amax, its E4M3 scale, the multiplier and the E2M1 codes never leave
-// registers, and the column-wise copy's Hadamard transform runs on the sixteen rows of a stripe
-// as they are loaded, never written; the weights' 16x16 blocks take their amaxes down a
-// stripe's rows in registers, then cast each block's rows from cache. Every step is the scalar
-// twin's float operation in the same order (nvfp4_quantize.cpp's rule, hadamard.cpp's
-// butterflies), so the bits are the same.
+// NVFP4's casts with each block in registers (AVX-512): a 1D block of 16 is one register, so a
+// block's amax, its E4M3 scale, the multiplier and the E2M1 codes never leave registers, and the
+// column-wise copy's Hadamard transform runs on the sixteen rows of a stripe as they are loaded,
+// never written; the weights' 16x16 blocks take their amaxes down a stripe's rows in registers,
+// then cast each block's rows from cache. Every step is the scalar twin's float operation in the
+// same order (nvfp4_quantize.cpp's rule, hadamard.cpp's butterflies), so the bits are the same.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -169,15 +168,7 @@ void nvfp4_tiles(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* 
       for (int64_t r = 0; r < rows; ++r)
         a[j] = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + r * cols + c0)), a[j]);
     }
-    __m512i code;
-    __m512 b, mult;
-    rule.apply(max_of_each(a), &code, &b, &mult);
-    _mm512_mask_cvtepi32_storeu_epi8(scales + b0, live_lanes(nb), code);
-    alignas(64) float bs[16], ms[16];
-    _mm512_store_ps(bs, b);
-    _mm512_store_ps(ms, mult);
-    for (int64_t j = 0; j < nb; ++j) {
-      const __m512 m = _mm512_set1_ps(ms[j]), bj = _mm512_set1_ps(bs[j]);
+    scale_sixteen_blocks(a, nb, scales + b0, rule, [&](int64_t j, __m512 m, __m512 bj) {
       const int64_t c0 = (b0 + j) * 16;
       const __mmask16 live = live_lanes(cols - c0);
       for (int64_t r = 0; r < rows; ++r) {
@@ -185,7 +176,7 @@ void nvfp4_tiles(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* 
         store(KeepCodes ? codes + i : nullptr, operand + i,
               _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m), bj, live, first_index + i);
       }
-    }
+    });
   }
 }
 
