@@ -110,9 +110,10 @@ int main(int argc, char** argv) {
       const double s = best_seconds(reps, [&] { block_cast(c, out, x.data(), work.data()); });
       total += s;
       const double bytes = static_cast<double>(block_cast_traffic(c, out)) / static_cast<double>(n);
+      const double speed = gbs(bytes, s);
       fmt::print("{:<8} {:<22} {:>10.3f} {:>8.2f}x {:>11.2f} {:>7.1f} {:>9.0f}%\n",
-                 scaling_kind_name(kind), k.name, s * per, s / bf16, bytes, gbs(bytes, s),
-                 100 * gbs(bytes, s) / bandwidth);
+                 scaling_kind_name(kind), k.name, s * per, s / bf16, bytes, speed,
+                 100 * speed / bandwidth);
     }
     json += fmt::format(R"(,"{}_vs_bf16":{:.3f})", scaling_kind_name(kind), total / 4 / bf16);
   }

@@ -28,6 +28,7 @@ def main():
     assert len(rows) == 12, out
     for cells in rows:
         recipe, bytes_per, gbs, share = cells[0], float(cells[-3]), float(cells[-2]), cells[-1]
+        # Printed to two decimals: within half a hundredth, plus the float's own slack.
         assert abs(bytes_per - want[recipe]) < 0.006, (cells, want[recipe])
         assert gbs > 0 and share.endswith("%") and float(share[:-1]) > 0, cells
     print(f"ok: 12 casts against {summary['bandwidth_gbs']} GB/s")

@@ -281,20 +281,23 @@ bool sweeps_for_amax(const BlockCast& c, const BlockCastOut& out) {
   return c.rht || needs_plain_amax(c, out);
 }
 
+// x's reads: the cast's sweep, and the amax sweep before it where there is one.
+int64_t reads_of_x(const BlockGrid& g, bool amax_sweep) {
+  return g.rows * g.cols * 4 * (amax_sweep ? 2 : 1);
+}
+
 }  // namespace
 
 int64_t block_cast_traffic(const BlockCast& c, const BlockCastOut& out) {
-  const int64_t n = c.grid.rows * c.grid.cols;
-  return n * 4 * (sweeps_for_amax(c, out) ? 2 : 1) + cast_writes(c, out);
+  return reads_of_x(c.grid, sweeps_for_amax(c, out)) + cast_writes(c, out);
 }
 
 int64_t block_cast_pair_traffic(const BlockCast& row, const BlockCastOut& row_out,
                                 const BlockCast& col, const BlockCastOut& col_out) {
   if (!pair_in_one_sweep(row, row_out, col, col_out))
     return block_cast_traffic(row, row_out) + block_cast_traffic(col, col_out);
-  const int64_t n = row.grid.rows * row.grid.cols;
   const bool amax_sweep = sweeps_for_amax(row, row_out) || sweeps_for_amax(col, col_out);
-  return n * 4 * (amax_sweep ? 2 : 1) + cast_writes(row, row_out) + cast_writes(col, col_out);
+  return reads_of_x(row.grid, amax_sweep) + cast_writes(row, row_out) + cast_writes(col, col_out);
 }
 
 void block_cast_pair(const BlockCast& row, const BlockCastOut& row_pair_out, const BlockCast& col,

@@ -73,21 +73,21 @@ void nvfp4_quantize_to_bf16(uint8_t* codes, uint8_t* block_scales, bf16_t* opera
                            first_index);
     return;
   }
-  if (isa == Isa::Avx512 && g.block_rows == kNvfp4Block && g.block_cols == kNvfp4Block && !rht) {
+  // Stripes of 16 rows: the column-wise copy's 16x1 blocks (the transform taken as they load)
+  // and the weights' 16x16 ones. The stripe's scales start at its block row.
+  const bool columns = g.block_cols == 1, tiles = g.block_cols == kNvfp4Block && !rht;
+  if (isa == Isa::Avx512 && g.block_rows == kNvfp4Block && (columns || tiles)) {
     for (int64_t r0 = 0; r0 < g.rows; r0 += kNvfp4Block) {
-      isa::nvfp4_tiles_avx512(
-          codes ? codes + r0 * g.cols : nullptr, block_scales + r0 / kNvfp4Block * g.grid_cols(),
-          operand + r0 * g.cols, x + r0 * g.cols, std::min(kNvfp4Block, g.rows - r0), g.cols,
-          global_encode, sr_key, first_index + r0 * g.cols);
-    }
-    return;
-  }
-  if (isa == Isa::Avx512 && g.block_rows == kNvfp4Block && g.block_cols == 1) {
-    for (int64_t r0 = 0; r0 < g.rows; r0 += kNvfp4Block) {
-      isa::nvfp4_columns_avx512(codes ? codes + r0 * g.cols : nullptr,
-                                block_scales + r0 / kNvfp4Block * g.cols, operand + r0 * g.cols,
-                                x + r0 * g.cols, std::min(kNvfp4Block, g.rows - r0), g.cols,
-                                global_encode, rht, sr_key, first_index + r0 * g.cols);
+      const int64_t at = r0 * g.cols, nr = std::min(kNvfp4Block, g.rows - r0);
+      uint8_t* stripe_codes = codes ? codes + at : nullptr;
+      uint8_t* stripe_scales = block_scales + r0 / kNvfp4Block * g.grid_cols();
+      if (columns) {
+        isa::nvfp4_columns_avx512(stripe_codes, stripe_scales, operand + at, x + at, nr, g.cols,
+                                  global_encode, rht, sr_key, first_index + at);
+      } else {
+        isa::nvfp4_tiles_avx512(stripe_codes, stripe_scales, operand + at, x + at, nr, g.cols,
+                                global_encode, sr_key, first_index + at);
+      }
     }
     return;
   }
