@@ -123,6 +123,50 @@ TEST(GemmBf16, AppliesAlphaOnceToTheFinishedSum) {
   set_low_precision_engine(chosen);
 }
 
+// With AMX tiles a BF16 product of 32 <= K <= 512, M and N >= 64, beta 0 runs on oneDNN's
+// brgemm kernels rather than gemm:jit, for speed alone: the two give the same bits. Outside
+// those bounds (where their bits differ) gemm:jit runs it.
+TEST(GemmBf16, BrgemmAndGemmJitGiveTheSameBits) {
+  const LowPrecisionEngine chosen = low_precision_engine();
+  set_low_precision_engine(LowPrecisionEngine::NativeBf16);
+  for (const Shape& s : {Shape{2048, 1024, 256}, Shape{256, 384, 512}, Shape{64, 257, 65},
+                         Shape{1000, 333, 500}, Shape{128, 64, 32}}) {
+    for (Trans ta : {Trans::N, Trans::T}) {
+      for (Trans tb : {Trans::N, Trans::T}) {
+        SCOPED_TRACE(::testing::Message() << s.M << "x" << s.N << "x" << s.K << " ta "
+                                          << (ta == Trans::T) << " tb " << (tb == Trans::T));
+        const auto A = test::random_normal(s.M * s.K, 11), B = test::random_normal(s.K * s.N, 12);
+        std::vector<bf16_t> a16(A.size()), b16(B.size());
+        fp32_to_bf16(a16.data(), A.data(), static_cast<int64_t>(A.size()));
+        fp32_to_bf16(b16.data(), B.data(), static_cast<int64_t>(B.size()));
+        std::vector<float> C[2];
+        std::string kernel[2];
+        for (int jit = 0; jit < 2; ++jit) {
+          allow_bf16_brgemm(jit == 0);
+          kernel[jit] = gemm_implementation(ta, tb, s.M, s.N, s.K, 0.0f);
+          C[jit].assign(static_cast<size_t>(s.M * s.N), 7.0f);
+          gemm_bf16(ta, tb, s.M, s.N, s.K, 1.0f, a16.data(), b16.data(), 0.0f, C[jit].data());
+        }
+        allow_bf16_brgemm(true);
+        if (cpu_features().amx_bf16) {
+          EXPECT_NE(kernel[0], kernel[1]);
+        }
+        EXPECT_TRUE(test::same_bits(C[0], C[1]));
+      }
+    }
+  }
+  for (const Shape& s : {Shape{2048, 1024, 1024}, Shape{2, 96, 128}, Shape{128, 128, 16}}) {
+    const std::string brgemm_allowed = gemm_implementation(Trans::N, Trans::T, s.M, s.N, s.K, 0);
+    allow_bf16_brgemm(false);
+    EXPECT_EQ(brgemm_allowed, gemm_implementation(Trans::N, Trans::T, s.M, s.N, s.K, 0))
+        << s.M << "x" << s.N << "x" << s.K;
+    allow_bf16_brgemm(true);
+  }
+  EXPECT_EQ(gemm_implementation(Trans::N, Trans::T, 256, 256, 256, 1.0f),
+            gemm_implementation(Trans::N, Trans::T, 2048, 2048, 2048, 1.0f));
+  set_low_precision_engine(chosen);
+}
+
 TEST(GemmFp8, EqualsTheProductOfDecodedOperandsTimesScaleInvs) {
   for_each_engine([] {
     for (const Shape& s : kShapes) {

@@ -1,7 +1,10 @@
 #include "kernels/cpu/gemm.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
@@ -31,17 +34,43 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// A primitive is built once per (types, transposes, shape, beta): creating one costs far
-// more than a small GEMM. alpha is a run-time argument, so it does not split the cache.
+// A primitive is built once per (types, transposes, shape, beta, scale): creating one costs
+// far more than a small GEMM. alpha is a run-time argument, so it does not split the cache.
 struct MatmulKey {
   memory::data_type dt;
   bool ta, tb;
   int64_t M, N, K;
   float beta;
+  bool scaled;  // whether the primitive takes alpha as oneDNN's run-time output scale
   bool operator<(const MatmulKey& o) const {
-    return std::tie(dt, ta, tb, M, N, K, beta) < std::tie(o.dt, o.ta, o.tb, o.M, o.N, o.K, o.beta);
+    return std::tie(dt, ta, tb, M, N, K, beta, scaled) <
+           std::tie(o.dt, o.ta, o.tb, o.M, o.N, o.K, o.beta, o.scaled);
   }
 };
+
+std::atomic<bool>& brgemm_allowed() {
+  static std::atomic<bool> allowed{true};
+  return allowed;
+}
+
+// Whether a product goes without oneDNN's run-time output scale. oneDNN 2.6 takes a BF16 matmul
+// that has one to gemm:jit, and one without to its AMX brgemm kernels, which are faster at
+// 32 <= K <= 512 (0.45-0.9 of gemm:jit's time at the models' shapes on 2 threads) and give the
+// same bits there (each element's K products in one chain of tile dot products, in order).
+// Elsewhere the bits differ: beyond K = 512 the two split K differently (and brgemm is no
+// faster); at K < 17, or M or N below 64 in some shapes, gemm:jit takes other kernels; brgemm
+// adds a sum post-op's C (beta != 0) otherwise. Measured over every transpose at 1-3 threads;
+// GemmBf16.BrgemmAndGemmJitGiveTheSameBits holds it. run_matmul never hands a BF16 product an
+// alpha, so the scale dropped is 1.
+bool on_brgemm(memory::data_type dt, int64_t M, int64_t N, int64_t K, float beta) {
+  return dt == memory::data_type::bf16 && K >= 32 && K <= 512 && M >= 64 && N >= 64 &&
+         beta == 0.0f && cpu_features().amx_bf16 && brgemm_allowed();
+}
+
+MatmulKey matmul_key(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
+                     float beta) {
+  return {dt, ta == Trans::T, tb == Trans::T, M, N, K, beta, !on_brgemm(dt, M, N, K, beta)};
+}
 
 // The primitive with the memory objects and stream it runs with, made once: a call only
 // points them at its buffers, so a steady-state GEMM allocates nothing (oneDNN's C++
@@ -50,6 +79,7 @@ struct Matmul {
   dnnl::matmul prim;
   memory a, b, c, scale, scratchpad;
   float alpha = 1.0f;  // the scale memory's storage
+  bool scaled = true;  // as its key
 };
 
 // oneDNN's own scratch (packed panels and the like) comes from this per-thread arena instead
@@ -66,7 +96,7 @@ dnnl::matmul::primitive_desc matmul_desc(const MatmulKey& key) {
   const memory::desc b({key.K, key.N}, key.dt, b_strides);
   const memory::desc c({key.M, key.N}, memory::data_type::f32, memory::dims{key.N, 1});
   dnnl::primitive_attr attr;
-  attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+  if (key.scaled) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (key.beta != 0.0f) {
     dnnl::post_ops ops;
@@ -90,6 +120,7 @@ Matmul& matmul_for(const MatmulKey& key) {
   mm->b = memory(pd.weights_desc(), engine, DNNL_MEMORY_NONE);
   mm->c = memory(pd.dst_desc(), engine, DNNL_MEMORY_NONE);
   mm->scale = memory({{1}, memory::data_type::f32, memory::dims{1}}, engine, &mm->alpha);
+  mm->scaled = key.scaled;
   return *cache.emplace(key, std::move(mm)).first->second;
 }
 
@@ -125,7 +156,7 @@ T* workspace(int slot, int64_t n) {
 
 void execute_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
                     float alpha, const void* A, const void* B, float beta, float* C) {
-  Matmul& mm = matmul_for({dt, ta == Trans::T, tb == Trans::T, M, N, K, beta});
+  Matmul& mm = matmul_for(matmul_key(dt, ta, tb, M, N, K, beta));
   mm.alpha = alpha;
   mm.a.set_data_handle(const_cast<void*>(A));
   mm.b.set_data_handle(const_cast<void*>(B));
@@ -137,12 +168,13 @@ void execute_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t
   const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, mm.a.get()},
                                   {DNNL_ARG_WEIGHTS, mm.b.get()},
                                   {DNNL_ARG_DST, mm.c.get()},
-                                  {DNNL_ARG_ATTR_OUTPUT_SCALES, mm.scale.get()},
-                                  {DNNL_ARG_SCRATCHPAD, mm.scratchpad.get()}};
+                                  {DNNL_ARG_SCRATCHPAD, mm.scratchpad.get()},
+                                  {DNNL_ARG_ATTR_OUTPUT_SCALES, mm.scale.get()}};
   dnnl::stream& stream = cpu_stream();
   in_execute() = true;
-  dnnl::error::wrap_c_api(dnnl_primitive_execute(mm.prim.get(), stream.get(), 5, args),
-                          "matmul execute");
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_execute(mm.prim.get(), stream.get(), mm.scaled ? 5 : 4, args),
+      "matmul execute");
   stream.wait();
   in_execute() = false;
 }
@@ -244,11 +276,17 @@ std::string_view engine_name(LowPrecisionEngine e) {
   return e == LowPrecisionEngine::NativeBf16 ? "onednn-bf16" : "widen-to-fp32";
 }
 
-std::string engine_implementation() {
+std::string gemm_implementation(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float beta) {
   const memory::data_type dt = low_precision_engine() == LowPrecisionEngine::NativeBf16
                                    ? memory::data_type::bf16
                                    : memory::data_type::f32;
-  return matmul_desc({dt, false, true, 2048, 2048, 2048, 0.0f}).impl_info_str();
+  return matmul_desc(matmul_key(dt, ta, tb, M, N, K, beta)).impl_info_str();
+}
+
+std::string engine_implementation() {
+  const std::string large = gemm_implementation(Trans::N, Trans::T, 2048, 2048, 2048, 0.0f);
+  const std::string short_k = gemm_implementation(Trans::N, Trans::T, 2048, 2048, 512, 0.0f);
+  return short_k == large ? large : fmt::format("{}; at K <= 512: {}", large, short_k);
 }
 
 LowPrecisionEngine low_precision_engine() {
@@ -257,6 +295,10 @@ LowPrecisionEngine low_precision_engine() {
     if (!chosen_engine()) chosen_engine() = measure_engine();
   });
   return *chosen_engine();
+}
+
+void allow_bf16_brgemm(bool allowed) {
+  brgemm_allowed() = allowed;
 }
 
 void set_low_precision_engine(LowPrecisionEngine e) {

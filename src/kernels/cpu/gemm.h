@@ -50,9 +50,15 @@ std::string_view engine_name(LowPrecisionEngine e);
 // (bf16_probe.h; e.g. AMD Zen 4), widen where it does not (this project's Xeon VM: 0.5x) or
 // where there is no AVX512-BF16. bench_gemm times both engines on full GEMMs.
 LowPrecisionEngine low_precision_engine();
-// oneDNN's implementation of the chosen engine's matmul (x · Wᵀ at 2048^3), e.g.
-// "brg:avx512_core_amx" with AMX tiles, "brg:avx512_core_bf16" or "gemm:jit": what runs.
+// oneDNN's implementation of the chosen engine's matmul (x · Wᵀ at 2048^3, and at K = 512
+// where that differs), e.g. "brg:avx512_core_amx" with AMX tiles, "brg:avx512_core_bf16" or
+// "gemm:jit": what runs.
 std::string engine_implementation();
+// The same for one product of the chosen engine.
+std::string gemm_implementation(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float beta);
+// Whether BF16 products may run on oneDNN's brgemm kernels where they give gemm:jit's bits
+// (gemm.cpp's on_brgemm; the default). Off, every one runs on gemm:jit: the tests compare them.
+void allow_bf16_brgemm(bool allowed);
 void set_low_precision_engine(LowPrecisionEngine e);
 
 // Time and FLOPs (2·M·N·K) spent in the products above since the last reset: the bench's
