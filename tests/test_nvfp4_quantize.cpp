@@ -301,7 +301,8 @@ TEST(Rht16, MatchesTheMatrixProductAndKeepsTheWeightGradient) {
 }
 
 // The amax of the transform kept in registers equals the amax of the written transform, at
-// column counts that leave every tail of an 8- and 16-wide run, with a NaN left out.
+// column counts that leave every tail of an 8- and 16-wide run, with a NaN left out; the
+// plain amax taken beside it, absmax's.
 TEST(Rht16, AbsmaxEqualsTheAbsmaxOfTheWrittenTransform) {
   const int64_t rows = 32;
   for (const int64_t cols : {1, 7, 8, 9, 16, 37}) {
@@ -313,6 +314,9 @@ TEST(Rht16, AbsmaxEqualsTheAbsmaxOfTheWrittenTransform) {
       float want = 0.0f;
       for (const float v : y) want = std::fmax(want, std::fabs(v));
       EXPECT_EQ(rht16_absmax(x.data(), rows, cols), want) << "cols " << cols << " nan " << nan;
+      float plain = -1.0f;
+      EXPECT_EQ(rht16_absmax(x.data(), rows, cols, &plain), want);
+      EXPECT_EQ(plain, absmax(x.data(), rows * cols)) << "cols " << cols << " nan " << nan;
     }
   }
 }

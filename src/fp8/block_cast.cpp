@@ -150,7 +150,7 @@ void cast_stripe(const BlockCast& c, const BlockCastOut& out, const float* xs, i
 }
 
 // The amaxes a cast needs: x's, and for an NVFP4 cast with the RHT the transform's, taken
-// over stripes of 16 rows in one read (the second from cache). Where `work` is given the
+// over stripes of 16 rows in one read (both from the same registers on AVX-512). Where `work` is given the
 // transform is written there instead of kept in registers (the statistics read it).
 struct Amaxes {
   float plain = 0.0f, rht = 0.0f;
@@ -168,10 +168,10 @@ Amaxes tensor_amaxes(const float* x, int64_t rows, int64_t cols, bool plain, boo
     if (work) {
       rht16_rows(work + r0 * cols, s, nr, cols);
       t.rht = absmax(work + r0 * cols, nr * cols);
+      if (plain) t.plain = absmax(s, nr * cols);
     } else {
-      t.rht = rht16_absmax(s, nr, cols);
+      t.rht = rht16_absmax(s, nr, cols, plain ? &t.plain : nullptr);
     }
-    if (plain) t.plain = absmax(s, nr * cols);
 #pragma omp critical(fp8lm_rht_amax)
     {
       a.plain = std::max(a.plain, t.plain);

@@ -54,8 +54,9 @@ void rht16_rows(float* y, const float* x, int64_t rows, int64_t cols) {
   }
 }
 
-float rht16_absmax(const float* x, int64_t rows, int64_t cols) {
-  if (best_isa() == Isa::Avx512) return isa::rht16_absmax_avx512(x, rows, cols);
+float rht16_absmax(const float* x, int64_t rows, int64_t cols, float* plain_amax) {
+  if (best_isa() == Isa::Avx512) return isa::rht16_absmax_avx512(x, rows, cols, plain_amax);
+  if (plain_amax) *plain_amax = absmax(x, rows * cols);
   if (best_isa() == Isa::Avx2) return isa::rht16_absmax_avx2(x, rows, cols);
   thread_local std::vector<float> storage;
   float* y = grown(storage, static_cast<size_t>(rows * cols));

@@ -26,7 +26,8 @@ void rht16_rows(float* y, const float* x, int64_t rows, int64_t cols);
 void rht16_rows_reference(float* y, const float* x, int64_t rows, int64_t cols);
 
 // max |y| of rht16_rows(y, x, rows, cols), NaN left out, without writing y where the CPU can
-// keep the transform in registers.
-float rht16_absmax(const float* x, int64_t rows, int64_t cols);
+// keep the transform in registers; where plain_amax is given, absmax(x) there too (on AVX-512
+// from the same read of x).
+float rht16_absmax(const float* x, int64_t rows, int64_t cols, float* plain_amax = nullptr);
 
 }  // namespace fp8lm

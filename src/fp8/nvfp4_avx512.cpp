@@ -203,19 +203,24 @@ void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, cons
                                                        global_encode, rht, sr_key, first_index);
 }
 
-float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols) {
-  __m512 amax = _mm512_setzero_ps();
+float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols, float* plain_amax) {
+  __m512 amax = _mm512_setzero_ps(), plain = _mm512_setzero_ps();
   for (int64_t g = 0; g < rows; g += 16) {
     for (int64_t c0 = 0; c0 < cols; c0 += 16) {
       const __mmask16 live = live_lanes(cols - c0);
       __m512 v[16];
 #pragma GCC unroll 16
       for (int r = 0; r < 16; ++r) v[r] = _mm512_maskz_loadu_ps(live, x + (g + r) * cols + c0);
+      if (plain_amax) {
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; ++r) plain = _mm512_max_ps(_mm512_abs_ps(v[r]), plain);
+      }
       rht16_lanes(v);
 #pragma GCC unroll 16
       for (int r = 0; r < 16; ++r) amax = _mm512_max_ps(_mm512_abs_ps(v[r]), amax);
     }
   }
+  if (plain_amax) *plain_amax = _mm512_reduce_max_ps(plain);
   return _mm512_reduce_max_ps(amax);
 }
 
