@@ -41,7 +41,7 @@ struct MatmulKey {
   bool ta, tb;
   int64_t M, N, K;
   float beta;
-  bool scaled;  // whether the primitive takes alpha as oneDNN's run-time output scale
+  bool scaled;  // alpha as oneDNN's run-time output scale (gemm:jit), else a post-op (brgemm)
   bool operator<(const MatmulKey& o) const {
     return std::tie(dt, ta, tb, M, N, K, beta, scaled) <
            std::tie(o.dt, o.ta, o.tb, o.M, o.N, o.K, o.beta, o.scaled);
@@ -60,8 +60,9 @@ std::atomic<bool>& brgemm_allowed() {
 // Elsewhere the bits differ: beyond K = 512 the two split K differently (and brgemm is no
 // faster); at K < 17, or M or N below 64 in some shapes, gemm:jit takes other kernels; brgemm
 // adds a sum post-op's C (beta != 0) otherwise. Measured over every transpose at 1-3 threads;
-// GemmBf16.BrgemmAndGemmJitGiveTheSameBits holds it. run_matmul never hands a BF16 product an
-// alpha, so the scale dropped is 1.
+// GemmBf16.BrgemmAndGemmJitGiveTheSameBits holds it. There alpha multiplies the finished sum in
+// brgemm's epilogue, a binary post-op with a run-time 1x1 tensor: round(acc * alpha), as
+// run_matmul's pass does after gemm:jit.
 bool on_brgemm(memory::data_type dt, int64_t M, int64_t N, int64_t K, float beta) {
   return dt == memory::data_type::bf16 && K >= 32 && K <= 512 && M >= 64 && N >= 64 &&
          beta == 0.0f && cpu_features().amx_bf16 && brgemm_allowed();
@@ -78,8 +79,8 @@ MatmulKey matmul_key(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_
 struct Matmul {
   dnnl::matmul prim;
   memory a, b, c, scale, scratchpad;
-  float alpha = 1.0f;  // the scale memory's storage
-  bool scaled = true;  // as its key
+  float alpha = 1.0f;                           // the scale memory's storage
+  int scale_arg = DNNL_ARG_ATTR_OUTPUT_SCALES;  // or the post-op's operand (MatmulKey::scaled)
 };
 
 // oneDNN's own scratch (packed panels and the like) comes from this per-thread arena instead
@@ -89,6 +90,11 @@ std::vector<std::byte>& scratchpad_arena() {
   return arena;
 }
 
+// alpha as brgemm's post-op multiplies by it: a 1x1 tensor, broadcast over the product.
+memory::desc alpha_desc() {
+  return {{1, 1}, memory::data_type::f32, memory::dims{1, 1}};
+}
+
 dnnl::matmul::primitive_desc matmul_desc(const MatmulKey& key) {
   const memory::dims a_strides = key.ta ? memory::dims{1, key.M} : memory::dims{key.K, 1};
   const memory::dims b_strides = key.tb ? memory::dims{1, key.K} : memory::dims{key.N, 1};
@@ -96,13 +102,15 @@ dnnl::matmul::primitive_desc matmul_desc(const MatmulKey& key) {
   const memory::desc b({key.K, key.N}, key.dt, b_strides);
   const memory::desc c({key.M, key.N}, memory::data_type::f32, memory::dims{key.N, 1});
   dnnl::primitive_attr attr;
-  if (key.scaled) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (key.beta != 0.0f) {
-    dnnl::post_ops ops;
-    ops.append_sum(key.beta);
-    attr.set_post_ops(ops);
+  dnnl::post_ops ops;
+  if (key.scaled) {
+    attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+  } else {
+    ops.append_binary(dnnl::algorithm::binary_mul, alpha_desc());
   }
+  if (key.beta != 0.0f) ops.append_sum(key.beta);
+  attr.set_post_ops(ops);
   return {dnnl::matmul::desc(a, b, c), attr, cpu_engine()};
 }
 
@@ -119,8 +127,12 @@ Matmul& matmul_for(const MatmulKey& key) {
   mm->a = memory(pd.src_desc(), engine, DNNL_MEMORY_NONE);
   mm->b = memory(pd.weights_desc(), engine, DNNL_MEMORY_NONE);
   mm->c = memory(pd.dst_desc(), engine, DNNL_MEMORY_NONE);
-  mm->scale = memory({{1}, memory::data_type::f32, memory::dims{1}}, engine, &mm->alpha);
-  mm->scaled = key.scaled;
+  if (key.scaled) {
+    mm->scale = memory({{1}, memory::data_type::f32, memory::dims{1}}, engine, &mm->alpha);
+  } else {
+    mm->scale = memory(alpha_desc(), engine, &mm->alpha);
+    mm->scale_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+  }
   return *cache.emplace(key, std::move(mm)).first->second;
 }
 
@@ -169,24 +181,25 @@ void execute_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t
                                   {DNNL_ARG_WEIGHTS, mm.b.get()},
                                   {DNNL_ARG_DST, mm.c.get()},
                                   {DNNL_ARG_SCRATCHPAD, mm.scratchpad.get()},
-                                  {DNNL_ARG_ATTR_OUTPUT_SCALES, mm.scale.get()}};
+                                  {mm.scale_arg, mm.scale.get()}};
   dnnl::stream& stream = cpu_stream();
   in_execute() = true;
-  dnnl::error::wrap_c_api(
-      dnnl_primitive_execute(mm.prim.get(), stream.get(), mm.scaled ? 5 : 4, args),
-      "matmul execute");
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(mm.prim.get(), stream.get(), 5, args),
+                          "matmul execute");
   stream.wait();
   in_execute() = false;
 }
 
 // C = alpha * A·B + beta * C. oneDNN's BF16 gemm:jit applies an alpha other than 1 in a scalar
 // loop after the product, one element at a time (on the AMX VM 40% of an FP8 recipe's step,
-// whose alpha is the operands' scale_inv product): the product runs with alpha 1 and alpha
-// scales the finished sum here, vectorized: round(acc * alpha), then + round(beta * C), as
-// cuBLASLt scales an FP8 GEMM's accumulator (oneDNN's own alpha path rounds otherwise).
+// whose alpha is the operands' scale_inv product): there the product runs with alpha 1 and
+// alpha scales the finished sum here, vectorized: round(acc * alpha), then + round(beta * C), as
+// cuBLASLt scales an FP8 GEMM's accumulator (oneDNN's own alpha path rounds otherwise). On
+// brgemm (beta 0) its epilogue does the same multiply.
 void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
                 float alpha, const void* A, const void* B, float beta, float* C) {
-  if (alpha == 1.0f || dt != memory::data_type::bf16)
+  if (alpha == 1.0f || dt != memory::data_type::bf16 ||
+      !matmul_key(dt, ta, tb, M, N, K, beta).scaled)
     return execute_matmul(dt, ta, tb, M, N, K, alpha, A, B, beta, C);
   float* product = beta == 0.0f ? C : workspace<float>(2, M * N);
   execute_matmul(dt, ta, tb, M, N, K, 1.0f, A, B, 0.0f, product);
