@@ -40,6 +40,12 @@ void expect_within_fp32_accumulation(const std::vector<float>& got, const std::v
 struct Shape {
   int64_t M, N, K;
 };
+
+std::vector<bf16_t> bf16_of(const std::vector<float>& x) {
+  std::vector<bf16_t> y(x.size());
+  fp32_to_bf16(y.data(), x.data(), static_cast<int64_t>(x.size()));
+  return y;
+}
 const Shape kShapes[] = {{1, 1, 1}, {7, 5, 3}, {64, 96, 128}, {33, 257, 65}};
 const LowPrecisionEngine kEngines[] = {LowPrecisionEngine::NativeBf16,
                                        LowPrecisionEngine::WidenToFp32};
@@ -102,10 +108,8 @@ TEST(GemmBf16, AppliesAlphaOnceToTheFinishedSum) {
   const LowPrecisionEngine chosen = low_precision_engine();
   set_low_precision_engine(LowPrecisionEngine::NativeBf16);
   for (const Shape& s : {Shape{64, 96, 128}, Shape{48, 80, 2048}, Shape{200, 64, 4096}}) {
-    const auto A = test::random_normal(s.M * s.K, 8), B = test::random_normal(s.K * s.N, 9);
-    std::vector<bf16_t> a16(A.size()), b16(B.size());
-    fp32_to_bf16(a16.data(), A.data(), static_cast<int64_t>(A.size()));
-    fp32_to_bf16(b16.data(), B.data(), static_cast<int64_t>(B.size()));
+    const auto a16 = bf16_of(test::random_normal(s.M * s.K, 8));
+    const auto b16 = bf16_of(test::random_normal(s.K * s.N, 9));
     const float alpha = 0.3f;
     std::vector<float> acc(static_cast<size_t>(s.M * s.N));
     gemm_bf16(Trans::N, Trans::T, s.M, s.N, s.K, 1.0f, a16.data(), b16.data(), 0.0f, acc.data());
@@ -124,37 +128,41 @@ TEST(GemmBf16, AppliesAlphaOnceToTheFinishedSum) {
 }
 
 // With AMX tiles a BF16 product of 32 <= K <= 512, M and N >= 64, beta 0 runs on oneDNN's
-// brgemm kernels rather than gemm:jit, for speed alone: the two give the same bits. Outside
-// those bounds (where their bits differ) gemm:jit runs it.
+// brgemm kernels, alpha in their epilogue, rather than on gemm:jit with run_matmul's pass for
+// alpha: for speed alone, the two give the same bits, on one thread or all. Outside those bounds
+// (where their bits differ) gemm:jit runs it.
 TEST(GemmBf16, BrgemmAndGemmJitGiveTheSameBits) {
+  if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX: every product runs on gemm:jit";
   const LowPrecisionEngine chosen = low_precision_engine();
   set_low_precision_engine(LowPrecisionEngine::NativeBf16);
+  const int threads = omp_get_max_threads();
   for (const Shape& s : {Shape{2048, 1024, 256}, Shape{256, 384, 512}, Shape{64, 257, 65},
                          Shape{1000, 333, 500}, Shape{128, 64, 32}}) {
+    const auto a16 = bf16_of(test::random_normal(s.M * s.K, 11));
+    const auto b16 = bf16_of(test::random_normal(s.K * s.N, 12));
     for (Trans ta : {Trans::N, Trans::T}) {
       for (Trans tb : {Trans::N, Trans::T}) {
-        SCOPED_TRACE(::testing::Message() << s.M << "x" << s.N << "x" << s.K << " ta "
-                                          << (ta == Trans::T) << " tb " << (tb == Trans::T));
-        const auto A = test::random_normal(s.M * s.K, 11), B = test::random_normal(s.K * s.N, 12);
-        std::vector<bf16_t> a16(A.size()), b16(B.size());
-        fp32_to_bf16(a16.data(), A.data(), static_cast<int64_t>(A.size()));
-        fp32_to_bf16(b16.data(), B.data(), static_cast<int64_t>(B.size()));
-        std::vector<float> C[2];
-        std::string kernel[2];
-        for (int jit = 0; jit < 2; ++jit) {
-          allow_bf16_brgemm(jit == 0);
-          kernel[jit] = gemm_implementation(ta, tb, s.M, s.N, s.K, 0.0f);
-          C[jit].assign(static_cast<size_t>(s.M * s.N), 7.0f);
-          gemm_bf16(ta, tb, s.M, s.N, s.K, 1.0f, a16.data(), b16.data(), 0.0f, C[jit].data());
-        }
-        allow_bf16_brgemm(true);
-        if (cpu_features().amx_bf16) {
+        for (const int t : {1, threads}) {
+          SCOPED_TRACE(::testing::Message()
+                       << s.M << "x" << s.N << "x" << s.K << " ta " << (ta == Trans::T) << " tb "
+                       << (tb == Trans::T) << " threads " << t);
+          omp_set_num_threads(t);
+          std::vector<float> C[2];
+          std::string kernel[2];
+          for (int jit = 0; jit < 2; ++jit) {
+            allow_bf16_brgemm(jit == 0);
+            kernel[jit] = gemm_implementation(ta, tb, s.M, s.N, s.K, 0.0f);
+            C[jit].assign(static_cast<size_t>(s.M * s.N), 7.0f);
+            gemm_bf16(ta, tb, s.M, s.N, s.K, 0.3f, a16.data(), b16.data(), 0.0f, C[jit].data());
+          }
+          allow_bf16_brgemm(true);
           EXPECT_NE(kernel[0], kernel[1]);
+          EXPECT_TRUE(test::same_bits(C[0], C[1]));
         }
-        EXPECT_TRUE(test::same_bits(C[0], C[1]));
       }
     }
   }
+  omp_set_num_threads(threads);
   for (const Shape& s : {Shape{2048, 1024, 1024}, Shape{2, 96, 128}, Shape{128, 128, 16}}) {
     const std::string brgemm_allowed = gemm_implementation(Trans::N, Trans::T, s.M, s.N, s.K, 0);
     allow_bf16_brgemm(false);

@@ -59,7 +59,8 @@ void mxfp8_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, cons
 // value (a row of its column-wise blocks). The scales are powers of two.
 void fp8_round_blocks_to_bf16_avx512(bf16_t* out, const float* x, const float* mult,
                                      const float* scale, int64_t n, int64_t block, DType format);
-// max |rht16_rows(x)|, the transform never written.
+// max |rht16_rows(x)|, the transform never written (and max |x| from the same loads into
+// *plain_amax where given: AVX-512 only).
 float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols, float* plain_amax);
 float rht16_absmax_avx2(const float* x, int64_t rows, int64_t cols);
 // rht16_rows with each group's sixteen rows in registers, eight columns at a time.

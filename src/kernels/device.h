@@ -38,7 +38,7 @@ struct CpuKernelInfo {
   std::string quantize_isa;                  // the FP8 quantize kernels' instruction set
   double fma_gflops = 0, dpbf16_gflops = 0;  // one core's measured throughput (0: no probe)
   std::string gemm_engine;                   // how BF16/FP8 GEMMs run
-  std::string gemm_implementation;           // oneDNN's kernel behind it
+  std::string gemm_implementation;           // oneDNN's kernels behind it
   std::string attention_bf16_products;       // cpu/attention.h's attention_bf16_products()
 };
 CpuKernelInfo cpu_kernel_info();

@@ -34,27 +34,40 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// A primitive is built once per (types, transposes, shape, beta, scale): creating one costs
-// far more than a small GEMM. alpha is a run-time argument, so it does not split the cache.
+// A primitive is built once per (types, transposes, shape, beta, how alpha is applied): creating
+// one costs far more than a small GEMM. alpha is a run-time argument, so it does not split the
+// cache.
 struct MatmulKey {
   memory::data_type dt;
   bool ta, tb;
   int64_t M, N, K;
   float beta;
-  bool scaled;  // alpha as oneDNN's run-time output scale (gemm:jit), else a post-op (brgemm)
+  bool scaled;  // alpha as oneDNN's run-time output scale; else brgemm's post-op (on_brgemm)
   bool operator<(const MatmulKey& o) const {
     return std::tie(dt, ta, tb, M, N, K, beta, scaled) <
            std::tie(o.dt, o.ta, o.tb, o.M, o.N, o.K, o.beta, o.scaled);
   }
 };
 
+// AMX tiles for fp8lm's dispatch (FP8LM_MAX_ISA) and for oneDNN's (DNNL_MAX_CPU_ISA): the bits
+// below were measured on its AMX kernels only.
+bool onednn_has_amx() {
+  static const bool amx = [] {
+    const auto want = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_amx);
+    return cpu_features().amx_bf16 &&
+           (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & want) == want;
+  }();
+  return amx;
+}
+
 std::atomic<bool>& brgemm_allowed() {
   static std::atomic<bool> allowed{true};
   return allowed;
 }
 
-// Whether a product goes without oneDNN's run-time output scale. oneDNN 2.6 takes a BF16 matmul
-// that has one to gemm:jit, and one without to its AMX brgemm kernels, which are faster at
+// Whether a product runs on oneDNN's AMX brgemm, alpha a post-op, rather than gemm:jit with
+// alpha as its run-time output scale. oneDNN 2.6 takes a BF16 matmul with that scale to
+// gemm:jit, and one without to its AMX brgemm kernels, which are faster at
 // 32 <= K <= 512 (0.45-0.9 of gemm:jit's time at the models' shapes on 2 threads) and give the
 // same bits there (each element's K products in one chain of tile dot products, in order).
 // Elsewhere the bits differ: beyond K = 512 the two split K differently (and brgemm is no
@@ -65,7 +78,7 @@ std::atomic<bool>& brgemm_allowed() {
 // run_matmul's pass does after gemm:jit.
 bool on_brgemm(memory::data_type dt, int64_t M, int64_t N, int64_t K, float beta) {
   return dt == memory::data_type::bf16 && K >= 32 && K <= 512 && M >= 64 && N >= 64 &&
-         beta == 0.0f && cpu_features().amx_bf16 && brgemm_allowed();
+         beta == 0.0f && onednn_has_amx() && brgemm_allowed();
 }
 
 MatmulKey matmul_key(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
@@ -90,8 +103,10 @@ std::vector<std::byte>& scratchpad_arena() {
   return arena;
 }
 
-// alpha as brgemm's post-op multiplies by it: a 1x1 tensor, broadcast over the product.
-memory::desc alpha_desc() {
+// alpha's memory: one value as the output scale, or a 1x1 tensor broadcast over the product as
+// brgemm's post-op operand.
+memory::desc alpha_desc(const MatmulKey& key) {
+  if (key.scaled) return {{1}, memory::data_type::f32, memory::dims{1}};
   return {{1, 1}, memory::data_type::f32, memory::dims{1, 1}};
 }
 
@@ -107,7 +122,7 @@ dnnl::matmul::primitive_desc matmul_desc(const MatmulKey& key) {
   if (key.scaled) {
     attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
   } else {
-    ops.append_binary(dnnl::algorithm::binary_mul, alpha_desc());
+    ops.append_binary(dnnl::algorithm::binary_mul, alpha_desc(key));
   }
   if (key.beta != 0.0f) ops.append_sum(key.beta);
   attr.set_post_ops(ops);
@@ -127,12 +142,8 @@ Matmul& matmul_for(const MatmulKey& key) {
   mm->a = memory(pd.src_desc(), engine, DNNL_MEMORY_NONE);
   mm->b = memory(pd.weights_desc(), engine, DNNL_MEMORY_NONE);
   mm->c = memory(pd.dst_desc(), engine, DNNL_MEMORY_NONE);
-  if (key.scaled) {
-    mm->scale = memory({{1}, memory::data_type::f32, memory::dims{1}}, engine, &mm->alpha);
-  } else {
-    mm->scale = memory(alpha_desc(), engine, &mm->alpha);
-    mm->scale_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
-  }
+  mm->scale = memory(alpha_desc(key), engine, &mm->alpha);
+  if (!key.scaled) mm->scale_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
   return *cache.emplace(key, std::move(mm)).first->second;
 }
 
@@ -166,9 +177,8 @@ T* workspace(int slot, int64_t n) {
   return w.data();
 }
 
-void execute_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
-                    float alpha, const void* A, const void* B, float beta, float* C) {
-  Matmul& mm = matmul_for(matmul_key(dt, ta, tb, M, N, K, beta));
+void execute_matmul(const MatmulKey& key, float alpha, const void* A, const void* B, float* C) {
+  Matmul& mm = matmul_for(key);
   mm.alpha = alpha;
   mm.a.set_data_handle(const_cast<void*>(A));
   mm.b.set_data_handle(const_cast<void*>(B));
@@ -198,11 +208,11 @@ void execute_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t
 // brgemm (beta 0) its epilogue does the same multiply.
 void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
                 float alpha, const void* A, const void* B, float beta, float* C) {
-  if (alpha == 1.0f || dt != memory::data_type::bf16 ||
-      !matmul_key(dt, ta, tb, M, N, K, beta).scaled)
-    return execute_matmul(dt, ta, tb, M, N, K, alpha, A, B, beta, C);
+  const MatmulKey key = matmul_key(dt, ta, tb, M, N, K, beta);
+  if (alpha == 1.0f || dt != memory::data_type::bf16 || !key.scaled)
+    return execute_matmul(key, alpha, A, B, C);
   float* product = beta == 0.0f ? C : workspace<float>(2, M * N);
-  execute_matmul(dt, ta, tb, M, N, K, 1.0f, A, B, 0.0f, product);
+  execute_matmul(matmul_key(dt, ta, tb, M, N, K, 0.0f), 1.0f, A, B, product);
   const int64_t n = M * N;
 #pragma omp parallel for schedule(static) if (n >= (1 << 16))
   for (int64_t i = 0; i < n; ++i) {
@@ -299,7 +309,7 @@ std::string gemm_implementation(Trans ta, Trans tb, int64_t M, int64_t N, int64_
 std::string engine_implementation() {
   const std::string large = gemm_implementation(Trans::N, Trans::T, 2048, 2048, 2048, 0.0f);
   const std::string short_k = gemm_implementation(Trans::N, Trans::T, 2048, 2048, 512, 0.0f);
-  return short_k == large ? large : fmt::format("{}; at K <= 512: {}", large, short_k);
+  return short_k == large ? large : fmt::format("{}; at 32 <= K <= 512: {}", large, short_k);
 }
 
 LowPrecisionEngine low_precision_engine() {

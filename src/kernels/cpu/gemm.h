@@ -51,8 +51,8 @@ std::string_view engine_name(LowPrecisionEngine e);
 // where there is no AVX512-BF16. bench_gemm times both engines on full GEMMs.
 LowPrecisionEngine low_precision_engine();
 // oneDNN's implementation of the chosen engine's matmul (x · Wᵀ at 2048^3, and at K = 512
-// where that differs), e.g. "brg:avx512_core_amx" with AMX tiles, "brg:avx512_core_bf16" or
-// "gemm:jit": what runs.
+// where that differs), e.g. "gemm:jit; at 32 <= K <= 512: brg:avx512_core_amx_bf16" with AMX
+// tiles, "brg:avx512_core_bf16" or "gemm:jit": what runs.
 std::string engine_implementation();
 // The same for one product of the chosen engine.
 std::string gemm_implementation(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float beta);
