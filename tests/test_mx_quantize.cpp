@@ -191,10 +191,11 @@ void expect_operand_cast(const std::vector<float>& x, const BlockGrid& g, DType 
 // the BF16 of decode(code) x 2^(scale - 127) (rounded where it falls below BF16's normals, as
 // the cast rounds it). Specials: zero blocks (scale 0, multiplier 1), subnormal amaxes either
 // side of 2^-127 x max, NaN, ±Inf (scale 0xFE, multiplier 2^-127), an outlier; rows longer
-// than sixteen blocks, and shapes that are not multiples of 32.
+// than sixteen blocks, shapes that are not multiples of 32, and rows of whole blocks (cast as one
+// run of blocks: 37 x 256, eight a row, batches of sixteen across rows).
 TEST(Mxfp8, OperandCastGivesTheTwinsBitsWithOrWithoutCodes) {
   for (const auto& [rows, cols] :
-       {std::pair<int64_t, int64_t>{37, 70}, {70, 37}, {33, 600}, {64, 48}}) {
+       {std::pair<int64_t, int64_t>{37, 70}, {70, 37}, {33, 600}, {64, 48}, {37, 256}}) {
     std::vector<float> x = tensor_with_specials(rows, cols, 9);
     // Blocks (of a row, and of a column) whose amax x 1/max lands on E8M0's subnormal edge:
     // just below, at and just above 2^-127 (to code 0, 0 and 1), then a zero block.

@@ -202,9 +202,10 @@ void expect_operand_cast_matches_twins(const std::vector<float>& x, const BlockG
 
 TEST(Nvfp4Quantize, OperandCastGivesTheTwinsBitsWithOrWithoutCodes) {
   const uint32_t key = counter_key(41);
-  // Shapes with short last blocks, a row longer than 16 blocks, and stripes of 16 rows.
+  // Shapes with short last blocks, a row longer than 16 blocks, stripes of 16 rows, and rows of
+  // whole blocks (cast as one run of blocks, batches of sixteen across rows: 37 x 48).
   for (const auto& [rows, cols] :
-       {std::pair<int64_t, int64_t>{37, 70}, {48, 37}, {16, 300}, {32, 256}}) {
+       {std::pair<int64_t, int64_t>{37, 70}, {48, 37}, {16, 300}, {32, 256}, {37, 48}}) {
     const std::vector<float> specials = tensor_with_specials(rows, cols, 5, kNvfp4Block);
     // The Hadamard transform's NaN payloads depend on the compiler's operand order, so its
     // inputs keep Inf (whose differences make NaNs) but no NaN.

@@ -235,6 +235,27 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
   }
 }
 
+// rows x cols values in 1 x (16 Regs) blocks, row-major, their scale codes at scales[row * blocks
+// per row + block]: cast_row_blocks on each row, cast(i, live, multiplier, b) given the index of
+// the run's first value in x. Where the blocks fill their rows the stripe's blocks lie end to end
+// in x and in scales, so it is cast as one row: sixteen blocks a batch even where a row holds
+// fewer (MXFP8's 8 at 256 columns), the batch's scale arithmetic shared.
+template <int Regs, class Rule, class Cast>
+void cast_rows_of_blocks(const float* x, int64_t rows, int64_t cols, uint8_t* scales,
+                         const Rule& rule, Cast cast) {
+  constexpr int64_t kBlock = 16 * Regs;
+  if (cols % kBlock == 0) {
+    cast_row_blocks<Regs>(x, rows * cols, scales, rule, cast);
+    return;
+  }
+  const int64_t blocks = (cols + kBlock - 1) / kBlock;
+  for (int64_t r = 0; r < rows; ++r) {
+    cast_row_blocks<Regs>(
+        x + r * cols, cols, scales + r * blocks, rule,
+        [&](int64_t c0, __mmask16 live, __m512 m, __m512 b) { cast(r * cols + c0, live, m, b); });
+  }
+}
+
 // The FP8 encoder's rounding kept in the float domain (fp8_round_to_bf16): the value of the
 // saturating code of sixteen lanes of bits u. The magnitude is first clamped to the largest
 // value (saturation, Inf included: rounding is monotone and the largest value is a code's, so

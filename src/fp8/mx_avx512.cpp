@@ -82,17 +82,13 @@ void mx_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, i
              int64_t cols) {
   const MxScaleLanes rule(F);
   const MxStore<F, KeepCodes> store;
-  const int64_t gc = (cols + kMxBlock - 1) / kMxBlock;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * cols;
-    cast_row_blocks<kMxBlock / 16>(
-        row, cols, scales + r * gc, rule, [&](int64_t c0, __mmask16 live, __m512 m, __m512 b) {
-          const int64_t i = r * cols + c0;  // b: the block's, in every lane
-          store(KeepCodes ? codes + i : nullptr, operand + i,
-                _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), m), b, live,
-                _mm512_cvtss_f32(b) >= min_exact_bf16_scale<F>());
-        });
-  }
+  cast_rows_of_blocks<kMxBlock / 16>(
+      x, rows, cols, scales, rule, [&](int64_t i, __mmask16 live, __m512 m, __m512 b) {
+        // b: the block's, in every lane
+        store(KeepCodes ? codes + i : nullptr, operand + i,
+              _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m), b, live,
+              _mm512_cvtss_f32(b) >= min_exact_bf16_scale<F>());
+      });
 }
 
 // A stripe of at most 32 rows in 32x1 blocks, in two sweeps along its rows (contiguous loads,

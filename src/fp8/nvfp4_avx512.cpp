@@ -102,16 +102,11 @@ void nvfp4_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x
                 int64_t cols, float global_encode, const uint32_t* sr_key, int64_t first_index) {
   const Nvfp4ScaleLanes rule(global_encode);
   const Nvfp4Store<KeepCodes> store(sr_key);
-  const int64_t gc = (cols + 15) / 16;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * cols;
-    cast_row_blocks<1>(
-        row, cols, scales + r * gc, rule, [&](int64_t c0, __mmask16 live, __m512 m, __m512 b) {
-          const int64_t i = r * cols + c0;
-          store(KeepCodes ? codes + i : nullptr, operand + i,
-                _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c0), m), b, live, first_index + i);
-        });
-  }
+  cast_rows_of_blocks<1>(
+      x, rows, cols, scales, rule, [&](int64_t i, __mmask16 live, __m512 m, __m512 b) {
+        store(KeepCodes ? codes + i : nullptr, operand + i,
+              _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m), b, live, first_index + i);
+      });
 }
 
 template <bool KeepCodes>
