@@ -67,9 +67,9 @@ std::atomic<bool>& brgemm_allowed() {
 
 // Whether a product runs on oneDNN's AMX brgemm, alpha a post-op, rather than gemm:jit with
 // alpha as its run-time output scale. oneDNN 2.6 takes a BF16 matmul with that scale to
-// gemm:jit, and one without to its AMX brgemm kernels, which are faster at
-// 32 <= K <= 512 (0.45-0.9 of gemm:jit's time at the models' shapes on 2 threads) and give the
-// same bits there (each element's K products in one chain of tile dot products, in order).
+// gemm:jit, and one without to its AMX brgemm kernels, which are faster at 32 <= K <= 512
+// (0.45-0.9 of gemm:jit's time at the models' shapes on 2 threads) and give the same bits
+// there (each element's K products in one chain of tile dot products, in order).
 // Elsewhere the bits differ: beyond K = 512 the two split K differently (and brgemm is no
 // faster); at K < 17, or M or N below 64 in some shapes, gemm:jit takes other kernels; brgemm
 // adds a sum post-op's C (beta != 0) otherwise. Measured over every transpose at 1-3 threads;
