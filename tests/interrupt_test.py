@@ -45,10 +45,9 @@ def interrupt_then_resume(binary, run):
     # Far more steps than any machine takes before the signal, which waits for the first
     # checkpoint (training under way) rather than for a time: a fixed wait let a fast machine
     # finish a short run first.
-    steps = TINY.index("--steps") + 1
-    long_run = TINY[:steps] + ["1000000"] + TINY[steps + 1:]
     latest = os.path.join(run, "checkpoints", "latest")
-    cmd = [binary, "train", "--out", run] + long_run
+    cmd = [binary, "train", "--out", run] + TINY
+    cmd[cmd.index("--steps") + 1] = "1000000"
     for attempt in range(2):
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120

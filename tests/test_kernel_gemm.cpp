@@ -40,15 +40,15 @@ void expect_within_fp32_accumulation(const std::vector<float>& got, const std::v
 struct Shape {
   int64_t M, N, K;
 };
+const Shape kShapes[] = {{1, 1, 1}, {7, 5, 3}, {64, 96, 128}, {33, 257, 65}};
+const LowPrecisionEngine kEngines[] = {LowPrecisionEngine::NativeBf16,
+                                       LowPrecisionEngine::WidenToFp32};
 
 std::vector<bf16_t> bf16_of(const std::vector<float>& x) {
   std::vector<bf16_t> y(x.size());
   fp32_to_bf16(y.data(), x.data(), static_cast<int64_t>(x.size()));
   return y;
 }
-const Shape kShapes[] = {{1, 1, 1}, {7, 5, 3}, {64, 96, 128}, {33, 257, 65}};
-const LowPrecisionEngine kEngines[] = {LowPrecisionEngine::NativeBf16,
-                                       LowPrecisionEngine::WidenToFp32};
 
 // Runs body once under each low-precision engine, then restores the measured choice.
 template <class Body>

@@ -151,8 +151,8 @@ void cast_stripe(const BlockCast& c, const BlockCastOut& out, const float* xs, i
 
 // The amaxes a cast needs: x's, and for an NVFP4 cast with the RHT the transform's, taken
 // over stripes of 16 rows: x's from the transform's registers on AVX-512 (elsewhere, and with
-// `work`, in a second read, from cache). Where `work` is given the
-// transform is written there instead of kept in registers (the statistics read it).
+// `work`, in a second read, from cache). Where `work` is given the transform is written there
+// instead of kept in registers (the statistics read it).
 struct Amaxes {
   float plain = 0.0f, rht = 0.0f;
 };

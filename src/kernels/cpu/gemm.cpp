@@ -211,8 +211,9 @@ void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, 
   const MatmulKey key = matmul_key(dt, ta, tb, M, N, K, beta);
   if (alpha == 1.0f || dt != memory::data_type::bf16 || !key.scaled)
     return execute_matmul(key, alpha, A, B, C);
+  // The product alone (beta 0): key itself where C is not accumulated.
   float* product = beta == 0.0f ? C : workspace<float>(2, M * N);
-  execute_matmul(matmul_key(dt, ta, tb, M, N, K, 0.0f), 1.0f, A, B, product);
+  execute_matmul(beta == 0.0f ? key : matmul_key(dt, ta, tb, M, N, K, 0.0f), 1.0f, A, B, product);
   const int64_t n = M * N;
 #pragma omp parallel for schedule(static) if (n >= (1 << 16))
   for (int64_t i = 0; i < n; ++i) {
