@@ -126,6 +126,45 @@ TEST(QuantizeDecoded, SimdMatchesScalarBitForBitAtEveryLength) {
   }
 }
 
+// Every SIMD variant at the values where rounding changes its answer, each with its neighbouring
+// floats and both signs: max and the tie past it (the saturated count), the flush bound, the
+// smallest subnormal, the tie between the largest subnormal and the smallest normal; every code's
+// own value; NaN of either sign.
+TEST(QuantizeDecoded, SimdMatchesScalarAtTheRoundingBoundaries) {
+  for (DType f : {DType::E4M3, DType::E5M2}) {
+    const int mantissa_bits = f == DType::E4M3 ? 3 : 2;
+    const float max = fp8_max(f), sub = fp8_min_subnormal(f);
+    const float min_normal = std::ldexp(sub, mantissa_bits);
+    const float half_spacing_at_max = std::ldexp(1.0f, std::ilogb(max) - mantissa_bits - 1);
+    std::vector<float> x;
+    for (float b : {max, max + half_spacing_at_max, sub / 2, sub, min_normal - sub / 2}) {
+      for (float v : {std::nextafter(b, 0.0f), b, std::nextafter(b, INFINITY)}) {
+        x.push_back(v);
+        x.push_back(-v);
+      }
+    }
+    for (int c = 0; c < 256; ++c) x.push_back(fp8_decode(static_cast<uint8_t>(c), f));
+    x.push_back(NAN);
+    x.push_back(-NAN);
+    const auto n = static_cast<int64_t>(x.size());
+    std::vector<uint8_t> want(x.size());
+    std::vector<bf16_t> want16(x.size());
+    const CastStats w =
+        quantize_decoded(Isa::Scalar, want.data(), want16.data(), x.data(), n, 1.0f, f);
+    EXPECT_GT(w.saturated, 0);
+    EXPECT_GT(w.flushed, 0);
+    for (Isa isa : simd_isas()) {
+      std::vector<uint8_t> got(x.size());
+      std::vector<bf16_t> got16(x.size());
+      const CastStats g = quantize_decoded(isa, got.data(), got16.data(), x.data(), n, 1.0f, f);
+      EXPECT_EQ(got, want) << isa_name(isa);
+      EXPECT_EQ(got16, want16) << isa_name(isa);
+      EXPECT_EQ(g.saturated, w.saturated) << isa_name(isa);
+      EXPECT_EQ(g.flushed, w.flushed) << isa_name(isa);
+    }
+  }
+}
+
 TEST(Quantize, AmaxIgnoresNanAndCountsInf) {
   const std::vector<float> x = {1.0f, NAN, -3.0f, 2.0f};
   const std::vector<float> with_inf = {1.0f, -INFINITY, NAN};

@@ -275,13 +275,18 @@ struct Fp8RoundLanes {
 
   __m512 value(__m512i u) const {
     const __m512i a = _mm512_and_si512(u, abs_mask);
+    return value(u, a, _mm512_cmpgt_epu32_mask(a, inf_bits));
+  }
+
+  // value(u) given u's magnitude bits a and its NaN lanes.
+  __m512 value(__m512i u, __m512i a, __mmask16 nan) const {
     // minps returns its second operand for a NaN a; the NaN lanes are replaced below.
     const __m512 clamped = _mm512_min_ps(_mm512_castsi512_ps(a), max_value);
     const __m512i binade =
         _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(clamped), inf_bits), min_normal);
     const __m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(binade, spacing_shift));
     __m512i r = _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(clamped, magic), magic));
-    r = _mm512_mask_blend_epi32(_mm512_cmpgt_epu32_mask(a, inf_bits), r, quiet_nan);
+    r = _mm512_mask_blend_epi32(nan, r, quiet_nan);
     // r | (u & sign): one ternary-logic op.
     return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(r, u, sign, 0xf8));
   }

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "core/e2m1.h"
@@ -56,6 +57,83 @@ CastStats quantize_one_format(uint8_t* codes, bf16_t* decoded, const float* x, i
           _mm512_reduce_add_epi32(flushed)};
 }
 
+// The float bits of the largest magnitude F's saturating encoder rounds to max rather than past
+// it (quantize's saturated count): max plus half its spacing, where the tie rounds to max's even
+// code, one below it where max's code is odd (the tie then rounds up).
+template <DType F>
+constexpr uint32_t last_unsaturated_bits() {
+  constexpr Fp8Consts c = fp8_consts(F);
+  constexpr uint32_t max_bits = std::bit_cast<uint32_t>(fp8_max(F));
+  constexpr uint32_t half_spacing = ((max_bits >> 23) - static_cast<uint32_t>(24 - c.man_shift))
+                                    << 23;
+  return std::bit_cast<uint32_t>(fp8_max(F) + std::bit_cast<float>(half_spacing)) -
+         (c.max_code & 1u);
+}
+static_assert(last_unsaturated_bits<DType::E4M3>() == std::bit_cast<uint32_t>(464.0f));
+static_assert(last_unsaturated_bits<DType::E5M2>() == std::bit_cast<uint32_t>(61440.0f) - 1u);
+
+// quantize_one_format's saturating cast with decoded values, in the float domain: each scaled
+// value rounded as Fp8RoundLanes does (the decoded value, exact in BF16), its code read back
+// through FP16, which holds every E5M2 value (the code is its top byte) and every E4M3 value
+// divided by 2^8 (the code is its exponent and mantissa bits shifted down by 7, subnormals
+// too); the counts by comparing magnitudes (with the last unsaturated one, the flush bound).
+// About two thirds of the operations of encoding and then decoding, the same bits.
+template <DType F>
+CastStats quantize_decoded_one_format(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n,
+                                      float scale) {
+  constexpr bool e4m3 = F == DType::E4M3;
+  const Fp8RoundLanes<F> round;
+  const Fp8Lanes<F> lanes(true);  // its flush bound
+  const __m512 vscale = _mm512_set1_ps(scale), to_fp16 = _mm512_set1_ps(e4m3 ? 0x1p-8f : 1.0f);
+  const __m512i zero = _mm512_setzero_si512(), one = opaque_set1(1),
+                last_unsaturated = opaque_set1(last_unsaturated_bits<F>());
+  const __m512i nan_as_fp16 = opaque_set1(std::bit_cast<uint32_t>(1.875f));
+  const __m256i sign_bit = _mm256_set1_epi16(0x80);
+  __m512 amax = _mm512_setzero_ps();
+  __m512i saturated = zero, flushed = zero;
+  // The codes (16-bit lanes) and BF16 values of sixteen values xv.
+  const auto cast = [&](const __m512 xv, const __mmask16 live, __m256i* code16) {
+    amax = _mm512_max_ps(_mm512_abs_ps(xv), amax);  // a NaN lane keeps amax
+    const __m512i u = _mm512_castps_si512(_mm512_mul_ps(xv, vscale));
+    const __m512i a = _mm512_and_si512(u, round.abs_mask);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, round.inf_bits);
+    const __mmask16 over = _mm512_mask_cmpgt_epu32_mask(live & ~nan, a, last_unsaturated);
+    const __mmask16 flush =
+        _mm512_mask_cmplt_epu32_mask(live, _mm512_sub_epi32(a, one), lanes.half_min_subnormal);
+    saturated = _mm512_mask_add_epi32(saturated, over, saturated, one);
+    flushed = _mm512_mask_add_epi32(flushed, flush, flushed, one);
+    const __m512 value = round.value(u, a, nan);
+    __m512i y = _mm512_castps_si512(_mm512_mul_ps(value, to_fp16));
+    if constexpr (e4m3) {
+      // A NaN's code is 0x7f, FP16's 1.875 read this way (its NaN would read 0x7c): the sign
+      // kept, the rest of 1.875's bits, in one masked ternary-logic op.
+      y = _mm512_mask_ternarylogic_epi32(y, nan, nan_as_fp16, round.sign, 0xe4);
+    }
+    const __m256i h = _mm512_cvtps_ph(_mm512_castsi512_ps(y), _MM_FROUND_TO_NEAREST_INT);
+    // E4M3: (h >> 7) & 0x7f | (h >> 8) & 0x80; E5M2: h >> 8.
+    *code16 = e4m3 ? _mm256_ternarylogic_epi32(_mm256_srli_epi16(h, 7), _mm256_srli_epi16(h, 8),
+                                               sign_bit, 0xd8)
+                   : _mm256_srli_epi16(h, 8);
+    return value;
+  };
+  const int64_t body = n - n % 16;
+  for (int64_t i = 0; i < body; i += 16) {
+    __m256i code16;
+    const __m512 value = cast(_mm512_loadu_ps(x + i), 0xffff, &code16);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm256_cvtepi16_epi8(code16));
+    store_exact_bf16(decoded + i, value, 0xffff);
+  }
+  if (body < n) {
+    const __mmask16 live = live_lanes(n - body);
+    __m256i code16;
+    const __m512 value = cast(_mm512_maskz_loadu_ps(live, x + body), live, &code16);
+    _mm256_mask_cvtepi16_storeu_epi8(codes + body, live, code16);
+    store_exact_bf16(decoded + body, value, live);
+  }
+  return {_mm512_reduce_max_ps(amax), _mm512_reduce_add_epi32(saturated),
+          _mm512_reduce_add_epi32(flushed)};
+}
+
 template <DType F>
 void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const float* scale,
                              int64_t n) {
@@ -76,6 +154,11 @@ void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const 
 
 CastStats quantize_avx512(uint8_t* codes, bf16_t* decoded, const float* x, int64_t n, float scale,
                           DType format, bool saturate) {
+  if (decoded && saturate) {
+    return format == DType::E4M3
+               ? quantize_decoded_one_format<DType::E4M3>(codes, decoded, x, n, scale)
+               : quantize_decoded_one_format<DType::E5M2>(codes, decoded, x, n, scale);
+  }
   return format == DType::E4M3
              ? quantize_one_format<DType::E4M3>(codes, decoded, x, n, scale, saturate)
              : quantize_one_format<DType::E5M2>(codes, decoded, x, n, scale, saturate);
