@@ -104,21 +104,27 @@ TEST(BlockCast, StripesOverThreadsGiveTheTwinsBitsAndAnExactOperand) {
 }
 
 // A cast that keeps no codes (the CPU's, whose GEMMs read only the BF16 operand) may take its
-// own path (Float8BlockScaling's row-wise blocks: one sweep per row): its operand and scales
-// are those of the cast that keeps the codes, for every grid of every scheme, on blocks of
-// specials (NaN, Inf, zeros, subnormals, FP32's largest) and a last block cut short.
+// own path (Float8BlockScaling's row-wise blocks: sixteen blocks' scales at once): its operand
+// and scales are those of the cast that keeps the codes, for every grid of every scheme, on
+// blocks of specials (NaN, Inf, zeros, subnormals, FP32's largest) and a last block cut short;
+// Float8BlockScaling also with an amax_epsilon above some blocks' amaxes.
 TEST(BlockCast, ACastWithoutCodesGivesTheOperandOfOneWithThem) {
   const int64_t rows = 96, cols = 300;  // cols: 2 blocks of 128 and a short one
   const std::vector<float> x = tensor_with_specials(rows, cols, 29, kFp8Block);
   const auto n = static_cast<size_t>(rows * cols);
   std::vector<float> work(n);
-  for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
+  for (const auto& [kind, epsilon] : {std::pair{ScalingKind::Block, 0.0f},
+                                      {ScalingKind::Block, 4.0f},
+                                      {ScalingKind::Mxfp8, 0.0f},
+                                      {ScalingKind::Nvfp4, 0.0f}}) {
     Fp8Recipe recipe;
     recipe.kind = kind;
+    recipe.block.amax_epsilon = epsilon;
     for (const BlockRole role : {BlockRole::Input, BlockRole::Weight, BlockRole::GradOutput}) {
       for (const bool columnwise : {false, true}) {
-        SCOPED_TRACE(std::string(scaling_kind_name(kind)) + " role " +
-                     std::to_string(static_cast<int>(role)) + (columnwise ? " columnwise" : ""));
+        SCOPED_TRACE(std::string(scaling_kind_name(kind)) + " epsilon " + std::to_string(epsilon) +
+                     " role " + std::to_string(static_cast<int>(role)) +
+                     (columnwise ? " columnwise" : ""));
         const BlockCast c = recipe_block_cast(recipe, role, columnwise, rows, cols);
         std::vector<uint8_t> codes(n), scales(block_scale_bytes(c)), scales_alone(scales.size());
         std::vector<bf16_t> operand(n), operand_alone(n);

@@ -26,7 +26,8 @@ void scales_to_inverses(float* scales, int64_t n) {
   for (int64_t i = 0; i < n; ++i) scales[i] = 1.0f / scales[i];
 }
 
-// Where no codes are kept, on AVX-512: a stripe of block rows' block amaxes in one sweep over
+// Where no codes are kept, on AVX-512, blocks other than 1x128 (fp8_block_avx512.cpp casts
+// those): a stripe of block rows' block amaxes in one sweep over
 // its rows, then each row's operand in a second (the stripe still in cache), without
 // quantize_blocks' run of products and spread of scales. The same arithmetic: fp8_round(x *
 // scale) times 1 / scale, rounded to BF16. scales gets each block's scale (the caller inverts
@@ -90,8 +91,14 @@ void fp8_block_quantize_reference(uint8_t* codes, float* scale_inv, const float*
 void fp8_block_quantize_to_bf16(uint8_t* codes, float* scale_inv, bf16_t* operand, const float* x,
                                 const BlockGrid& g, DType format,
                                 const BlockScalingParams& params) {
-  // The grid holds scales until the end: a block's scale_inv is scales_to_inverses' 1 / scale.
+  // The grid holds scales until the end: a block's scale_inv is scales_to_inverses' 1 / scale
+  // (the row-wise kernel's lanes divide as it does and store scale_inv).
   const Isa isa = best_isa();
+  if (isa == Isa::Avx512 && !codes && g.block_rows == 1 && g.block_cols == kFp8Block &&
+      params.power_2_scale) {
+    return isa::fp8_block_rows_avx512(scale_inv, operand, x, g.rows, g.cols, format,
+                                      params.amax_epsilon);
+  }
   if (isa == Isa::Avx512 && !codes) {
     operand_avx512(scale_inv, operand, x, g, BlockRule{format, params});
     return scales_to_inverses(scale_inv, g.blocks());

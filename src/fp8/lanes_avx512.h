@@ -177,17 +177,25 @@ inline bool bf16_holds_products(__m512 s, __mmask16 live) {
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), m);
 }
 
+// Sixteen blocks' scale codes to the live lanes of scales: E8M0 or E4M3 bytes, or the bits of
+// Float8BlockScaling's FP32 scale_inv.
+inline void store_scale_codes(uint8_t* scales, __m512i code, __mmask16 live) {
+  _mm512_mask_cvtepi32_storeu_epi8(scales, live, code);
+}
+inline void store_scale_codes(float* scales, __m512i code, __mmask16 live) {
+  _mm512_mask_storeu_ps(scales, live, _mm512_castsi512_ps(code));
+}
+
 // Up to sixteen blocks' scales from a[j], block j's |x| maxima still to be maxed across lanes:
 // rule.apply(amax, &codes, &b, &multipliers) on their amaxes (max_of_each), the nb scale codes
 // stored to scales, then each(j, multiplier, b) for each block j < nb.
-template <class Rule, class Each>
-[[gnu::always_inline]] inline void scale_sixteen_blocks(__m512 (&a)[16], int64_t nb,
-                                                        uint8_t* scales, const Rule& rule,
-                                                        Each each) {
+template <class Scale, class Rule, class Each>
+[[gnu::always_inline]] inline void scale_sixteen_blocks(__m512 (&a)[16], int64_t nb, Scale* scales,
+                                                        const Rule& rule, Each each) {
   __m512i code;
   __m512 b, mult;
   rule.apply(max_of_each(a), &code, &b, &mult);
-  _mm512_mask_cvtepi32_storeu_epi8(scales, live_lanes(nb), code);
+  store_scale_codes(scales, code, live_lanes(nb));
   alignas(64) float bs[16], ms[16];
   _mm512_store_ps(bs, b);
   _mm512_store_ps(ms, mult);
@@ -198,8 +206,8 @@ template <class Rule, class Each>
 // block's registers, max(|x|, acc) keeping acc where x is NaN) in one register for
 // rule.apply(amax, &codes, &b, &multipliers), the scale codes stored to scales[block], then
 // cast(first column, live lanes, multiplier, b) for each run of sixteen values of each block.
-template <int Regs, class Rule, class Cast>
-void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule& rule, Cast cast) {
+template <int Regs, class Scale, class Rule, class Cast>
+void cast_row_blocks(const float* row, int64_t cols, Scale* scales, const Rule& rule, Cast cast) {
   constexpr int64_t kBlock = 16 * Regs;
   const int64_t blocks = (cols + kBlock - 1) / kBlock;
   for (int64_t b0 = 0; b0 < blocks; b0 += 16) {
@@ -240,8 +248,8 @@ void cast_row_blocks(const float* row, int64_t cols, uint8_t* scales, const Rule
 // the run's first value in x. Where the blocks fill their rows the stripe's blocks lie end to end
 // in x and in scales, so it is cast as one row: sixteen blocks a batch even where a row holds
 // fewer (MXFP8's 8 at 256 columns), the batch's scale arithmetic shared.
-template <int Regs, class Rule, class Cast>
-void cast_rows_of_blocks(const float* x, int64_t rows, int64_t cols, uint8_t* scales,
+template <int Regs, class Scale, class Rule, class Cast>
+void cast_rows_of_blocks(const float* x, int64_t rows, int64_t cols, Scale* scales,
                          const Rule& rule, Cast cast) {
   constexpr int64_t kBlock = 16 * Regs;
   if (cols % kBlock == 0) {

@@ -30,6 +30,11 @@ struct CastKernels {
 };
 extern const CastKernels kScalarCasts, kAvx2Casts, kAvx512Casts;
 
+// Float8BlockScaling's row-wise (1x128) operand cast with power-of-two scales, no codes:
+// scale_inv one per block (fp8/fp8_block_quantize.h's rule, TE's amax_epsilon).
+void fp8_block_rows_avx512(float* scale_inv, bf16_t* operand, const float* x, int64_t rows,
+                           int64_t cols, DType format, float amax_epsilon);
+
 // NVFP4's 1D casts under the global encode scale S (fp8/nvfp4_quantize.h), each block in
 // registers: rows [rows, cols] in 1x16 blocks (scales: ceil(cols / 16) per row), or one stripe
 // of at most 16 rows in 16x1 blocks (scales: one per column), taken through the 16-point
