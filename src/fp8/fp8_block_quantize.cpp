@@ -27,12 +27,12 @@ void scales_to_inverses(float* scales, int64_t n) {
 }
 
 // Where no codes are kept, on AVX-512, blocks other than 1x128 (fp8_block_avx512.cpp casts
-// those): a stripe of block rows' block amaxes in one sweep over
-// its rows, then each row's operand in a second (the stripe still in cache), without
-// quantize_blocks' run of products and spread of scales. The same arithmetic: fp8_round(x *
-// scale) times 1 / scale, rounded to BF16. scales gets each block's scale (the caller inverts
-// them). Column-wise blocks (block_cols 1) take each column's amax down the stripe and round
-// with a multiplier and a scale per value; the others, one per run of block_cols values.
+// those): a stripe of block rows' block amaxes in one sweep over its rows, then each row's
+// operand in a second (the stripe still in cache), without quantize_blocks' run of products and
+// spread of scales. The same arithmetic: fp8_round(x * scale) times 1 / scale, rounded to BF16.
+// scales gets each block's scale (the caller inverts them). Column-wise blocks (block_cols 1)
+// take each column's amax down the stripe and round with a multiplier and a scale per value; the
+// others, one per run of block_cols values.
 void operand_avx512(float* scales, bf16_t* operand, const float* x, const BlockGrid& g,
                     const BlockRule& rule) {
   const int64_t gc = g.grid_cols(), bw = g.block_cols;
