@@ -84,7 +84,7 @@ CastStats quantize_decoded_one_format(uint8_t* codes, bf16_t* decoded, const flo
   constexpr bool e4m3 = F == DType::E4M3;
   const Fp8RoundLanes<F> round;
   const Fp8Lanes<F> lanes(true);  // its flush bound
-  const __m512 vscale = _mm512_set1_ps(scale), to_fp16 = _mm512_set1_ps(e4m3 ? 0x1p-8f : 1.0f);
+  const __m512 vscale = _mm512_set1_ps(scale), e4m3_to_fp16 = _mm512_set1_ps(0x1p-8f);
   const __m512i zero = _mm512_setzero_si512(), one = opaque_set1(1),
                 last_unsaturated = opaque_set1(last_unsaturated_bits<F>());
   const __m512i nan_as_fp16 = opaque_set1(std::bit_cast<uint32_t>(1.875f));
@@ -103,7 +103,8 @@ CastStats quantize_decoded_one_format(uint8_t* codes, bf16_t* decoded, const flo
     saturated = _mm512_mask_add_epi32(saturated, over, saturated, one);
     flushed = _mm512_mask_add_epi32(flushed, flush, flushed, one);
     const __m512 value = round.value(u, a, nan);
-    __m512i y = _mm512_castps_si512(_mm512_mul_ps(value, to_fp16));
+    // FP16 holds each E5M2 value, and each E4M3 value divided by 2^8.
+    __m512i y = _mm512_castps_si512(e4m3 ? _mm512_mul_ps(value, e4m3_to_fp16) : value);
     if constexpr (e4m3) {
       // A NaN's code is 0x7f, FP16's 1.875 read this way (its NaN would read 0x7c): the sign
       // kept, the rest of 1.875's bits, in one masked ternary-logic op.
