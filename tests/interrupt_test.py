@@ -49,7 +49,9 @@ def interrupt_then_resume(binary, run):
     cmd = [binary, "train", "--out", run] + TINY
     cmd[cmd.index("--steps") + 1] = "1000000"
     for attempt in range(2):
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # stdout unread until the end would fill its pipe and stall a long run: only stderr
+        # (where the checkpoint is reported) is kept.
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while not os.path.exists(latest) and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
