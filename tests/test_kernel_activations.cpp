@@ -74,6 +74,30 @@ TEST(BiasBackward, AccumulatesColumnSumsLikeReference) {
   }
 }
 
+// The AVX-512 column sums keep the portable loop's order (each column from zero, rows in order,
+// then into dbias), so the bias gradient's bits do not depend on the CPU: a sum of values
+// spread over six orders of magnitude rounds differently in any other order.
+TEST(BiasBackward, Avx512ColumnSumsMatchThePortableLoopBitForBit) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (const int64_t rows : {1, 15, 16, 17, 33, 300}) {
+    for (const int64_t width : {1, 15, 16, 17, 63, 64, 65, 100, 255, 256, 257, 1000, 4096}) {
+      const int64_t stride = width + 5;
+      Vec dy = random_normal(rows * stride, 21);
+      for (int64_t i = 0; i < rows * stride; ++i)
+        dy[i] *= std::ldexp(1.0f, static_cast<int>(i % 20) - 10);
+      const Vec prior = random_normal(width, 22);
+      Vec want = prior, got = prior;
+      for (int64_t j = 0; j < width; ++j) {
+        float acc = 0.0f;
+        for (int64_t r = 0; r < rows; ++r) acc += dy[r * stride + j];
+        want[j] += acc;
+      }
+      cpu::avx512::column_sums(got.data(), dy.data(), rows, stride, width);
+      EXPECT_TRUE(same_bits(got, want)) << "rows " << rows << " width " << width;
+    }
+  }
+}
+
 TEST(BiasReference, BackwardMatchesFiniteDifferences) {
   const int64_t rows = 5, C = 7;
   const Vec w = random_normal(rows * C, 5), y0 = random_normal(rows * C, 6);

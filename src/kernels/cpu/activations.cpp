@@ -1,5 +1,7 @@
 #include "kernels/cpu/activations.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -98,17 +100,28 @@ void add_bias(float* y, const float* bias, int64_t rows, int64_t C) {
 }
 
 void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) {
-  // Threads own blocks of columns and add rows in row order, so every column's sum has the
-  // same bits for any thread count.
+  // Each thread owns a contiguous share of the columns (whole cache lines of dbias) and each
+  // column adds its rows in row order from zero, then to dbias, so every column's sum has the
+  // same bits for any thread count and either loop.
   constexpr int64_t kCols = 64;
-  const int64_t blocks = (C + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t c0 = b * kCols, width = std::min(kCols, C - c0);
-    float acc[kCols] = {};
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < width; ++j) acc[j] += dy[r * C + c0 + j];
-    for (int64_t j = 0; j < width; ++j) dbias[c0 + j] += acc[j];
+#pragma omp parallel if (rows * C >= kParallelMin)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t share = ((C + nt - 1) / nt + 15) / 16 * 16;
+    const int64_t lo = std::min(C, t * share), hi = std::min(C, lo + share);
+    if (use_avx512()) {
+      for (int64_t c0 = lo; c0 < hi; c0 += avx512::kColumnSumsWidth)
+        avx512::column_sums(dbias + c0, dy + c0, rows, C,
+                            std::min(avx512::kColumnSumsWidth, hi - c0));
+    } else {
+      for (int64_t c0 = lo; c0 < hi; c0 += kCols) {
+        const int64_t width = std::min(kCols, hi - c0);
+        float acc[kCols] = {};
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < width; ++j) acc[j] += dy[r * C + c0 + j];
+        for (int64_t j = 0; j < width; ++j) dbias[c0 + j] += acc[j];
+      }
+    }
   }
 }
 

@@ -3,6 +3,8 @@
 // with the same constants; here the multiply-adds are fused, so the last bits can differ.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/activation_constants.h"
 #include "kernels/cpu/activations_isa.h"
 
@@ -144,6 +146,54 @@ void swiglu_backward_row(float* da, float* db, const float* g, const float* a, c
 
 void sigmoid_row(float* y, const float* x, int64_t n) {
   map_row(y, x, n, [](__m512 v) { return sigmoid(v); });
+}
+
+namespace {
+
+__mmask16 live_of(int64_t left) {
+  return left >= kWidth ? __mmask16(0xffff) : left > 0 ? tail_mask(left) : __mmask16(0);
+}
+
+// sums[j] += dy[r * stride + j] for rows r in order, j < width <= 256: sixteen registers held
+// across the rows (a sum kept in memory would wait on its own store every row).
+void add_rows(float* sums, const float* dy, int64_t rows, int64_t stride, int64_t width) {
+  __m512 acc[16];
+  __mmask16 live[16];
+#pragma GCC unroll 16
+  for (int v = 0; v < 16; ++v) {
+    live[v] = live_of(width - v * kWidth);
+    acc[v] = _mm512_maskz_loadu_ps(live[v], sums + v * kWidth);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = dy + r * stride;
+#pragma GCC unroll 16
+    for (int v = 0; v < 16; ++v)
+      acc[v] = _mm512_add_ps(acc[v], _mm512_maskz_loadu_ps(live[v], row + v * kWidth));
+  }
+#pragma GCC unroll 16
+  for (int v = 0; v < 16; ++v) _mm512_mask_storeu_ps(sums + v * kWidth, live[v], acc[v]);
+}
+
+}  // namespace
+
+void column_sums(float* dbias, const float* dy, int64_t rows, int64_t stride, int64_t width) {
+  // Sixteen rows at a time across all the columns, the sums in L1 between them: a pass down
+  // the rows per 256 columns would touch a new page every row of a wide dy.
+  constexpr int64_t kRows = 16, kCols = 256;
+  alignas(64) float sums[kColumnSumsWidth];
+  for (int64_t c0 = 0; c0 < width; c0 += kWidth)
+    _mm512_mask_storeu_ps(sums + c0, live_of(width - c0), _mm512_setzero_ps());
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+    for (int64_t c0 = 0; c0 < width; c0 += kCols)
+      add_rows(sums + c0, dy + r0 * stride + c0, std::min(kRows, rows - r0), stride,
+               std::min(kCols, width - c0));
+  }
+  for (int64_t c0 = 0; c0 < width; c0 += kWidth) {
+    const __mmask16 live = live_of(width - c0);
+    _mm512_mask_storeu_ps(dbias + c0, live,
+                          _mm512_add_ps(_mm512_maskz_loadu_ps(live, dbias + c0),
+                                        _mm512_maskz_loadu_ps(live, sums + c0)));
+  }
 }
 
 }  // namespace fp8lm::cpu::avx512

@@ -22,6 +22,11 @@ void swiglu_backward_row(float* da, float* db, const float* g, const float* a, c
                          int64_t n);
 // y = 1 / (1 + exp(-x)), the gate both activations are built on; y may alias x.
 void sigmoid_row(float* y, const float* x, int64_t n);
+// dbias[j] += the sum of dy[r * stride + j] over rows r, for j < width <= kColumnSumsWidth: the
+// rows added in order from zero, each column on its own, as the portable loop adds them (the
+// same bits; additions only, so no fused operation can differ).
+inline constexpr int64_t kColumnSumsWidth = 4096;
+void column_sums(float* dbias, const float* dy, int64_t rows, int64_t stride, int64_t width);
 }  // namespace avx512
 
 }  // namespace fp8lm::cpu
