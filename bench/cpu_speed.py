@@ -168,8 +168,8 @@ def main():
               "wait for it to fall, or stop what runs", file=sys.stderr)
         sys.exit(3)
 
-    g = run_json([bench_gemm, f"--threads={a.threads}", "--reps=5"])
-    peak = {"fp32": g["fp32"], "bf16": max(e["bf16"] for e in g["engines"].values())}
+    g = measure_gemm(bench_gemm, a)
+    peak = gemm_peak(g)
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((line.split(":", 1)[1].strip() for line in cpu.splitlines() if line.startswith("Model name")), "?")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -203,12 +203,20 @@ def main():
             json.dump(record, f, indent=1)
 
 
+def measure_gemm(bench_gemm, a):
+    return run_json([bench_gemm, f"--threads={a.threads}", "--reps=5"])
+
+
+def gemm_peak(g):
+    """bench_gemm's reading as the peak per dtype: FP32, and BF16 on its fastest engine."""
+    return {"fp32": g["fp32"], "bf16": max(e["bf16"] for e in g["engines"].values())}
+
+
 def remeasure_peak(bench_gemm, a, peak):
     """The GEMM peak again, before each config after the first: one reading can come out low
     (a neighbour on the VM's other core for a second: 225 against 415 GFLOP/s once), and a low
     peak puts every run above 100% of it. The highest reading so far is the peak."""
-    g = run_json([bench_gemm, f"--threads={a.threads}", "--reps=5"])
-    now = {"fp32": g["fp32"], "bf16": max(e["bf16"] for e in g["engines"].values())}
+    now = gemm_peak(measure_gemm(bench_gemm, a))
     best = {k: max(peak[k], now[k]) for k in peak}
     if best != peak:
         print(f"GEMM peak re-measured (GFLOP/s): fp32 {best['fp32']:.0f}, bf16 {best['bf16']:.0f}",

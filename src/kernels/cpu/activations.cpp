@@ -1,7 +1,5 @@
 #include "kernels/cpu/activations.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 
@@ -100,15 +98,13 @@ void add_bias(float* y, const float* bias, int64_t rows, int64_t C) {
 }
 
 void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) {
-  // Each thread owns a contiguous share of the columns (whole cache lines of dbias) and each
-  // column adds its rows in row order from zero, then to dbias, so every column's sum has the
-  // same bits for any thread count and either loop.
+  // Each thread owns a contiguous share of the columns and each column adds its rows in row
+  // order from zero, then to dbias, so every column's sum has the same bits for any thread
+  // count and either loop.
   constexpr int64_t kCols = 64;
 #pragma omp parallel if (rows * C >= kParallelMin)
   {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t share = ((C + nt - 1) / nt + 15) / 16 * 16;
-    const int64_t lo = std::min(C, t * share), hi = std::min(C, lo + share);
+    const auto [lo, hi] = thread_share(C);
     if (use_avx512()) {
       for (int64_t c0 = lo; c0 < hi; c0 += avx512::kColumnSumsWidth)
         avx512::column_sums(dbias + c0, dy + c0, rows, C,

@@ -7,21 +7,10 @@
 #include <utility>
 
 #include "core/cpu_features.h"
+#include "kernels/cpu/row_reduce.h"
 
 namespace fp8lm::cpu {
 namespace {
-
-// Below this many elements a parallel region costs more than the conversion.
-constexpr int64_t kParallelMin = 1 << 15;
-
-// The calling thread's contiguous share [lo, hi) of [0, n) inside a parallel region, a
-// multiple of 64 elements so no two threads write the same cache line.
-std::pair<int64_t, int64_t> thread_share(int64_t n) {
-  const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-  const int64_t share = ((n + nt - 1) / nt + 63) / 64 * 64;  // every element, rounded up
-  const int64_t lo = std::min(n, t * share);
-  return {lo, std::min(n, lo + share)};
-}
 
 // Splits [0, n) into one share per thread.
 template <class F>

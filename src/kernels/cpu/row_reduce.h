@@ -1,6 +1,10 @@
 #pragma once
 // Pieces the row-wise CPU kernels share.
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "fp8/block_cast.h"
@@ -17,6 +21,15 @@ inline void add_row(float* s, const float* x, const float* r, int64_t C) {
 
 // Below this many elements an OpenMP parallel region costs more than it saves.
 inline constexpr int64_t kParallelMin = int64_t{1} << 15;
+
+// The calling thread's contiguous share [lo, hi) of [0, n) inside a parallel region, a
+// multiple of 64 elements so no two threads write the same cache line.
+inline std::pair<int64_t, int64_t> thread_share(int64_t n) {
+  const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+  const int64_t share = ((n + nt - 1) / nt + 63) / 64 * 64;  // every element, rounded up
+  const int64_t lo = std::min(n, t * share);
+  return {lo, std::min(n, lo + share)};
+}
 
 // A row sum in float with 16 independent partials: a fixed order (so the same bits every
 // run) that the compiler can vectorize, which it may not do with one serial accumulator.
