@@ -381,6 +381,19 @@ TEST(BackendOps, ActivationsAgreeWithTheReferenceOnEveryBackend) {
       const Vec got = dh.to_host();
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], dh_want[i], tol(dh_want[i])) << "dh at " << i;
+
+      // h kept in BF16 (a saved activation): the bits of act_backward on it widened.
+      std::vector<bf16_t> h16_host(h_want.size());
+      Vec widened(h_want.size());
+      for (size_t i = 0; i < h16_host.size(); ++i) {
+        h16_host[i] = bf16_from_float(h_want[i]);
+        widened[i] = bf16_to_float(h16_host[i]);
+      }
+      const Buf<bf16_t> h16(be, h16_host);
+      Buf<float> d_widened(be, widened), dh16(be, h_want.size()), work(be, h_want.size());
+      be.act_backward(dh.data(), d_dy.data(), d_widened.data(), c.act, c.rows, c.F);
+      be.act_backward_bf16(dh16.data(), d_dy.data(), h16.data(), work.data(), c.act, c.rows, c.F);
+      EXPECT_TRUE(test::same_bits(dh16.to_host(), dh.to_host()));
     }
   }
 }

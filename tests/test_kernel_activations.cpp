@@ -4,6 +4,7 @@
 // against finite differences, the fused producers (FP8 and FP32) against the unfused sequence
 // bit for bit, and the same bits for any thread count. The portable twins and the AVX-512
 // rows are also tested directly, against the reference and each other.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -21,6 +22,7 @@
 #include "kernels/activation_ops.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/activations_isa.h"
+#include "kernels/cpu/casts.h"
 #include "kernels/types.h"
 #include "test_util.h"
 
@@ -249,6 +251,29 @@ TEST(ActivationBackward, UngatedWorksInPlace) {
     cpu::act_backward(dx.data(), dy.data(), x.data(), act, 1, n);
     cpu::act_backward(inplace.data(), inplace.data(), x.data(), act, 1, n);
     EXPECT_TRUE(same_bits(dx, inplace));
+  }
+}
+
+// The saved pre-activation read in BF16 (nn/saved_activation.h): each row widened as it is
+// read gives the bits of widening the whole of h first, every activation, gated or not, at
+// sizes on either side of the threads' threshold.
+TEST(ActivationBackward, Bf16InputGivesTheBitsOfWideningItFirst) {
+  for (const Activation act : all_activations()) {
+    for (const int64_t rows : {int64_t{1}, int64_t{3}, int64_t{37}}) {
+      for (int64_t C : kColumns) {
+        SCOPED_TRACE(fmt::format("{} rows={} C={}", activation_name(act), rows, C));
+        const int64_t n = rows * activation_input_width(act, C);
+        const Vec h = random_normal(n, static_cast<uint32_t>(C + rows), 0.0f, 3.0f);
+        const Vec dy = random_normal(rows * C, static_cast<uint32_t>(C + rows) + 1);
+        std::vector<bf16_t> h16(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) h16[i] = bf16_from_float(h[i]);
+        Vec widened(n), want(n), got(n, -1.0f);
+        cpu::bf16_to_f32(widened.data(), h16.data(), n);
+        cpu::act_backward(want.data(), dy.data(), widened.data(), act, rows, C);
+        cpu::act_backward(got.data(), dy.data(), h16.data(), act, rows, C);
+        EXPECT_TRUE(same_bits(got, want));
+      }
+    }
   }
 }
 

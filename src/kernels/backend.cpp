@@ -40,6 +40,11 @@ float Backend::softmax_cross_entropy_unfused(float*, float*, const float*, const
 void Backend::accumulate_into_bf16(bf16_t*, const float*, int64_t) {
   refuse(OptionalOp::Bf16GradAccumulation);
 }
+void Backend::act_backward_bf16(float* dh, const float* dy, const bf16_t* h, float* work,
+                                Activation act, int64_t rows, int64_t F) {
+  bf16_to_fp32(work, h, rows * activation_input_width(act, F));
+  act_backward(dh, dy, work, act, rows, F);
+}
 void Backend::block_cast(const BlockCast&, const BlockCastOut&, const float*) {
   refuse(OptionalOp::BlockCast);
 }

@@ -100,6 +100,11 @@ class Backend {
   // dh = act'(h) * dy, overwritten.
   virtual void act_backward(float* dh, const float* dy, const float* h, Activation act,
                             int64_t rows, int64_t F) = 0;
+  // The same with h kept in BF16 (nn/saved_activation.h), widened exactly: act_backward's bits
+  // on bf16_to_fp32(h). This default widens h into work (FP32, h's size) first; a backend that
+  // widens each row as it reads it leaves work alone.
+  virtual void act_backward_bf16(float* dh, const float* dy, const bf16_t* h, float* work,
+                                 Activation act, int64_t rows, int64_t F);
 
   // --- elementwise ---
   virtual void add_bias(float* y, const float* bias, int64_t rows, int64_t C) = 0;

@@ -64,7 +64,11 @@ void LayerNormMLP::backward(const float* dy, float* dx, int64_t rows) {
   float* da = scratch<float>(be_, Scratch::MlpDAct, rows * ffn_);
   float* dh = scratch<float>(be_, Scratch::MlpDPre, rows * fc1_.out_features());
   fc2_.backward(dy, da, rows, /*accumulate_dx=*/false);
-  be_.act_backward(dh, da, h_.values(), act_, rows, ffn_);
+  if (const bf16_t* h16 = h_.bf16_copy()) {
+    be_.act_backward_bf16(dh, da, h16, h_.widening_room(), act_, rows, ffn_);
+  } else {
+    be_.act_backward(dh, da, h_.values(), act_, rows, ffn_);
+  }
   float* dnormed = scratch<float>(be_, Scratch::NormDOut, rows * fc1_.in_features());
   fc1_.backward(dh, dnormed, rows, /*accumulate_dx=*/false);
   norm_.backward(dnormed, dx, rows);

@@ -22,6 +22,10 @@ void SavedActivation::save() {
   be_.fp32_to_bf16(b16_.data(), work_, n_);
 }
 
+float* SavedActivation::widening_room() const {
+  return scratch<float>(be_, role_, n_);
+}
+
 const float* SavedActivation::values() {
   if (bf16_ && saved_) {
     // Widened once per backward into the role's scratch: exact, BF16 -> FP32.

@@ -25,6 +25,11 @@ class SavedActivation {
   const float* values();
   // The FP32 values forward may still update in place (the bias the activation adds).
   float* mutable_values() const { return work_; }
+  // The BF16 copy itself, for a backward kernel that widens it as it reads (null where the
+  // values are FP32: kept so, not saved yet, or already widened), and the FP32 room, the
+  // role's scratch, where a backend without such a kernel widens it.
+  const bf16_t* bf16_copy() const { return bf16_ && saved_ ? b16_.data() : nullptr; }
+  float* widening_room() const;
   size_t bytes() const { return f32_.bytes() + b16_.bytes(); }
 
  private:

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/cpu_features.h"
+#include "core/grown.h"
 #include "kernels/activation_ops.h"
 #include "kernels/cpu/activations_isa.h"
+#include "kernels/cpu/casts.h"
 #include "kernels/cpu/row_reduce.h"
 
 namespace fp8lm::cpu {
@@ -181,6 +184,24 @@ void act_backward(float* dh, const float* dy, const float* h, Activation act, in
     const int64_t in = input_width<Op>(F);
 #pragma omp parallel for schedule(static) if (rows * in >= kParallelMin)
     for (int64_t r = 0; r < rows; ++r) backward_row<Op>(dh + r * in, dy + r * F, h + r * in, F);
+  });
+}
+
+void act_backward(float* dh, const float* dy, const bf16_t* h, Activation act, int64_t rows,
+                  int64_t F) {
+  with_activation(act, [&](auto op) {
+    using Op = decltype(op);
+    const int64_t in = input_width<Op>(F);
+#pragma omp parallel if (rows * in >= kParallelMin)
+    {
+      thread_local std::vector<float> widened;  // one row, in cache for backward_row
+      float* hr = grown(widened, static_cast<size_t>(in));
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        bf16_to_f32_serial(hr, h + r * in, in);
+        backward_row<Op>(dh + r * in, dy + r * F, hr, F);
+      }
+    }
   });
 }
 

@@ -40,6 +40,10 @@ void bias_act_forward_blocks(const BlockProducerOut& y, float* h, const float* b
 // width], dy [rows, F]. dh may alias dy for an ungated activation.
 void act_backward(float* dh, const float* dy, const float* h, Activation act, int64_t rows,
                   int64_t F);
+// The same with h kept in BF16 (nn/saved_activation.h), each row widened as it is read: the
+// bits of bf16_to_f32 on the whole of h, then act_backward, without that FP32 copy's pass.
+void act_backward(float* dh, const float* dy, const bf16_t* h, Activation act, int64_t rows,
+                  int64_t F);
 
 // The portable twins of the rows above, without ISA dispatch and without threads: each
 // element as its functor computes it, the bits the CUDA kernels give. The AVX-512 rows

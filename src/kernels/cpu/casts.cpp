@@ -40,12 +40,14 @@ std::array<bf16_t, 256> fp8_bf16_table(DType f) {
 
 }  // namespace
 
+void bf16_to_f32_serial(float* y, const bf16_t* x, int64_t n) {
+  if (use_avx512()) return avx512::bf16_to_f32(y, x, n);
+  if (use_avx2()) return avx2::bf16_to_f32(y, x, n);
+  ref::bf16_to_f32(y, x, n);
+}
+
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n) {
-  for_shares(n, [&](int64_t lo, int64_t hi) {
-    if (use_avx512()) return avx512::bf16_to_f32(y + lo, x + lo, hi - lo);
-    if (use_avx2()) return avx2::bf16_to_f32(y + lo, x + lo, hi - lo);
-    ref::bf16_to_f32(y + lo, x + lo, hi - lo);
-  });
+  for_shares(n, [&](int64_t lo, int64_t hi) { bf16_to_f32_serial(y + lo, x + lo, hi - lo); });
 }
 
 void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f) {

@@ -13,6 +13,8 @@
 namespace fp8lm::cpu {
 
 void bf16_to_f32(float* y, const bf16_t* x, int64_t n);
+// The same on the calling thread alone (a row inside a parallel region).
+void bf16_to_f32_serial(float* y, const bf16_t* x, int64_t n);
 void fp8_to_f32(float* y, const uint8_t* codes, int64_t n, DType f);
 void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f);
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n);

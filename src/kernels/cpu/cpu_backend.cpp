@@ -172,6 +172,12 @@ class CpuBackend final : public Backend {
     count_traffic(rows * (F + 2 * activation_input_width(act, F)) * 4);
     cpu::act_backward(dh, dy, h, act, rows, F);
   }
+  void act_backward_bf16(float* dh, const float* dy, const bf16_t* h, float*, Activation act,
+                         int64_t rows, int64_t F) override {
+    const HostOpScope op(OpKind::Elementwise);
+    count_traffic(rows * (F * 4 + activation_input_width(act, F) * 6));
+    cpu::act_backward(dh, dy, h, act, rows, F);
+  }
 
   void add_bias(float* y, const float* bias, int64_t rows, int64_t C) override {
     const HostOpScope op(OpKind::Elementwise);
