@@ -284,6 +284,25 @@ class Produced {
   Buf<unsigned long long> counts_;
 };
 
+// The bias gradient with dy's BF16 copy made beside it (a BF16 Linear's backward): on every
+// backend the bits of its bias_backward and its fp32_to_bf16 made apart.
+TEST(BackendOps, BiasGradientWithBf16CopyIsTheTwoOpsApart) {
+  const int64_t rows = 45, C = 300;
+  const Vec dy = test::random_normal(rows * C, 31), prior = test::random_normal(C, 32);
+  for (const BackendUnderTest& bt : present_backends()) {
+    Backend& be = bt.be;
+    SCOPED_TRACE(be.name());
+    const Buf<float> d_dy(be, dy);
+    Buf<float> want_sums(be, prior), got_sums(be, prior);
+    Buf<bf16_t> want(be, static_cast<size_t>(rows * C)), got(be, static_cast<size_t>(rows * C));
+    be.bias_backward(want_sums.data(), d_dy.data(), rows, C);
+    be.fp32_to_bf16(want.data(), d_dy.data(), rows * C);
+    be.bias_backward_bf16(got_sums.data(), got.data(), d_dy.data(), rows, C);
+    EXPECT_TRUE(test::same_bits(got_sums.to_host(), want_sums.to_host()));
+    EXPECT_EQ(got.to_host(), want.to_host());
+  }
+}
+
 TEST(BackendOps, NormsAgreeWithTheReferenceOnEveryBackend) {
   for (const BackendUnderTest& bt : present_backends()) {
     Backend& be = bt.be;

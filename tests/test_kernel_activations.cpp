@@ -76,6 +76,31 @@ TEST(BiasBackward, AccumulatesColumnSumsLikeReference) {
   }
 }
 
+// dy's BF16 copy made in the bias gradient's pass (a BF16 GEMM's operand): fp32_to_bf16's bits,
+// specials and ties included, and the same sums as without it, across several threads' shares
+// and past one AVX-512 call's columns.
+TEST(BiasBackward, Bf16CopyOfDyIsFp32ToBf16InTheSamePass) {
+  for (const int64_t C : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{1023}, int64_t{9000}}) {
+    const int64_t rows = 37, n = rows * C;
+    Vec dy = random_normal(n, 23);
+    const float specials[] = {std::nanf(""),
+                              INFINITY,
+                              -INFINITY,
+                              0x1p-130f,
+                              -0x1p-140f,
+                              std::bit_cast<float>(0x3f808000u),
+                              std::bit_cast<float>(0x3f818000u)};
+    for (int64_t i = 0; i < n; i += 5) dy[i] = specials[(i / 5) % 7];
+    Vec want_sums = random_normal(C, 24), got_sums = want_sums;
+    std::vector<bf16_t> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), 0x1234);
+    cpu::bias_backward(want_sums.data(), dy.data(), rows, C);
+    cpu::fp32_to_bf16(want.data(), dy.data(), n);
+    cpu::bias_backward(got_sums.data(), dy.data(), rows, C, got.data());
+    EXPECT_TRUE(same_bits(got_sums, want_sums)) << "C=" << C;
+    EXPECT_EQ(got, want) << "C=" << C;
+  }
+}
+
 // The AVX-512 column sums keep the portable loop's order (each column from zero, rows in order,
 // then into dbias), so the bias gradient's bits do not depend on the CPU: a sum of values
 // spread over six orders of magnitude rounds differently in any other order.
@@ -96,6 +121,15 @@ TEST(BiasBackward, Avx512ColumnSumsMatchThePortableLoopBitForBit) {
       }
       cpu::avx512::column_sums(got.data(), dy.data(), rows, stride, width);
       EXPECT_TRUE(same_bits(got, want)) << "rows " << rows << " width " << width;
+      // With the BF16 copy: the same sums, and each live value rounded at its place only.
+      std::vector<bf16_t> copy(static_cast<size_t>(rows * stride), 0x1234), want_copy = copy;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < width; ++j)
+          want_copy[r * stride + j] = bf16_from_float(dy[r * stride + j]);
+      Vec with_copy = prior;
+      cpu::avx512::column_sums(with_copy.data(), dy.data(), rows, stride, width, copy.data());
+      EXPECT_TRUE(same_bits(with_copy, want)) << "rows " << rows << " width " << width;
+      EXPECT_EQ(copy, want_copy) << "rows " << rows << " width " << width;
     }
   }
 }

@@ -45,6 +45,11 @@ void Backend::act_backward_bf16(float* dh, const float* dy, const bf16_t* h, flo
   bf16_to_fp32(work, h, rows * activation_input_width(act, F));
   act_backward(dh, dy, work, act, rows, F);
 }
+void Backend::bias_backward_bf16(float* dbias, bf16_t* dy16, const float* dy, int64_t rows,
+                                 int64_t C) {
+  bias_backward(dbias, dy, rows, C);
+  fp32_to_bf16(dy16, dy, rows * C);
+}
 void Backend::block_cast(const BlockCast&, const BlockCastOut&, const float*) {
   refuse(OptionalOp::BlockCast);
 }

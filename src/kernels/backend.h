@@ -109,6 +109,10 @@ class Backend {
   // --- elementwise ---
   virtual void add_bias(float* y, const float* bias, int64_t rows, int64_t C) = 0;
   virtual void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) = 0;
+  // bias_backward, and dy16 = fp32_to_bf16(dy) (a BF16 GEMM's operand); this default makes them
+  // one after the other, a backend may make both in one pass over dy.
+  virtual void bias_backward_bf16(float* dbias, bf16_t* dy16, const float* dy, int64_t rows,
+                                  int64_t C);
   virtual void add(float* y, const float* a, const float* b, int64_t n) = 0;
   virtual void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) = 0;
   virtual void bf16_to_fp32(float* y, const bf16_t* x, int64_t n) = 0;

@@ -338,7 +338,16 @@ GemmOperand Linear::saved_input() {
 
 void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_dx) {
   const float beta = accumulate_dx ? 1.0f : 0.0f;
-  if (has_bias_) be_.bias_backward(bias_.grad.data(), dy, rows, out_);
+  // Under BF16 GEMMs dy leaves as their operand in the pass that sums the bias gradient.
+  bf16_t* dy16 =
+      mode_ == Precision::Bf16 ? scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_) : nullptr;
+  if (has_bias_ && dy16) {
+    be_.bias_backward_bf16(bias_.grad.data(), dy16, dy, rows, out_);
+  } else if (has_bias_) {
+    be_.bias_backward(bias_.grad.data(), dy, rows, out_);
+  } else if (dy16) {
+    be_.fp32_to_bf16(dy16, dy, rows * out_);
+  }
   // A BF16 gradient (--fp8-weights) takes the GEMM's FP32 result from scratch.
   const bool bf16_grad = weight_.bf16_grad();
   float* dw =
@@ -360,11 +369,7 @@ void Linear::backward(const float* dy, float* dx, int64_t rows, bool accumulate_
   }
   // dy as this mode's GEMMs take it: g for dgrad, gw for wgrad.
   GemmOperand g{dy, DType::F32};
-  if (mode_ == Precision::Bf16) {
-    bf16_t* dy16 = scratch<bf16_t>(be_, Scratch::LinearDy, rows * out_);
-    be_.fp32_to_bf16(dy16, dy, rows * out_);
-    g = {dy16, DType::BF16};
-  }
+  if (dy16) g = {dy16, DType::BF16};
   GemmOperand gw = g;
   if (mode_ == Precision::Fp8) {
     ScalingStore& store = scaling();

@@ -100,7 +100,7 @@ void add_bias(float* y, const float* bias, int64_t rows, int64_t C) {
   for (int64_t r = 0; r < rows; ++r) add_bias_row(y + r * C, bias, C);
 }
 
-void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) {
+void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C, bf16_t* dy16) {
   // Each thread owns a contiguous share of the columns and each column adds its rows in row
   // order from zero, then to dbias, so every column's sum has the same bits for any thread
   // count and either loop.
@@ -111,13 +111,16 @@ void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) {
     if (use_avx512()) {
       for (int64_t c0 = lo; c0 < hi; c0 += avx512::kColumnSumsWidth)
         avx512::column_sums(dbias + c0, dy + c0, rows, C,
-                            std::min(avx512::kColumnSumsWidth, hi - c0));
+                            std::min(avx512::kColumnSumsWidth, hi - c0),
+                            dy16 ? dy16 + c0 : nullptr);
     } else {
       for (int64_t c0 = lo; c0 < hi; c0 += kCols) {
         const int64_t width = std::min(kCols, hi - c0);
         float acc[kCols] = {};
-        for (int64_t r = 0; r < rows; ++r)
+        for (int64_t r = 0; r < rows; ++r) {
           for (int64_t j = 0; j < width; ++j) acc[j] += dy[r * C + c0 + j];
+          if (dy16) fp32_to_bf16_serial(dy16 + r * C + c0, dy + r * C + c0, width);
+        }
         for (int64_t j = 0; j < width; ++j) dbias[c0 + j] += acc[j];
       }
     }

@@ -16,8 +16,10 @@ namespace fp8lm::cpu {
 
 // y[r, c] += bias[c] for row-major y [rows, C].
 void add_bias(float* y, const float* bias, int64_t rows, int64_t C);
-// ACCUMULATES: dbias[c] += sum over rows of dy[r, c], so micro-batches add up.
-void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C);
+// ACCUMULATES: dbias[c] += sum over rows of dy[r, c], so micro-batches add up. Where dy16 is
+// not null, dy also leaves there as BF16 in the same pass (fp32_to_bf16's bits: a BF16 GEMM's
+// operand).
+void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C, bf16_t* dy16 = nullptr);
 
 // h += bias (a null bias adds nothing), then y [rows, F] = act(h). h keeps the
 // pre-activation the backward needs.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "fp8/lanes_avx512.h"
 #include "kernels/activation_constants.h"
 #include "kernels/cpu/activations_isa.h"
 
@@ -155,8 +156,11 @@ __mmask16 live_of(int64_t left) {
 }
 
 // sums[j] += dy[r * stride + j] for rows r in order, j < width <= 256: sixteen registers held
-// across the rows (a sum kept in memory would wait on its own store every row).
-void add_rows(float* sums, const float* dy, int64_t rows, int64_t stride, int64_t width) {
+// across the rows (a sum kept in memory would wait on its own store every row). With Copy, each
+// value also leaves rounded to BF16 at dy16[r * stride + j] (fp32_to_bf16's bits).
+template <bool Copy>
+void add_rows(float* sums, const float* dy, bf16_t* dy16, int64_t rows, int64_t stride,
+              int64_t width) {
   __m512 acc[16];
   __mmask16 live[16];
 #pragma GCC unroll 16
@@ -167,8 +171,11 @@ void add_rows(float* sums, const float* dy, int64_t rows, int64_t stride, int64_
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = dy + r * stride;
 #pragma GCC unroll 16
-    for (int v = 0; v < 16; ++v)
-      acc[v] = _mm512_add_ps(acc[v], _mm512_maskz_loadu_ps(live[v], row + v * kWidth));
+    for (int v = 0; v < 16; ++v) {
+      const __m512 x = _mm512_maskz_loadu_ps(live[v], row + v * kWidth);
+      acc[v] = _mm512_add_ps(acc[v], x);
+      if constexpr (Copy) isa::store_bf16(dy16 + r * stride + v * kWidth, x, live[v]);
+    }
   }
 #pragma GCC unroll 16
   for (int v = 0; v < 16; ++v) _mm512_mask_storeu_ps(sums + v * kWidth, live[v], acc[v]);
@@ -176,7 +183,8 @@ void add_rows(float* sums, const float* dy, int64_t rows, int64_t stride, int64_
 
 }  // namespace
 
-void column_sums(float* dbias, const float* dy, int64_t rows, int64_t stride, int64_t width) {
+void column_sums(float* dbias, const float* dy, int64_t rows, int64_t stride, int64_t width,
+                 bf16_t* dy16) {
   // Sixteen rows at a time across all the columns, the sums in L1 between them: a pass down
   // the rows per 256 columns would touch a new page every row of a wide dy.
   constexpr int64_t kRows = 16, kCols = 256;
@@ -184,9 +192,15 @@ void column_sums(float* dbias, const float* dy, int64_t rows, int64_t stride, in
   for (int64_t c0 = 0; c0 < width; c0 += kWidth)
     _mm512_mask_storeu_ps(sums + c0, live_of(width - c0), _mm512_setzero_ps());
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-    for (int64_t c0 = 0; c0 < width; c0 += kCols)
-      add_rows(sums + c0, dy + r0 * stride + c0, std::min(kRows, rows - r0), stride,
-               std::min(kCols, width - c0));
+    for (int64_t c0 = 0; c0 < width; c0 += kCols) {
+      const int64_t at = r0 * stride + c0, n = std::min(kRows, rows - r0);
+      const int64_t w = std::min(kCols, width - c0);
+      if (dy16) {
+        add_rows<true>(sums + c0, dy + at, dy16 + at, n, stride, w);
+      } else {
+        add_rows<false>(sums + c0, dy + at, nullptr, n, stride, w);
+      }
+    }
   }
   for (int64_t c0 = 0; c0 < width; c0 += kWidth) {
     const __mmask16 live = live_of(width - c0);

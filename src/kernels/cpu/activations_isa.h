@@ -7,6 +7,8 @@
 // than a scalar tail), so where a value sits in a row never changes its bits.
 #include <cstdint>
 
+#include "core/bf16.h"
+
 namespace fp8lm::cpu {
 
 // Only for CPUs with cpu_features().avx512.
@@ -24,9 +26,11 @@ void swiglu_backward_row(float* da, float* db, const float* g, const float* a, c
 void sigmoid_row(float* y, const float* x, int64_t n);
 // dbias[j] += the sum of dy[r * stride + j] over rows r, for j < width <= kColumnSumsWidth: the
 // rows added in order from zero, each column on its own, as the portable loop adds them (the
-// same bits; additions only, so no fused operation can differ).
+// same bits; additions only, so no fused operation can differ). Where dy16 is not null, each
+// value read also goes there rounded to BF16, at its place in dy.
 inline constexpr int64_t kColumnSumsWidth = 4096;
-void column_sums(float* dbias, const float* dy, int64_t rows, int64_t stride, int64_t width);
+void column_sums(float* dbias, const float* dy, int64_t rows, int64_t stride, int64_t width,
+                 bf16_t* dy16 = nullptr);
 }  // namespace avx512
 
 }  // namespace fp8lm::cpu

@@ -189,6 +189,12 @@ class CpuBackend final : public Backend {
     count_traffic(rows * C * 4 + C * 8);
     cpu::bias_backward(dbias, dy, rows, C);
   }
+  void bias_backward_bf16(float* dbias, bf16_t* dy16, const float* dy, int64_t rows,
+                          int64_t C) override {
+    const HostOpScope op(OpKind::Elementwise);
+    count_traffic(rows * C * 6 + C * 8);
+    cpu::bias_backward(dbias, dy, rows, C, dy16);
+  }
   void add(float* y, const float* a, const float* b, int64_t n) override {
     const HostOpScope op(OpKind::Elementwise);
     count_traffic(n * 12);
