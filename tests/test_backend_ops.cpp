@@ -479,6 +479,21 @@ TEST(BackendOps, AttentionAgreesWithTheReferenceOnEveryBackend) {
       expect_within(d_out.to_host(), out, (units + inner) * max_abs(out), "out");
       expect_within(d_lse.to_host(), lse, 4 * units * max_abs(lse), "lse");
       expect_within(d_dqkv.to_host(), dqkv, (units + inner) * max_abs(dqkv), "dqkv");
+
+      // q, k and v as saved in BF16, FP32 math and BF16: the bits of backward on them widened.
+      std::vector<bf16_t> qkv16(qkv.size());
+      for (size_t i = 0; i < qkv.size(); ++i) qkv16[i] = bf16_from_float(qkv[i]);
+      const Buf<bf16_t> d_qkv16(be, qkv16);
+      for (const bool bf16 : {false, true}) {
+        const AttentionShape s{c.B, c.T, c.C, c.H, c.Hkv, bf16};
+        Buf<float> want(be, dqkv.size()), got(be, dqkv.size()), work(be, qkv.size());
+        be.attention_forward(s, d_out.data(), d_lse.data(), d_qkv.data());
+        be.attention_backward(s, want.data(), d_dout.data(), d_qkv.data(), d_out.data(),
+                              d_lse.data());
+        be.attention_backward_bf16_qkv(s, got.data(), d_dout.data(), d_qkv16.data(), work.data(),
+                                       d_out.data(), d_lse.data());
+        EXPECT_TRUE(test::same_bits(got.to_host(), want.to_host())) << "bf16 math " << bf16;
+      }
     }
   }
 }

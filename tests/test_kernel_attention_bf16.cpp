@@ -99,6 +99,66 @@ TEST(AttentionBf16, FastSetsGiveTheGenericSetsBits) {
   }
 }
 
+// q, k and v as saved in BF16 for backward, read as they are: the bits of backward on their
+// FP32 widening, on every set this CPU runs (the tiny values the packs flush included).
+TEST(AttentionBf16, BackwardFromSavedBf16GivesTheBitsOfItsWidening) {
+  for (const Shape& s : kShapes) {
+    const int64_t n = s.B * s.T * s.row();
+    auto widened = test::random_normal(n, 3);
+    for (int64_t i = 0; i < n; i += 7) widened[i] = i % 2 ? 1e-40f : -3e-39f;  // BF16 subnormals
+    std::vector<bf16_t> qkv16(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      qkv16[i] = bf16_from_float(widened[i]);
+      widened[i] = bf16_to_float(qkv16[i]);
+    }
+    const auto dout = test::random_normal(s.B * s.T * s.C, 4);
+    for (const auto& [isa, name] : runnable_sets()) {
+      const Result want = run(isa, widened, dout, s);
+      std::vector<float> got(want.dqkv.size(), std::numeric_limits<float>::quiet_NaN());
+      cpu::attention_backward_bf16_with(isa, got.data(), dout.data(), qkv16.data(), want.out.data(),
+                                        want.lse.data(), s.B, s.T, s.C, s.H, s.Hkv);
+      EXPECT_TRUE(test::same_bits(got, want.dqkv)) << s.name() + " " + name;
+    }
+  }
+}
+
+// The BF16 packs of every set against the FP32 ones on the widened values, bit patterns the
+// model never saves included: NaNs (a signaling one made quiet, as widening then rounding
+// makes it), infinities, subnormals of both signs.
+TEST(AttentionBf16, Bf16PacksGiveTheFp32PacksBitsOnTheWidenedValues) {
+  std::vector<const cpu::attention_tiles::Bf16Kernels*> sets{
+      &cpu::attention_tiles::generic_bf16_kernels()};
+  if (cpu_features().avx512) sets.push_back(&cpu::avx512::attention_bf16_fma_kernels());
+  if (cpu_features().avx512 && cpu_features().avx512_bf16)
+    sets.push_back(&cpu::avx512::attention_bf16_kernels());
+  const int64_t rows = 37, stride = 45;
+  for (const int64_t hd : {int64_t{1}, int64_t{9}, int64_t{32}, int64_t{40}}) {
+    std::vector<bf16_t> b16(static_cast<size_t>(rows * stride));
+    const bf16_t specials[] = {0x7f81, 0xffc1, 0x7f80, 0xff80, 0x0001, 0x8040, 0x0000, 0x8000};
+    const auto normal = test::random_normal(rows * stride, 5);
+    for (size_t i = 0; i < b16.size(); ++i)
+      b16[i] = i % 3 == 0 ? specials[(i / 3) % 8] : bf16_from_float(normal[i]);
+    std::vector<float> f32(b16.size());
+    for (size_t i = 0; i < b16.size(); ++i) f32[i] = bf16_to_float(b16[i]);
+    const size_t room = 64 * 64 * 4;
+    for (const auto* k : sets) {
+      SCOPED_TRACE("hd " + std::to_string(hd));
+      std::vector<uint32_t> want(room, 1), got(room, 1);
+      k->pack_half_pairs(want.data(), 30, f32.data(), stride, rows, hd);
+      k->pack_half_pairs_bf16(got.data(), 30, b16.data(), stride, rows, hd);
+      EXPECT_EQ(got, want) << "half pairs";
+      std::fill(want.begin(), want.end(), 1), std::fill(got.begin(), got.end(), 1);
+      k->pack_tile_pairs(want.data(), f32.data(), stride, rows, hd);
+      k->pack_tile_pairs_bf16(got.data(), b16.data(), stride, rows, hd);
+      EXPECT_EQ(got, want) << "tile pairs";
+      std::fill(want.begin(), want.end(), 1), std::fill(got.begin(), got.end(), 1);
+      k->pack_row_pairs(want.data(), 48, f32.data(), stride, rows, hd);
+      k->pack_row_pairs_bf16(got.data(), 48, b16.data(), stride, rows, hd);
+      EXPECT_EQ(got, want) << "row pairs";
+    }
+  }
+}
+
 // The FMA set flushes subnormals through MXCSR around its products: what follows on the thread
 // (the softmax, the rest of the model) must find the caller's MXCSR again.
 TEST(AttentionBf16, FmaSetLeavesTheThreadsFloatingPointModeAsItWas) {

@@ -50,6 +50,12 @@ void Backend::bias_backward_bf16(float* dbias, bf16_t* dy16, const float* dy, in
   bias_backward(dbias, dy, rows, C);
   fp32_to_bf16(dy16, dy, rows * C);
 }
+void Backend::attention_backward_bf16_qkv(const AttentionShape& a, float* dqkv, const float* dout,
+                                          const bf16_t* qkv, float* work, const float* out,
+                                          const float* lse) {
+  bf16_to_fp32(work, qkv, a.B * a.T * QkvLayout(a).row);
+  attention_backward(a, dqkv, dout, work, out, lse);
+}
 void Backend::block_cast(const BlockCast&, const BlockCastOut&, const float*) {
   refuse(OptionalOp::BlockCast);
 }

@@ -142,6 +142,12 @@ class Backend {
                                  const float* qkv) = 0;
   virtual void attention_backward(const AttentionShape& a, float* dqkv, const float* dout,
                                   const float* qkv, const float* out, const float* lse) = 0;
+  // The same with qkv kept in BF16 (nn/saved_activation.h): attention_backward's bits on
+  // bf16_to_fp32(qkv). This default widens qkv into work (FP32, qkv's size) first; a backend
+  // whose kernels read BF16 leaves work alone.
+  virtual void attention_backward_bf16_qkv(const AttentionShape& a, float* dqkv, const float* dout,
+                                           const bf16_t* qkv, float* work, const float* out,
+                                           const float* lse);
   // One new query per sequence against a KV cache [B, a.T, Ckv] holding len positions.
   virtual void attention_decode(const AttentionShape& a, int64_t len, float* out, const float* q,
                                 const float* k_cache, const float* v_cache) = 0;

@@ -25,6 +25,13 @@ void DotProductAttention::backward(const float* dout, float* dqkv, const float* 
   be_.attention_backward(shape_, dqkv, dout, qkv, out_, lse_.data());
 }
 
+void DotProductAttention::backward(const float* dout, float* dqkv, SavedActivation& qkv) {
+  const bf16_t* qkv16 = qkv.bf16_copy();
+  if (!fused_ || !qkv16) return backward(dout, dqkv, qkv.values());
+  be_.attention_backward_bf16_qkv(shape_, dqkv, dout, qkv16, qkv.widening_room(), out_,
+                                  lse_.data());
+}
+
 MultiheadAttention::MultiheadAttention(const std::string& prefix, const GPTConfig& cfg,
                                        Backend& backend)
     : be_(backend),
@@ -68,7 +75,7 @@ void MultiheadAttention::backward(const float* dy, float* dx) {
   float* datt = scratch<float>(be_, Scratch::AttnDOut, rows * d_);
   float* dqkv = scratch<float>(be_, Scratch::AttnDQkv, rows * (d_ + 2 * kv_));
   proj_.backward(dy, datt, rows, /*accumulate_dx=*/false);
-  attention_.backward(datt, dqkv, qkv_out_.values());
+  attention_.backward(datt, dqkv, qkv_out_);
   rope(dqkv, rows, T_, 0, /*inverse=*/true);  // a rotation's transpose turns back
   qkv_.backward(dqkv, dx, rows);
 }

@@ -23,6 +23,9 @@ class DotProductAttention {
   // dqkv like qkv, overwritten; qkv: forward's input values (if forward's pointer was only
   // valid during forward, as when MultiheadAttention saves them in BF16).
   void backward(const float* dout, float* dqkv, const float* qkv);
+  // The same with forward's input as MultiheadAttention saved it: its BF16 copy read as it is
+  // (the fused kernels), or its FP32 values.
+  void backward(const float* dout, float* dqkv, SavedActivation& qkv);
   MemoryUse memory_use() const { return {bytes_of(lse_) + bytes_of(probs_), 0}; }
 
  private:

@@ -293,17 +293,21 @@ BackwardBuffers backward_buffers(int64_t hd, int64_t T) {
           delta.get(T)};
 }
 
-// One (batch, query head)'s operands of backward.
+// One (batch, query head)'s operands of backward; q, k and v in FP32 or, for the BF16 set, as
+// saved in BF16.
+template <class Src = float>
 struct BackwardHead {
-  const float *q, *k, *v, *dout, *out, *lse;
+  const Src *q, *k, *v;
+  const float *dout, *out, *lse;
   float *dq, *dk, *dv;
   bool first_of_group;
 };
 
-BackwardHead backward_head(float* dqkv, const float* dout, const float* qkv, const float* out,
-                           const float* lse, int64_t b, int64_t h, int64_t T, const QkvLayout& lay,
-                           int64_t H) {
-  const float* base = qkv + b * T * lay.row;
+template <class Src>
+BackwardHead<Src> backward_head(float* dqkv, const float* dout, const Src* qkv, const float* out,
+                                const float* lse, int64_t b, int64_t h, int64_t T,
+                                const QkvLayout& lay, int64_t H) {
+  const Src* base = qkv + b * T * lay.row;
   float* dbase = dqkv + b * T * lay.row;
   const int64_t at = b * T * lay.C + h * lay.hd;
   return {base + lay.q(h),  base + lay.k(h),       base + lay.v(h),  dout + at,
@@ -316,7 +320,7 @@ BackwardHead backward_head(float* dqkv, const float* dout, const float* qkv, con
 // overwriting the group's dk and dv and the others adding to them. Key tiles outer, so a tile's
 // transposed keys and values are made once; its dk and dv rows start from the first query block
 // that sees the tile, dq rows from the first tile.
-void backward_one_head(const Kernels& kern, const BackwardHead& hv, int64_t T,
+void backward_one_head(const Kernels& kern, const BackwardHead<>& hv, int64_t T,
                        const QkvLayout& lay) {
   const int64_t hd = lay.hd, C = lay.C, row = lay.row;
   const int64_t ld = round_up_16(hd);
@@ -405,15 +409,34 @@ void attend_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels& b
   }
 }
 
+// The packs of q, k and v from their source: FP32, or BF16 as saved.
+template <class Src>
+struct SourcePacks {
+  void (*half)(uint32_t* dst, int64_t dst_stride, const Src* src, int64_t src_stride, int64_t n,
+               int64_t hd);
+  void (*tile)(uint32_t* dst, const Src* rows, int64_t stride, int64_t n, int64_t hd);
+  void (*rows)(uint32_t* dst, int64_t dst_stride, const Src* src, int64_t src_stride, int64_t n,
+               int64_t hd);
+};
+SourcePacks<float> source_packs(const attention_tiles::Bf16Kernels& bk, const float*) {
+  return {bk.pack_half_pairs, bk.pack_tile_pairs, bk.pack_row_pairs};
+}
+SourcePacks<bf16_t> source_packs(const attention_tiles::Bf16Kernels& bk, const bf16_t*) {
+  return {bk.pack_half_pairs_bf16, bk.pack_tile_pairs_bf16, bk.pack_row_pairs_bf16};
+}
+
 // backward_one_head with BF16 math: the head's queries and output gradients are packed once
 // (half pairs for the scores, row pairs for dk and dv), each key tile's keys and values as
 // tiles and its keys as row pairs (for dq).
+template <class Src>
 void backward_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels& bk,
-                        const BackwardHead& hv, int64_t T, const QkvLayout& lay) {
+                        const BackwardHead<Src>& hv, int64_t T, const QkvLayout& lay) {
   const int64_t hd = lay.hd, C = lay.C, row = lay.row;
   const int64_t hp = attention_tiles::half_pairs(hd), ld = round_up_16(hd);
   const float scale = inverse_sqrt_head_dim(hd);
-  const float *q = hv.q, *k = hv.k, *v = hv.v, *dout_h = hv.dout, *lse_h = hv.lse;
+  const Src *q = hv.q, *k = hv.k, *v = hv.v;
+  const float *dout_h = hv.dout, *lse_h = hv.lse;
+  const auto src = source_packs(bk, q);
   const BackwardBuffers buf = backward_buffers(hd, T);
   thread_local PairScratch q_half, q_rows, d_half, d_rows, k_tile, v_tile, k_rows, p_pairs,
       ds_pairs, ds_rows;
@@ -429,15 +452,15 @@ void backward_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels&
   uint32_t* dsr = ds_rows.get(kQueryBlock * kKeyTile / 2);
 
   kern.row_dots(buf.delta, dout_h, hv.out, C, T, hd);
-  bk.pack_half_pairs(qh, hp, q, row, T, hd);
-  bk.pack_row_pairs(qr, ld, q, row, T, hd);
+  src.half(qh, hp, q, row, T, hd);
+  src.rows(qr, ld, q, row, T, hd);
   bk.pack_half_pairs(dh, hp, dout_h, C, T, hd);
   bk.pack_row_pairs(dr, ld, dout_h, C, T, hd);
   for (int64_t j0 = 0; j0 < T; j0 += kKeyTile) {
     const int64_t tile_len = std::min(kKeyTile, T - j0);
-    bk.pack_tile_pairs(kt, k + j0 * row, row, tile_len, hd);
-    bk.pack_tile_pairs(vt, v + j0 * row, row, tile_len, hd);
-    bk.pack_row_pairs(kr, ld, k + j0 * row, row, tile_len, hd);
+    src.tile(kt, k + j0 * row, row, tile_len, hd);
+    src.tile(vt, v + j0 * row, row, tile_len, hd);
+    src.rows(kr, ld, k + j0 * row, row, tile_len, hd);
     for (int64_t i0 = j0; i0 < T; i0 += kQueryBlock) {
       const int64_t nq = std::min(kQueryBlock, T - i0);
       const Visibility vis{i0 + 1 - j0, tile_len};
@@ -454,6 +477,23 @@ void backward_head_bf16(const Kernels& kern, const attention_tiles::Bf16Kernels&
                             vis);
       bk.accumulate_rows(hv.dq + i0 * row, row, nullptr, /*overwrite=*/j0 == 0, dsr, nq, kr, ld, hd,
                          vis);
+    }
+  }
+}
+
+template <class Src>
+void backward_bf16_with(AttentionIsa isa, float* dqkv, const float* dout, const Src* qkv,
+                        const float* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                        int64_t H, int64_t Hkv) {
+  const Kernels& kern = kernels_for(isa);
+  const attention_tiles::Bf16Kernels& bk = bf16_kernels_for(isa);
+  const QkvLayout lay(C, H, Hkv);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t g = 0; g < Hkv; ++g) {
+      for (int64_t h = g * lay.group; h < (g + 1) * lay.group; ++h)
+        backward_head_bf16(kern, bk, backward_head(dqkv, dout, qkv, out, lse, b, h, T, lay, H), T,
+                           lay);
     }
   }
 }
@@ -478,17 +518,13 @@ void attention_forward_bf16_with(AttentionIsa isa, float* out, float* lse, const
 void attention_backward_bf16_with(AttentionIsa isa, float* dqkv, const float* dout,
                                   const float* qkv, const float* out, const float* lse, int64_t B,
                                   int64_t T, int64_t C, int64_t H, int64_t Hkv) {
-  const Kernels& kern = kernels_for(isa);
-  const attention_tiles::Bf16Kernels& bk = bf16_kernels_for(isa);
-  const QkvLayout lay(C, H, Hkv);
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t g = 0; g < Hkv; ++g) {
-      for (int64_t h = g * lay.group; h < (g + 1) * lay.group; ++h)
-        backward_head_bf16(kern, bk, backward_head(dqkv, dout, qkv, out, lse, b, h, T, lay, H), T,
-                           lay);
-    }
-  }
+  backward_bf16_with(isa, dqkv, dout, qkv, out, lse, B, T, C, H, Hkv);
+}
+
+void attention_backward_bf16_with(AttentionIsa isa, float* dqkv, const float* dout,
+                                  const bf16_t* qkv, const float* out, const float* lse, int64_t B,
+                                  int64_t T, int64_t C, int64_t H, int64_t Hkv) {
+  backward_bf16_with(isa, dqkv, dout, qkv, out, lse, B, T, C, H, Hkv);
 }
 
 void attention_forward_with(AttentionIsa isa, float* out, float* lse, const float* qkv, int64_t B,
@@ -567,6 +603,12 @@ void attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B,
 }
 
 void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+                             const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
+                             int64_t Hkv) {
+  attention_backward_bf16_with(best_isa(), dqkv, dout, qkv, out, lse, B, T, C, H, Hkv);
+}
+
+void attention_backward_bf16(float* dqkv, const float* dout, const bf16_t* qkv, const float* out,
                              const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
                              int64_t Hkv) {
   attention_backward_bf16_with(best_isa(), dqkv, dout, qkv, out, lse, B, T, C, H, Hkv);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/bf16.h"
 #include "kernels/types.h"  // QkvLayout
 
 namespace fp8lm::cpu {
@@ -35,6 +36,11 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 void attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                             int64_t C, int64_t H, int64_t Hkv);
 void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+                             const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
+                             int64_t Hkv);
+// The same with q, k and v as saved in BF16 for backward (nn/saved_activation.h): the bits of
+// the above on them widened, without the widened copy.
+void attention_backward_bf16(float* dqkv, const float* dout, const bf16_t* qkv, const float* out,
                              const float* lse, int64_t B, int64_t T, int64_t C, int64_t H,
                              int64_t Hkv);
 // What makes those products on this CPU (the same bits whichever): "vdpbf16ps", "fma" (two

@@ -39,20 +39,45 @@ inline __m512i bf16_bits(__m512 x) {
   return _mm512_mask_and_epi32(b, subnormal, b, _mm512_set1_epi32(0x8000));
 }
 
+// The same of sixteen BF16 values' bits: what bf16_bits gives on their FP32 widening (a NaN
+// made quiet, a subnormal flushed), without the rounding.
+inline __m512i bf16_bits(__m256i b16) {
+  __m512i b = _mm512_cvtepu16_epi32(b16);
+  const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7fff));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f80));
+  b = _mm512_mask_or_epi32(b, nan, b, _mm512_set1_epi32(0x0040));
+  const __mmask16 subnormal = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x7f80));
+  return _mm512_mask_and_epi32(b, subnormal, b, _mm512_set1_epi32(0x8000));
+}
+
+// The BF16 bits of the lanes of x under mask (zero elsewhere), from FP32 or BF16 values.
+inline __m512i bits_at(const float* x, __mmask16 lanes) {
+  return bf16_bits(_mm512_maskz_loadu_ps(lanes, x));
+}
+inline __m512i bits_at(const bf16_t* x, __mmask16 lanes) {
+  return bf16_bits(_mm256_maskz_loadu_epi16(lanes, x));
+}
+
+// Lane-wise pairs (lo[i], hi[i]) of BF16 bits.
+inline __m512i pair_bits(__m512i lo, __m512i hi) {
+  return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
 // Lane-wise pairs (lo[i], hi[i]).
 inline __m512i pairs(__m512 lo, __m512 hi) {
-  return _mm512_or_si512(bf16_bits(lo), _mm512_slli_epi32(bf16_bits(hi), 16));
+  return pair_bits(bf16_bits(lo), bf16_bits(hi));
 }
 
 // Pairs i0..i0+15 of a row's half pairs (x[i], x[i + h]), masked to the h pairs and hd values.
-inline __m512i half_pairs_at(const float* x, int64_t i0, int64_t h, int64_t hd) {
-  const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(h - i0), x + i0);
-  const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(hd - h - i0), x + h + i0);
-  return pairs(lo, hi);
+template <class Src>
+inline __m512i half_pairs_at(const Src* x, int64_t i0, int64_t h, int64_t hd) {
+  return pair_bits(bits_at(x + i0, first_lanes(h - i0)),
+                   bits_at(x + h + i0, first_lanes(hd - h - i0)));
 }
 
-inline void pack_half_pairs(uint32_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
-                            int64_t n, int64_t hd) {
+template <class Src>
+void pack_half_pairs(uint32_t* dst, int64_t dst_stride, const Src* src, int64_t src_stride,
+                     int64_t n, int64_t hd) {
   const int64_t h = attention_tiles::half_pairs(hd);
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t i0 = 0; i0 < h; i0 += 16) {
@@ -62,8 +87,8 @@ inline void pack_half_pairs(uint32_t* dst, int64_t dst_stride, const float* src,
   }
 }
 
-inline void pack_tile_pairs(uint32_t* dst, const float* rows, int64_t stride, int64_t n,
-                            int64_t hd) {
+template <class Src>
+void pack_tile_pairs(uint32_t* dst, const Src* rows, int64_t stride, int64_t n, int64_t hd) {
   const int64_t h = attention_tiles::half_pairs(hd);
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     for (int64_t i0 = 0; i0 < h; i0 += 16) {
@@ -82,17 +107,17 @@ inline void pack_tile_pairs(uint32_t* dst, const float* rows, int64_t stride, in
   }
 }
 
-inline void pack_row_pairs(uint32_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
-                           int64_t n, int64_t hd) {
+template <class Src>
+void pack_row_pairs(uint32_t* dst, int64_t dst_stride, const Src* src, int64_t src_stride,
+                    int64_t n, int64_t hd) {
   for (int64_t m = 0; 2 * m < n; ++m) {
-    const float* a = src + 2 * m * src_stride;
+    const Src* a = src + 2 * m * src_stride;
     const bool odd = 2 * m + 1 < n;
     for (int64_t d = 0; d < hd; d += 16) {
       const __mmask16 lanes = first_lanes(hd - d);
-      const __m512 hi =
-          odd ? _mm512_maskz_loadu_ps(lanes, a + src_stride + d) : _mm512_setzero_ps();
-      _mm512_mask_storeu_epi32(dst + m * dst_stride + d, lanes,
-                               pairs(_mm512_maskz_loadu_ps(lanes, a + d), hi));
+      _mm512_mask_storeu_epi32(
+          dst + m * dst_stride + d, lanes,
+          pair_bits(bits_at(a + d, lanes), bits_at(a + src_stride + d, odd ? lanes : 0)));
     }
   }
 }
@@ -325,9 +350,10 @@ void accumulate_columns(float* y, int64_t y_stride, bool overwrite, const uint32
 // wraps scores and the weighted sums instead.
 template <class Dot>
 Bf16Kernels kernels_with() {
-  return Bf16Kernels{pack_half_pairs,      pack_tile_pairs,        pack_row_pairs,
-                     pack_weight_rows,     pack_weight_pairs,      scores<Dot>,
-                     accumulate_rows<Dot>, accumulate_columns<Dot>};
+  return Bf16Kernels{pack_half_pairs<float>,  pack_tile_pairs<float>,  pack_row_pairs<float>,
+                     pack_half_pairs<bf16_t>, pack_tile_pairs<bf16_t>, pack_row_pairs<bf16_t>,
+                     pack_weight_rows,        pack_weight_pairs,       scores<Dot>,
+                     accumulate_rows<Dot>,    accumulate_columns<Dot>};
 }
 
 }  // namespace fp8lm::cpu::avx512::bf16_tiles

@@ -19,12 +19,22 @@ int64_t round_up_16(int64_t n) {
 
 // bf16_from_float's bits, a subnormal flushed to a zero of its sign: the instruction reads
 // subnormal BF16 inputs as zero.
-uint32_t bf16_flushed(float x) {
-  const uint32_t b = bf16_from_float(x);
+uint32_t flushed(uint32_t b) {
   return (b & 0x7f80u) == 0 ? b & 0x8000u : b;
 }
 
-uint32_t pair(float lo, float hi) {
+uint32_t bf16_flushed(float x) {
+  return flushed(bf16_from_float(x));
+}
+
+// The same of a BF16 value: what its FP32 widening would give (a NaN made quiet, as
+// bf16_from_float makes it).
+uint32_t bf16_flushed(bf16_t b) {
+  return flushed((b & 0x7fffu) > 0x7f80u ? b | 0x40u : b);
+}
+
+template <class Src>
+uint32_t pair(Src lo, Src hi) {
   return bf16_flushed(lo) | bf16_flushed(hi) << 16;
 }
 
@@ -40,31 +50,35 @@ float flush(float x) {
   return std::fabs(x) < FLT_MIN ? std::copysign(0.0f, x) : x;
 }
 
-void pack_half_pairs(uint32_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+template <class Src>
+void pack_half_pairs(uint32_t* dst, int64_t dst_stride, const Src* src, int64_t src_stride,
                      int64_t n, int64_t hd) {
   const int64_t h = half_pairs(hd);
   for (int64_t r = 0; r < n; ++r) {
-    const float* x = src + r * src_stride;
-    for (int64_t i = 0; i < h; ++i) dst[r * dst_stride + i] = pair(x[i], i + h < hd ? x[i + h] : 0);
+    const Src* x = src + r * src_stride;
+    for (int64_t i = 0; i < h; ++i)
+      dst[r * dst_stride + i] = pair(x[i], i + h < hd ? x[i + h] : Src{0});
   }
 }
 
-void pack_tile_pairs(uint32_t* dst, const float* rows, int64_t stride, int64_t n, int64_t hd) {
+template <class Src>
+void pack_tile_pairs(uint32_t* dst, const Src* rows, int64_t stride, int64_t n, int64_t hd) {
   const int64_t h = half_pairs(hd);
   for (int64_t i = 0; i < h; ++i) {
     for (int64_t j = 0; j < round_up_16(n); ++j) {
-      const float* x = rows + j * stride;
-      dst[i * kKeyTile + j] = j < n ? pair(x[i], i + h < hd ? x[i + h] : 0) : 0;
+      const Src* x = rows + j * stride;
+      dst[i * kKeyTile + j] = j < n ? pair(x[i], i + h < hd ? x[i + h] : Src{0}) : 0;
     }
   }
 }
 
-void pack_row_pairs(uint32_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+template <class Src>
+void pack_row_pairs(uint32_t* dst, int64_t dst_stride, const Src* src, int64_t src_stride,
                     int64_t n, int64_t hd) {
   for (int64_t m = 0; 2 * m < n; ++m) {
-    const float* a = src + 2 * m * src_stride;
-    const float* b = 2 * m + 1 < n ? a + src_stride : nullptr;
-    for (int64_t d = 0; d < hd; ++d) dst[m * dst_stride + d] = pair(a[d], b ? b[d] : 0);
+    const Src* a = src + 2 * m * src_stride;
+    const Src* b = 2 * m + 1 < n ? a + src_stride : nullptr;
+    for (int64_t d = 0; d < hd; ++d) dst[m * dst_stride + d] = pair(a[d], b ? b[d] : Src{0});
   }
 }
 
@@ -133,9 +147,11 @@ float dot2(float acc, uint32_t a, uint32_t b) {
 }
 
 const Bf16Kernels& generic_bf16_kernels() {
-  static const Bf16Kernels k{pack_half_pairs,  pack_tile_pairs,   pack_row_pairs,
-                             pack_weight_rows, pack_weight_pairs, scores,
-                             accumulate_rows,  accumulate_columns};
+  static const Bf16Kernels k{
+      pack_half_pairs<float>,  pack_tile_pairs<float>,  pack_row_pairs<float>,
+      pack_half_pairs<bf16_t>, pack_tile_pairs<bf16_t>, pack_row_pairs<bf16_t>,
+      pack_weight_rows,        pack_weight_pairs,       scores,
+      accumulate_rows,         accumulate_columns};
   return k;
 }
 

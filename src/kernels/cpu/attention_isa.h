@@ -4,6 +4,8 @@
 // over tiles; a kernel set only does arithmetic on one query block x key tile.
 #include <cstdint>
 
+#include "core/bf16.h"
+
 namespace fp8lm::cpu {
 
 namespace attention_tiles {
@@ -101,6 +103,14 @@ struct Bf16Kernels {
   void (*pack_tile_pairs)(uint32_t* dst, const float* rows, int64_t stride, int64_t n, int64_t hd);
   void (*pack_row_pairs)(uint32_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                          int64_t n, int64_t hd);
+  // The same three from BF16 values (q, k and v saved in BF16 for backward): the bits the FP32
+  // packs give on the values widened, the rounding left out (the same flush and quiet NaN).
+  void (*pack_half_pairs_bf16)(uint32_t* dst, int64_t dst_stride, const bf16_t* src,
+                               int64_t src_stride, int64_t n, int64_t hd);
+  void (*pack_tile_pairs_bf16)(uint32_t* dst, const bf16_t* rows, int64_t stride, int64_t n,
+                               int64_t hd);
+  void (*pack_row_pairs_bf16)(uint32_t* dst, int64_t dst_stride, const bf16_t* src,
+                              int64_t src_stride, int64_t n, int64_t hd);
   // Weights (softmax's p or ds, [nq, kKeyTile] floats) into weight rows; row r's entries at and
   // past vis.visible(r) become zero, so the pair that straddles them adds nothing.
   void (*pack_weight_rows)(uint32_t* dst, const float* p, int64_t nq, Visibility vis);
@@ -160,6 +170,9 @@ void attention_forward_bf16_with(AttentionIsa isa, float* out, float* lse, const
                                  int64_t B, int64_t T, int64_t C, int64_t H, int64_t Hkv);
 void attention_backward_bf16_with(AttentionIsa isa, float* dqkv, const float* dout,
                                   const float* qkv, const float* out, const float* lse, int64_t B,
+                                  int64_t T, int64_t C, int64_t H, int64_t Hkv);
+void attention_backward_bf16_with(AttentionIsa isa, float* dqkv, const float* dout,
+                                  const bf16_t* qkv, const float* out, const float* lse, int64_t B,
                                   int64_t T, int64_t C, int64_t H, int64_t Hkv);
 void attention_decode_with(AttentionIsa isa, float* out, const float* q, const float* k_cache,
                            const float* v_cache, int64_t B, int64_t Tmax, int64_t len, int64_t C,

@@ -275,6 +275,14 @@ class CpuBackend final : public Backend {
     }
     cpu::attention_backward(dqkv, dout, qkv, out, lse, a.B, a.T, a.C, a.H, a.Hkv);
   }
+  void attention_backward_bf16_qkv(const AttentionShape& a, float* dqkv, const float* dout,
+                                   const bf16_t* qkv, float* work, const float* out,
+                                   const float* lse) override {
+    if (!a.bf16) return Backend::attention_backward_bf16_qkv(a, dqkv, dout, qkv, work, out, lse);
+    const HostOpScope op(OpKind::Attention);
+    count_traffic(a.B * a.T * (QkvLayout(a).row * 6 + 2 * a.C * 4) + a.B * a.H * a.T * 4);
+    cpu::attention_backward_bf16(dqkv, dout, qkv, out, lse, a.B, a.T, a.C, a.H, a.Hkv);
+  }
   void attention_forward_unfused(const AttentionShape& a, float* out, float* probs,
                                  const float* qkv) override {
     const HostOpScope op(OpKind::Attention);
