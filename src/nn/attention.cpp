@@ -20,16 +20,15 @@ void DotProductAttention::forward(const float* qkv, float* out, int64_t B, int64
   be_.attention_forward(shape_, out, lse_.data(), qkv);
 }
 
-void DotProductAttention::backward(const float* dout, float* dqkv, const float* qkv) {
-  if (!fused_) return be_.attention_backward_unfused(shape_, dqkv, dout, qkv, probs_.data());
-  be_.attention_backward(shape_, dqkv, dout, qkv, out_, lse_.data());
-}
-
 void DotProductAttention::backward(const float* dout, float* dqkv, SavedActivation& qkv) {
-  const bf16_t* qkv16 = qkv.bf16_copy();
-  if (!fused_ || !qkv16) return backward(dout, dqkv, qkv.values());
-  be_.attention_backward_bf16_qkv(shape_, dqkv, dout, qkv16, qkv.widening_room(), out_,
-                                  lse_.data());
+  if (!fused_) {
+    return be_.attention_backward_unfused(shape_, dqkv, dout, qkv.values(), probs_.data());
+  }
+  if (const bf16_t* qkv16 = qkv.bf16_copy()) {
+    return be_.attention_backward_bf16_qkv(shape_, dqkv, dout, qkv16, qkv.widening_room(), out_,
+                                           lse_.data());
+  }
+  be_.attention_backward(shape_, dqkv, dout, qkv.values(), out_, lse_.data());
 }
 
 MultiheadAttention::MultiheadAttention(const std::string& prefix, const GPTConfig& cfg,

@@ -20,11 +20,9 @@ class DotProductAttention {
   // qkv [B, T, C + 2*Ckv] (q, k, v per token) -> out [B, T, C]. qkv and out stay valid until
   // backward.
   void forward(const float* qkv, float* out, int64_t B, int64_t T, int64_t C);
-  // dqkv like qkv, overwritten; qkv: forward's input values (if forward's pointer was only
-  // valid during forward, as when MultiheadAttention saves them in BF16).
-  void backward(const float* dout, float* dqkv, const float* qkv);
-  // The same with forward's input as MultiheadAttention saved it: its BF16 copy read as it is
-  // (the fused kernels), or its FP32 values.
+  // dqkv like qkv, overwritten; qkv: forward's input as MultiheadAttention saved it (forward's
+  // pointer is valid during forward only), its BF16 copy read as it is where the fused kernels
+  // take one, else its FP32 values.
   void backward(const float* dout, float* dqkv, SavedActivation& qkv);
   MemoryUse memory_use() const { return {bytes_of(lse_) + bytes_of(probs_), 0}; }
 

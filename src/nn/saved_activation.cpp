@@ -29,7 +29,7 @@ float* SavedActivation::widening_room() const {
 const float* SavedActivation::values() {
   if (bf16_ && saved_) {
     // Widened once per backward into the role's scratch: exact, BF16 -> FP32.
-    work_ = scratch<float>(be_, role_, n_);
+    work_ = widening_room();
     be_.bf16_to_fp32(work_, b16_.data(), n_);
     saved_ = false;  // work_ now holds the values until the role is reused
   }

@@ -25,6 +25,13 @@ using attention_tiles::kKeyTile;
 using attention_tiles::Visibility;
 using namespace attention_regs;  // NOLINT: the register helpers this file is written in
 
+// BF16 bits in each lane's low 16 bits with a subnormal flushed to a zero of its sign (the
+// instruction reads subnormal inputs as zero).
+inline __m512i flushed(__m512i b) {
+  const __mmask16 subnormal = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x7f80));
+  return _mm512_mask_and_epi32(b, subnormal, b, _mm512_set1_epi32(0x8000));
+}
+
 // bf16_from_float's bits of each lane in its low 16 bits, a subnormal flushed to a zero of its
 // sign (the instruction reads subnormal inputs as zero), NaN kept quiet.
 inline __m512i bf16_bits(__m512 x) {
@@ -35,19 +42,16 @@ inline __m512i bf16_bits(__m512 x) {
   const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   b = _mm512_mask_mov_epi32(b, nan,
                             _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040)));
-  const __mmask16 subnormal = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x7f80));
-  return _mm512_mask_and_epi32(b, subnormal, b, _mm512_set1_epi32(0x8000));
+  return flushed(b);
 }
 
 // The same of sixteen BF16 values' bits: what bf16_bits gives on their FP32 widening (a NaN
 // made quiet, a subnormal flushed), without the rounding.
 inline __m512i bf16_bits(__m256i b16) {
-  __m512i b = _mm512_cvtepu16_epi32(b16);
+  const __m512i b = _mm512_cvtepu16_epi32(b16);
   const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7fff));
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f80));
-  b = _mm512_mask_or_epi32(b, nan, b, _mm512_set1_epi32(0x0040));
-  const __mmask16 subnormal = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x7f80));
-  return _mm512_mask_and_epi32(b, subnormal, b, _mm512_set1_epi32(0x8000));
+  return flushed(_mm512_mask_or_epi32(b, nan, b, _mm512_set1_epi32(0x0040)));
 }
 
 // The BF16 bits of the lanes of x under mask (zero elsewhere), from FP32 or BF16 values.
