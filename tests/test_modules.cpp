@@ -165,8 +165,11 @@ TEST(TransformerLayerBackward, MatchesFiniteDifferences) {
       "layer", layer, 2 * 5, 8, 8,
       [](TransformerLayer& mm, const float* x, float* y) { mm.forward(x, y, 2, 5); },
       [](TransformerLayer& mm, const float* dy, float* dx) {
-        // TransformerLayer::backward overwrites dx; the harness expects +=, and dx starts at 0.
-        mm.backward(dy, dx);
+        // TransformerLayer::backward turns the output's gradient into the input's in place
+        // (each branch adding into the buffer it reads); the harness expects dx +=.
+        std::vector<float> grad(dy, dy + 2 * 5 * 8);
+        mm.backward(grad.data());
+        for (size_t i = 0; i < grad.size(); ++i) dx[i] += grad[i];
       });
 }
 

@@ -57,7 +57,7 @@ class MultiheadAttention {
                      Backend& backend = cpu_backend());
 
   void forward(const float* x, float* y, int64_t B, int64_t T);  // y overwritten
-  void backward(const float* dy, float* dx);                     // dx +=
+  void backward(const float* dy, float* dx);                     // dx +=, dx may be dy (read first)
 
   // Generation: fills the cache from the last forward (positions [0, T)).
   void fill_cache(KvCache& cache) const;

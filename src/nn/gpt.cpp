@@ -49,13 +49,11 @@ void TransformerLayer::forward(const float* x, float* y, int64_t B, int64_t T) {
   run(x, y, rows_, [&](float* attn_out) { attention_.forward(x, attn_out, B, T); });
 }
 
-void TransformerLayer::backward(const float* dy, float* dx) {
-  const int64_t n = rows_ * d_;
-  float* dresid = scratch<float>(be_, Scratch::LayerDResid, n);
-  be_.copy(dresid, dy, static_cast<size_t>(n) * sizeof(float));  // the residual passes dy through
-  mlp_.backward(dy, dresid, rows_);
-  be_.copy(dx, dresid, static_cast<size_t>(n) * sizeof(float));
-  attention_.backward(dresid, dx);
+void TransformerLayer::backward(float* grad) {
+  // Each residual passes its gradient through and its branch adds to it, in place: a branch
+  // reads all of its output's gradient before its norm's backward adds the input's (dx +=).
+  mlp_.backward(grad, grad, rows_);
+  attention_.backward(grad, grad);
 }
 
 void TransformerLayer::decode(const float* x, float* y, KvCache& cache, int64_t pos) {
@@ -150,9 +148,8 @@ void GPT::set_fp8_state(const std::vector<Fp8Meta>& metas) {
 }
 
 MemoryUse GPT::memory_use() const {
-  MemoryUse m{bytes_of(normed_) + bytes_of(logits_) + bytes_of(dnormed_) + bytes_of(dacts_a_) +
-                  bytes_of(dacts_b_) + bytes_of(probs_) + bytes_of(normed16_) +
-                  bytes_of(dlogits16_),
+  MemoryUse m{bytes_of(normed_) + bytes_of(logits_) + bytes_of(dnormed_) + bytes_of(dacts_) +
+                  bytes_of(probs_) + bytes_of(normed16_) + bytes_of(dlogits16_),
               bytes_of(wte16_)};
   for (const auto& a : acts_) m.saved += bytes_of(a);
   for (const auto& layer : layers_) m += layer->memory_use();
@@ -264,18 +261,16 @@ void GPT::backward(const GradientsReady& ready) {
   }
   be_.gemm(Trans::N, Trans::N, rows, d, V, 1.0f, g, w, 0.0f, dnormed_.data());
   be_.gemm(Trans::T, Trans::N, V, d, rows, 1.0f, g, x, 1.0f, head.grad.data());
-  dacts_a_.resize(static_cast<size_t>(rows * d));
-  dacts_a_.zero();
-  dacts_b_.resize(static_cast<size_t>(rows * d));
-  lnf_.backward(dnormed_.data(), dacts_a_.data(), rows);
+  dacts_.resize(static_cast<size_t>(rows * d));
+  dacts_.zero();
+  lnf_.backward(dnormed_.data(), dacts_.data(), rows);
   announce(at[layers_.size()], at[layers_.size() + 1]);  // with an untied head's
   for (size_t l = layers_.size(); l-- > 0;) {
-    layers_[l]->backward(dacts_a_.data(), dacts_b_.data());
-    swap(dacts_a_, dacts_b_);
+    layers_[l]->backward(dacts_.data());
     announce(at[l], at[l + 1]);
   }
   be_.embedding_backward(wte_.grad.data(), cfg_.learned_positions() ? wpe_.grad.data() : nullptr,
-                         dacts_a_.data(), tokens_.data(), B_, T_, d);
+                         dacts_.data(), tokens_.data(), B_, T_, d);
   announce(0, at[0]);
   if (fp8_used_ && recipe_.kind == ScalingKind::Delayed) {
     scaling_->update(Direction::Backward, recipe_.delayed, reduce_);

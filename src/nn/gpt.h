@@ -18,8 +18,9 @@ namespace fp8lm {
 class TransformerLayer {
  public:
   TransformerLayer(int index, const GPTConfig& cfg, Backend& backend = cpu_backend());
-  void forward(const float* x, float* y, int64_t B, int64_t T);        // y overwritten
-  void backward(const float* dy, float* dx);                           // dx overwritten
+  void forward(const float* x, float* y, int64_t B, int64_t T);  // y overwritten
+  // grad: the gradient of the layer's output in, of its input out (in place).
+  void backward(float* grad);
   void decode(const float* x, float* y, KvCache& cache, int64_t pos);  // one token per sequence
 
   MultiheadAttention& attention() { return attention_; }
@@ -125,7 +126,7 @@ class GPT {
   Precision head_mode_ = Precision::Fp32;
   std::unique_ptr<ScalingStore> scaling_;   // every Linear's FP8 slots
   std::vector<BackendBuffer<float>> acts_;  // residual stream before each layer, and after the last
-  BackendBuffer<float> normed_{be_}, logits_{be_}, dnormed_{be_}, dacts_a_{be_}, dacts_b_{be_};
+  BackendBuffer<float> normed_{be_}, logits_{be_}, dnormed_{be_}, dacts_{be_};
   BackendBuffer<float> probs_{be_};       // --no-fusion: the softmax the unfused loss stores
   BackendBuffer<float> row_losses_{be_};  // forward's per-row losses, read back at once
   std::vector<float> row_losses_host_;

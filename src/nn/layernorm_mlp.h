@@ -20,7 +20,7 @@ class LayerNormMLP {
   // pass.
   void forward(const float* x, float* y, int64_t rows, const float* r = nullptr,
                float* s = nullptr);
-  void backward(const float* dy, float* dx, int64_t rows);  // dx +=
+  void backward(const float* dy, float* dx, int64_t rows);  // dx +=, dx may be dy (read first)
 
   Norm& norm() { return norm_; }
   Linear& fc1() { return fc1_; }

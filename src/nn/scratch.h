@@ -15,7 +15,6 @@ namespace fp8lm {
 enum class Scratch : uint8_t {
   LayerAttnOut,    // TransformerLayer forward: attention's output before the residual add
   LayerMlpOut,     // TransformerLayer forward: the MLP's output before the residual add
-  LayerDResid,     // TransformerLayer backward: gradient of the mid-layer residual
   AttnDOut,        // MultiheadAttention backward: gradient of the attention output
   AttnDQkv,        // MultiheadAttention backward: gradient of the packed q, k, v
   MlpDAct,         // LayerNormMLP backward: gradient of the activation output
