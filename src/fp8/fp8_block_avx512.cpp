@@ -50,7 +50,7 @@ void block_rows(float* scale_inv, bf16_t* operand, const float* x, int64_t rows,
   cast_rows_of_blocks<kFp8Block / 16>(
       x, rows, cols, scale_inv, rule, [&](int64_t i, __mmask16 live, __m512 m, __m512 b) {
         // b: the block's scale_inv, in every lane
-        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m);
+        const __m512 v = _mm512_mul_ps(load_live(live, x + i), m);
         const __m512 product = _mm512_mul_ps(round.value(_mm512_castps_si512(v)), b);
         if (_mm512_cvtss_f32(b) >= min_exact_bf16_scale<F>()) [[likely]] {
           store_exact_bf16(operand + i, product, live);

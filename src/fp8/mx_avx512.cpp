@@ -82,13 +82,13 @@ void mx_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, i
              int64_t cols) {
   const MxScaleLanes rule(F);
   const MxStore<F, KeepCodes> store;
-  cast_rows_of_blocks<kMxBlock / 16>(
-      x, rows, cols, scales, rule, [&](int64_t i, __mmask16 live, __m512 m, __m512 b) {
-        // b: the block's, in every lane
-        store(KeepCodes ? codes + i : nullptr, operand + i,
-              _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m), b, live,
-              _mm512_cvtss_f32(b) >= min_exact_bf16_scale<F>());
-      });
+  cast_rows_of_blocks<kMxBlock / 16>(x, rows, cols, scales, rule,
+                                     [&](int64_t i, __mmask16 live, __m512 m, __m512 b) {
+                                       // b: the block's, in every lane
+                                       store(KeepCodes ? codes + i : nullptr, operand + i,
+                                             _mm512_mul_ps(load_live(live, x + i), m), b, live,
+                                             _mm512_cvtss_f32(b) >= min_exact_bf16_scale<F>());
+                                     });
 }
 
 // A stripe of at most 32 rows in 32x1 blocks, in two sweeps along its rows (contiguous loads,
@@ -107,7 +107,7 @@ void mx_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x
   for (int64_t c0 = 0; c0 < cols; c0 += 16) _mm512_storeu_ps(amax + c0, _mm512_setzero_ps());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-      const __m512 v = _mm512_maskz_loadu_ps(live_lanes(cols - c0), x + r * cols + c0);
+      const __m512 v = load_live(live_lanes(cols - c0), x + r * cols + c0);
       _mm512_storeu_ps(amax + c0, _mm512_max_ps(_mm512_abs_ps(v), _mm512_loadu_ps(amax + c0)));
     }
   bool exact = true;  // every column's b: then no chunk needs its own test
@@ -127,7 +127,7 @@ void mx_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x
       const int64_t i = r * cols + c0;
       const __m512 bv = _mm512_loadu_ps(b + c0);
       store(KeepCodes ? codes + i : nullptr, operand + i,
-            _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), _mm512_loadu_ps(mult + c0)), bv, live,
+            _mm512_mul_ps(load_live(live, x + i), _mm512_loadu_ps(mult + c0)), bv, live,
             exact || bf16_holds_products<F>(bv, live));
     }
 }

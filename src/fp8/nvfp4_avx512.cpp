@@ -78,8 +78,7 @@ template <int H>
   }
   const __mmask16 live = live_lanes(cols - c0);
 #pragma GCC unroll 16
-  for (int r = 0; r < 16; ++r)
-    v[r] = _mm512_maskz_loadu_ps(r < rows ? live : __mmask16(0), x + r * cols + c0);
+  for (int r = 0; r < 16; ++r) v[r] = load_live(r < rows ? live : __mmask16(0), x + r * cols + c0);
 }
 
 // Sixteen values' E2M1 codes (kept where codes is not null) and their BF16 operand values:
@@ -125,7 +124,7 @@ void nvfp4_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x
   cast_rows_of_blocks<1>(
       x, rows, cols, scales, rule, [&](int64_t i, __mmask16 live, __m512 m, __m512 b) {
         store(KeepCodes ? codes + i : nullptr, operand + i,
-              _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m), b, live, first_index + i);
+              _mm512_mul_ps(load_live(live, x + i), m), b, live, first_index + i);
       });
 }
 
@@ -179,7 +178,7 @@ void nvfp4_tiles(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* 
       const int64_t c0 = (b0 + j) * 16;
       const __mmask16 live = live_lanes(cols - c0);
       for (int64_t r = 0; r < rows; ++r)
-        a[j] = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + r * cols + c0)), a[j]);
+        a[j] = _mm512_max_ps(_mm512_abs_ps(load_live(live, x + r * cols + c0)), a[j]);
     }
     scale_sixteen_blocks(a, nb, scales + b0, rule, [&](int64_t j, __m512 m, __m512 bj) {
       const int64_t c0 = (b0 + j) * 16;
@@ -187,7 +186,7 @@ void nvfp4_tiles(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* 
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = r * cols + c0;
         store(KeepCodes ? codes + i : nullptr, operand + i,
-              _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m), bj, live, first_index + i);
+              _mm512_mul_ps(load_live(live, x + i), m), bj, live, first_index + i);
       }
     });
   }

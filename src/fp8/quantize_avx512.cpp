@@ -49,7 +49,7 @@ CastStats quantize_one_format(uint8_t* codes, bf16_t* decoded, const float* x, i
   }
   if (body < n) {
     const __mmask16 live = live_lanes(n - body);
-    const __m512i code = encode_block(_mm512_maskz_loadu_ps(live, x + body), live);
+    const __m512i code = encode_block(load_live(live, x + body), live);
     _mm512_mask_cvtepi32_storeu_epi8(codes + body, live, code);
     if (decoded) store_decoded<F>(decoded + body, _mm512_cvtepi32_epi8(code), live);
   }
@@ -127,7 +127,7 @@ CastStats quantize_decoded_one_format(uint8_t* codes, bf16_t* decoded, const flo
   if (body < n) {
     const __mmask16 live = live_lanes(n - body);
     __m256i code16;
-    const __m512 value = cast(_mm512_maskz_loadu_ps(live, x + body), live, &code16);
+    const __m512 value = cast(load_live(live, x + body), live, &code16);
     _mm256_mask_cvtepi16_storeu_epi8(codes + body, live, code16);
     store_exact_bf16(decoded + body, value, live);
   }
@@ -143,12 +143,11 @@ void cast_to_bf16_one_format(uint8_t* codes, bf16_t* out, const float* x, const 
     const __mmask16 live = live_lanes(n - i);
     __mmask16 over, flush;
     const __m512i code =
-        lanes.encode(_mm512_castps_si512(_mm512_maskz_loadu_ps(live, x + i)), live, &over, &flush);
+        lanes.encode(_mm512_castps_si512(load_live(live, x + i)), live, &over, &flush);
     const __m128i c8 = _mm512_cvtepi32_epi8(code);
     _mm_mask_storeu_epi8(codes + i, live, c8);
     store_bf16(out + i,
-               _mm512_mul_ps(decode_fp8_lanes(c8, F == DType::E4M3),
-                             _mm512_maskz_loadu_ps(live, scale + i)),
+               _mm512_mul_ps(decode_fp8_lanes(c8, F == DType::E4M3), load_live(live, scale + i)),
                live);
   }
 }
@@ -180,7 +179,7 @@ float absmax_avx512(const float* x, int64_t n) {
   __m512 amax = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = live_lanes(n - i);
-    amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + i)), amax);
+    amax = _mm512_max_ps(_mm512_abs_ps(load_live(live, x + i)), amax);
   }
   return _mm512_reduce_max_ps(amax);
 }
@@ -193,7 +192,7 @@ void e2m1_lanes(const float* x, int64_t n, float multiplier, const uint32_t* sr_
   const E2m1Lanes e2m1(sr_key);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = live_lanes(n - i);
-    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), vm);
+    const __m512 v = _mm512_mul_ps(load_live(live, x + i), vm);
     emit(i, live, e2m1.encode(v, first_index + static_cast<uint32_t>(i)));
   }
 }
@@ -211,10 +210,9 @@ void e2m1_cast_to_bf16_avx512(uint8_t* codes, bf16_t* out, const float* x, const
   const __m512 values = _mm512_loadu_ps(kE2M1Values.data());
   e2m1_lanes(x, n, 1.0f, sr_key, first_index, [&](int64_t i, __mmask16 live, __m512i code) {
     _mm512_mask_cvtepi32_storeu_epi8(codes + i, live, code);
-    store_bf16(
-        out + i,
-        _mm512_mul_ps(_mm512_permutexvar_ps(code, values), _mm512_maskz_loadu_ps(live, scale + i)),
-        live);
+    store_bf16(out + i,
+               _mm512_mul_ps(_mm512_permutexvar_ps(code, values), load_live(live, scale + i)),
+               live);
   });
 }
 
@@ -229,7 +227,7 @@ void expand_to_bf16_avx512(bf16_t* out, const uint8_t* codes, const float* scale
     const __m512 decoded = format == DType::E2M1
                                ? _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(c8), e2m1)
                                : decode_fp8_lanes(c8, format == DType::E4M3);
-    store_bf16(out + i, _mm512_mul_ps(decoded, _mm512_maskz_loadu_ps(live, scale + i)), live);
+    store_bf16(out + i, _mm512_mul_ps(decoded, load_live(live, scale + i)), live);
   }
 }
 
@@ -238,8 +236,8 @@ void round_to_bf16_one_format(bf16_t* out, const float* x, const float* scale, i
   const Fp8RoundLanes<F> round{};
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = live_lanes(n - i);
-    const __m512 v = round.value(_mm512_castps_si512(_mm512_maskz_loadu_ps(live, x + i)));
-    store_bf16(out + i, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(live, scale + i)), live);
+    const __m512 v = round.value(_mm512_castps_si512(load_live(live, x + i)));
+    store_bf16(out + i, _mm512_mul_ps(v, load_live(live, scale + i)), live);
   }
 }
 
@@ -257,9 +255,8 @@ void round_each_one_format(bf16_t* out, const float* x, const float* mult, const
   const Fp8RoundLanes<F> round{};
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = live_lanes(n - i);
-    const __m512 s = _mm512_maskz_loadu_ps(live, scale + i);
-    const __m512 v =
-        _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), _mm512_maskz_loadu_ps(live, mult + i));
+    const __m512 s = load_live(live, scale + i);
+    const __m512 v = _mm512_mul_ps(load_live(live, x + i), load_live(live, mult + i));
     const __m512 product = _mm512_mul_ps(round.value(_mm512_castps_si512(v)), s);
     bf16_holds_products<F>(s, live) ? store_exact_bf16(out + i, product, live)
                                     : store_bf16(out + i, product, live);
@@ -277,7 +274,7 @@ void round_blocks_one_format(bf16_t* out, const float* x, const float* mult, con
     const bool exact = scale[b] >= min_exact_bf16_scale<F>();
     for (int64_t i = c0; i < end; i += 16) {
       const __mmask16 live = live_lanes(end - i);
-      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + i), m);
+      const __m512 v = _mm512_mul_ps(load_live(live, x + i), m);
       const __m512 product = _mm512_mul_ps(round.value(_mm512_castps_si512(v)), s);
       exact ? store_exact_bf16(out + i, product, live) : store_bf16(out + i, product, live);
     }
@@ -306,7 +303,7 @@ void row_block_absmax_avx512(float* amax, const float* x, int64_t n, int64_t blo
     const int64_t end = std::min(n, (b + 1) * block);
     __m512 m = _mm512_setzero_ps();
     for (int64_t i = b * block; i < end; i += 16)
-      m = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(live_lanes(end - i), x + i)), m);
+      m = _mm512_max_ps(_mm512_abs_ps(load_live(live_lanes(end - i), x + i)), m);
     amax[b] = max_ignoring_nan(_mm512_reduce_max_ps(m), amax[b]);
   }
 }

@@ -54,12 +54,14 @@ inline __m512i bf16_bits(__m256i b16) {
   return flushed(_mm512_mask_or_epi32(b, nan, b, _mm512_set1_epi32(0x0040)));
 }
 
-// The BF16 bits of the lanes of x under mask (zero elsewhere), from FP32 or BF16 values.
+// The BF16 bits of the lanes of x under mask (zero elsewhere), from FP32 or BF16 values: plain
+// loads where every lane is live (the masked forms are slower on Zen 4).
 inline __m512i bits_at(const float* x, __mmask16 lanes) {
-  return bf16_bits(_mm512_maskz_loadu_ps(lanes, x));
+  return bf16_bits(lanes == 0xffff ? _mm512_loadu_ps(x) : _mm512_maskz_loadu_ps(lanes, x));
 }
 inline __m512i bits_at(const bf16_t* x, __mmask16 lanes) {
-  return bf16_bits(_mm256_maskz_loadu_epi16(lanes, x));
+  return bf16_bits(lanes == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))
+                                   : _mm256_maskz_loadu_epi16(lanes, x));
 }
 
 // Lane-wise pairs (lo[i], hi[i]) of BF16 bits.
