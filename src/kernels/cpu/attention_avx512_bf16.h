@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "fp8/lanes_avx512.h"
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/attention_isa.h"
 
@@ -57,7 +58,7 @@ inline __m512i bf16_bits(__m256i b16) {
 // The BF16 bits of the lanes of x under mask (zero elsewhere), from FP32 or BF16 values: plain
 // loads where every lane is live (the masked forms are slower on Zen 4).
 inline __m512i bits_at(const float* x, __mmask16 lanes) {
-  return bf16_bits(lanes == 0xffff ? _mm512_loadu_ps(x) : _mm512_maskz_loadu_ps(lanes, x));
+  return bf16_bits(isa::load_live(lanes, x));
 }
 inline __m512i bits_at(const bf16_t* x, __mmask16 lanes) {
   return bf16_bits(lanes == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))

@@ -1,22 +1,22 @@
 // Built with AVX-512 flags (src/CMakeLists.txt); reached only through optimizer.cpp's dispatch.
 #include <immintrin.h>
 
+#include "fp8/lanes_avx512.h"
 #include "kernels/cpu/optimizer_isa.h"
 
 namespace fp8lm::cpu::avx512 {
 namespace {
 
-// Sixteen lanes under mask k, zero elsewhere: plain loads and stores where all sixteen are live
-// (the masked forms are slower on Zen 4; a loop over whole chunks predicts the test).
-__m512 load(const float* p, __mmask16 k) {
-  return k == 0xffff ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(k, p);
-}
+using isa::load_live;  // a plain load where all sixteen lanes are live
+
+// The lanes under k stored, with a plain store where all sixteen are live (the masked form is
+// slower on Zen 4; a loop over whole chunks predicts the test).
 void store(float* p, __mmask16 k, __m512 x) {
   k == 0xffff ? _mm512_storeu_ps(p, x) : _mm512_mask_storeu_ps(p, k, x);
 }
 
 __m512 load_gradient(const float* g, __mmask16 k) {
-  return load(g, k);
+  return load_live(k, g);
 }
 __m512 load_gradient(const bf16_t* g, __mmask16 k) {  // BF16 is FP32's upper half
   const __m256i half = k == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g))
@@ -35,10 +35,10 @@ void update(float* w, float* m, float* v, const G* g, int64_t n, float grad_scal
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1u);
     const __m512 gj = _mm512_mul_ps(load_gradient(g + j, k), scale);
-    const __m512 wj = load(w + j, k);
+    const __m512 wj = load_live(k, w + j);
     const __m512 mj =
-        _mm512_add_ps(_mm512_mul_ps(beta1, load(m + j, k)), _mm512_mul_ps(one_beta1, gj));
-    const __m512 vj = _mm512_add_ps(_mm512_mul_ps(beta2, load(v + j, k)),
+        _mm512_add_ps(_mm512_mul_ps(beta1, load_live(k, m + j)), _mm512_mul_ps(one_beta1, gj));
+    const __m512 vj = _mm512_add_ps(_mm512_mul_ps(beta2, load_live(k, v + j)),
                                     _mm512_mul_ps(_mm512_mul_ps(one_beta2, gj), gj));
     const __m512 step = _mm512_div_ps(_mm512_div_ps(mj, bc1),
                                       _mm512_add_ps(_mm512_sqrt_ps(_mm512_div_ps(vj, bc2)), eps));
