@@ -33,6 +33,7 @@ namespace {
 // of MiB, which one thread writes at about half the rate two do).
 void zero_in_parallel(void* p, size_t bytes) {
   constexpr size_t kSerial = size_t{1} << 20, kChunk = size_t{1} << 16;
+  if (bytes == 0) return;  // p may be null then, which memset may not be given
   if (bytes < kSerial) return void(std::memset(p, 0, bytes));
   const auto chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
 #pragma omp parallel for schedule(static)
