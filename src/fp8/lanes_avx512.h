@@ -29,6 +29,11 @@ inline __mmask16 live_lanes(int64_t left) {
 inline __m512 load_live(__mmask16 live, const float* x) {
   return live == 0xffff ? _mm512_loadu_ps(x) : _mm512_maskz_loadu_ps(live, x);
 }
+// The same of sixteen BF16 values, their bits in one half-width register.
+inline __m256i load_live(__mmask16 live, const bf16_t* x) {
+  return live == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))
+                        : _mm256_maskz_loadu_epi16(live, x);
+}
 
 // A constant the compiler cannot see through. GCC rebuilds an integer broadcast it can see
 // inside each loop iteration (an immediate move and a broadcast) rather than keep it in one

@@ -61,8 +61,7 @@ inline __m512i bits_at(const float* x, __mmask16 lanes) {
   return bf16_bits(isa::load_live(lanes, x));
 }
 inline __m512i bits_at(const bf16_t* x, __mmask16 lanes) {
-  return bf16_bits(lanes == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))
-                                   : _mm256_maskz_loadu_epi16(lanes, x));
+  return bf16_bits(isa::load_live(lanes, x));
 }
 
 // Lane-wise pairs (lo[i], hi[i]) of BF16 bits.

@@ -7,7 +7,7 @@
 namespace fp8lm::cpu::avx512 {
 namespace {
 
-using isa::load_live;  // a plain load where all sixteen lanes are live
+using isa::load_live;  // plain loads where all sixteen lanes are live
 
 // The lanes under k stored, with a plain store where all sixteen are live (the masked form is
 // slower on Zen 4; a loop over whole chunks predicts the test).
@@ -19,8 +19,7 @@ __m512 load_gradient(const float* g, __mmask16 k) {
   return load_live(k, g);
 }
 __m512 load_gradient(const bf16_t* g, __mmask16 k) {  // BF16 is FP32's upper half
-  const __m256i half = k == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g))
-                                   : _mm256_maskz_loadu_epi16(k, g);
+  const __m256i half = load_live(k, g);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
 }
 
