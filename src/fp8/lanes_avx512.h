@@ -371,11 +371,16 @@ struct E2m1Lanes {
   // then stepped up where the draw is below p = (a - lo) / step (encode's u and p), and past 6
   // clamped to 6.
   __m512 value(__m512 v, uint32_t index) const {
+    return sr_key ? value<true>(v, index) : value<false>(v, index);
+  }
+  // The same with the rounding known to the compiler (a loop over values then tests nothing).
+  template <bool Stochastic>
+  __m512 value(__m512 v, uint32_t index) const {
     const __m512i bits = _mm512_castps_si512(v);
     const __m512i a = _mm512_and_si512(bits, abs_mask);
     const __m512 af = _mm512_castsi512_ps(a);
     __m512i r;
-    if (!sr_key) {
+    if constexpr (!Stochastic) {
       const __m512 clamped = _mm512_min_ps(af, _mm512_castsi512_ps(six));
       const __m512 m = _mm512_castsi512_ps(_mm512_add_epi32(
           _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(clamped), inf_bits), one_bits),

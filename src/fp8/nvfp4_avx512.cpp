@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "fp8/hadamard.h"
 #include "fp8/lanes_avx512.h"
@@ -86,7 +87,7 @@ template <int H>
 // bits, between 2^-10 and 2688, or zero), so its top half is its BF16 and the rounding
 // store_bf16 makes is left out; the narrowing stays in registers (the memory forms of the
 // narrowing moves are slow on some cores).
-template <bool KeepCodes>
+template <bool KeepCodes, bool Stochastic>
 struct Nvfp4Store {
   const E2m1Lanes e2m1;
   const __m512 values = _mm512_loadu_ps(kE2M1Values.data());
@@ -101,7 +102,7 @@ struct Nvfp4Store {
       code = e2m1.encode(v, i);
       value = _mm512_permutexvar_ps(code, values);
     } else {
-      value = e2m1.value(v, i);
+      value = e2m1.template value<Stochastic>(v, i);
     }
     const __m256i top =
         _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(_mm512_mul_ps(value, b)), 16));
@@ -116,11 +117,11 @@ struct Nvfp4Store {
   }
 };
 
-template <bool KeepCodes>
+template <bool KeepCodes, bool Stochastic>
 void nvfp4_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
                 int64_t cols, float global_encode, const uint32_t* sr_key, int64_t first_index) {
   const Nvfp4ScaleLanes rule(global_encode);
-  const Nvfp4Store<KeepCodes> store(sr_key);
+  const Nvfp4Store<KeepCodes, Stochastic> store(sr_key);
   cast_rows_of_blocks<1>(
       x, rows, cols, scales, rule, [&](int64_t i, __mmask16 live, __m512 m, __m512 b) {
         store(KeepCodes ? codes + i : nullptr, operand + i,
@@ -128,12 +129,12 @@ void nvfp4_rows(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x
       });
 }
 
-template <bool KeepCodes>
+template <bool KeepCodes, bool Stochastic>
 void nvfp4_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
                    int64_t cols, float global_encode, bool rht, const uint32_t* sr_key,
                    int64_t first_index) {
   const Nvfp4ScaleLanes rule(global_encode);
-  const Nvfp4Store<KeepCodes> store(sr_key);
+  const Nvfp4Store<KeepCodes, Stochastic> store(sr_key);
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __mmask16 live = live_lanes(cols - c0);
     // Rows past the stripe's end (its last, short stripe) load as zeros: they leave the amax
@@ -162,11 +163,11 @@ void nvfp4_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float
 // blocks (256 columns) at a time: each block's |x| maxed down its rows into one register (a
 // NaN left out, as in the rows' blocks), the sixteen registers' maxima into one
 // (max_of_each) for the scales, then each block's rows cast again from cache.
-template <bool KeepCodes>
+template <bool KeepCodes, bool Stochastic>
 void nvfp4_tiles(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x, int64_t rows,
                  int64_t cols, float global_encode, const uint32_t* sr_key, int64_t first_index) {
   const Nvfp4ScaleLanes rule(global_encode);
-  const Nvfp4Store<KeepCodes> store(sr_key);
+  const Nvfp4Store<KeepCodes, Stochastic> store(sr_key);
   const int64_t blocks = (cols + 15) / 16;
   for (int64_t b0 = 0; b0 < blocks; b0 += 16) {
     const int64_t nb = std::min<int64_t>(16, blocks - b0);
@@ -192,27 +193,40 @@ void nvfp4_tiles(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* 
   }
 }
 
+// kernel<KeepCodes, Stochastic> for whether codes are kept and whether an sr key is given: the
+// loops over values then test neither.
+template <class Kernel, class Make>
+Kernel pick(const uint8_t* codes, const uint32_t* sr_key, Make make) {
+  using Yes = std::true_type;
+  using No = std::false_type;
+  if (codes) return sr_key ? make(Yes{}, Yes{}) : make(Yes{}, No{});
+  return sr_key ? make(No{}, Yes{}) : make(No{}, No{});
+}
+
 }  // namespace
 
 void nvfp4_tiles_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                         int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,
                         int64_t first_index) {
-  (codes ? nvfp4_tiles<true> : nvfp4_tiles<false>)(codes, scales, operand, x, rows, cols,
-                                                   global_encode, sr_key, first_index);
+  pick<decltype(&nvfp4_tiles<true, true>)>(codes, sr_key, [](auto keep, auto sr) {
+    return &nvfp4_tiles<decltype(keep)::value, decltype(sr)::value>;
+  })(codes, scales, operand, x, rows, cols, global_encode, sr_key, first_index);
 }
 
 void nvfp4_rows_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                        int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,
                        int64_t first_index) {
-  (codes ? nvfp4_rows<true> : nvfp4_rows<false>)(codes, scales, operand, x, rows, cols,
-                                                 global_encode, sr_key, first_index);
+  pick<decltype(&nvfp4_rows<true, true>)>(codes, sr_key, [](auto keep, auto sr) {
+    return &nvfp4_rows<decltype(keep)::value, decltype(sr)::value>;
+  })(codes, scales, operand, x, rows, cols, global_encode, sr_key, first_index);
 }
 
 void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                           int64_t rows, int64_t cols, float global_encode, bool rht,
                           const uint32_t* sr_key, int64_t first_index) {
-  (codes ? nvfp4_columns<true> : nvfp4_columns<false>)(codes, scales, operand, x, rows, cols,
-                                                       global_encode, rht, sr_key, first_index);
+  pick<decltype(&nvfp4_columns<true, true>)>(codes, sr_key, [](auto keep, auto sr) {
+    return &nvfp4_columns<decltype(keep)::value, decltype(sr)::value>;
+  })(codes, scales, operand, x, rows, cols, global_encode, rht, sr_key, first_index);
 }
 
 float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols, float* plain_amax) {
