@@ -369,11 +369,8 @@ struct E2m1Lanes {
   // spacing (1/2 below 1) by adding and removing 2^(exponent + 22). Stochastic: a magnitude of
   // at least 1 keeps one mantissa bit truncated, one below 1 is floored to a multiple of 1/2,
   // then stepped up where the draw is below p = (a - lo) / step (encode's u and p), and past 6
-  // clamped to 6.
-  __m512 value(__m512 v, uint32_t index) const {
-    return sr_key ? value<true>(v, index) : value<false>(v, index);
-  }
-  // The same with the rounding known to the compiler (a loop over values then tests nothing).
+  // clamped to 6. Stochastic says which (whether sr_key is set), known to the compiler, so that
+  // a loop over values tests nothing.
   template <bool Stochastic>
   __m512 value(__m512 v, uint32_t index) const {
     const __m512i bits = _mm512_castps_si512(v);
