@@ -34,6 +34,10 @@ inline __m256i load_live(__mmask16 live, const bf16_t* x) {
   return live == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))
                         : _mm256_maskz_loadu_epi16(live, x);
 }
+// The live lanes of v stored to x, the others left: a plain store where all sixteen are live.
+inline void store_live(__mmask16 live, float* x, __m512 v) {
+  live == 0xffff ? _mm512_storeu_ps(x, v) : _mm512_mask_storeu_ps(x, live, v);
+}
 
 // A constant the compiler cannot see through. GCC rebuilds an integer broadcast it can see
 // inside each loop iteration (an immediate move and a broadcast) rather than keep it in one

@@ -49,7 +49,7 @@ CastStats quantize_one_format(uint8_t* codes, bf16_t* decoded, const float* x, i
   }
   if (body < n) {
     const __mmask16 live = live_lanes(n - body);
-    const __m512i code = encode_block(load_live(live, x + body), live);
+    const __m512i code = encode_block(_mm512_maskz_loadu_ps(live, x + body), live);  // a tail
     _mm512_mask_cvtepi32_storeu_epi8(codes + body, live, code);
     if (decoded) store_decoded<F>(decoded + body, _mm512_cvtepi32_epi8(code), live);
   }
@@ -127,7 +127,7 @@ CastStats quantize_decoded_one_format(uint8_t* codes, bf16_t* decoded, const flo
   if (body < n) {
     const __mmask16 live = live_lanes(n - body);
     __m256i code16;
-    const __m512 value = cast(load_live(live, x + body), live, &code16);
+    const __m512 value = cast(_mm512_maskz_loadu_ps(live, x + body), live, &code16);  // a tail
     _mm256_mask_cvtepi16_storeu_epi8(codes + body, live, code16);
     store_exact_bf16(decoded + body, value, live);
   }

@@ -23,6 +23,7 @@
 #include "kernels/cpu/norms.h"
 #include "kernels/cpu/optimizer.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/row_reduce.h"
 #include "kernels/op_times.h"
 #include "kernels/traffic.h"
 
@@ -32,14 +33,13 @@ namespace {
 // memset over the OpenMP threads where the buffer is large (a step zeroes every gradient, tens
 // of MiB, which one thread writes at about half the rate two do).
 void zero_in_parallel(void* p, size_t bytes) {
-  constexpr size_t kSerial = size_t{1} << 20, kChunk = size_t{1} << 16;
+  constexpr size_t kSerial = size_t{1} << 20;
   if (bytes == 0) return;  // p may be null then, which memset may not be given
   if (bytes < kSerial) return void(std::memset(p, 0, bytes));
-  const auto chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const size_t at = static_cast<size_t>(c) * kChunk;
-    std::memset(static_cast<char*>(p) + at, 0, std::min(kChunk, bytes - at));
+#pragma omp parallel
+  {
+    const auto [lo, hi] = cpu::thread_share(static_cast<int64_t>(bytes));
+    if (lo < hi) std::memset(static_cast<char*>(p) + lo, 0, static_cast<size_t>(hi - lo));
   }
 }
 

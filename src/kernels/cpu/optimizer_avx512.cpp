@@ -7,13 +7,10 @@
 namespace fp8lm::cpu::avx512 {
 namespace {
 
-using isa::load_live;  // plain loads where all sixteen lanes are live
-
-// The lanes under k stored, with a plain store where all sixteen are live (the masked form is
-// slower on Zen 4; a loop over whole chunks predicts the test).
-void store(float* p, __mmask16 k, __m512 x) {
-  k == 0xffff ? _mm512_storeu_ps(p, x) : _mm512_mask_storeu_ps(p, k, x);
-}
+// Plain loads and stores where all sixteen lanes are live (the masked forms are slower on Zen 4).
+using isa::live_lanes;
+using isa::load_live;
+using isa::store_live;
 
 __m512 load_gradient(const float* g, __mmask16 k) {
   return load_live(k, g);
@@ -32,7 +29,7 @@ void update(float* w, float* m, float* v, const G* g, int64_t n, float grad_scal
                bc2 = _mm512_set1_ps(h.bc2), eps = _mm512_set1_ps(h.eps), lr = _mm512_set1_ps(h.lr),
                wd = _mm512_set1_ps(decay);
   for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1u);
+    const __mmask16 k = live_lanes(n - j);
     const __m512 gj = _mm512_mul_ps(load_gradient(g + j, k), scale);
     const __m512 wj = load_live(k, w + j);
     const __m512 mj =
@@ -43,9 +40,9 @@ void update(float* w, float* m, float* v, const G* g, int64_t n, float grad_scal
                                       _mm512_add_ps(_mm512_sqrt_ps(_mm512_div_ps(vj, bc2)), eps));
     const __m512 wn =
         _mm512_sub_ps(wj, _mm512_mul_ps(lr, _mm512_add_ps(step, _mm512_mul_ps(wd, wj))));
-    store(m + j, k, mj);
-    store(v + j, k, vj);
-    store(w + j, k, wn);
+    store_live(k, m + j, mj);
+    store_live(k, v + j, vj);
+    store_live(k, w + j, wn);
   }
 }
 
