@@ -259,6 +259,25 @@ TEST(Nvfp4Quantize, OperandCastRoundsEveryBoundaryAsTheTwin) {
   }
 }
 
+// Stochastic rounding between every pair of neighbouring E2M1 values and beyond 6: magnitudes
+// on a 1/1024 grid from 0 to 8, each at many positions (so with many draws), unscaled as above.
+// The operand cast finds lo, the step and p by the binade's exponent where the twin looks them
+// up by the code; every fraction of every step must land the same way.
+TEST(Nvfp4Quantize, StochasticOperandCastSplitsEveryStepAsTheTwin) {
+  const int64_t rows = 64, cols = 1024;
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float v = static_cast<float>(i % 8192) / 1024.0f;
+    x[i] = (i / 8192) % 2 ? -v : v;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      if (r % 16 == 0 || c % 16 == 0) x[static_cast<size_t>(r * cols + c)] = 6.0f;
+  const uint32_t key = counter_key(17);
+  for (const BlockGrid& g : {nvfp4_rowwise(rows, cols), nvfp4_columnwise(rows, cols)})
+    expect_operand_cast_matches_twins(x, g, 2688.0f, &key, false, 11);
+}
+
 // The transform is the matrix product v · diag(s) · H16 / 4 up to FP32 summation error (four
 // butterfly stages: at most 4 roundings of partial sums, each within 2^-24 of the sum of the
 // magnitudes, so |error| <= 4 · 2^-24 · Σ|v_i| / 4), the fast and reference versions agree bit

@@ -325,16 +325,15 @@ struct E2m1Lanes {
   const __m512i iota_step = opaque(
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int>(kCounterStep))));
-  // value()'s and draw()'s bit patterns: |x|, 6, 1, the kept mantissa bit, the exponent
-  // arithmetic's 255, 2 and 254 << 23, the sign, fmix32's multipliers, 2^-24, the exponent
-  // field, the rounding spacing's 22 << 23.
+  // value()'s and the draws' bit patterns: |x|, 6, 1, the sign, fmix32's multipliers, 2^-24,
+  // the exponent field, the rounding spacing's 22 << 23, the exponent arithmetic's 287 << 23
+  // and 1 << 23, a draw's top 24 bits.
   const __m512i abs_mask = opaque_set1(0x7fffffff), six = opaque_set1(0x40c00000),
-                one_bits = opaque_set1(0x3f800000), keep = opaque_set1(0xffc00000),
-                all_exponent = opaque_set1(255), two = opaque_set1(0x40000000),
-                exponent_sum = opaque_set1(254u << 23), sign = opaque_set1(0x80000000u),
+                one_bits = opaque_set1(0x3f800000), sign = opaque_set1(0x80000000u),
                 fmix1 = opaque_set1(kFmixMul1), fmix2 = opaque_set1(kFmixMul2),
                 u_scale = opaque_set1(0x33800000), inf_bits = opaque_set1(0x7f800000),
-                spacing_shift = opaque_set1(22u << 23);
+                spacing_shift = opaque_set1(22u << 23), inverse_sum = opaque_set1(287u << 23),
+                one_exponent = opaque_set1(1u << 23), top24 = opaque_set1(0xffffff00u);
 
   explicit E2m1Lanes(const uint32_t* key) : sr_key(key) {}
 
@@ -368,49 +367,42 @@ struct E2m1Lanes {
   }
 
   // kE2M1Values[encode(v, index)], found in the float domain without the code, and the sign
-  // put back. Nearest even: Fp8RoundLanes' way, the magnitude clamped to 6 first (Inf too;
-  // minps gives 6 for NaN, as the twin's bits above 6's do), then rounded at its binade's
-  // spacing (1/2 below 1) by adding and removing 2^(exponent + 22). Stochastic: a magnitude of
-  // at least 1 keeps one mantissa bit truncated, one below 1 is floored to a multiple of 1/2,
-  // then stepped up where the draw is below p = (a - lo) / step (encode's u and p), and past 6
-  // clamped to 6. Stochastic says which (whether sr_key is set), known to the compiler, so that
-  // a loop over values tests nothing.
+  // put back. The magnitude is clamped to 6 first (Inf too; minps gives 6 for NaN, as the
+  // twin's bits above 6's do), then, nearest even, rounded at its binade's spacing (1/2 below 1)
+  // by adding and removing 2^(exponent + 22): Fp8RoundLanes' way. Stochastic: the clamped c is
+  // truncated to lo, the grid value at or below it, the same way rounding toward zero, then
+  // stepped up where the draw is below p = (c - lo) / step (encode's u and p, both scaled by
+  // 2^32: exact). From 6 on every draw gives 6, so the clamp changes no result, and nothing
+  // steps past 6. Stochastic says which (whether sr_key is set), known to the compiler, so
+  // that a loop over values tests nothing.
   template <bool Stochastic>
   __m512 value(__m512 v, uint32_t index) const {
     const __m512i bits = _mm512_castps_si512(v);
-    const __m512i a = _mm512_and_si512(bits, abs_mask);
-    const __m512 af = _mm512_castsi512_ps(a);
+    const __m512 clamped = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(bits, abs_mask)),
+                                         _mm512_castsi512_ps(six));
+    // 2^e, the clamped magnitude's binade, at least 1: the grid's spacing there is 2^(e - 1).
+    const __m512i binade =
+        _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(clamped), inf_bits), one_bits);
+    const __m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(binade, spacing_shift));
     __m512i r;
     if constexpr (!Stochastic) {
-      const __m512 clamped = _mm512_min_ps(af, _mm512_castsi512_ps(six));
-      const __m512 m = _mm512_castsi512_ps(_mm512_add_epi32(
-          _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(clamped), inf_bits), one_bits),
-          spacing_shift));
-      r = _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(clamped, m), m));
+      r = _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(clamped, magic), magic));
     } else {
-      // lo: the grid value at or below a; the step above it is 2^(e - 1) for lo = 2^e·m (1/2
-      // below 2), its inverse's exponent 254 - e's.
-      const __mmask16 small = _mm512_cmplt_epu32_mask(a, one_bits);
-      const __m512i lo =
-          _mm512_mask_blend_epi32(small, _mm512_min_epu32(_mm512_and_si512(a, keep), six),
-                                  _mm512_castps_si512(_mm512_roundscale_ps(
-                                      af, (1 << 4) | _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)));
-      const __m512i inv_bits = _mm512_min_epi32(
-          _mm512_slli_epi32(_mm512_sub_epi32(all_exponent, _mm512_srli_epi32(lo, 23)), 23), two);
-      const __m512 p =
-          _mm512_mul_ps(_mm512_sub_ps(af, _mm512_castsi512_ps(lo)), _mm512_castsi512_ps(inv_bits));
-      const __m512i step = _mm512_sub_epi32(exponent_sum, inv_bits);
-      r = _mm512_castps_si512(_mm512_mask_add_ps(
-          _mm512_castsi512_ps(lo), _mm512_cmp_ps_mask(draw(index), p, _CMP_LT_OQ),
-          _mm512_castsi512_ps(lo), _mm512_castsi512_ps(step)));
-      r = _mm512_min_epu32(r, six);
+      const __m512 lo = _mm512_sub_ps(
+          _mm512_add_round_ps(clamped, magic, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), magic);
+      // 2^32 / step = 2^(33 - e), and step = 2^(e - 1): exponent arithmetic on the binade.
+      const __m512 inverse = _mm512_castsi512_ps(_mm512_sub_epi32(inverse_sum, binade));
+      const __m512 step = _mm512_castsi512_ps(_mm512_sub_epi32(binade, one_exponent));
+      const __m512 p = _mm512_mul_ps(_mm512_sub_ps(clamped, lo), inverse);
+      r = _mm512_castps_si512(
+          _mm512_mask_add_ps(lo, _mm512_cmp_ps_mask(scaled_draw(index), p, _CMP_LT_OQ), lo, step));
     }
     // r | (bits & sign): one ternary-logic op.
     return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(r, bits, sign, 0xf8));
   }
 
-  // u in [0, 1) of each lane's 32 random bits: the top 24 of counter_bits(*sr_key, index + j).
-  __m512 draw(uint32_t index) const {
+  // counter_bits(*sr_key, index + j) of each lane j.
+  __m512i hash(uint32_t index) const {
     // (index + j) * step + key, the product distributed (mod 2^32) so that only j * step is a
     // vector multiply, made once.
     __m512i h = _mm512_add_epi32(
@@ -419,8 +411,18 @@ struct E2m1Lanes {
     h = _mm512_mullo_epi32(h, fmix1);
     h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
     h = _mm512_mullo_epi32(h, fmix2);
-    h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), _mm512_castsi512_ps(u_scale));
+    return _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+  }
+
+  // u in [0, 1) of each lane's 32 random bits: their top 24, times 2^-24.
+  __m512 draw(uint32_t index) const {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(hash(index), 8)),
+                         _mm512_castsi512_ps(u_scale));
+  }
+
+  // u times 2^32: the top 24 bits in place, exact in FP32.
+  __m512 scaled_draw(uint32_t index) const {
+    return _mm512_cvtepu32_ps(_mm512_and_si512(hash(index), top24));
   }
 };
 
