@@ -122,34 +122,45 @@ inline __m512 decode_fp8_lanes(__m128i c8, bool e4m3) {
                            _mm512_set1_ps(std::nanf("")));
 }
 
-// bf16_from_float's integer rounding on sixteen lanes (vcvtneps2bf16 would need AVX512-BF16
-// and flushes subnormals), stored to the live lanes of out.
-inline void store_bf16(bf16_t* out, __m512 v, __mmask16 live) {
+// The high 16 bits of each lane, packed in lane order: one word permute, where narrowing the
+// shifted lanes (vpmovdw) is a shift and two instructions on Zen 4.
+inline __m256i high_halves(__m512i v) {
+  const __m512i odd_words = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 31, 29,
+                                             27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi16(odd_words, v));
+}
+
+// bf16_from_float's integer rounding on sixteen lanes, the NaN case as a lane select: the top
+// half of u + 0x7fff + (u's BF16 lsb), or of u with the quiet bit set (vcvtneps2bf16 would need
+// AVX512-BF16 and flushes subnormals). NaN lanes may wrap around in the add; they are replaced.
+inline __m256i rounded_bf16(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
-  const __m512i top = _mm512_srli_epi32(u, 16);
-  __m512i r = _mm512_srli_epi32(
-      _mm512_add_epi32(u, _mm512_add_epi32(_mm512_and_si512(top, _mm512_set1_epi32(1)),
-                                           _mm512_set1_epi32(0x7fff))),
-      16);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
                                                 _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(top, _mm512_set1_epi32(0x40)));
-  if (live == 0xffff) {  // as store_exact_bf16
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(r));
+  return high_halves(_mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000)));
+}
+
+// Sixteen BF16 values to the live lanes of out: a plain store where all are live (the
+// narrowing kept in registers: its masked memory form is slow).
+inline void store_bf16_lanes(bf16_t* out, __m256i b, __mmask16 live) {
+  if (live == 0xffff) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), b);
   } else {
-    _mm256_mask_storeu_epi16(out, live, _mm512_cvtepi32_epi16(r));
+    _mm256_mask_storeu_epi16(out, live, b);
   }
+}
+
+// bf16_from_float of v's lanes to the live lanes of out.
+inline void store_bf16(bf16_t* out, __m512 v, __mmask16 live) {
+  store_bf16_lanes(out, rounded_bf16(v), live);
 }
 
 // store_bf16 where every lane of v is known to be a BF16 value (at most eight significant bits,
 // normal or zero, or Inf or the default NaN): its top half, which is what rounding gives.
 inline void store_exact_bf16(bf16_t* out, __m512 v, __mmask16 live) {
-  const __m256i top = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16));
-  if (live == 0xffff) {  // the narrowing kept in registers: its masked memory form is slow
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), top);
-  } else {
-    _mm256_mask_storeu_epi16(out, live, top);
-  }
+  store_bf16_lanes(out, high_halves(_mm512_castps_si512(v)), live);
 }
 
 // The smallest power-of-two scale s for which every non-zero product of one of F's values (at
@@ -401,8 +412,9 @@ struct E2m1Lanes {
     return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(r, bits, sign, 0xf8));
   }
 
-  // counter_bits(*sr_key, index + j) of each lane j.
-  __m512i hash(uint32_t index) const {
+  // counter_bits(*sr_key, index + j) of each lane j but for fmix32's last step, h ^= h >> 16,
+  // which the draws fold into what they do next.
+  __m512i unfinished_hash(uint32_t index) const {
     // (index + j) * step + key, the product distributed (mod 2^32) so that only j * step is a
     // vector multiply, made once.
     __m512i h = _mm512_add_epi32(
@@ -410,19 +422,22 @@ struct E2m1Lanes {
     h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
     h = _mm512_mullo_epi32(h, fmix1);
     h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
-    h = _mm512_mullo_epi32(h, fmix2);
-    return _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+    return _mm512_mullo_epi32(h, fmix2);
   }
 
   // u in [0, 1) of each lane's 32 random bits: their top 24, times 2^-24.
   __m512 draw(uint32_t index) const {
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(hash(index), 8)),
-                         _mm512_castsi512_ps(u_scale));
+    const __m512i h = unfinished_hash(index);
+    return _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_xor_si512(h, _mm512_srli_epi32(h, 16)), 8)),
+        _mm512_castsi512_ps(u_scale));
   }
 
-  // u times 2^32: the top 24 bits in place, exact in FP32.
+  // u times 2^32: the top 24 bits in place, exact in FP32; the last xor and the mask one
+  // ternary-logic op, (h ^ (h >> 16)) & top24.
   __m512 scaled_draw(uint32_t index) const {
-    return _mm512_cvtepu32_ps(_mm512_and_si512(hash(index), top24));
+    const __m512i h = unfinished_hash(index);
+    return _mm512_cvtepu32_ps(_mm512_ternarylogic_epi32(h, _mm512_srli_epi32(h, 16), top24, 0x28));
   }
 };
 

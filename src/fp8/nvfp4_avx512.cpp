@@ -84,9 +84,9 @@ template <int H>
 
 // Sixteen values' E2M1 codes (kept where codes is not null) and their BF16 operand values:
 // the E2M1 value times the block scale b. That product is exact in BF16 (2 and 4 significant
-// bits, between 2^-10 and 2688, or zero), so its top half is its BF16 and the rounding
-// store_bf16 makes is left out; the narrowing stays in registers (the memory forms of the
-// narrowing moves are slow on some cores).
+// bits, between 2^-10 and 2688, or zero), so store_exact_bf16 stores its top half without
+// the rounding; the codes' narrowing stays in registers (the memory forms of the narrowing
+// moves are slow on some cores).
 template <bool KeepCodes, bool Stochastic>
 struct Nvfp4Store {
   const E2m1Lanes e2m1;
@@ -104,15 +104,13 @@ struct Nvfp4Store {
     } else {
       value = e2m1.template value<Stochastic>(v, i);
     }
-    const __m256i top =
-        _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(_mm512_mul_ps(value, b)), 16));
-    if (live == 0xffff) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), top);
-      if constexpr (KeepCodes)
+    store_exact_bf16(out, _mm512_mul_ps(value, b), live);
+    if constexpr (KeepCodes) {
+      if (live == 0xffff) {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtepi32_epi8(code));
-    } else {
-      _mm256_mask_storeu_epi16(out, live, top);
-      if constexpr (KeepCodes) _mm_mask_storeu_epi8(codes, live, _mm512_cvtepi32_epi8(code));
+      } else {
+        _mm_mask_storeu_epi8(codes, live, _mm512_cvtepi32_epi8(code));
+      }
     }
   }
 };

@@ -17,8 +17,7 @@ namespace {
 // NaN) is exact in BF16, so its top half is bf16_from_float's result.
 template <DType F>
 void store_decoded(bf16_t* out, __m128i c8, __mmask16 live) {
-  const __m512i v = _mm512_castps_si512(decode_fp8_lanes(c8, F == DType::E4M3));
-  _mm256_mask_storeu_epi16(out, live, _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+  store_exact_bf16(out, decode_fp8_lanes(c8, F == DType::E4M3), live);
 }
 
 // decoded (where not null) gets each code's value as BF16.

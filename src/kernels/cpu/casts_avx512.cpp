@@ -32,45 +32,17 @@ void fp8_to_bf16(bf16_t* y, const uint8_t* codes, int64_t n, DType f) {
   const bool e4m3 = f == DType::E4M3;
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 live = isa::live_lanes(n - i);
-    const __m512 v = isa::decode_fp8_lanes(_mm_maskz_loadu_epi8(live, codes + i), e4m3);
-    const __m256i top = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16));
-    if (live == 0xffff) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), top);
-    } else {
-      _mm256_mask_storeu_epi16(y + i, live, top);
-    }
+    isa::store_exact_bf16(y + i, isa::decode_fp8_lanes(_mm_maskz_loadu_epi8(live, codes + i), e4m3),
+                          live);
   }
 }
 
-// fp32_to_bf16: vcvtneps2bf16 would be one instruction, but it flushes subnormal inputs to zero
-// and needs AVX512-BF16; this is bf16_from_float's integer rounding, sixteen lanes at a time.
-namespace {
-
-// The same steps as bf16_from_float, with the NaN case as a lane select instead of a branch.
-// NaN lanes may wrap around in the rounding add; they are replaced anyway.
-__m256i round_to_bf16(__m512i u) {
-  const __m512i top = _mm512_srli_epi32(u, 16);
-  const __m512i lsb = _mm512_and_si512(top, _mm512_set1_epi32(1));
-  const __m512i bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-  const __m512i quiet = _mm512_or_si512(top, _mm512_set1_epi32(0x40));
-  const __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
-  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
-}
-
-}  // namespace
-
+// bf16_from_float's integer rounding, sixteen lanes at a time (isa::rounded_bf16).
 void fp32_to_bf16(bf16_t* y, const float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i u = _mm512_loadu_si512(x + i);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), round_to_bf16(u));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 live = isa::live_lanes(n - i);
+    isa::store_bf16(y + i, isa::load_live(live, x + i), live);
   }
-  if (i == n) return;
-  const auto m = static_cast<__mmask16>((1u << (n - i)) - 1u);
-  const __m512i u = _mm512_maskz_loadu_epi32(m, x + i);
-  _mm256_mask_storeu_epi16(y + i, m, round_to_bf16(u));
 }
 
 }  // namespace fp8lm::cpu::avx512
