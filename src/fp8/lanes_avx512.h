@@ -130,16 +130,21 @@ inline __m256i high_halves(__m512i v) {
   return _mm512_castsi512_si256(_mm512_permutexvar_epi16(odd_words, v));
 }
 
-// bf16_from_float's integer rounding on sixteen lanes, the NaN case as a lane select: the top
-// half of u + 0x7fff + (u's BF16 lsb), or of u with the quiet bit set (vcvtneps2bf16 would need
-// AVX512-BF16 and flushes subnormals). NaN lanes may wrap around in the add; they are replaced.
-inline __m256i rounded_bf16(__m512 v) {
+// bf16_from_float of each lane in the lane's high half (the low half is left over): the
+// integer rounding u + 0x7fff + (u's BF16 lsb), or for NaN u with the quiet bit set, as a lane
+// select (vcvtneps2bf16 would need AVX512-BF16 and flushes subnormals). NaN lanes may wrap
+// around in the add; they are replaced.
+inline __m512i bf16_in_high_halves(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  return high_halves(_mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000)));
+  return _mm512_mask_or_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), u,
+                              _mm512_set1_epi32(0x00400000));
+}
+
+// bf16_from_float of sixteen lanes, packed.
+inline __m256i rounded_bf16(__m512 v) {
+  return high_halves(bf16_in_high_halves(v));
 }
 
 // Sixteen BF16 values to the live lanes of out: a plain store where all are live (the

@@ -36,14 +36,7 @@ inline __m512i flushed(__m512i b) {
 // bf16_from_float's bits of each lane in its low 16 bits, a subnormal flushed to a zero of its
 // sign (the instruction reads subnormal inputs as zero), NaN kept quiet.
 inline __m512i bf16_bits(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i b =
-      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  b = _mm512_mask_mov_epi32(b, nan,
-                            _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040)));
-  return flushed(b);
+  return flushed(_mm512_srli_epi32(isa::bf16_in_high_halves(x), 16));
 }
 
 // The same of sixteen BF16 values' bits: what bf16_bits gives on their FP32 widening (a NaN
