@@ -120,6 +120,17 @@ def shares(r):
     return {name: sum(ops[k] for k in keys) / ops["step"] for name, keys in SHARES}
 
 
+def peer_runs(runs):
+    """The PyTorch rows the asked runs are compared against: FP32 for our FP32, BF16 autocast
+    for the rest (a BF16-only comparison need not spend half its time in PyTorch's FP32)."""
+    peers = []
+    if "fp32" in runs:
+        peers.append("torch-fp32")
+    if any(r != "fp32" for r in runs):
+        peers.append("torch-bf16")
+    return peers
+
+
 def spread(xs):
     m = statistics.median(xs)
     return (max(xs) - min(xs)) / m if m else 0.0
@@ -160,7 +171,7 @@ def main():
         if subprocess.run([PEER_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
             sys.exit(f"error: PyTorch is not importable by {PEER_PYTHON} (apt-get install python3-torch "
                      "libopenblas0-pthread), or pass --no-peer")
-        runs = ["torch-fp32", "torch-bf16"] + runs
+        runs = peer_runs(runs) + runs
 
     load = os.getloadavg()[0]
     if load > a.max_load:

@@ -58,6 +58,10 @@ def main():
     bf16 = row(out.getvalue(), "bf16")
     assert bf16[at["fastest steps vs PyTorch"]] == "", bf16
     assert bf16[at["goal"]] == "ok (1.5x PyTorch)", bf16
+    # Only the peer rows the asked runs are compared against are run.
+    assert cpu_speed.peer_runs(["bf16"]) == ["torch-bf16"]
+    assert cpu_speed.peer_runs(["fp32"]) == ["torch-fp32"]
+    assert cpu_speed.peer_runs(["fp32", "nvfp4"]) == ["torch-fp32", "torch-bf16"]
     print("cpu_speed report: ratios within rounds, fastest steps beside tokens/s: ok")
 
 
