@@ -24,6 +24,8 @@ How it measures:
              (kernels/op_times.h): GEMMs, casts, attention, norms and activations (norm,
              elementwise), the optimizer, and the rest (loss, copies, the host's own work);
              medians over the rounds.
+  - peer     PyTorch's FP32 row when fp32 is among --runs, its BF16 autocast row when any other
+             run is (each of ours is compared against one of them); --no-peer runs neither.
   - quiet    it refuses to measure when the 1-minute load average is above --max-load at the
              start, or when other processes use more than --max-busy of the CPUs in the
              second before a round (read from /proc/stat while this script waits): exit 3.
