@@ -2,7 +2,8 @@
 """bench/cpu_speed.py's table from made-up rounds (issue 35): the ratios are taken within a round
 and their median reported, for tokens/s and for each run's fastest step, and the goal cell
 judges tokens/s with the fastest steps' verdict beside it. Here the neighbours slowed our
-recipe's run in two of three rounds: tokens/s misses 0.9x, the fastest steps do not."""
+recipe's run in two of three rounds: tokens/s misses 0.9x, the fastest steps do not. Last, which
+PyTorch rows a set of runs needs (only those it is compared against)."""
 import contextlib
 import io
 import os
