@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -104,26 +105,41 @@ TEST(GemmBf16, MatchesReferenceOnTheRoundedOperands) {
 // An FP8 GEMM's alpha (the operands' scale_inv product) multiplies the finished FP32 sum once,
 // as cuBLASLt's FP8 GEMM scales its accumulator: C = round(acc * alpha) + round(beta * C), acc
 // being what alpha 1 gives, at any K (oneDNN's own alpha path rounded per block of K).
+// Beta 0 takes the post-op on gemm:jit's finished sum, any other beta run_matmul's pass; the
+// shapes include ones gemm:jit splits over K between threads (small M x N, long K) and the
+// models' shapes, on one thread and all.
 TEST(GemmBf16, AppliesAlphaOnceToTheFinishedSum) {
   const LowPrecisionEngine chosen = low_precision_engine();
   set_low_precision_engine(LowPrecisionEngine::NativeBf16);
-  for (const Shape& s : {Shape{64, 96, 128}, Shape{48, 80, 2048}, Shape{200, 64, 4096}}) {
-    const auto a16 = bf16_of(test::random_normal(s.M * s.K, 8));
-    const auto b16 = bf16_of(test::random_normal(s.K * s.N, 9));
-    const float alpha = 0.3f;
-    std::vector<float> acc(static_cast<size_t>(s.M * s.N));
-    gemm_bf16(Trans::N, Trans::T, s.M, s.N, s.K, 1.0f, a16.data(), b16.data(), 0.0f, acc.data());
-    for (float beta : {0.0f, 1.0f, 0.5f}) {
-      const std::vector<float> C0 = test::random_normal(s.M * s.N, 10);
-      std::vector<float> C = C0, want(C0.size());
-      gemm_bf16(Trans::N, Trans::T, s.M, s.N, s.K, alpha, a16.data(), b16.data(), beta, C.data());
-      for (size_t i = 0; i < want.size(); ++i) {
-        const float scaled = acc[i] * alpha;
-        want[i] = beta == 0.0f ? scaled : scaled + beta * C0[i];
+  const int threads = omp_get_max_threads();
+  for (const int t : {1, threads}) {
+    omp_set_num_threads(t);
+    for (const Shape& s :
+         {Shape{64, 96, 128}, Shape{48, 80, 2048}, Shape{200, 64, 4096}, Shape{16, 16, 8192},
+          Shape{2, 96, 128}, Shape{128, 128, 16}, Shape{512, 768, 256}, Shape{256, 512, 1024}}) {
+      const auto a16 = bf16_of(test::random_normal(s.M * s.K, 8));
+      const auto b16 = bf16_of(test::random_normal(s.K * s.N, 9));
+      const float alpha = 0.3f;
+      for (const auto& [ta, tb] : {std::pair{Trans::N, Trans::T}, std::pair{Trans::N, Trans::N},
+                                   std::pair{Trans::T, Trans::N}, std::pair{Trans::T, Trans::T}}) {
+        std::vector<float> acc(static_cast<size_t>(s.M * s.N));
+        gemm_bf16(ta, tb, s.M, s.N, s.K, 1.0f, a16.data(), b16.data(), 0.0f, acc.data());
+        for (float beta : {0.0f, 1.0f, 0.5f}) {
+          const std::vector<float> C0 = test::random_normal(s.M * s.N, 10);
+          std::vector<float> C = C0, want(C0.size());
+          gemm_bf16(ta, tb, s.M, s.N, s.K, alpha, a16.data(), b16.data(), beta, C.data());
+          for (size_t i = 0; i < want.size(); ++i) {
+            const float scaled = acc[i] * alpha;
+            want[i] = beta == 0.0f ? scaled : scaled + beta * C0[i];
+          }
+          EXPECT_TRUE(test::same_bits(C, want))
+              << s.M << "x" << s.N << "x" << s.K << " ta " << (ta == Trans::T) << " tb "
+              << (tb == Trans::T) << " beta=" << beta << " threads " << t;
+        }
       }
-      EXPECT_TRUE(test::same_bits(C, want)) << "K=" << s.K << " beta=" << beta;
     }
   }
+  omp_set_num_threads(threads);
   set_low_precision_engine(chosen);
 }
 
