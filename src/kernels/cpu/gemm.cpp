@@ -34,16 +34,6 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// How alpha reaches a product. oneDNN's run-time output scale keeps a BF16 product on gemm:jit,
-// but gemm:jit multiplies each block of K's partial sum by it: exact only at alpha 1. A binary
-// post-op with a run-time 1x1 tensor multiplies the finished sum, round(acc * alpha), in the
-// kernel's epilogue, as run_matmul's own pass would after it.
-enum class AlphaIn : uint8_t {
-  OutputScale,   // FP32 products, and BF16 ones that run with alpha 1
-  BrgemmPostOp,  // AMX brgemm (on_brgemm): the post-op alone
-  JitPostOp,     // gemm:jit: the output scale held at 1 (it keeps gemm:jit), alpha the post-op
-};
-
 // A primitive is built once per (types, transposes, shape, beta, how alpha is applied): creating
 // one costs far more than a small GEMM. alpha is a run-time argument, so it does not split the
 // cache.
@@ -52,10 +42,10 @@ struct MatmulKey {
   bool ta, tb;
   int64_t M, N, K;
   float beta;
-  AlphaIn alpha_in;
+  bool scaled;  // alpha as oneDNN's run-time output scale; else brgemm's post-op (on_brgemm)
   bool operator<(const MatmulKey& o) const {
-    return std::tie(dt, ta, tb, M, N, K, beta, alpha_in) <
-           std::tie(o.dt, o.ta, o.tb, o.M, o.N, o.K, o.beta, o.alpha_in);
+    return std::tie(dt, ta, tb, M, N, K, beta, scaled) <
+           std::tie(o.dt, o.ta, o.tb, o.M, o.N, o.K, o.beta, o.scaled);
   }
 };
 
@@ -84,8 +74,8 @@ std::atomic<bool>& brgemm_allowed() {
 // faster); at K < 17, or M or N below 64 in some shapes, gemm:jit takes other kernels; brgemm
 // adds a sum post-op's C (beta != 0) otherwise. Measured over every transpose at 1-3 threads;
 // GemmBf16.BrgemmAndGemmJitGiveTheSameBits holds it. There alpha multiplies the finished sum in
-// brgemm's epilogue, a binary post-op with a run-time 1x1 tensor: round(acc * alpha), as the
-// same post-op does on gemm:jit (AlphaIn).
+// brgemm's epilogue, a binary post-op with a run-time 1x1 tensor: round(acc * alpha), as
+// run_matmul's pass does after gemm:jit.
 bool on_brgemm(memory::data_type dt, int64_t M, int64_t N, int64_t K, float beta) {
   return dt == memory::data_type::bf16 && K >= 32 && K <= 512 && M >= 64 && N >= 64 &&
          beta == 0.0f && onednn_has_amx() && brgemm_allowed();
@@ -93,9 +83,7 @@ bool on_brgemm(memory::data_type dt, int64_t M, int64_t N, int64_t K, float beta
 
 MatmulKey matmul_key(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
                      float beta) {
-  const AlphaIn alpha_in =
-      on_brgemm(dt, M, N, K, beta) ? AlphaIn::BrgemmPostOp : AlphaIn::OutputScale;
-  return {dt, ta == Trans::T, tb == Trans::T, M, N, K, beta, alpha_in};
+  return {dt, ta == Trans::T, tb == Trans::T, M, N, K, beta, !on_brgemm(dt, M, N, K, beta)};
 }
 
 // The primitive with the memory objects and stream it runs with, made once: a call only
@@ -103,13 +91,9 @@ MatmulKey matmul_key(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_
 // wrappers would allocate handles and an argument map per call).
 struct Matmul {
   dnnl::matmul prim;
-  memory a, b, c, scale, one, scratchpad;
+  memory a, b, c, scale, scratchpad;
   float alpha = 1.0f;                           // the scale memory's storage
-  float unit = 1.0f;                            // JitPostOp's output scale
-  int scale_arg = DNNL_ARG_ATTR_OUTPUT_SCALES;  // or the post-op's operand
-  // JitPostOp: whether oneDNN took the same kernel as for the output scale alone (else
-  // run_matmul scales the sum itself).
-  bool on_gemm_jit = true;
+  int scale_arg = DNNL_ARG_ATTR_OUTPUT_SCALES;  // or the post-op's operand (MatmulKey::scaled)
 };
 
 // oneDNN's own scratch (packed panels and the like) comes from this per-thread arena instead
@@ -119,14 +103,10 @@ std::vector<std::byte>& scratchpad_arena() {
   return arena;
 }
 
-memory::desc output_scale_desc() {
-  return {{1}, memory::data_type::f32, memory::dims{1}};
-}
-
 // alpha's memory: one value as the output scale, or a 1x1 tensor broadcast over the product as
-// a post-op's operand.
+// brgemm's post-op operand.
 memory::desc alpha_desc(const MatmulKey& key) {
-  if (key.alpha_in == AlphaIn::OutputScale) return output_scale_desc();
+  if (key.scaled) return {{1}, memory::data_type::f32, memory::dims{1}};
   return {{1, 1}, memory::data_type::f32, memory::dims{1, 1}};
 }
 
@@ -139,9 +119,11 @@ dnnl::matmul::primitive_desc matmul_desc(const MatmulKey& key) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::post_ops ops;
-  if (key.alpha_in != AlphaIn::BrgemmPostOp) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
-  if (key.alpha_in != AlphaIn::OutputScale)
+  if (key.scaled) {
+    attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+  } else {
     ops.append_binary(dnnl::algorithm::binary_mul, alpha_desc(key));
+  }
   if (key.beta != 0.0f) ops.append_sum(key.beta);
   attr.set_post_ops(ops);
   return {dnnl::matmul::desc(a, b, c), attr, cpu_engine()};
@@ -161,14 +143,7 @@ Matmul& matmul_for(const MatmulKey& key) {
   mm->b = memory(pd.weights_desc(), engine, DNNL_MEMORY_NONE);
   mm->c = memory(pd.dst_desc(), engine, DNNL_MEMORY_NONE);
   mm->scale = memory(alpha_desc(key), engine, &mm->alpha);
-  mm->one = memory(output_scale_desc(), engine, &mm->unit);
-  if (key.alpha_in != AlphaIn::OutputScale)
-    mm->scale_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
-  if (key.alpha_in == AlphaIn::JitPostOp) {
-    MatmulKey plain = key;
-    plain.alpha_in = AlphaIn::OutputScale;
-    mm->on_gemm_jit = std::string(pd.impl_info_str()) == matmul_desc(plain).impl_info_str();
-  }
+  if (!key.scaled) mm->scale_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
   return *cache.emplace(key, std::move(mm)).first->second;
 }
 
@@ -212,35 +187,30 @@ void execute_matmul(const MatmulKey& key, float alpha, const void* A, const void
   const size_t need = mm.scratchpad.get_desc().get_size();
   if (arena.size() < need) arena.resize(need);
   mm.scratchpad.set_data_handle(arena.data());
-  const dnnl_exec_arg_t args[] = {
-      {DNNL_ARG_SRC, mm.a.get()},     {DNNL_ARG_WEIGHTS, mm.b.get()},
-      {DNNL_ARG_DST, mm.c.get()},     {DNNL_ARG_SCRATCHPAD, mm.scratchpad.get()},
-      {mm.scale_arg, mm.scale.get()}, {DNNL_ARG_ATTR_OUTPUT_SCALES, mm.one.get()}};
-  const int nargs = key.alpha_in == AlphaIn::JitPostOp ? 6 : 5;
+  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, mm.a.get()},
+                                  {DNNL_ARG_WEIGHTS, mm.b.get()},
+                                  {DNNL_ARG_DST, mm.c.get()},
+                                  {DNNL_ARG_SCRATCHPAD, mm.scratchpad.get()},
+                                  {mm.scale_arg, mm.scale.get()}};
   dnnl::stream& stream = cpu_stream();
   in_execute() = true;
-  dnnl::error::wrap_c_api(dnnl_primitive_execute(mm.prim.get(), stream.get(), nargs, args),
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(mm.prim.get(), stream.get(), 5, args),
                           "matmul execute");
   stream.wait();
   in_execute() = false;
 }
 
-// C = alpha * A·B + beta * C. A BF16 product's alpha (an FP8 recipe's operands' scale_inv
-// product) multiplies the finished FP32 sum, round(acc * alpha), then + round(beta * C), as
-// cuBLASLt scales an FP8 GEMM's accumulator: on gemm:jit (beta 0) and brgemm in the kernel's
-// epilogue, a post-op (AlphaIn); with a beta gemm:jit's post-ops would leave it (oneDNN 2.6
-// takes a sum and a binary post-op to its reference kernel), so the product runs with alpha 1
-// and a pass here scales and adds it.
+// C = alpha * A·B + beta * C. oneDNN's BF16 gemm:jit applies an alpha other than 1 in a scalar
+// loop after the product, one element at a time (on the AMX VM 40% of an FP8 recipe's step,
+// whose alpha is the operands' scale_inv product): there the product runs with alpha 1 and
+// alpha scales the finished sum here, vectorized: round(acc * alpha), then + round(beta * C), as
+// cuBLASLt scales an FP8 GEMM's accumulator (oneDNN's own alpha path rounds otherwise). On
+// brgemm (beta 0) its epilogue does the same multiply.
 void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
                 float alpha, const void* A, const void* B, float beta, float* C) {
   const MatmulKey key = matmul_key(dt, ta, tb, M, N, K, beta);
-  if (alpha == 1.0f || dt != memory::data_type::bf16 || key.alpha_in != AlphaIn::OutputScale)
+  if (alpha == 1.0f || dt != memory::data_type::bf16 || !key.scaled)
     return execute_matmul(key, alpha, A, B, C);
-  if (beta == 0.0f) {
-    MatmulKey post = key;
-    post.alpha_in = AlphaIn::JitPostOp;
-    if (matmul_for(post).on_gemm_jit) return execute_matmul(post, alpha, A, B, C);
-  }
   // The product alone (beta 0): key itself where C is not accumulated.
   float* product = beta == 0.0f ? C : workspace<float>(2, M * N);
   execute_matmul(beta == 0.0f ? key : matmul_key(dt, ta, tb, M, N, K, 0.0f), 1.0f, A, B, product);
