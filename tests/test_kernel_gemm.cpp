@@ -105,8 +105,8 @@ TEST(GemmBf16, MatchesReferenceOnTheRoundedOperands) {
 // An FP8 GEMM's alpha (the operands' scale_inv product) multiplies the finished FP32 sum once,
 // as cuBLASLt's FP8 GEMM scales its accumulator: C = round(acc * alpha) + round(beta * C), acc
 // being what alpha 1 gives, at any K (oneDNN's own alpha path rounded per block of K).
-// Every transpose, on one thread and all, at shapes that include ones gemm:jit splits over K
-// between threads (small M x N, long K) and the models' shapes.
+// Every transpose, on one thread and all, at the models' shapes and at small products with a
+// long K (where a GEMM may split K between threads).
 TEST(GemmBf16, AppliesAlphaOnceToTheFinishedSum) {
   const LowPrecisionEngine chosen = low_precision_engine();
   set_low_precision_engine(LowPrecisionEngine::NativeBf16);
