@@ -1,7 +1,7 @@
 // The fuzz targets without libFuzzer: each file named (or each file in a directory named) is
 // one input, given once to LLVMFuzzerTestOneInput. CI builds every target this way with the
 // compiler and sanitizers of the tree it tests and replays the seed corpus
-// (tests/CMakeLists.txt): the targets keep linking against the library, and no seed crashes.
+// (tests/fuzz/CMakeLists.txt): the targets keep linking against the library, and no seed crashes.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
