@@ -26,6 +26,9 @@ How it measures:
              medians over the rounds.
   - peer     PyTorch's FP32 row when fp32 is among --runs, its BF16 autocast row when any other
              run is (each of ours is compared against one of them); --no-peer runs neither.
+  - peer env the peer's OpenMP workers sleep after a short spin (cpu_bench.peer_environment:
+             they would starve the OpenBLAS threads of PyTorch's FP32 products); ours run as a
+             user's would.
   - quiet    it refuses to measure when the 1-minute load average is above --max-load at the
              start, or when other processes use more than --max-busy of the CPUs in the
              second before a round (read from /proc/stat while this script waits): exit 3.
@@ -45,7 +48,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_bench import CONFIGS as CPU_BENCH_CONFIGS, model_flops_per_step, run_json  # noqa: E402
+from cpu_bench import (CONFIGS as CPU_BENCH_CONFIGS, model_flops_per_step, peer_environment,  # noqa: E402
+                       run_json)
 
 CONFIGS = {
     "demo": CPU_BENCH_CONFIGS["demo"],
@@ -105,13 +109,17 @@ def command(a, cfg, run, steps, warmup):
     return [a.bench_train, f"--recipe={recipe}"] + flags
 
 
+def environment(run):
+    return peer_environment() if RUNS[run][0] == "peer" else None
+
+
 def warmup_steps(cfg):
     return 1 if cfg["d_model"] >= 2048 else 2
 
 
 def calibrate(a, cfg, run):
     """Timed steps for at least a.min_seconds, from a short run's seconds per step."""
-    r = run_json(command(a, cfg, run, 2, warmup_steps(cfg)))
+    r = run_json(command(a, cfg, run, 2, warmup_steps(cfg)), environment(run))
     return max(2, math.ceil(a.min_seconds / max(1e-6, r["seconds_per_step"])))
 
 
@@ -207,7 +215,8 @@ def main():
                 sys.exit(3)
             k = rnd % len(runs)
             for run in runs[k:] + runs[:k]:
-                results[run].append(run_json(command(a, cfg, run, steps[run], warmup_steps(cfg))))
+                results[run].append(run_json(command(a, cfg, run, steps[run], warmup_steps(cfg)),
+                                             environment(run)))
         record["configs"][name] = {"model": cfg, "steps": steps, "runs": results, "peak_gflops": dict(peak)}
         record["peak_gflops"] = dict(peak)
         report(name, cfg, runs, results, peak, a)

@@ -3,7 +3,8 @@
 and their median reported, for tokens/s and for each run's fastest step, and the goal cell
 judges tokens/s with the fastest steps' verdict beside it. Here the neighbours slowed our
 recipe's run in two of three rounds: tokens/s misses 0.9x, the fastest steps do not. Last, which
-PyTorch rows a set of runs needs (only those it is compared against)."""
+PyTorch rows a set of runs needs (only those it is compared against), and the peer's
+environment."""
 import contextlib
 import io
 import os
@@ -63,6 +64,20 @@ def main():
     assert cpu_speed.peer_runs(["bf16"]) == ["torch-bf16"]
     assert cpu_speed.peer_runs(["fp32"]) == ["torch-fp32"]
     assert cpu_speed.peer_runs(["fp32", "nvfp4"]) == ["torch-fp32", "torch-bf16"]
+    # The peer's OpenMP workers sleep after a short spin unless the caller chose how they wait;
+    # ours run in the caller's environment.
+    saved = {k: os.environ.pop(k) for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY") if k in os.environ}
+    try:
+        assert cpu_speed.environment("torch-fp32")["GOMP_SPINCOUNT"] == "1000"
+        assert cpu_speed.environment("torch-bf16")["GOMP_SPINCOUNT"] == "1000"
+        assert cpu_speed.environment("bf16") is None
+        for caller in ({"GOMP_SPINCOUNT": "0"}, {"OMP_WAIT_POLICY": "active"}):
+            os.environ.update(caller)
+            assert cpu_speed.environment("torch-fp32") is None, caller
+            for k in caller:
+                del os.environ[k]
+    finally:
+        os.environ.update(saved)
     print("cpu_speed report: ratios within rounds, fastest steps beside tokens/s: ok")
 
 
