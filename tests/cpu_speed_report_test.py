@@ -10,6 +10,7 @@ import io
 import os
 import sys
 from types import SimpleNamespace
+from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import cpu_speed  # noqa: E402
@@ -66,18 +67,15 @@ def main():
     assert cpu_speed.peer_runs(["fp32", "nvfp4"]) == ["torch-fp32", "torch-bf16"]
     # The peer's OpenMP workers sleep after a short spin unless the caller chose how they wait;
     # ours run in the caller's environment.
-    saved = {k: os.environ.pop(k) for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY") if k in os.environ}
-    try:
+    with mock.patch.dict(os.environ):
+        for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
+            os.environ.pop(k, None)
         assert cpu_speed.environment("torch-fp32")["GOMP_SPINCOUNT"] == "1000"
         assert cpu_speed.environment("torch-bf16")["GOMP_SPINCOUNT"] == "1000"
         assert cpu_speed.environment("bf16") is None
         for caller in ({"GOMP_SPINCOUNT": "0"}, {"OMP_WAIT_POLICY": "active"}):
-            os.environ.update(caller)
-            assert cpu_speed.environment("torch-fp32") is None, caller
-            for k in caller:
-                del os.environ[k]
-    finally:
-        os.environ.update(saved)
+            with mock.patch.dict(os.environ, caller):
+                assert cpu_speed.environment("torch-fp32") is None, caller
     print("cpu_speed report: ratios within rounds, fastest steps beside tokens/s: ok")
 
 
