@@ -1,9 +1,11 @@
 // The block-scaled recipes' casts (fp8/block_cast.h) as a training step makes them, beside the
 // cast the BF16 step makes of the same tensor (FP32 to BF16, the peer) and the memory bandwidth
 // measured on it: for each recipe and TE role (input and gradient, row-wise and column-wise
-// copies), nanoseconds per element, the ratio to the peer, the bytes per element the cast moves
-// (block_cast_traffic) and the share of the bandwidth that makes (near 100%: the cast waits on
-// memory; far below: on arithmetic). Best of --reps; prints a table, then one JSON line.
+// copies, then both copies as one block_cast_pair, as a Linear casts them for its two GEMMs),
+// nanoseconds per element, the ratio to the peer, the bytes per element the cast moves
+// (block_cast_traffic, block_cast_pair_traffic) and the share of the bandwidth that makes (near
+// 100%: the cast waits on memory; far below: on arithmetic). Best of --reps; prints a table,
+// then one JSON line.
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -70,6 +72,8 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < n; ++i) x.data()[i] = normal(rng);
   BackendBuffer<bf16_t> operand(be, n);
   BackendBuffer<uint8_t> code_buf(be, n), scales(be, n * sizeof(float));
+  BackendBuffer<bf16_t> col_operand(be, n);  // a pair's column-wise copy
+  BackendBuffer<uint8_t> col_codes(be, n), col_scales(be, n * sizeof(float));
   float scale_inv = 1.0f;
 
   // The memory's speed on this tensor, three ways: a read (absmax), a copy, and the peer (FP32
@@ -99,6 +103,13 @@ int main(int argc, char** argv) {
                         {"input columnwise", BlockRole::Input, true},
                         {"grad_output", BlockRole::GradOutput, false},
                         {"grad_output columnwise", BlockRole::GradOutput, true}};
+  const auto print_row = [&](ScalingKind kind, const std::string& tensor, double s, int64_t moved) {
+    const double bytes = static_cast<double>(moved) / static_cast<double>(n);
+    const double speed = gbs(bytes, s);
+    fmt::print("{:<8} {:<22} {:>10.3f} {:>8.2f}x {:>11.2f} {:>7.1f} {:>9.0f}%\n",
+               scaling_kind_name(kind), tensor, s * per, s / bf16, bytes, speed,
+               100 * speed / bandwidth);
+  };
   std::string json = fmt::format(R"({{"rows":{},"cols":{},"bf16_ns":{:.4f},"bandwidth_gbs":{:.2f})",
                                  rows, cols, bf16 * per, bandwidth);
   for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
@@ -115,13 +126,28 @@ int main(int argc, char** argv) {
                              &scale_inv, nullptr};
       const double s = best_seconds(reps, [&] { block_cast(c, out, x.data(), work.data()); });
       total += s;
-      const double bytes = static_cast<double>(block_cast_traffic(c, out)) / static_cast<double>(n);
-      const double speed = gbs(bytes, s);
-      fmt::print("{:<8} {:<22} {:>10.3f} {:>8.2f}x {:>11.2f} {:>7.1f} {:>9.0f}%\n",
-                 scaling_kind_name(kind), k.name, s * per, s / bf16, bytes, speed,
-                 100 * speed / bandwidth);
+      print_row(kind, k.name, s, block_cast_traffic(c, out));
     }
     json += fmt::format(R"(,"{}_vs_bf16":{:.3f})", scaling_kind_name(kind), total / 4 / bf16);
+    // Both copies of one tensor in one call: for NVFP4 one amax sweep serves both, where the
+    // rows above sweep once each. The column-wise copy writes an operand of its own.
+    for (const BlockRole role : {BlockRole::Input, BlockRole::GradOutput}) {
+      const std::string tensor = role == BlockRole::Input ? "input pair" : "grad_output pair";
+      if (fmt::format("{} {}", scaling_kind_name(kind), tensor).find(only) == std::string::npos)
+        continue;
+      BlockCast row = recipe_block_cast(recipe, role, false, rows, cols);
+      BlockCast col = recipe_block_cast(recipe, role, true, rows, cols);
+      row.sr_key = 12345;
+      col.sr_key = 54321;
+      float col_scale_inv = 1.0f;
+      const BlockCastOut row_out{codes ? code_buf.data() : nullptr, scales.data(), operand.data(),
+                                 &scale_inv, nullptr};
+      const BlockCastOut col_out{codes ? col_codes.data() : nullptr, col_scales.data(),
+                                 col_operand.data(), &col_scale_inv, nullptr};
+      const double s = best_seconds(
+          reps, [&] { block_cast_pair(row, row_out, col, col_out, x.data(), work.data()); });
+      print_row(kind, tensor, s, block_cast_pair_traffic(row, row_out, col, col_out));
+    }
   }
   fmt::print("{}}}\n", json);
   return 0;

@@ -2,7 +2,9 @@
 """bench_block_cast (issue 35) holds each cast against the memory bandwidth measured beside it:
 the machine's read, copy and FP32-to-BF16 speeds, then for every recipe and role the bytes per
 element the cast moves (x read once, twice for NVFP4's amax sweep; the BF16 operand; the block
-scales), the GB/s that makes and its share of the bandwidth. Timings vary; the bytes do not."""
+scales), the GB/s that makes and its share of the bandwidth; then each role's two copies cast
+as one pair (x read as often as one cast reads it, two operands and two sets of scales).
+Timings vary; the bytes do not."""
 import json
 import re
 import subprocess
@@ -22,16 +24,19 @@ def main():
     assert abs(summary["bandwidth_gbs"] - max(float(v) for v in memory.groups())) <= 0.05, out
     # 4 bytes of x read per sweep, 2 of operand written, a scale per block: Float8BlockScaling's
     # FP32 per 128 values, MXFP8's byte per 32, NVFP4's byte per 16 after its amax sweep.
-    want = {"block": 4 + 2 + 4 / 128, "mxfp8": 4 + 2 + 1 / 32, "nvfp4": 4 + 4 + 2 + 1 / 16}
+    reads = {"block": 4, "mxfp8": 4, "nvfp4": 8}
+    writes = {"block": 2 + 4 / 128, "mxfp8": 2 + 1 / 32, "nvfp4": 2 + 1 / 16}
     rows = [line.split() for line in out.splitlines() if line.split()[:1] and
-            line.split()[0] in want]
-    assert len(rows) == 12, out
+            line.split()[0] in reads]
+    pairs = [cells for cells in rows if cells[2] == "pair"]
+    assert len(rows) == 18 and len(pairs) == 6, out
     for cells in rows:
         recipe, bytes_per, gbs, share = cells[0], float(cells[-3]), float(cells[-2]), cells[-1]
+        want = reads[recipe] + (2 if cells in pairs else 1) * writes[recipe]
         # Printed to two decimals: within half a hundredth, plus the float's own slack.
-        assert abs(bytes_per - want[recipe]) < 0.006, (cells, want[recipe])
+        assert abs(bytes_per - want) < 0.006, (cells, want)
         assert gbs > 0 and share.endswith("%") and float(share[:-1]) > 0, cells
-    print(f"ok: 12 casts against {summary['bandwidth_gbs']} GB/s")
+    print(f"ok: 12 casts and 6 pairs against {summary['bandwidth_gbs']} GB/s")
 
 
 if __name__ == "__main__":
