@@ -110,6 +110,17 @@ int main(int argc, char** argv) {
                scaling_kind_name(kind), tensor, s * per, s / bf16, bytes, speed,
                100 * speed / bandwidth);
   };
+  // Whether --only asks for this row ("recipe tensor").
+  const auto wanted = [&](ScalingKind kind, const std::string& tensor) {
+    return fmt::format("{} {}", scaling_kind_name(kind), tensor).find(only) != std::string::npos;
+  };
+  // No amax asked for: a training step's casts take none (Linear::block_cast_job). A pair's
+  // column-wise copy writes an operand, codes and scales of its own, as the step's do.
+  float col_scale_inv = 1.0f;
+  const BlockCastOut out{codes ? code_buf.data() : nullptr, scales.data(), operand.data(),
+                         &scale_inv, nullptr};
+  const BlockCastOut col_out{codes ? col_codes.data() : nullptr, col_scales.data(),
+                             col_operand.data(), &col_scale_inv, nullptr};
   std::string json = fmt::format(R"({{"rows":{},"cols":{},"bf16_ns":{:.4f},"bandwidth_gbs":{:.2f})",
                                  rows, cols, bf16 * per, bandwidth);
   for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
@@ -117,36 +128,26 @@ int main(int argc, char** argv) {
     recipe.kind = kind;
     double total = 0.0;
     for (const Case& k : cases) {
-      const std::string label = fmt::format("{} {}", scaling_kind_name(kind), k.name);
-      if (label.find(only) == std::string::npos) continue;
+      if (!wanted(kind, k.name)) continue;
       BlockCast c = recipe_block_cast(recipe, k.role, k.columnwise, rows, cols);
       c.sr_key = 12345;
-      // No amax asked for: a training step's casts take none (Linear::block_cast_job).
-      const BlockCastOut out{codes ? code_buf.data() : nullptr, scales.data(), operand.data(),
-                             &scale_inv, nullptr};
       const double s = best_seconds(reps, [&] { block_cast(c, out, x.data(), work.data()); });
       total += s;
       print_row(kind, k.name, s, block_cast_traffic(c, out));
     }
     json += fmt::format(R"(,"{}_vs_bf16":{:.3f})", scaling_kind_name(kind), total / 4 / bf16);
     // Both copies of one tensor in one call: for NVFP4 one amax sweep serves both, where the
-    // rows above sweep once each. The column-wise copy writes an operand of its own.
+    // rows above sweep once each.
     for (const BlockRole role : {BlockRole::Input, BlockRole::GradOutput}) {
       const std::string tensor = role == BlockRole::Input ? "input pair" : "grad_output pair";
-      if (fmt::format("{} {}", scaling_kind_name(kind), tensor).find(only) == std::string::npos)
-        continue;
+      if (!wanted(kind, tensor)) continue;
       BlockCast row = recipe_block_cast(recipe, role, false, rows, cols);
       BlockCast col = recipe_block_cast(recipe, role, true, rows, cols);
       row.sr_key = 12345;
       col.sr_key = 54321;
-      float col_scale_inv = 1.0f;
-      const BlockCastOut row_out{codes ? code_buf.data() : nullptr, scales.data(), operand.data(),
-                                 &scale_inv, nullptr};
-      const BlockCastOut col_out{codes ? col_codes.data() : nullptr, col_scales.data(),
-                                 col_operand.data(), &col_scale_inv, nullptr};
       const double s = best_seconds(
-          reps, [&] { block_cast_pair(row, row_out, col, col_out, x.data(), work.data()); });
-      print_row(kind, tensor, s, block_cast_pair_traffic(row, row_out, col, col_out));
+          reps, [&] { block_cast_pair(row, out, col, col_out, x.data(), work.data()); });
+      print_row(kind, tensor, s, block_cast_pair_traffic(row, out, col, col_out));
     }
   }
   fmt::print("{}}}\n", json);

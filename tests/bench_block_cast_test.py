@@ -23,16 +23,16 @@ def main():
     # The bandwidth is the fastest of the three (printed to 0.1 GB/s).
     assert abs(summary["bandwidth_gbs"] - max(float(v) for v in memory.groups())) <= 0.05, out
     # 4 bytes of x read per sweep, 2 of operand written, a scale per block: Float8BlockScaling's
-    # FP32 per 128 values, MXFP8's byte per 32, NVFP4's byte per 16 after its amax sweep.
+    # FP32 per 128 values, MXFP8's byte per 32, NVFP4's byte per 16 after its amax sweep. A pair
+    # reads x as one cast does and writes two copies.
     reads = {"block": 4, "mxfp8": 4, "nvfp4": 8}
     writes = {"block": 2 + 4 / 128, "mxfp8": 2 + 1 / 32, "nvfp4": 2 + 1 / 16}
     rows = [line.split() for line in out.splitlines() if line.split()[:1] and
             line.split()[0] in reads]
-    pairs = [cells for cells in rows if cells[2] == "pair"]
-    assert len(rows) == 18 and len(pairs) == 6, out
+    assert len(rows) == 18 and sum(cells[2] == "pair" for cells in rows) == 6, out
     for cells in rows:
         recipe, bytes_per, gbs, share = cells[0], float(cells[-3]), float(cells[-2]), cells[-1]
-        want = reads[recipe] + (2 if cells in pairs else 1) * writes[recipe]
+        want = reads[recipe] + (2 if cells[2] == "pair" else 1) * writes[recipe]
         # Printed to two decimals: within half a hundredth, plus the float's own slack.
         assert abs(bytes_per - want) < 0.006, (cells, want)
         assert gbs > 0 and share.endswith("%") and float(share[:-1]) > 0, cells
