@@ -17,7 +17,11 @@ and summary.json (issue 32).
 4. `fp8lm advise --json` on the demo model: 12 GEMMs (4 Linears x fprop, dgrad, wgrad), each
    with an estimate per GPU whose speedup is its BF16 time over its FP8 and cast time, and the
    step per GPU; a bad value is refused.
-5. Where Open MPI's mpirun is installed and fp8lm was built with MPI: the comparison under
+5. `--jobs 2` trains two runs at once (the second starts before the first ends), and a SIGTERM
+   while both train stops both with checkpoints; `compare --resume --jobs 2` then gives the same
+   compare.json again. Without --threads, each of the two runs gets half the CPUs. `--jobs 0`
+   is refused.
+6. Where Open MPI's mpirun is installed and fp8lm was built with MPI: the comparison under
    `mpirun -np 2` (its runs spread over the two ranks) gives the same compare.json again.
 
 Usage: tools/compare_check.py --fp8lm build/release/fp8lm
@@ -136,6 +140,45 @@ def comparable(j):
     return j
 
 
+def check_jobs(binary, tmp, first):
+    """Part 5: two runs at once, both stopped by one SIGTERM, resumed to the same compare.json."""
+    refused(binary, ["compare", "--precision", "bf16", "--jobs", "0"], "--jobs 0")
+    both = os.path.join(tmp, "both")
+    at = FLAGS.index("--threads")
+    flags = FLAGS[:at] + FLAGS[at + 2:]
+    proc = subprocess.Popen([binary, "compare", *flags, "--jobs", "2", "--out", both],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs = [os.path.join(both, "runs", label, "seed-1") for label in ("bf16", "fp8-delayed-hybrid")]
+    # A checkpoint (every 20 steps): the run has trained past its start and stops with another.
+    started = lambda r: os.path.isdir(os.path.join(r, "checkpoints"))
+    ended = lambda r: os.path.exists(os.path.join(r, "summary.json"))
+    # One run at a time, the second would start only after the first wrote its summary.json.
+    deadline = time.time() + 300
+    while not all(map(started, runs)) and not any(map(ended, runs)) and proc.poll() is None \
+            and time.time() < deadline:
+        time.sleep(0.005)
+    if not all(map(started, runs)) or any(map(ended, runs)):
+        proc.kill()
+        fail(f"compare --jobs 2 did not train two runs at once: started {list(map(started, runs))}, "
+             f"ended {list(map(ended, runs))}")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    if proc.returncode != 128 + signal.SIGTERM or "--resume" not in err:
+        fail(f"a stopped compare --jobs 2 exited {proc.returncode}: {err[-1000:]}")
+    if any(map(ended, runs)) or not all(os.path.isdir(os.path.join(r, "checkpoints")) for r in runs):
+        fail("a SIGTERM did not stop both runs of compare --jobs 2 with a checkpoint")
+    threads = {json.load(open(os.path.join(r, "config.json")))["threads"] for r in runs}
+    if threads != {max(1, len(os.sched_getaffinity(0)) // 2)}:
+        fail(f"compare --jobs 2 gave its runs {threads} threads on {len(os.sched_getaffinity(0))} CPUs")
+    res = subprocess.run([binary, "compare", "--resume", both, "--jobs", "2"], capture_output=True,
+                         text=True, timeout=600)
+    if res.returncode != 0 or res.stdout.count("(resuming)") != 2:
+        fail(f"compare --resume --jobs 2 exited {res.returncode}, resuming "
+             f"{res.stdout.count('(resuming)')} runs: {res.stderr[-2000:]}")
+    if comparable(first) != comparable(check_statistics(both)):
+        fail("compare.json of compare --jobs 2 differs from one run at a time's")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--fp8lm", required=True)
@@ -210,10 +253,12 @@ def main():
         if native != {"delayed": True, "mxfp8": False}:
             fail(f"advise --json: native on H100 {native}")
 
+        check_jobs(a.fp8lm, tmp, first)
+
         mpirun = shutil.which("mpirun")
         if not mpirun:
             print("mpirun is not installed: the spread over ranks not checked")
-            print("4 passed, 0 failed")
+            print("5 passed, 0 failed")
             return
         spread = os.path.join(tmp, "spread")
         res = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
@@ -221,7 +266,7 @@ def main():
                              capture_output=True, text=True, timeout=600)
         if res.returncode != 0 and "built without MPI" in res.stderr:
             print("fp8lm was built without MPI: the spread over ranks not checked")
-            print("4 passed, 0 failed")
+            print("5 passed, 0 failed")
             return
         if res.returncode != 0:
             fail(f"compare under mpirun exited {res.returncode}: {res.stderr[-2000:]}")
@@ -230,7 +275,7 @@ def main():
             fail(f"compare under mpirun did not spread the runs over the ranks:\n{res.stdout}")
         if comparable(first) != comparable(check_statistics(spread)):
             fail("compare.json under mpirun -np 2 differs from one process's")
-    print("5 passed, 0 failed")
+    print("6 passed, 0 failed")
 
 
 if __name__ == "__main__":

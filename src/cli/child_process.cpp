@@ -6,10 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 #include "fp8lm/error.h"
 
@@ -18,13 +21,36 @@ extern char** environ;
 namespace fp8lm::cli {
 namespace {
 
-std::atomic<pid_t> g_child{0};
+// The children running, 0 in a free slot: what the signal handler passes a stop on to.
+std::array<std::atomic<pid_t>, kMaxChildRuns> g_children{};
 std::atomic<int> g_stop{0};
 
 extern "C" void forward_stop(int sig) {
   g_stop = sig;
-  const pid_t child = g_child.load();
-  if (child > 0) ::kill(child, sig);
+  for (const std::atomic<pid_t>& slot : g_children) {
+    const pid_t child = slot.load();
+    if (child > 0) ::kill(child, sig);
+  }
+}
+
+void track(pid_t pid) {
+  for (std::atomic<pid_t>& slot : g_children) {
+    pid_t free = 0;
+    if (slot.compare_exchange_strong(free, pid)) return;
+  }
+  // start_fp8lm's callers keep fewer than kMaxChildRuns running.
+  throw Error(fmt::format("more than {} runs at once", kMaxChildRuns));
+}
+
+void untrack(pid_t pid) {
+  for (std::atomic<pid_t>& slot : g_children) {
+    pid_t ours = pid;
+    if (slot.compare_exchange_strong(ours, 0)) return;
+  }
+}
+
+int exit_status(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // The environment without an MPI launcher's variables (Open MPI's, PMIx's, MPICH's), so that
@@ -61,7 +87,7 @@ int StopForwarding::signal() const {
   return g_stop.load();
 }
 
-int run_fp8lm(const std::vector<std::string>& args, const std::string& log_path) {
+pid_t start_fp8lm(const std::vector<std::string>& args, const std::string& log_path) {
   const int log = ::open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (log < 0) throw Error(fmt::format("{}: cannot open: {}", log_path, std::strerror(errno)));
   // Everything exec needs, built before fork: the child only calls async-signal-safe functions.
@@ -96,13 +122,36 @@ int run_fp8lm(const std::vector<std::string>& args, const std::string& log_path)
     ::_exit(127);
   }
   ::close(log);
-  g_child = pid;
+  track(pid);
   if (g_stop.load() != 0) ::kill(pid, g_stop.load());  // a stop that came just before
+  return pid;
+}
+
+EndedRun wait_for_run(const std::vector<pid_t>& running) {
+  if (running.empty()) throw Error("wait_for_run: no run is running");
+  // Whether child i ended (its status in status); Error where it is no child of ours.
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  const auto ended = [&](size_t i, int options) {
+    pid_t got;
+    while ((got = ::waitpid(running[i], &status, options)) < 0 && errno == EINTR) {
+    }
+    if (got < 0) throw Error(fmt::format("run {}: {}", running[i], std::strerror(errno)));
+    if (got == 0) return false;
+    untrack(running[i]);
+    return true;
+  };
+  if (running.size() == 1) {
+    ended(0, 0);
+    return {0, exit_status(status)};
   }
-  g_child = 0;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // Each child of ours asked in turn, never waitpid(-1): a library in this process (an MPI
+  // launcher's) may have children of its own to reap. A run lasts seconds to hours, so a look
+  // every 10 ms costs nothing.
+  for (;;) {
+    for (size_t i = 0; i < running.size(); ++i)
+      if (ended(i, WNOHANG)) return {i, exit_status(status)};
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 }  // namespace fp8lm::cli

@@ -1,11 +1,14 @@
 // fp8lm compare: the tutorial's question in one command. Every arm (precision x recipe x
 // format) is trained once per seed as an ordinary run under DIR/runs/ (each resumable, each with
 // its own TensorBoard directory), then DIR/compare.json and DIR/compare.html hold the arms'
-// statistics over seeds and their gaps to the baseline, and a table is printed. Under mpirun
-// the runs are spread over the ranks, each run a process of its own.
+// statistics over seeds and their gaps to the baseline, and a table is printed. Each run is a
+// process of its own: --jobs N trains N at once, and under mpirun the runs are spread over the
+// ranks.
 #include <fmt/format.h>
 
+#include <omp.h>
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -43,7 +46,7 @@ const std::set<std::string> kVaried = {"precision", "recipe", "fp8-format", "see
 struct CompareFlags {
   std::string precisions = "fp32,bf16,fp8", recipes, formats, baseline, out, resume, config;
   std::string device = "auto";
-  int64_t seeds = 3, first_seed = 1, checkpoint_every = 0;
+  int64_t seeds = 3, first_seed = 1, checkpoint_every = 0, jobs = 1;
   bool no_tensorboard = false;
   std::shared_ptr<SettingOptions> settings = std::make_shared<SettingOptions>();
 };
@@ -220,14 +223,28 @@ Json roofline_of_arms(const Plan& p, const std::string& dir) {
   return out;
 }
 
+// The --threads a new run gets beside the plan's flags: with --jobs N, a share of the CPUs for
+// each of the N runs at once, unless the comparison names its runs' threads itself.
+std::vector<std::string> threads_of_each_run(const CompareFlags& f, const Plan& p, CLI::App* app) {
+  const bool named =
+      app->get_option("--threads")->count() > 0 ||
+      std::find(p.train_args.begin(), p.train_args.end(), "--threads") != p.train_args.end();
+  if (f.jobs == 1 || named) return {};
+  return {"--threads", std::to_string(std::max<int64_t>(1, omp_get_num_procs() / f.jobs))};
+}
+
 int run_compare(const CompareFlags& f, CLI::App* app) {
+  if (f.jobs < 1 || f.jobs > kMaxChildRuns)
+    throw Error(
+        fmt::format("--jobs {} must be 1 to {} (runs trained at once)", f.jobs, kMaxChildRuns));
   if (!f.out.empty() && !f.resume.empty())
     throw Error("--out and --resume name the comparison twice; --resume DIR finishes DIR");
   Plan plan;
   std::string dir = f.resume;
   if (!f.resume.empty()) {
     for (const CLI::Option* o : app->get_options()) {
-      if (o->count() > 0 && o->get_name() != "--resume" && o->get_name() != "--device")
+      if (o->count() > 0 && o->get_name() != "--resume" && o->get_name() != "--device" &&
+          o->get_name() != "--jobs")
         throw Error(fmt::format("--resume finishes the comparison as it was planned; drop {}",
                                 o->get_name()));
     }
@@ -260,26 +277,51 @@ int run_compare(const CompareFlags& f, CLI::App* app) {
   }
   if (lead) {
     fs::create_directories(dir + "/logs");
-    fmt::print("comparing {} arms x {} seeds in {} (baseline {}); each run's output in {}/logs/\n",
-               plan.arms.size(), plan.seeds.size(), dir, plan.baseline, dir);
+    fmt::print(
+        "comparing {} arms x {} seeds in {} (baseline {}){}; each run's output in {}/logs/\n",
+        plan.arms.size(), plan.seeds.size(), dir, plan.baseline,
+        f.jobs > 1 ? fmt::format(", {} runs at once", f.jobs) : "", dir);
   }
   // The plan written and logs/ made before any rank starts a run.
   double ready = 0.0;
   comm.all_reduce_sum(std::span<double>(&ready, 1), "compare: plan written");
 
-  // Seed by seed, so that an early stop leaves whole seeds of every arm.
+  // Seed by seed, so that an early stop leaves whole seeds of every arm (with --jobs, the runs
+  // in flight stop with checkpoints and resume).
+  const std::vector<std::string> threads = threads_of_each_run(f, plan, app);
   double failed = 0.0;
   int index = 0;
   StopForwarding stops;
+  struct Running {
+    pid_t pid;
+    std::string label, log;
+    uint64_t seed;
+  };
+  std::vector<Running> running;
+  const auto wait_for_one = [&] {
+    std::vector<pid_t> pids;
+    for (const Running& r : running) pids.push_back(r.pid);
+    const EndedRun end = wait_for_run(pids);
+    const Running r = running[end.index];
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(end.index));
+    if (stops.signal() != 0) return;  // the run stopped with a checkpoint
+    if (end.status != 0) {
+      failed += 1.0;
+      fmt::print(stderr, "{} seed {} failed (exit {}): see {}\n", r.label, r.seed, end.status,
+                 r.log);
+    }
+  };
   const int total = static_cast<int>(plan.arms.size() * plan.seeds.size());
   for (const uint64_t seed : plan.seeds) {
     for (const CompareArm& arm : plan.arms) {
       const int i = index++;
-      if (stops.signal() != 0 || i % comm.size() != comm.rank()) continue;
+      if (i % comm.size() != comm.rank()) continue;
       const std::string rel = run_dir(arm, seed), path = dir + "/" + rel;
       const std::string log = fmt::format("{}/logs/{}-seed-{}.log", dir, arm.label, seed);
       const RunState state = state_of(path);
       if (state == RunState::Done) continue;
+      while (static_cast<int64_t>(running.size()) >= f.jobs) wait_for_one();
+      if (stops.signal() != 0) continue;
       std::vector<std::string> args;
       if (state == RunState::Resume) {
         args = {"train", "--resume", path};
@@ -289,22 +331,19 @@ int run_compare(const CompareFlags& f, CLI::App* app) {
         fs::remove_all(path);  // a run stopped before it wrote its config: nothing in it yet
         fs::create_directories(fs::path(path).parent_path());
         args = new_run_args(plan, arm, seed, path);
+        args.insert(args.end(), threads.begin(), threads.end());
       }
       fmt::print("[{}/{}] {} seed {}{}{}\n", i + 1, total, arm.label, seed,
                  state == RunState::Resume ? " (resuming)" : "",
                  comm.size() > 1 ? fmt::format(" on rank {}", comm.rank()) : "");
       std::fflush(stdout);
-      const int code = run_fp8lm(args, log);
-      if (stops.signal() != 0) continue;  // the run stopped with a checkpoint
-      if (code != 0) {
-        failed += 1.0;
-        fmt::print(stderr, "{} seed {} failed (exit {}): see {}\n", arm.label, seed, code, log);
-      }
+      running.push_back({start_fp8lm(args, log), arm.label, log, seed});
     }
   }
+  while (!running.empty()) wait_for_one();
   if (const int stop = stops.signal(); stop != 0) {
     fmt::print(stderr,
-               "stopped; the run it was in checkpointed. Continue with: fp8lm compare "
+               "stopped; the runs in progress checkpointed. Continue with: fp8lm compare "
                "--resume {}\n",
                dir);
     return 128 + stop;
@@ -372,6 +411,10 @@ void add_compare_command(CLI::App& app) {
                   "each run checkpoints every N steps (a killed comparison resumes from there)")
       ->type_name("INT");
   cmd->add_flag("--no-tensorboard", f->no_tensorboard, "no TensorBoard event files in the runs");
+  cmd->add_option("--jobs", f->jobs,
+                  "runs trained at once, each on the CPUs / N threads unless --threads is given "
+                  "(their tokens/s then share the machine)")
+      ->type_name("INT");
   // Every other train setting, passed to each run.
   add_setting_options(
       cmd, f->settings, [](const Setting& s) { return !kVaried.contains(std::string(s.name)); },
