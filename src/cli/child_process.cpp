@@ -33,12 +33,12 @@ extern "C" void forward_stop(int sig) {
   }
 }
 
-void track(pid_t pid) {
+// A free slot held (-1, which the handler passes over) for a child about to start.
+std::atomic<pid_t>& reserve_slot() {
   for (std::atomic<pid_t>& slot : g_children) {
     pid_t free = 0;
-    if (slot.compare_exchange_strong(free, pid)) return;
+    if (slot.compare_exchange_strong(free, -1)) return slot;
   }
-  // start_fp8lm's callers keep fewer than kMaxChildRuns running.
   throw Error(fmt::format("more than {} runs at once", kMaxChildRuns));
 }
 
@@ -88,8 +88,12 @@ int StopForwarding::signal() const {
 }
 
 pid_t start_fp8lm(const std::vector<std::string>& args, const std::string& log_path) {
+  std::atomic<pid_t>& slot = reserve_slot();
   const int log = ::open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (log < 0) throw Error(fmt::format("{}: cannot open: {}", log_path, std::strerror(errno)));
+  if (log < 0) {
+    slot = 0;
+    throw Error(fmt::format("{}: cannot open: {}", log_path, std::strerror(errno)));
+  }
   // Everything exec needs, built before fork: the child only calls async-signal-safe functions.
   std::vector<std::string> argv_text = {"fp8lm"};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
@@ -107,6 +111,7 @@ pid_t start_fp8lm(const std::vector<std::string>& args, const std::string& log_p
   if (pid < 0) {
     const int err = errno;
     ::close(log);
+    slot = 0;
     throw Error(fmt::format("cannot start a run: {}", std::strerror(err)));
   }
   if (pid == 0) {
@@ -122,7 +127,7 @@ pid_t start_fp8lm(const std::vector<std::string>& args, const std::string& log_p
     ::_exit(127);
   }
   ::close(log);
-  track(pid);
+  slot = pid;
   if (g_stop.load() != 0) ::kill(pid, g_stop.load());  // a stop that came just before
   return pid;
 }
