@@ -19,8 +19,8 @@ and summary.json (issue 32).
    step per GPU; a bad value is refused.
 5. `--jobs 2` trains two runs at once (the second starts before the first ends), and a SIGTERM
    while both train stops both with checkpoints; `compare --resume --jobs 2` then gives the same
-   compare.json again. Without --threads, each of the two runs gets half the CPUs. `--jobs 0`
-   is refused.
+   compare.json again (its "measured" says 2 runs at once, as do its table and page). Without
+   --threads, each of the two runs gets half the CPUs. `--jobs 0` is refused.
 6. Where Open MPI's mpirun is installed and fp8lm was built with MPI: the comparison under
    `mpirun -np 2` (its runs spread over the two ranks) gives the same compare.json again.
 
@@ -177,6 +177,12 @@ def check_jobs(binary, tmp, first):
              f"{res.stdout.count('(resuming)')} runs: {res.stderr[-2000:]}")
     if comparable(first) != comparable(check_statistics(both)):
         fail("compare.json of compare --jobs 2 differs from one run at a time's")
+    # Its speeds were taken with the runs sharing the machine, and it says so.
+    runs_at_once = json.load(open(os.path.join(both, "compare.json")))["measured"]["runs_at_once"]
+    html = open(os.path.join(both, "compare.html")).read()
+    if runs_at_once != 2 or "shared the machine" not in res.stdout or "shared the machine" not in html:
+        fail(f"compare --jobs 2: runs_at_once {runs_at_once}; its table or page does not say the "
+             f"runs shared the machine:\n{res.stdout}")
 
 
 def main():
@@ -195,6 +201,8 @@ def main():
         for label in ("bf16", "fp8-delayed-hybrid", "fp8-current-hybrid", "seed noise"):
             if label not in res.stdout:
                 fail(f"the printed table lacks '{label}':\n{res.stdout}")
+        if "shared the machine" in res.stdout:
+            fail(f"one run at a time, the table says the runs shared the machine:\n{res.stdout}")
         html = open(os.path.join(whole, "compare.html")).read()
         if "<script" in html or "http://" in html or "<table>" not in html:
             fail("compare.html is not a self-contained page with a table")

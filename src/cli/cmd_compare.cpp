@@ -191,6 +191,7 @@ void print_table(const Json& j) {
     }
     fmt::print("{}\n", line);
   }
+  if (const std::string note = shared_machine_note(j); !note.empty()) fmt::print("{}\n", note);
   fmt::print("\n");
   for (const Json& arm : j["arms"]) fmt::print("{}\n", arm["verdict"].get<std::string>());
   if (!j["roofline"].is_object() || j["roofline"].empty()) return;
@@ -351,7 +352,7 @@ int run_compare(const CompareFlags& f, CLI::App* app) {
   comm.all_reduce_sum(std::span<double>(&failed, 1), "compare: runs done");
   if (!lead) return failed > 0 ? 1 : 0;
 
-  Comparison c{plan.arms, plan.seeds, plan.baseline, {}, {}};
+  Comparison c{plan.arms, plan.seeds, plan.baseline, {}, {}, f.jobs};
   for (const CompareArm& arm : plan.arms) {
     c.dirs.emplace_back();
     c.runs.emplace_back();

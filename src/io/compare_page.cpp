@@ -62,6 +62,8 @@ std::string comparison_page(const Comparison& c, const Json& summary) {
     html << "</tr>";
   }
   html << "</table></div>";
+  if (const std::string note = shared_machine_note(summary); !note.empty())
+    html << "<p>" << html_escape(note) << "</p>";
   html << "<h2>Is each gap more than seed noise?</h2><ul>";
   for (const Json& arm : summary["arms"])
     html << "<li>" << html_escape(arm["verdict"].get<std::string>()) << "</li>";

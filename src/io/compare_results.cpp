@@ -227,6 +227,15 @@ std::vector<std::vector<std::string>> comparison_table(const Json& summary) {
   return rows;
 }
 
+std::string shared_machine_note(const Json& summary) {
+  const Json& n = summary["measured"]["runs_at_once"];
+  if (!n.is_number_integer() || n.get<int64_t>() <= 1) return "";
+  return fmt::format(
+      "tokens/s: up to {} runs trained at once (--jobs) and shared the machine; compare speeds "
+      "with --jobs 1",
+      n.get<int64_t>());
+}
+
 RunOutcome read_run_outcome(const std::string& dir) {
   RunOutcome r;
   if (std::filesystem::exists(dir + "/metrics.jsonl")) read_metrics(dir + "/metrics.jsonl", r);
@@ -308,6 +317,7 @@ Json comparison_json(const Comparison& c) {
     measured[arm.label] = {{"tokens_per_s", spread_json(column(a, &RunOutcome::tokens_per_s))},
                            {"peak_rss_mb", spread_json(column(a, &RunOutcome::peak_rss_mb))}};
   }
+  measured["runs_at_once"] = c.runs_at_once;  // no arm's label: those have no '_'
   std::vector<int64_t> seeds(c.seeds.begin(), c.seeds.end());
   return {{"baseline", c.baseline},
           {"seeds", seeds},

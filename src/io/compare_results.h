@@ -38,17 +38,23 @@ struct Comparison {
   std::string baseline;                        // an arm's label
   std::vector<std::vector<std::string>> dirs;  // [arm][seed], relative to the comparison's DIR
   std::vector<std::vector<RunOutcome>> runs;   // [arm][seed]
+  // How many runs the invocation that finished it trained at once (compare --jobs): above 1,
+  // its runs' tokens/s were taken while they shared the machine.
+  int64_t runs_at_once = 1;
 };
 
 // compare.json: per arm its runs, each value's mean and standard deviation over seeds, the
 // paired gap to the baseline with its 95% interval and whether it is beyond seed noise, and
-// the verdict in words; timings under "measured".
+// the verdict in words; timings under "measured" (with "runs_at_once").
 nlohmann::json comparison_json(const Comparison& c);
 
 // The table compare prints and compare.html shows, from compare.json: a header row, then a row
 // per arm (means ± standard deviations over seeds, the gap to the baseline with its interval,
 // timings, counts, saturation per role).
 std::vector<std::vector<std::string>> comparison_table(const nlohmann::json& summary);
+
+// The sentence under that table where its runs shared the machine (compare --jobs), else "".
+std::string shared_machine_note(const nlohmann::json& summary);
 
 // compare.html beside compare.json: the table, the verdicts and the loss curves, inline SVG.
 std::string comparison_page(const Comparison& c, const nlohmann::json& summary);
