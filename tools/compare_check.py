@@ -20,7 +20,8 @@ and summary.json (issue 32).
 5. `--jobs 2` trains two runs at once (the second starts before the first ends), and a SIGTERM
    while both train stops both with checkpoints; `compare --resume --jobs 2` then gives the same
    compare.json again (its "measured" says 2 runs at once, as do its table and page). Without
-   --threads, each of the two runs gets half the CPUs. `--jobs 0` is refused.
+   --threads (or a --config that sets threads), each of the two runs gets half the CPUs.
+   `--jobs 0` is refused.
 6. Where Open MPI's mpirun is installed and fp8lm was built with MPI: the comparison under
    `mpirun -np 2` (its runs spread over the two ranks) gives the same compare.json again.
 
@@ -177,6 +178,19 @@ def check_jobs(binary, tmp, first):
              f"{res.stdout.count('(resuming)')} runs: {res.stderr[-2000:]}")
     if comparable(first) != comparable(check_statistics(both)):
         fail("compare.json of compare --jobs 2 differs from one run at a time's")
+    # Threads a --config file sets are the runs' own, as --threads's are.
+    if len(os.sched_getaffinity(0)) >= 2:
+        config = os.path.join(tmp, "threads.json")
+        json.dump({"threads": 2}, open(config, "w"))
+        own = os.path.join(tmp, "own")
+        run = subprocess.run([binary, "compare", "--precision", "bf16", "--seeds", "1", "--data", TEXT,
+                              "--steps", "10", "--d-model", "32", "--n-layers", "1", "--n-heads", "2",
+                              "--ffn", "64", "--seq-len", "32", "--batch-size", "4",
+                              "--config", config, "--jobs", "2", "--out", own],
+                             capture_output=True, text=True, timeout=300)
+        got = json.load(open(os.path.join(own, "runs", "bf16", "seed-1", "config.json")))["threads"]
+        if run.returncode != 0 or got != 2:
+            fail(f"compare --jobs 2 --config with threads 2: exit {run.returncode}, the run got {got} threads")
     # Its speeds were taken with the runs sharing the machine, and it says so.
     runs_at_once = json.load(open(os.path.join(both, "compare.json")))["measured"]["runs_at_once"]
     html = open(os.path.join(both, "compare.html")).read()

@@ -224,13 +224,21 @@ Json roofline_of_arms(const Plan& p, const std::string& dir) {
   return out;
 }
 
+// Whether the runs' flags name their threads: --threads, or a --config file that sets them.
+bool names_threads(const Plan& p) {
+  const auto& args = p.train_args;
+  if (std::find(args.begin(), args.end(), "--threads") != args.end()) return true;
+  const auto config = std::find(args.begin(), args.end(), "--config");
+  if (config == args.end() || config + 1 == args.end()) return false;
+  TrainConfig c;
+  return apply_settings_json(c, read_json_file(*(config + 1), kJsonFileBytes), *(config + 1))
+      .contains("threads");
+}
+
 // The --threads a new run gets beside the plan's flags: with --jobs N, a share of the CPUs for
 // each of the N runs at once, unless the comparison names its runs' threads itself.
-std::vector<std::string> threads_of_each_run(const CompareFlags& f, const Plan& p, CLI::App* app) {
-  const bool named =
-      app->get_option("--threads")->count() > 0 ||
-      std::find(p.train_args.begin(), p.train_args.end(), "--threads") != p.train_args.end();
-  if (f.jobs == 1 || named) return {};
+std::vector<std::string> threads_of_each_run(const CompareFlags& f, const Plan& p) {
+  if (f.jobs == 1 || names_threads(p)) return {};
   return {"--threads", std::to_string(std::max<int64_t>(1, omp_get_num_procs() / f.jobs))};
 }
 
@@ -289,7 +297,7 @@ int run_compare(const CompareFlags& f, CLI::App* app) {
 
   // Seed by seed, so that an early stop leaves whole seeds of every arm (with --jobs, the runs
   // in flight stop with checkpoints and resume).
-  const std::vector<std::string> threads = threads_of_each_run(f, plan, app);
+  const std::vector<std::string> threads = threads_of_each_run(f, plan);
   double failed = 0.0;
   int index = 0;
   StopForwarding stops;
@@ -413,8 +421,8 @@ void add_compare_command(CLI::App& app) {
       ->type_name("INT");
   cmd->add_flag("--no-tensorboard", f->no_tensorboard, "no TensorBoard event files in the runs");
   cmd->add_option("--jobs", f->jobs,
-                  "runs trained at once, each on the CPUs / N threads unless --threads is given "
-                  "(their tokens/s then share the machine)")
+                  "runs trained at once, each on the CPUs / N threads unless --threads or "
+                  "--config sets them (their tokens/s then share the machine)")
       ->type_name("INT");
   // Every other train setting, passed to each run.
   add_setting_options(
