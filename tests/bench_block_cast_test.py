@@ -20,8 +20,9 @@ def main():
                        out)
     assert memory and all(float(v) > 0 for v in memory.groups()), out
     summary = json.loads(out.strip().splitlines()[-1])
-    # The bandwidth is the fastest of the three (printed to 0.1 GB/s).
-    assert abs(summary["bandwidth_gbs"] - max(float(v) for v in memory.groups())) <= 0.05, out
+    # The bandwidth is the fastest of the three: printed to 0.1 GB/s (off by up to 0.05) and in
+    # the JSON to 0.01 (up to 0.005), so the two differ by up to 0.055, plus the floats' slack.
+    assert abs(summary["bandwidth_gbs"] - max(float(v) for v in memory.groups())) <= 0.0551, out
     # 4 bytes of x read per sweep, 2 of operand written, a scale per block: Float8BlockScaling's
     # FP32 per 128 values, MXFP8's byte per 32, NVFP4's byte per 16 after its amax sweep. A pair
     # reads x as one cast does and writes two copies.
