@@ -145,7 +145,7 @@ EndedRun wait_for_run(const std::vector<pid_t>& running) {
     untrack(running[i]);
     return true;
   };
-  if (running.size() == 1) {
+  if (running.size() == 1) {  // blocked on: no poll's delay added to each run of --jobs 1
     ended(0, 0);
     return {0, exit_status(status)};
   }

@@ -251,9 +251,10 @@ int run_compare(const CompareFlags& f, CLI::App* app) {
   Plan plan;
   std::string dir = f.resume;
   if (!f.resume.empty()) {
+    // How a comparison runs may change when it resumes; what it is may not.
+    const std::set<std::string> kept = {"--resume", "--device", "--jobs"};
     for (const CLI::Option* o : app->get_options()) {
-      if (o->count() > 0 && o->get_name() != "--resume" && o->get_name() != "--device" &&
-          o->get_name() != "--jobs")
+      if (o->count() > 0 && !kept.contains(o->get_name()))
         throw Error(fmt::format("--resume finishes the comparison as it was planned; drop {}",
                                 o->get_name()));
     }

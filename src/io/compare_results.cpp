@@ -228,12 +228,13 @@ std::vector<std::vector<std::string>> comparison_table(const Json& summary) {
 }
 
 std::string shared_machine_note(const Json& summary) {
-  const Json& n = summary["measured"]["runs_at_once"];
-  if (!n.is_number_integer() || n.get<int64_t>() <= 1) return "";
+  // value(): a const JSON object's [] may not be given a key it lacks.
+  const int64_t n = summary["measured"].value("runs_at_once", int64_t{1});
+  if (n <= 1) return "";
   return fmt::format(
       "tokens/s: up to {} runs trained at once (--jobs) and shared the machine; compare speeds "
       "with --jobs 1",
-      n.get<int64_t>());
+      n);
 }
 
 RunOutcome read_run_outcome(const std::string& dir) {
