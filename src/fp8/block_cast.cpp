@@ -12,6 +12,7 @@
 #include "fp8/hadamard.h"
 #include "fp8/mx_quantize.h"
 #include "fp8/nvfp4_quantize.h"
+#include "fp8/quantize_isa.h"
 #include "fp8lm/error.h"
 
 namespace fp8lm {
@@ -267,6 +268,16 @@ bool pair_in_one_sweep(const BlockCast& row, const BlockCastOut& row_out, const 
          row.grid.rows == col.grid.rows && row.grid.cols == col.grid.cols;
 }
 
+// Whether a pair in one sweep is NVFP4's as TE's recipe makes it, the column-wise copy through
+// the transform, on AVX-512: its amax sweep then keeps every block's amax, so that the casts
+// after it take their scales from memory (cast_nvfp4_pair; the bits of nvfp4_quantize_to_bf16,
+// which takes each block's amax from its values just before it casts them).
+bool nvfp4_pair_from_block_amaxes(const BlockCast& row, const BlockCast& col) {
+  return best_isa() == Isa::Avx512 && row.scheme == BlockScheme::Nvfp4 &&
+         col.scheme == BlockScheme::Nvfp4 && !row.rht && col.rht &&
+         row.grid.block_cols == kNvfp4Block && col.grid.block_rows == kNvfp4Block;
+}
+
 // What a cast writes: the BF16 operand (into scratch where out keeps none), the codes (through
 // scratch, read back, where they are transposed), the block scales; and the transform where
 // the statistics read it.
@@ -298,8 +309,54 @@ int64_t block_cast_pair_traffic(const BlockCast& row, const BlockCastOut& row_ou
   if (!pair_in_one_sweep(row, row_out, col, col_out))
     return block_cast_traffic(row, row_out) + block_cast_traffic(col, col_out);
   const bool amax_sweep = sweeps_for_amax(row, row_out) || sweeps_for_amax(col, col_out);
-  return reads_of_x(row.grid, amax_sweep) + cast_writes(row, row_out) + cast_writes(col, col_out);
+  // The kept block amaxes, an FP32 for each block of both copies, written and read back.
+  const int64_t kept_amaxes =
+      nvfp4_pair_from_block_amaxes(row, col) ? 2 * 4 * (row.grid.blocks() + col.grid.blocks()) : 0;
+  return reads_of_x(row.grid, amax_sweep) + cast_writes(row, row_out) + cast_writes(col, col_out) +
+         kept_amaxes;
 }
+
+namespace {
+
+// The pair of nvfp4_pair_from_block_amaxes: the sweep, then each stripe cast both ways.
+void cast_nvfp4_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
+                     const BlockCastOut& col_out, const float* x) {
+  const BlockGrid& g = col.grid;  // rows: a multiple of 16 (check_block_cast, the transform)
+  const int64_t tiles = row.grid.grid_cols();
+  thread_local std::vector<float> row_storage, col_storage;
+  float* row_amax = grown(row_storage, static_cast<size_t>(g.rows * tiles));
+  float* col_amax = grown(col_storage, static_cast<size_t>(g.rows / kNvfp4Block * g.cols));
+  Amaxes a;
+  for_each_stripe(g, [&](int64_t r0, int64_t nr) {
+    Amaxes t;
+    t.rht = isa::nvfp4_pair_amaxes_avx512(x + r0 * g.cols, nr, g.cols, row_amax + r0 * tiles,
+                                          col_amax + r0 / kNvfp4Block * g.cols, &t.plain);
+#pragma omp critical(fp8lm_rht_amax)
+    {
+      a.plain = std::max(a.plain, t.plain);
+      a.rht = std::max(a.rht, t.rht);
+    }
+  });
+  const float row_encode = nvfp4_global_encode_scale(a.plain),
+              col_encode = nvfp4_global_encode_scale(a.rht);
+  const uint32_t* row_key = row.stochastic_rounding ? &row.sr_key : nullptr;
+  const uint32_t* col_key = col.stochastic_rounding ? &col.sr_key : nullptr;
+  for_each_stripe(g, [&](int64_t r0, int64_t nr) {
+    const int64_t at = r0 * g.cols;
+    isa::nvfp4_rows_from_amaxes_avx512(row_out.codes ? row_out.codes + at : nullptr,
+                                       static_cast<uint8_t*>(row_out.scales) + r0 * tiles,
+                                       row_out.operand + at, x + at, nr, g.cols, row_encode,
+                                       row_key, at, row_amax + r0 * tiles);
+    isa::nvfp4_columns_from_amaxes_avx512(
+        col_out.codes ? col_out.codes + at : nullptr,
+        static_cast<uint8_t*>(col_out.scales) + r0 / kNvfp4Block * g.cols, col_out.operand + at,
+        x + at, nr, g.cols, col_encode, col_key, at, col_amax + r0 / kNvfp4Block * g.cols);
+  });
+  finish_cast(row, row_out, x, a.plain);
+  finish_cast(col, col_out, x, a.rht);
+}
+
+}  // namespace
 
 void block_cast_pair(const BlockCast& row, const BlockCastOut& row_pair_out, const BlockCast& col,
                      const BlockCastOut& col_pair_out, const float* x, float* work) {
@@ -313,6 +370,12 @@ void block_cast_pair(const BlockCast& row, const BlockCastOut& row_pair_out, con
   const BlockCastOut &row_out = row_laid.out(), &col_out = col_laid.out();
   check_block_cast(row);
   check_block_cast(col);
+  if (nvfp4_pair_from_block_amaxes(row, col)) {
+    cast_nvfp4_pair(row, row_out, col, col_out, x);
+    row_laid.finish();
+    col_laid.finish();
+    return;
+  }
   const Amaxes a = tensor_amaxes(x, g.rows, g.cols,
                                  needs_plain_amax(row, row_out) || needs_plain_amax(col, col_out),
                                  row.rht || col.rht, nullptr);

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cfloat>
 #include <type_traits>
+#include <vector>
 
+#include "core/grown.h"
 #include "fp8/hadamard.h"
 #include "fp8/lanes_avx512.h"
 #include "fp8/quantize_isa.h"
@@ -191,6 +193,95 @@ void nvfp4_tiles(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* 
   }
 }
 
+// The casts of block_cast_pair's NVFP4 pair on a stripe of whole groups of 16 rows, each
+// block's scale from the amax its sweep kept (nvfp4_pair_amaxes_avx512): every scale of the
+// stripe first, then the values. A block's scale is a long chain of dependent steps (its amax,
+// the E4M3 encode and decode, a division); taken just before the block's cast, as the casts
+// above take it, it holds the cast's independent arithmetic back; taken all at once, the
+// chains overlap one another.
+template <bool KeepCodes, bool Stochastic>
+void nvfp4_rows_from_amaxes(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                            int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,
+                            int64_t first_index, const float* row_amax) {
+  const Nvfp4ScaleLanes rule(global_encode);
+  const Nvfp4Store<KeepCodes, Stochastic> store(sr_key);
+  const int64_t tiles = (cols + 15) / 16, n = rows * tiles;
+  thread_local std::vector<float> mult_storage, b_storage;
+  float* mult = grown(mult_storage, static_cast<size_t>(n));
+  float* bs = grown(b_storage, static_cast<size_t>(n));
+  // Tile k (16 rows, 16 columns) holds lane r's block in row 16 (k / tiles) + r.
+  for (int64_t k = 0; k < n / 16; ++k) {
+    __m512i code;
+    __m512 b, m;
+    rule.apply(_mm512_loadu_ps(row_amax + 16 * k), &code, &b, &m);
+    _mm512_storeu_ps(mult + 16 * k, m);
+    _mm512_storeu_ps(bs + 16 * k, b);
+    alignas(16) uint8_t c8[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(c8), _mm512_cvtepi32_epi8(code));
+    uint8_t* s = scales + (k / tiles) * 16 * tiles + k % tiles;
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) s[r * tiles] = c8[r];
+  }
+  // Rows of whole blocks (most tensors) with every lane live, known to the compiler.
+  const auto cast = [&](auto whole) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t at = (r / 16) * 16 * tiles + r % 16;  // row r's block 0 in mult and bs
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t i = r * cols + 16 * t;
+        const __mmask16 live = whole ? __mmask16(0xffff) : live_lanes(cols - 16 * t);
+        store(KeepCodes ? codes + i : nullptr, operand + i,
+              _mm512_mul_ps(load_live(live, x + i), _mm512_set1_ps(mult[at + 16 * t])),
+              _mm512_set1_ps(bs[at + 16 * t]), live, first_index + i);
+      }
+    }
+  };
+  if (cols % 16 == 0) {
+    cast(std::true_type{});
+  } else {
+    cast(std::false_type{});
+  }
+}
+
+template <bool KeepCodes, bool Stochastic>
+void nvfp4_columns_from_amaxes(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                               int64_t rows, int64_t cols, float global_encode,
+                               const uint32_t* sr_key, int64_t first_index, const float* col_amax) {
+  const Nvfp4ScaleLanes rule(global_encode);
+  const Nvfp4Store<KeepCodes, Stochastic> store(sr_key);
+  const int64_t n = rows / 16 * cols;
+  thread_local std::vector<float> mult_storage, b_storage;
+  // Sixteen lanes past the end: the last run's dead lanes load from there.
+  float* mult = grown(mult_storage, static_cast<size_t>(n + 16));
+  float* bs = grown(b_storage, static_cast<size_t>(n + 16));
+  for (int64_t g = 0; g < n; g += cols) {
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      const __mmask16 live = live_lanes(cols - c0);
+      __m512i code;
+      __m512 b, m;
+      rule.apply(load_live(live, col_amax + g + c0), &code, &b, &m);
+      _mm512_mask_cvtepi32_storeu_epi8(scales + g + c0, live, code);
+      store_live(live, mult + g + c0, m);
+      store_live(live, bs + g + c0, b);
+    }
+  }
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const int64_t g = r0 / 16 * cols;
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      const __mmask16 live = live_lanes(cols - c0);
+      __m512 v[16];
+      load_sixteen_rows(v, x + r0 * cols, 16, cols, c0);
+      rht16_lanes(v);
+      const __m512 m = _mm512_loadu_ps(mult + g + c0), b = _mm512_loadu_ps(bs + g + c0);
+#pragma GCC unroll 16
+      for (int r = 0; r < 16; ++r) {
+        const int64_t i = (r0 + r) * cols + c0;
+        store(KeepCodes ? codes + i : nullptr, operand + i, _mm512_mul_ps(v[r], m), b, live,
+              first_index + i);
+      }
+    }
+  }
+}
+
 // kernel<KeepCodes, Stochastic> for whether codes are kept and whether an sr key is given: the
 // loops over values then test neither.
 template <class Kernel, class Make>
@@ -225,6 +316,54 @@ void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, cons
   pick<decltype(&nvfp4_columns<true, true>)>(codes, sr_key, [](auto keep, auto sr) {
     return &nvfp4_columns<decltype(keep)::value, decltype(sr)::value>;
   })(codes, scales, operand, x, rows, cols, global_encode, rht, sr_key, first_index);
+}
+
+void nvfp4_rows_from_amaxes_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                                   int64_t rows, int64_t cols, float global_encode,
+                                   const uint32_t* sr_key, int64_t first_index,
+                                   const float* row_amax) {
+  pick<decltype(&nvfp4_rows_from_amaxes<true, true>)>(codes, sr_key, [](auto keep, auto sr) {
+    return &nvfp4_rows_from_amaxes<decltype(keep)::value, decltype(sr)::value>;
+  })(codes, scales, operand, x, rows, cols, global_encode, sr_key, first_index, row_amax);
+}
+
+void nvfp4_columns_from_amaxes_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand,
+                                      const float* x, int64_t rows, int64_t cols,
+                                      float global_encode, const uint32_t* sr_key,
+                                      int64_t first_index, const float* col_amax) {
+  pick<decltype(&nvfp4_columns_from_amaxes<true, true>)>(codes, sr_key, [](auto keep, auto sr) {
+    return &nvfp4_columns_from_amaxes<decltype(keep)::value, decltype(sr)::value>;
+  })(codes, scales, operand, x, rows, cols, global_encode, sr_key, first_index, col_amax);
+}
+
+float nvfp4_pair_amaxes_avx512(const float* x, int64_t rows, int64_t cols, float* row_amax,
+                               float* col_amax, float* plain_amax) {
+  const int64_t tiles = (cols + 15) / 16;
+  __m512 amax = _mm512_setzero_ps(), plain = _mm512_setzero_ps();
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t c0 = 16 * t;
+      __m512 v[16], a[16];
+      load_sixteen_rows(v, x + r0 * cols, 16, cols, c0);
+      // Each row's block: |x| maxed with zero (a NaN left out, as the casts' amaxes leave it).
+#pragma GCC unroll 16
+      for (int r = 0; r < 16; ++r) a[r] = _mm512_max_ps(_mm512_abs_ps(v[r]), _mm512_setzero_ps());
+      const __m512 rows_max = max_of_each(a);
+      _mm512_storeu_ps(row_amax + (r0 / 16 * tiles + t) * 16, rows_max);
+      plain = _mm512_max_ps(rows_max, plain);
+      unscaled_rht16_lanes(v);
+      __m512 col = _mm512_setzero_ps();
+#pragma GCC unroll 16
+      for (int r = 0; r < 16; ++r) col = _mm512_max_ps(_mm512_abs_ps(v[r]), col);
+      amax = _mm512_max_ps(col, amax);
+      // The transform's 1/4 on each block's maximum (rht16_absmax_avx512 says why that is the
+      // maximum of the quarters).
+      store_live(live_lanes(cols - c0), col_amax + r0 / 16 * cols + c0,
+                 _mm512_mul_ps(col, _mm512_set1_ps(0.25f)));
+    }
+  }
+  *plain_amax = _mm512_reduce_max_ps(plain);
+  return _mm512_reduce_max_ps(amax) * 0.25f;
 }
 
 float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols, float* plain_amax) {

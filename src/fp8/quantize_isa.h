@@ -51,6 +51,22 @@ void nvfp4_columns_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, cons
 void nvfp4_tiles_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
                         int64_t rows, int64_t cols, float global_encode, const uint32_t* sr_key,
                         int64_t first_index);
+// block_cast_pair's NVFP4 pair (the column-wise copy through the transform) on a stripe of
+// whole groups of 16 rows, in two sweeps. nvfp4_pair_amaxes_avx512 keeps every block's amax:
+// row_amax[16 (group x ceil(cols / 16) + tile) + r] row r's block of the 16 x 16 tile, col_amax
+// [group x cols + column] the column's block of the transform; it returns the transform's
+// maximum, x's into *plain_amax. The casts then take each block's scale from its amax, under
+// S, the bits of nvfp4_rows_avx512 and nvfp4_columns_avx512 (rht).
+float nvfp4_pair_amaxes_avx512(const float* x, int64_t rows, int64_t cols, float* row_amax,
+                               float* col_amax, float* plain_amax);
+void nvfp4_rows_from_amaxes_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float* x,
+                                   int64_t rows, int64_t cols, float global_encode,
+                                   const uint32_t* sr_key, int64_t first_index,
+                                   const float* row_amax);
+void nvfp4_columns_from_amaxes_avx512(uint8_t* codes, uint8_t* scales, bf16_t* operand,
+                                      const float* x, int64_t rows, int64_t cols,
+                                      float global_encode, const uint32_t* sr_key,
+                                      int64_t first_index, const float* col_amax);
 // MXFP8's casts (fp8/mx_quantize.h), each block in registers: rows [rows, cols] in 1x32 blocks
 // (scales: ceil(cols / 32) per row), or one stripe of at most 32 rows in 32x1 blocks (scales:
 // one per column). codes may be null.
