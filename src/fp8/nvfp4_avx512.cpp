@@ -264,21 +264,29 @@ void nvfp4_columns_from_amaxes(uint8_t* codes, uint8_t* scales, bf16_t* operand,
       store_live(live, bs + g + c0, b);
     }
   }
-  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-    const int64_t g = r0 / 16 * cols;
-    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-      const __mmask16 live = live_lanes(cols - c0);
-      __m512 v[16];
-      load_sixteen_rows(v, x + r0 * cols, 16, cols, c0);
-      rht16_lanes(v);
-      const __m512 m = _mm512_loadu_ps(mult + g + c0), b = _mm512_loadu_ps(bs + g + c0);
+  // Rows of whole runs of sixteen (most tensors) with every lane live, known to the compiler.
+  const auto cast = [&](auto whole) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+      const int64_t g = r0 / 16 * cols;
+      for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+        const __mmask16 live = whole ? __mmask16(0xffff) : live_lanes(cols - c0);
+        __m512 v[16];
+        load_sixteen_rows(v, x + r0 * cols, 16, cols, c0);
+        rht16_lanes(v);
+        const __m512 m = _mm512_loadu_ps(mult + g + c0), b = _mm512_loadu_ps(bs + g + c0);
 #pragma GCC unroll 16
-      for (int r = 0; r < 16; ++r) {
-        const int64_t i = (r0 + r) * cols + c0;
-        store(KeepCodes ? codes + i : nullptr, operand + i, _mm512_mul_ps(v[r], m), b, live,
-              first_index + i);
+        for (int r = 0; r < 16; ++r) {
+          const int64_t i = (r0 + r) * cols + c0;
+          store(KeepCodes ? codes + i : nullptr, operand + i, _mm512_mul_ps(v[r], m), b, live,
+                first_index + i);
+        }
       }
     }
+  };
+  if (cols % 16 == 0) {
+    cast(std::true_type{});
+  } else {
+    cast(std::false_type{});
   }
 }
 
