@@ -168,6 +168,16 @@ inline void store_exact_bf16(bf16_t* out, __m512 v, __mmask16 live) {
   store_bf16_lanes(out, high_halves(_mm512_castps_si512(v)), live);
 }
 
+// store_exact_bf16 of a and b, 32 values, to out: their top halves gathered by one word
+// permute of the two registers into one store.
+inline void store_exact_bf16_pair(bf16_t* out, __m512 a, __m512 b) {
+  const __m512i odd_words =
+      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  _mm512_storeu_si512(
+      out, _mm512_permutex2var_epi16(_mm512_castps_si512(a), odd_words, _mm512_castps_si512(b)));
+}
+
 // The smallest power-of-two scale s for which every non-zero product of one of F's values (at
 // most 4 significant bits) and s is a normal float, and so a BF16 value that store_exact_bf16
 // may store: the smallest subnormal times s at least 2^-126. MXFP8's and Float8BlockScaling's
