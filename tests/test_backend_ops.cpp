@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -179,6 +180,47 @@ TEST(BackendOps, GemmAgreesWithTheReferenceOnEveryBackend) {
     }
   }
   EXPECT_GE(ran, static_cast<int>(std::size(kGemmCases)));  // the CPU runs every case
+}
+
+// A Linear's forward, gemm_bias, gives the bits of gemm then add_bias on every backend: with
+// alpha 1 (F32, BF16) and with an output scale (FP8's scale_invs; a BF16 operand with a block-
+// scaled cast's tensor scale), where the CPU adds the bias in the pass that applies the scale;
+// over enough rows that the pass splits over threads.
+TEST(BackendOps, GemmBiasGivesTheBitsOfGemmThenAddBias) {
+  struct Case {
+    DType t;
+    bool tensor_scale;  // BF16: scale_invs as a block-scaled operand carries them
+    int64_t M, N, K;
+  };
+  const Case cases[] = {{DType::F32, false, 7, 5, 3},
+                        {DType::BF16, false, 33, 17, 65},
+                        {DType::BF16, true, 300, 260, 48},
+                        {DType::BF16, true, 9, 31, 17},
+                        {DType::E4M3, false, 300, 260, 64}};
+  for (const BackendUnderTest& bt : present_backends()) {
+    Backend& be = bt.be;
+    for (const Case& c : cases) {
+      const GemmCase g{N, T, c.M, c.N, c.K, c.t, c.t, 1.0f, 0.0f};
+      if (!bt.supports_gemm(g)) continue;
+      SCOPED_TRACE(be.name() + " " + g.name() + (c.tensor_scale ? " scaled" : ""));
+      const Operand a = make_operand(c.t, c.M * c.K, 4, 16.0f);
+      const Operand b = make_operand(c.t, c.N * c.K, 5, 8.0f);
+      const Buf<uint8_t> da(be, a.bytes), db(be, b.bytes);
+      const Buf<float> sa(be, Vec{c.tensor_scale ? 0.3f : a.scale_inv}),
+          sb(be, Vec{c.tensor_scale ? 1.7f : b.scale_inv}), bias(be, test::random_normal(c.N, 6));
+      const bool scales = is_fp8(c.t) || c.tensor_scale;
+      const GemmOperand A{da.data(), c.t, scales ? sa.data() : nullptr},
+          B{db.data(), c.t, scales ? sb.data() : nullptr};
+      Buf<float> want(be, Vec(static_cast<size_t>(c.M * c.N))), got(be, want.to_host());
+      be.gemm(N, T, c.M, c.N, c.K, 0.5f, A, B, 0.0f, want.data());
+      be.add_bias(want.data(), bias.data(), c.M, c.N);
+      be.gemm_bias(N, T, c.M, c.N, c.K, 0.5f, A, B, bias.data(), got.data());
+      const Vec w = want.to_host(), h = got.to_host();
+      ASSERT_EQ(h.size(), w.size());
+      for (size_t i = 0; i < h.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(h[i]), std::bit_cast<uint32_t>(w[i])) << "at " << i;
+    }
+  }
 }
 
 // LayerNorm and RMSNorm into each output dtype, with and without the residual add fused in.

@@ -37,6 +37,12 @@ float Backend::softmax_cross_entropy_unfused(float*, float*, const float*, const
                                              int64_t, float) {
   refuse(OptionalOp::UnfusedLoss);
 }
+void Backend::gemm_bias(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const GemmOperand& A, const GemmOperand& B, const float* bias, float* C) {
+  gemm(ta, tb, M, N, K, alpha, A, B, 0.0f, C);
+  add_bias(C, bias, M, N);
+}
+
 void Backend::accumulate_into_bf16(bf16_t*, const float*, int64_t) {
   refuse(OptionalOp::Bf16GradAccumulation);
 }

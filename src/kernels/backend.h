@@ -85,6 +85,11 @@ class Backend {
   // --- GEMM: C = alpha * op(A) · op(B) + beta * C, FP8 operands with their scale_invs ---
   virtual void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
                     const GemmOperand& A, const GemmOperand& B, float beta, float* C) = 0;
+  // C = alpha * op(A) · op(B), then add_bias(C, bias, M, N): a Linear's forward. This default
+  // makes the two calls; a backend may add the bias in a pass it makes anyway (the CPU's alpha
+  // pass after a scaled product), with the same bits.
+  virtual void gemm_bias(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                         const GemmOperand& A, const GemmOperand& B, const float* bias, float* C);
 
   // --- producers: the output's dtype picks the fused cast (kernels/tensor.h) ---
   // Normalizes x (or, with r, s = x + r, written to s) over rows of n.C, keeping stats.

@@ -278,9 +278,19 @@ void Linear::forward(const float* x, float* y, int64_t rows, bool add_bias) {
     return;
   }
   x_ = x;
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), {weight_.data(), DType::F32},
-           0.0f, y);
-  if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
+  forward_product(saved_input(), {weight_.data(), DType::F32}, y, rows, add_bias, false);
+}
+
+void Linear::forward_product(const GemmOperand& x, const GemmOperand& w, float* y, int64_t rows,
+                             bool add_bias, bool watched) {
+  const bool bias = has_bias_ && add_bias;
+  if (bias && !(watched && watch_output_)) {
+    be_.gemm_bias(Trans::N, Trans::T, rows, out_, in_, 1.0f, x, w, bias_.data(), y);
+    return;
+  }
+  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, x, w, 0.0f, y);
+  if (watched) record_if_non_finite(y, rows * out_);
+  if (bias) be_.add_bias(y, bias_.data(), rows, out_);
 }
 
 bf16_t* Linear::begin_bf16_forward(int64_t rows) {
@@ -290,9 +300,7 @@ bf16_t* Linear::begin_bf16_forward(int64_t rows) {
 
 void Linear::forward_bf16_input(float* y, int64_t rows, bool add_bias) {
   mode_ = Precision::Bf16;
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, saved_input(), {weight_bf16(), DType::BF16},
-           0.0f, y);
-  if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
+  forward_product(saved_input(), {weight_bf16(), DType::BF16}, y, rows, add_bias, false);
 }
 
 void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
@@ -306,10 +314,7 @@ void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
     be_.transpose_fp8(qx_t_.data(), x_codes_, rows, in_);
     input_transposed_ = true;
   }
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, input_operand(x_codes_), weight_operand(qw),
-           0.0f, y);
-  record_if_non_finite(y, rows * out_);
-  if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
+  forward_product(input_operand(x_codes_), weight_operand(qw), y, rows, add_bias, true);
 }
 
 GemmOperand Linear::weight_operand(const uint8_t* codes) {

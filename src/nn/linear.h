@@ -308,6 +308,10 @@ class Linear {
   bool watch_output_ = false;
   int64_t non_finite_order_ = -1;
   void record_if_non_finite(const float* y, int64_t n);
+  // y = x · Wᵀ, + the bias where add_bias asks: one backend call (gemm_bias), but where a
+  // watched output (an FP8 product: `watched`) is checked between the product and its bias.
+  void forward_product(const GemmOperand& x, const GemmOperand& w, float* y, int64_t rows,
+                       bool add_bias, bool watched);
 };
 
 }  // namespace fp8lm

@@ -174,10 +174,7 @@ ProducerOut Linear::begin_block_forward(int64_t rows) {
 }
 
 void Linear::forward_block_input(float* y, int64_t rows, bool add_bias) {
-  be_.gemm(Trans::N, Trans::T, rows, out_, in_, 1.0f, input_row_.operand(), block_weight(false),
-           0.0f, y);
-  record_if_non_finite(y, rows * out_);
-  if (has_bias_ && add_bias) be_.add_bias(y, bias_.data(), rows, out_);
+  forward_product(input_row_.operand(), block_weight(false), y, rows, add_bias, true);
 }
 
 bool Linear::block_input_castable_by_producer() const {

@@ -129,6 +129,12 @@ class CpuBackend final : public Backend {
     const HostOpScope op(OpKind::Gemm);
     cpu::gemm(ta, tb, M, N, K, alpha, A, B, beta, C);  // counts its own traffic
   }
+  void gemm_bias(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                 const GemmOperand& A, const GemmOperand& B, const float* bias, float* C) override {
+    const HostOpScope op(OpKind::Gemm);
+    count_traffic(N * 4);  // the bias; cpu::gemm counts the product's
+    cpu::gemm(ta, tb, M, N, K, alpha, A, B, 0.0f, C, bias);
+  }
 
   void norm_forward(const NormParams& n, const NormStats& st, ProducerOut out, float* s,
                     const float* x, const float* r, int64_t rows) override {

@@ -15,11 +15,13 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "fp8lm/error.h"
+#include "kernels/cpu/activations.h"
 #include "kernels/cpu/bf16_probe.h"
 #include "kernels/cpu/casts.h"
 
@@ -200,25 +202,45 @@ void execute_matmul(const MatmulKey& key, float alpha, const void* A, const void
   in_execute() = false;
 }
 
-// C = alpha * A·B + beta * C. oneDNN's BF16 gemm:jit applies an alpha other than 1 in a scalar
-// loop after the product, one element at a time (on the AMX VM 40% of an FP8 recipe's step,
-// whose alpha is the operands' scale_inv product): there the product runs with alpha 1 and
-// alpha scales the finished sum here, vectorized: round(acc * alpha), then + round(beta * C), as
-// cuBLASLt scales an FP8 GEMM's accumulator (oneDNN's own alpha path rounds otherwise). On
-// brgemm (beta 0) its epilogue does the same multiply.
+// C = alpha * A·B + beta * C (+ bias, one per column, where given: the same bits as
+// cpu::add_bias after the product). oneDNN's BF16 gemm:jit applies an alpha other than 1 in a
+// scalar loop after the product, one element at a time (on the AMX VM 40% of an FP8 recipe's
+// step, whose alpha is the operands' scale_inv product): there the product runs with alpha 1
+// and alpha scales the finished sum here, vectorized: round(acc * alpha), then + round(beta *
+// C), as cuBLASLt scales an FP8 GEMM's accumulator (oneDNN's own alpha path rounds otherwise),
+// and the bias joins that pass instead of a pass of its own. On brgemm (beta 0) its epilogue
+// does the same multiply.
 void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
-                float alpha, const void* A, const void* B, float beta, float* C) {
+                float alpha, const void* A, const void* B, float beta, float* C,
+                const float* bias) {
   const MatmulKey key = matmul_key(dt, ta, tb, M, N, K, beta);
-  if (alpha == 1.0f || dt != memory::data_type::bf16 || !key.scaled)
-    return execute_matmul(key, alpha, A, B, C);
+  if (alpha == 1.0f || dt != memory::data_type::bf16 || !key.scaled) {
+    execute_matmul(key, alpha, A, B, C);
+    if (bias) add_bias(C, bias, M, N);
+    return;
+  }
   // The product alone (beta 0): key itself where C is not accumulated.
   float* product = beta == 0.0f ? C : workspace<float>(2, M * N);
   execute_matmul(beta == 0.0f ? key : matmul_key(dt, ta, tb, M, N, K, 0.0f), 1.0f, A, B, product);
-  const int64_t n = M * N;
-#pragma omp parallel for schedule(static) if (n >= (1 << 16))
-  for (int64_t i = 0; i < n; ++i) {
-    const float scaled = product[i] * alpha;
-    C[i] = beta == 0.0f ? scaled : scaled + beta * C[i];
+  const auto scale_rows = [&](auto accumulate, auto biased) {
+#pragma omp parallel for schedule(static) if (M * N >= (1 << 16))
+    for (int64_t r = 0; r < M; ++r) {
+      const float* p = product + r * N;
+      float* c = C + r * N;
+      for (int64_t j = 0; j < N; ++j) {
+        float v = p[j] * alpha;
+        if constexpr (accumulate) v = v + beta * c[j];
+        if constexpr (biased) v = v + bias[j];
+        c[j] = v;
+      }
+    }
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  if (beta == 0.0f) {
+    bias ? scale_rows(No{}, Yes{}) : scale_rows(No{}, No{});
+  } else {
+    bias ? scale_rows(Yes{}, Yes{}) : scale_rows(Yes{}, No{});
   }
 }
 
@@ -244,17 +266,17 @@ std::optional<LowPrecisionEngine>& chosen_engine() {
 }
 
 void bf16_native(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16_t* A,
-                 const bf16_t* B, float beta, float* C) {
-  run_matmul(memory::data_type::bf16, ta, tb, M, N, K, alpha, A, B, beta, C);
+                 const bf16_t* B, float beta, float* C, const float* bias) {
+  run_matmul(memory::data_type::bf16, ta, tb, M, N, K, alpha, A, B, beta, C, bias);
 }
 
 void bf16_widened(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16_t* A,
-                  const bf16_t* B, float beta, float* C) {
+                  const bf16_t* B, float beta, float* C, const float* bias) {
   float* a = workspace<float>(0, M * K);
   float* b = workspace<float>(1, K * N);
   bf16_to_f32(a, A, M * K);
   bf16_to_f32(b, B, K * N);
-  run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, a, b, beta, C);
+  run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, a, b, beta, C, bias);
 }
 
 // An FP8 operand as BF16 values: the decoded values that came with it, or its codes decoded
@@ -350,32 +372,32 @@ void reset_gemm_stats() {
 }
 
 void gemm_f32(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-              const float* B, float beta, float* C) {
+              const float* B, float beta, float* C, const float* bias) {
   timed(M, N, K,
-        [&] { run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, A, B, beta, C); });
+        [&] { run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, A, B, beta, C, bias); });
 }
 
 void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16_t* A,
-               const bf16_t* B, float beta, float* C) {
+               const bf16_t* B, float beta, float* C, const float* bias) {
   const LowPrecisionEngine e = low_precision_engine();
   timed(M, N, K, [&] {
     if (e == LowPrecisionEngine::NativeBf16)
-      return bf16_native(ta, tb, M, N, K, alpha, A, B, beta, C);
-    bf16_widened(ta, tb, M, N, K, alpha, A, B, beta, C);
+      return bf16_native(ta, tb, M, N, K, alpha, A, B, beta, C, bias);
+    bf16_widened(ta, tb, M, N, K, alpha, A, B, beta, C, bias);
   });
 }
 
 void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const uint8_t* A,
               DType fa, const uint8_t* B, DType fb, float beta, float* C, const bf16_t* A16,
-              const bf16_t* B16) {
+              const bf16_t* B16, const float* bias) {
   const LowPrecisionEngine e = low_precision_engine();
   timed(M, N, K, [&] {
     if (e == LowPrecisionEngine::NativeBf16) {
       return bf16_native(ta, tb, M, N, K, alpha, bf16_operand(0, A, A16, M * K, fa),
-                         bf16_operand(1, B, B16, K * N, fb), beta, C);
+                         bf16_operand(1, B, B16, K * N, fb), beta, C, bias);
     }
     run_matmul(memory::data_type::f32, ta, tb, M, N, K, alpha, f32_operand(0, A, A16, M * K, fa),
-               f32_operand(1, B, B16, K * N, fb), beta, C);
+               f32_operand(1, B, B16, K * N, fb), beta, C, bias);
   });
 }
 

@@ -21,11 +21,13 @@
 
 namespace fp8lm::cpu {
 
+// bias (where given): one per column of C, added after the product (C's rows += bias, in the same
+// pass as alpha's where the product has one: the bits of cpu::add_bias after it).
 void gemm_f32(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-              const float* B, float beta, float* C);
+              const float* B, float beta, float* C, const float* bias = nullptr);
 
 void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16_t* A,
-               const bf16_t* B, float beta, float* C);
+               const bf16_t* B, float beta, float* C, const float* bias = nullptr);
 
 // FP8 operands (codes) as BF16 dot products: every E4M3/E5M2 value is exact in BF16 and each
 // product exact in FP32, so this emulates an FP8 GEMM with FP32 accumulation exactly up to
@@ -34,14 +36,15 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
 // cast wrote them beside the codes, Fp8Out::decoded): the same products without the decode.
 void gemm_fp8(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const uint8_t* A,
               DType fa, const uint8_t* B, DType fb, float beta, float* C,
-              const bf16_t* A16 = nullptr, const bf16_t* B16 = nullptr);
+              const bf16_t* A16 = nullptr, const bf16_t* B16 = nullptr,
+              const float* bias = nullptr);
 
 // The entry every backend shares (kernels/cuda/gemm.h takes the same operands in device
 // memory): the operands' dtypes pick gemm_f32, gemm_bf16 or gemm_fp8, whose two scale_invs
 // fold into the output scale as alpha * sa * sb. Operands are F32×F32, BF16×BF16 or FP8×FP8
 // (any mix of E4M3 and E5M2); anything else throws Error. Counts the call's traffic.
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A,
-          const GemmOperand& B, float beta, float* C);
+          const GemmOperand& B, float beta, float* C, const float* bias = nullptr);
 
 enum class LowPrecisionEngine { NativeBf16, WidenToFp32 };
 std::string_view engine_name(LowPrecisionEngine e);
