@@ -17,6 +17,7 @@
 #include <string>
 
 #include "fp8/block_cast.h"
+#include "fp8/quantize.h"
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
 #include "kernels/cpu/casts.h"
@@ -121,8 +122,10 @@ int main(int argc, char** argv) {
                          &scale_inv, nullptr};
   const BlockCastOut col_out{codes ? col_codes.data() : nullptr, col_scales.data(),
                              col_operand.data(), &col_scale_inv, nullptr};
-  std::string json = fmt::format(R"({{"rows":{},"cols":{},"bf16_ns":{:.4f},"bandwidth_gbs":{:.2f})",
-                                 rows, cols, bf16 * per, bandwidth);
+  // The casts' instruction set: what some casts move depends on it (block_cast_pair_traffic).
+  std::string json =
+      fmt::format(R"({{"rows":{},"cols":{},"isa":"{}","bf16_ns":{:.4f},"bandwidth_gbs":{:.2f})",
+                  rows, cols, isa_name(best_isa()), bf16 * per, bandwidth);
   for (const ScalingKind kind : {ScalingKind::Block, ScalingKind::Mxfp8, ScalingKind::Nvfp4}) {
     Fp8Recipe recipe;
     recipe.kind = kind;
