@@ -132,7 +132,7 @@ class CpuBackend final : public Backend {
   void gemm_bias(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
                  const GemmOperand& A, const GemmOperand& B, const float* bias, float* C) override {
     const HostOpScope op(OpKind::Gemm);
-    count_traffic(N * 4);  // the bias; cpu::gemm counts the product's
+    count_traffic(M * N * 8 + N * 4);  // add_bias's pass; cpu::gemm counts the product's
     cpu::gemm(ta, tb, M, N, K, alpha, A, B, 0.0f, C, bias);
   }
 
