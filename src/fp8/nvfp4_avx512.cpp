@@ -2,8 +2,10 @@
 // block's amax, its E4M3 scale, the multiplier and the E2M1 codes never leave registers, and the
 // column-wise copy's Hadamard transform runs on the sixteen rows of a stripe as they are loaded,
 // never written; the weights' 16x16 blocks take their amaxes down a stripe's rows in registers,
-// then cast each block's rows from cache. Every step is the scalar twin's float operation in the
-// same order (nvfp4_quantize.cpp's rule, hadamard.cpp's butterflies), so the bits are the same.
+// then cast each block's rows from cache. A tensor's two copies cast together (block_cast_pair)
+// keep every block's amax from the sweep for the global amaxes, and each stripe takes all of its
+// scales before it casts a value. Every step is the scalar twin's float operation in the same
+// order (nvfp4_quantize.cpp's rule, hadamard.cpp's butterflies), so the bits are the same.
 #include <immintrin.h>
 
 #include <algorithm>
