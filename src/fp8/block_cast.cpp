@@ -156,6 +156,14 @@ void cast_stripe(const BlockCast& c, const BlockCastOut& out, const float* xs, i
 // instead of kept in registers (the statistics read it).
 struct Amaxes {
   float plain = 0.0f, rht = 0.0f;
+  // This with a stripe's amaxes maxed in, from any OpenMP thread.
+  void merge(const Amaxes& t) {
+#pragma omp critical(fp8lm_rht_amax)
+    {
+      plain = std::max(plain, t.plain);
+      rht = std::max(rht, t.rht);
+    }
+  }
 };
 Amaxes tensor_amaxes(const float* x, int64_t rows, int64_t cols, bool plain, bool rht,
                      float* work) {
@@ -174,11 +182,7 @@ Amaxes tensor_amaxes(const float* x, int64_t rows, int64_t cols, bool plain, boo
     } else {
       t.rht = rht16_absmax(s, nr, cols, plain ? &t.plain : nullptr);
     }
-#pragma omp critical(fp8lm_rht_amax)
-    {
-      a.plain = std::max(a.plain, t.plain);
-      a.rht = std::max(a.rht, t.rht);
-    }
+    a.merge(t);
   });
   return a;
 }
@@ -331,11 +335,7 @@ void cast_nvfp4_pair(const BlockCast& row, const BlockCastOut& row_out, const Bl
     Amaxes t;
     t.rht = isa::nvfp4_pair_amaxes_avx512(x + r0 * g.cols, nr, g.cols, row_amax + r0 * tiles,
                                           col_amax + r0 / kNvfp4Block * g.cols, &t.plain);
-#pragma omp critical(fp8lm_rht_amax)
-    {
-      a.plain = std::max(a.plain, t.plain);
-      a.rht = std::max(a.rht, t.rht);
-    }
+    a.merge(t);
   });
   const float row_encode = nvfp4_global_encode_scale(a.plain),
               col_encode = nvfp4_global_encode_scale(a.rht);

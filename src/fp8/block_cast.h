@@ -86,7 +86,8 @@ std::vector<float> block_decode(const BlockCast& c, const uint8_t* codes, const 
 void check_block_cast(const BlockCast& c);
 
 // Casts x (host memory) into out, after check_block_cast. `work` holds rows * cols floats when
-// c.rht (the transform is written there only when out.stats reads it; else unused).
+// c.rht and out.stats (the transform is written there for the statistics to read); else it is
+// unused and may be null.
 void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work);
 
 // A tensor's row-wise and column-wise casts (row blocked along cols, col down rows: the two

@@ -72,6 +72,15 @@ template <int H>
   for (int i = 0; i < 16; ++i) v[i] = _mm512_mul_ps(v[i], _mm512_set1_ps(0.25f));
 }
 
+// Each lane's largest |v[r]| over the sixteen rows, a NaN left out (maxps keeps its second
+// operand where the first is NaN): the column blocks' amaxes.
+[[gnu::always_inline]] inline __m512 abs_max_down(const __m512 (&v)[16]) {
+  __m512 m = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) m = _mm512_max_ps(_mm512_abs_ps(v[r]), m);
+  return m;
+}
+
 // Sixteen columns from c0 of the first `rows` (at most 16) rows of x, the rest zero: plain loads
 // where all sixteen rows and columns are there (the masked form is slower on Zen 4).
 [[gnu::always_inline]] inline void load_sixteen_rows(__m512 (&v)[16], const float* x, int64_t rows,
@@ -146,9 +155,7 @@ void nvfp4_columns(uint8_t* codes, uint8_t* scales, bf16_t* operand, const float
     __m512 v[16];
     load_sixteen_rows(v, x, rows, cols, c0);
     if (rht) rht16_lanes(v);
-    __m512 amax = _mm512_setzero_ps();
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) amax = _mm512_max_ps(_mm512_abs_ps(v[r]), amax);
+    const __m512 amax = abs_max_down(v);
     __m512i code;
     __m512 b, mult;
     rule.apply(amax, &code, &b, &mult);
@@ -226,35 +233,28 @@ void nvfp4_rows_from_amaxes(uint8_t* codes, uint8_t* scales, bf16_t* operand, co
 #pragma GCC unroll 16
     for (int r = 0; r < 16; ++r) s[r * tiles] = c8[r];
   }
+  // Block t of row r (its first value x[i]), scaled, rounded and times its scale.
+  const auto block = [&](int64_t r, int64_t t, __mmask16 live) {
+    const int64_t i = r * cols + 16 * t, at = (r / 16 * tiles + t) * 16 + r % 16;
+    return store.operand(KeepCodes ? codes + i : nullptr,
+                         _mm512_mul_ps(load_live(live, x + i), _mm512_set1_ps(mult[at])),
+                         _mm512_set1_ps(bs[at]), live, first_index + i);
+  };
   // Rows of an even number of whole blocks (most tensors): every lane live, known to the
   // compiler, and two blocks' operands stored at once.
   if (tiles % 2 == 0 && cols % 16 == 0) {
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t at = (r / 16) * 16 * tiles + r % 16;  // row r's block 0 in mult and bs
-      for (int64_t t = 0; t < tiles; t += 2) {
-        const int64_t i = r * cols + 16 * t;
-        const __m512 p0 =
-            store.operand(KeepCodes ? codes + i : nullptr,
-                          _mm512_mul_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(mult[at + 16 * t])),
-                          _mm512_set1_ps(bs[at + 16 * t]), 0xffff, first_index + i);
-        const __m512 p1 = store.operand(
-            KeepCodes ? codes + i + 16 : nullptr,
-            _mm512_mul_ps(_mm512_loadu_ps(x + i + 16), _mm512_set1_ps(mult[at + 16 * t + 16])),
-            _mm512_set1_ps(bs[at + 16 * t + 16]), 0xffff, first_index + i + 16);
-        store_exact_bf16_pair(operand + i, p0, p1);
-      }
+      for (int64_t t = 0; t < tiles; t += 2)
+        store_exact_bf16_pair(operand + r * cols + 16 * t, block(r, t, 0xffff),
+                              block(r, t + 1, 0xffff));
     }
     return;
   }
   const auto cast = [&](auto whole) {
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t at = (r / 16) * 16 * tiles + r % 16;  // row r's block 0 in mult and bs
       for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t i = r * cols + 16 * t;
         const __mmask16 live = whole ? __mmask16(0xffff) : live_lanes(cols - 16 * t);
-        store(KeepCodes ? codes + i : nullptr, operand + i,
-              _mm512_mul_ps(load_live(live, x + i), _mm512_set1_ps(mult[at + 16 * t])),
-              _mm512_set1_ps(bs[at + 16 * t]), live, first_index + i);
+        store_exact_bf16(operand + r * cols + 16 * t, block(r, t, live), live);
       }
     }
   };
@@ -383,9 +383,7 @@ float nvfp4_pair_amaxes_avx512(const float* x, int64_t rows, int64_t cols, float
       _mm512_storeu_ps(row_amax + (r0 / 16 * tiles + t) * 16, rows_max);
       plain = _mm512_max_ps(rows_max, plain);
       unscaled_rht16_lanes(v);
-      __m512 col = _mm512_setzero_ps();
-#pragma GCC unroll 16
-      for (int r = 0; r < 16; ++r) col = _mm512_max_ps(_mm512_abs_ps(v[r]), col);
+      const __m512 col = abs_max_down(v);
       amax = _mm512_max_ps(col, amax);
       // The transform's 1/4 on each block's maximum (rht16_absmax_avx512 says why that is the
       // maximum of the quarters).
@@ -403,13 +401,9 @@ float rht16_absmax_avx512(const float* x, int64_t rows, int64_t cols, float* pla
     for (int64_t c0 = 0; c0 < cols; c0 += 16) {
       __m512 v[16];
       load_sixteen_rows(v, x + g * cols, 16, cols, c0);
-      if (plain_amax) {
-#pragma GCC unroll 16
-        for (int r = 0; r < 16; ++r) plain = _mm512_max_ps(_mm512_abs_ps(v[r]), plain);
-      }
+      if (plain_amax) plain = _mm512_max_ps(abs_max_down(v), plain);
       unscaled_rht16_lanes(v);
-#pragma GCC unroll 16
-      for (int r = 0; r < 16; ++r) amax = _mm512_max_ps(_mm512_abs_ps(v[r]), amax);
+      amax = _mm512_max_ps(abs_max_down(v), amax);
     }
   }
   if (plain_amax) *plain_amax = _mm512_reduce_max_ps(plain);

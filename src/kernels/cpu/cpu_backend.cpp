@@ -30,6 +30,11 @@
 namespace fp8lm {
 namespace {
 
+// Bytes an add_bias pass moves: y read and written, the bias read.
+int64_t add_bias_traffic(int64_t rows, int64_t C) {
+  return rows * C * 8 + C * 4;
+}
+
 // memset over the OpenMP threads where the buffer is large (a step zeroes every gradient, tens
 // of MiB, which one thread writes at about half the rate two do).
 void zero_in_parallel(void* p, size_t bytes) {
@@ -132,7 +137,7 @@ class CpuBackend final : public Backend {
   void gemm_bias(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
                  const GemmOperand& A, const GemmOperand& B, const float* bias, float* C) override {
     const HostOpScope op(OpKind::Gemm);
-    count_traffic(M * N * 8 + N * 4);  // add_bias's pass; cpu::gemm counts the product's
+    count_traffic(add_bias_traffic(M, N));  // cpu::gemm counts the product's
     cpu::gemm(ta, tb, M, N, K, alpha, A, B, 0.0f, C, bias);
   }
 
@@ -201,7 +206,7 @@ class CpuBackend final : public Backend {
 
   void add_bias(float* y, const float* bias, int64_t rows, int64_t C) override {
     const HostOpScope op(OpKind::Elementwise);
-    count_traffic(rows * C * 8 + C * 4);
+    count_traffic(add_bias_traffic(rows, C));
     cpu::add_bias(y, bias, rows, C);
   }
   void bias_backward(float* dbias, const float* dy, int64_t rows, int64_t C) override {
@@ -389,20 +394,23 @@ class CpuBackend final : public Backend {
   void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x) override {
     const HostOpScope op(OpKind::Cast);
     count_traffic(block_cast_traffic(c, out));
-    fp8lm::block_cast(c, out, x, rht_work(c));
+    fp8lm::block_cast(c, out, x, rht_work(c, out));
   }
   void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
                        const BlockCastOut& col_out, const float* x) override {
     const HostOpScope op(OpKind::Cast);
     count_traffic(block_cast_pair_traffic(row, row_out, col, col_out));
-    fp8lm::block_cast_pair(row, row_out, col, col_out, x, rht_work(col));
+    float* work = rht_work(col, col_out);
+    fp8lm::block_cast_pair(row, row_out, col, col_out, x, work ? work : rht_work(row, row_out));
   }
 
  private:
-  // Where a cast with the Hadamard transform may write it (its statistics read it).
-  static float* rht_work(const BlockCast& c) {
+  // Where a cast with the Hadamard transform writes it for its statistics to read; none where
+  // no statistics are asked for (the transform then stays in registers).
+  static float* rht_work(const BlockCast& c, const BlockCastOut& out) {
+    if (!c.rht || !out.stats) return nullptr;
     thread_local std::vector<float> work;
-    return grown(work, c.rht ? static_cast<size_t>(c.grid.rows * c.grid.cols) : 0);
+    return grown(work, static_cast<size_t>(c.grid.rows * c.grid.cols));
   }
 };
 

@@ -15,7 +15,6 @@
 #include <optional>
 #include <string>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -222,25 +221,17 @@ void run_matmul(memory::data_type dt, Trans ta, Trans tb, int64_t M, int64_t N, 
   // The product alone (beta 0): key itself where C is not accumulated.
   float* product = beta == 0.0f ? C : workspace<float>(2, M * N);
   execute_matmul(beta == 0.0f ? key : matmul_key(dt, ta, tb, M, N, K, 0.0f), 1.0f, A, B, product);
-  const auto scale_rows = [&](auto accumulate, auto biased) {
+  // The conditions are the same for every element: the compiler unswitches the loop.
 #pragma omp parallel for schedule(static) if (M * N >= (1 << 16))
-    for (int64_t r = 0; r < M; ++r) {
-      const float* p = product + r * N;
-      float* c = C + r * N;
-      for (int64_t j = 0; j < N; ++j) {
-        float v = p[j] * alpha;
-        if constexpr (accumulate) v = v + beta * c[j];
-        if constexpr (biased) v = v + bias[j];
-        c[j] = v;
-      }
+  for (int64_t r = 0; r < M; ++r) {
+    const float* p = product + r * N;
+    float* c = C + r * N;
+    for (int64_t j = 0; j < N; ++j) {
+      float v = p[j] * alpha;
+      if (beta != 0.0f) v = v + beta * c[j];
+      if (bias) v = v + bias[j];
+      c[j] = v;
     }
-  };
-  using Yes = std::true_type;
-  using No = std::false_type;
-  if (beta == 0.0f) {
-    bias ? scale_rows(No{}, Yes{}) : scale_rows(No{}, No{});
-  } else {
-    bias ? scale_rows(Yes{}, Yes{}) : scale_rows(Yes{}, No{});
   }
 }
 
