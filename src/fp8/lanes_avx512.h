@@ -363,7 +363,22 @@ struct E2m1Lanes {
 
   explicit E2m1Lanes(const uint32_t* key) : sr_key(key) {}
 
+  // Each lane j's counter for the hash, (index + j) * kCounterStep + *sr_key: a run of values
+  // advances it by adds (advance) instead of making it again for each sixteen.
+  __m512i counter(uint32_t index) const {
+    return _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(index * kCounterStep + *sr_key)),
+                            iota_step);
+  }
+  // What advances a counter `ahead` indices (mod 2^32, as the hash's index arithmetic wraps).
+  static __m512i advance(int64_t ahead) {
+    return _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(ahead) * kCounterStep));
+  }
+
   __m512i encode(__m512 v, uint32_t index) const {
+    return encode_counted(v, sr_key ? counter(index) : _mm512_setzero_si512());
+  }
+  // encode with the lanes' counters given (read only with an sr key).
+  __m512i encode_counted(__m512 v, __m512i counter) const {
     const __m512 a = _mm512_abs_ps(v);
     __m512i m = _mm512_setzero_si512();
     const auto count = [&](float bound, auto predicate) {
@@ -383,7 +398,7 @@ struct E2m1Lanes {
         count(bound, std::integral_constant<int, _CMP_GE_OQ>{});
       const __m512 p = _mm512_mul_ps(_mm512_sub_ps(a, _mm512_permutexvar_ps(m, lo_table)),
                                      _mm512_permutexvar_ps(m, inv_step));
-      m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(draw(index), p, _CMP_LT_OQ), m, one);
+      m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(draw(counter), p, _CMP_LT_OQ), m, one);
       m = _mm512_min_epi32(m, seven);
     }
     m = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), m, seven);
@@ -392,17 +407,17 @@ struct E2m1Lanes {
     return _mm512_or_si512(m, sign_code);
   }
 
-  // kE2M1Values[encode(v, index)], found in the float domain without the code, and the sign
-  // put back. The magnitude is clamped to 6 first (Inf too; minps gives 6 for NaN, as the
+  // kE2M1Values[encode_counted(v, counter)], found in the float domain without the code, and the
+  // sign put back. The magnitude is clamped to 6 first (Inf too; minps gives 6 for NaN, as the
   // twin's bits above 6's do), then, nearest even, rounded at its binade's spacing (1/2 below 1)
   // by adding and removing 2^(exponent + 22): Fp8RoundLanes' way. Stochastic: the clamped c is
   // truncated to lo, the grid value at or below it, the same way rounding toward zero, then
   // stepped up where the draw is below p = (c - lo) / step (encode's u and p, both scaled by
   // 2^32: exact). From 6 on every draw gives 6, so the clamp changes no result, and nothing
-  // steps past 6. Stochastic says which (whether sr_key is set), known to the compiler, so
-  // that a loop over values tests nothing.
+  // steps past 6. Stochastic says which (whether sr_key is set; the counters are read only
+  // then), known to the compiler, so that a loop over values tests nothing.
   template <bool Stochastic>
-  __m512 value(__m512 v, uint32_t index) const {
+  __m512 value_counted(__m512 v, __m512i counter) const {
     const __m512i bits = _mm512_castps_si512(v);
     const __m512 clamped = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(bits, abs_mask)),
                                          _mm512_castsi512_ps(six));
@@ -420,29 +435,27 @@ struct E2m1Lanes {
       const __m512 inverse = _mm512_castsi512_ps(_mm512_sub_epi32(inverse_sum, binade));
       const __m512 step = _mm512_castsi512_ps(_mm512_sub_epi32(binade, one_exponent));
       const __m512 p = _mm512_mul_ps(_mm512_sub_ps(clamped, lo), inverse);
-      r = _mm512_castps_si512(
-          _mm512_mask_add_ps(lo, _mm512_cmp_ps_mask(scaled_draw(index), p, _CMP_LT_OQ), lo, step));
+      r = _mm512_castps_si512(_mm512_mask_add_ps(
+          lo, _mm512_cmp_ps_mask(scaled_draw(counter), p, _CMP_LT_OQ), lo, step));
     }
     // r | (bits & sign): one ternary-logic op.
     return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(r, bits, sign, 0xf8));
   }
 
-  // counter_bits(*sr_key, index + j) of each lane j but for fmix32's last step, h ^= h >> 16,
-  // which the draws fold into what they do next.
-  __m512i unfinished_hash(uint32_t index) const {
-    // (index + j) * step + key, the product distributed (mod 2^32) so that only j * step is a
-    // vector multiply, made once.
-    __m512i h = _mm512_add_epi32(
-        _mm512_set1_epi32(static_cast<int>(index * kCounterStep + *sr_key)), iota_step);
-    h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+  // counter_bits(*sr_key, index + j) of each lane j, given its counter (index + j) * step + key
+  // (counter(): the product distributed mod 2^32, so that only j * step is a vector multiply,
+  // made once), but for fmix32's last step, h ^= h >> 16, which the draws fold into what they
+  // do next.
+  __m512i unfinished_hash(__m512i counter) const {
+    __m512i h = _mm512_xor_si512(counter, _mm512_srli_epi32(counter, 16));
     h = _mm512_mullo_epi32(h, fmix1);
     h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
     return _mm512_mullo_epi32(h, fmix2);
   }
 
   // u in [0, 1) of each lane's 32 random bits: their top 24, times 2^-24.
-  __m512 draw(uint32_t index) const {
-    const __m512i h = unfinished_hash(index);
+  __m512 draw(__m512i counter) const {
+    const __m512i h = unfinished_hash(counter);
     return _mm512_mul_ps(
         _mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_xor_si512(h, _mm512_srli_epi32(h, 16)), 8)),
         _mm512_castsi512_ps(u_scale));
@@ -450,8 +463,8 @@ struct E2m1Lanes {
 
   // u times 2^32: the top 24 bits in place, exact in FP32; the last xor and the mask one
   // ternary-logic op, (h ^ (h >> 16)) & top24.
-  __m512 scaled_draw(uint32_t index) const {
-    const __m512i h = unfinished_hash(index);
+  __m512 scaled_draw(__m512i counter) const {
+    const __m512i h = unfinished_hash(counter);
     return _mm512_cvtepu32_ps(_mm512_ternarylogic_epi32(h, _mm512_srli_epi32(h, 16), top24, 0x28));
   }
 };

@@ -106,12 +106,18 @@ struct Nvfp4Store {
   const __m512 values = _mm512_loadu_ps(kE2M1Values.data());
   explicit Nvfp4Store(const uint32_t* sr_key) : e2m1(sr_key) {}
 
-  // The operand values (the codes stored where kept).
-  __m512 operand(uint8_t* codes, __m512 v, __m512 b, __mmask16 live, int64_t index) const {
-    const auto i = static_cast<uint32_t>(index);
+  // The hash counters of the sixteen values from `index` on (E2m1Lanes::counter; zeros where
+  // no draws are made).
+  __m512i counter(int64_t index) const {
+    if constexpr (Stochastic) return e2m1.counter(static_cast<uint32_t>(index));
+    return _mm512_setzero_si512();
+  }
+
+  // The operand values (the codes stored where kept), the lanes' draws from their counters.
+  __m512 operand(uint8_t* codes, __m512 v, __m512 b, __mmask16 live, __m512i counter) const {
     __m512 value;
     if constexpr (KeepCodes) {
-      const __m512i code = e2m1.encode(v, i);
+      const __m512i code = e2m1.encode_counted(v, counter);
       value = _mm512_permutexvar_ps(code, values);
       if (live == 0xffff) {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtepi32_epi8(code));
@@ -119,14 +125,14 @@ struct Nvfp4Store {
         _mm_mask_storeu_epi8(codes, live, _mm512_cvtepi32_epi8(code));
       }
     } else {
-      value = e2m1.template value<Stochastic>(v, i);
+      value = e2m1.template value_counted<Stochastic>(v, counter);
     }
     return _mm512_mul_ps(value, b);
   }
 
   void operator()(uint8_t* codes, bf16_t* out, __m512 v, __m512 b, __mmask16 live,
                   int64_t index) const {
-    store_exact_bf16(out, operand(codes, v, b, live, index), live);
+    store_exact_bf16(out, operand(codes, v, b, live, counter(index)), live);
   }
 };
 
@@ -234,19 +240,25 @@ void nvfp4_rows_from_amaxes(uint8_t* codes, uint8_t* scales, bf16_t* operand, co
     for (int r = 0; r < 16; ++r) s[r * tiles] = c8[r];
   }
   // Block t of row r (its first value x[i]), scaled, rounded and times its scale.
-  const auto block = [&](int64_t r, int64_t t, __mmask16 live) {
+  const auto block = [&](int64_t r, int64_t t, __mmask16 live, __m512i counter) {
     const int64_t i = r * cols + 16 * t, at = (r / 16 * tiles + t) * 16 + r % 16;
     return store.operand(KeepCodes ? codes + i : nullptr,
                          _mm512_mul_ps(load_live(live, x + i), _mm512_set1_ps(mult[at])),
-                         _mm512_set1_ps(bs[at]), live, first_index + i);
+                         _mm512_set1_ps(bs[at]), live, counter);
   };
   // Rows of an even number of whole blocks (most tensors): every lane live, known to the
-  // compiler, and two blocks' operands stored at once.
+  // compiler, and two blocks' operands stored at once. The blocks follow one another with no
+  // gap, so the hash counters run on by sixteen values a block.
   if (tiles % 2 == 0 && cols % 16 == 0) {
+    const __m512i sixteen = E2m1Lanes::advance(16);
+    __m512i counter = store.counter(first_index);
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t t = 0; t < tiles; t += 2)
-        store_exact_bf16_pair(operand + r * cols + 16 * t, block(r, t, 0xffff),
-                              block(r, t + 1, 0xffff));
+      for (int64_t t = 0; t < tiles; t += 2) {
+        const __m512 first = block(r, t, 0xffff, counter);
+        counter = _mm512_add_epi32(counter, sixteen);
+        store_exact_bf16_pair(operand + r * cols + 16 * t, first, block(r, t + 1, 0xffff, counter));
+        counter = _mm512_add_epi32(counter, sixteen);
+      }
     }
     return;
   }
@@ -254,7 +266,8 @@ void nvfp4_rows_from_amaxes(uint8_t* codes, uint8_t* scales, bf16_t* operand, co
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t t = 0; t < tiles; ++t) {
         const __mmask16 live = whole ? __mmask16(0xffff) : live_lanes(cols - 16 * t);
-        store_exact_bf16(operand + r * cols + 16 * t, block(r, t, live), live);
+        const int64_t i = r * cols + 16 * t;
+        store_exact_bf16(operand + i, block(r, t, live, store.counter(first_index + i)), live);
       }
     }
   };
@@ -288,6 +301,7 @@ void nvfp4_columns_from_amaxes(uint8_t* codes, uint8_t* scales, bf16_t* operand,
     }
   }
   // Rows of whole runs of sixteen (most tensors) with every lane live, known to the compiler.
+  const __m512i down = E2m1Lanes::advance(cols);
   const auto cast = [&](auto whole) {
     for (int64_t r0 = 0; r0 < rows; r0 += 16) {
       const int64_t g = r0 / 16 * cols;
@@ -297,11 +311,16 @@ void nvfp4_columns_from_amaxes(uint8_t* codes, uint8_t* scales, bf16_t* operand,
         load_sixteen_rows(v, x + r0 * cols, 16, cols, c0);
         rht16_lanes(v);
         const __m512 m = _mm512_loadu_ps(mult + g + c0), b = _mm512_loadu_ps(bs + g + c0);
+        // The hash counters down the sixteen rows: a row's values are `cols` on.
+        __m512i counter = store.counter(first_index + r0 * cols + c0);
 #pragma GCC unroll 16
         for (int r = 0; r < 16; ++r) {
           const int64_t i = (r0 + r) * cols + c0;
-          store(KeepCodes ? codes + i : nullptr, operand + i, _mm512_mul_ps(v[r], m), b, live,
-                first_index + i);
+          store_exact_bf16(operand + i,
+                           store.operand(KeepCodes ? codes + i : nullptr, _mm512_mul_ps(v[r], m), b,
+                                         live, counter),
+                           live);
+          counter = _mm512_add_epi32(counter, down);
         }
       }
     }
