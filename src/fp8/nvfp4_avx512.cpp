@@ -131,8 +131,12 @@ struct Nvfp4Store {
   }
 
   void operator()(uint8_t* codes, bf16_t* out, __m512 v, __m512 b, __mmask16 live,
+                  __m512i counter) const {
+    store_exact_bf16(out, operand(codes, v, b, live, counter), live);
+  }
+  void operator()(uint8_t* codes, bf16_t* out, __m512 v, __m512 b, __mmask16 live,
                   int64_t index) const {
-    store_exact_bf16(out, operand(codes, v, b, live, counter(index)), live);
+    (*this)(codes, out, v, b, live, counter(index));
   }
 };
 
@@ -316,10 +320,8 @@ void nvfp4_columns_from_amaxes(uint8_t* codes, uint8_t* scales, bf16_t* operand,
 #pragma GCC unroll 16
         for (int r = 0; r < 16; ++r) {
           const int64_t i = (r0 + r) * cols + c0;
-          store_exact_bf16(operand + i,
-                           store.operand(KeepCodes ? codes + i : nullptr, _mm512_mul_ps(v[r], m), b,
-                                         live, counter),
-                           live);
+          store(KeepCodes ? codes + i : nullptr, operand + i, _mm512_mul_ps(v[r], m), b, live,
+                counter);
           counter = _mm512_add_epi32(counter, down);
         }
       }
