@@ -241,8 +241,7 @@ class StripesOut {
 void cast_row_major(const BlockCast& c, const BlockCastOut& out, const float* x, float* work) {
   check_block_cast(c);
   const BlockGrid& g = c.grid;
-  // The transform is written out (to work) only for the statistics, which read it.
-  const bool rht_in_cast = c.rht && !out.stats;
+  const bool rht_in_cast = c.rht && !block_cast_writes_transform(c, out);
   const Amaxes a = tensor_amaxes(x, g.rows, g.cols, needs_plain_amax(c, out), c.rht,
                                  rht_in_cast ? nullptr : work);
   if (c.rht && !rht_in_cast) x = work;
@@ -254,6 +253,10 @@ void cast_row_major(const BlockCast& c, const BlockCastOut& out, const float* x,
 }
 
 }  // namespace
+
+bool block_cast_writes_transform(const BlockCast& c, const BlockCastOut& out) {
+  return c.rht && out.stats;
+}
 
 void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work) {
   const StripesOut laid(c, out);
@@ -288,7 +291,7 @@ bool nvfp4_pair_from_block_amaxes(const BlockCast& row, const BlockCast& col) {
 int64_t cast_writes(const BlockCast& c, const BlockCastOut& out) {
   const int64_t n = c.grid.rows * c.grid.cols;
   const int64_t codes = out.codes ? (out.codes_transposed ? 3 : 1) : 0;
-  const int64_t transform = c.rht && out.stats ? 4 : 0;
+  const int64_t transform = block_cast_writes_transform(c, out) ? 4 : 0;
   return n * (2 + codes + transform) + static_cast<int64_t>(block_scale_bytes(c));
 }
 

@@ -85,9 +85,12 @@ std::vector<float> block_decode(const BlockCast& c, const uint8_t* codes, const 
 // casts no backend makes.
 void check_block_cast(const BlockCast& c);
 
-// Casts x (host memory) into out, after check_block_cast. `work` holds rows * cols floats when
-// c.rht and out.stats (the transform is written there for the statistics to read); else it is
-// unused and may be null.
+// Whether a cast writes x's Hadamard transform out, to the caller's `work`, for its statistics
+// to read; every other cast keeps the transform in registers and leaves `work` alone.
+bool block_cast_writes_transform(const BlockCast& c, const BlockCastOut& out);
+
+// Casts x (host memory) into out, after check_block_cast. `work` holds rows * cols floats where
+// block_cast_writes_transform; else it is unused and may be null.
 void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x, float* work);
 
 // A tensor's row-wise and column-wise casts (row blocked along cols, col down rows: the two

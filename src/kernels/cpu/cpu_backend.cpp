@@ -394,23 +394,25 @@ class CpuBackend final : public Backend {
   void block_cast(const BlockCast& c, const BlockCastOut& out, const float* x) override {
     const HostOpScope op(OpKind::Cast);
     count_traffic(block_cast_traffic(c, out));
-    fp8lm::block_cast(c, out, x, rht_work(c, out));
+    fp8lm::block_cast(c, out, x, rht_work(c.grid, block_cast_writes_transform(c, out)));
   }
   void block_cast_pair(const BlockCast& row, const BlockCastOut& row_out, const BlockCast& col,
                        const BlockCastOut& col_out, const float* x) override {
     const HostOpScope op(OpKind::Cast);
     count_traffic(block_cast_pair_traffic(row, row_out, col, col_out));
-    float* work = rht_work(col, col_out);
-    fp8lm::block_cast_pair(row, row_out, col, col_out, x, work ? work : rht_work(row, row_out));
+    // One tensor's casts, one after the other where either writes its transform: one buffer.
+    const bool written =
+        block_cast_writes_transform(row, row_out) || block_cast_writes_transform(col, col_out);
+    fp8lm::block_cast_pair(row, row_out, col, col_out, x, rht_work(col.grid, written));
   }
 
  private:
-  // Where a cast with the Hadamard transform writes it for its statistics to read; none where
-  // no statistics are asked for (the transform then stays in registers).
-  static float* rht_work(const BlockCast& c, const BlockCastOut& out) {
-    if (!c.rht || !out.stats) return nullptr;
+  // Where a cast writes its Hadamard transform for its statistics to read (`written`); none
+  // otherwise (the transform then stays in registers).
+  static float* rht_work(const BlockGrid& g, bool written) {
+    if (!written) return nullptr;
     thread_local std::vector<float> work;
-    return grown(work, static_cast<size_t>(c.grid.rows * c.grid.cols));
+    return grown(work, static_cast<size_t>(g.rows * g.cols));
   }
 };
 
