@@ -1,5 +1,6 @@
 // The device optimizer against train/adamw.h: the global gradient norm and clip factor, and
-// AdamW over several tensors of awkward sizes (one launch for all).
+// AdamW over several tensors of awkward sizes (one launch for all), with the BF16 copies of the
+// new weights it writes where a tensor has one (AdamWTensor::param16).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -65,6 +66,7 @@ Vec download(const float* p, int64_t n) {
 // The device copy of a parameter list: values, gradients, moments and the tensor table.
 struct Mirror {
   std::vector<DeviceBuffer<float>> value, grad, m, v;
+  std::vector<DeviceBuffer<bf16_t>> value16;  // empty but where the parameter's copy is current
   std::vector<cuda::AdamWTensor> table;
   DeviceBuffer<cuda::AdamWTensor> d_table;
   int64_t total = 0;
@@ -86,6 +88,8 @@ struct Mirror {
       t.v = v.back().data();
       t.n = p->numel();
       t.decay = p->decay ? weight_decay : 0.0f;
+      value16.emplace_back(p->bf16_value_current() ? n : 0);
+      if (p->bf16_value_current()) t.param16 = value16.back().data();
       table.push_back(t);
       total += p->numel();
     }
@@ -137,6 +141,9 @@ TEST(CudaOptimizer, AdamWMatchesCpuBitsOverThreeSteps) {
   FP8LM_REQUIRE_CUDA();
   auto owned = make_params(2);
   const ParameterList ps = list_of(owned);
+  // Two tensors with a BF16 copy kept (as a BF16 GEMM keeps its weight's), which the CPU's
+  // fused AdamW writes in its pass.
+  for (const size_t i : {1u, 3u}) ps[i]->bf16_value();
   const AdamWConfig cfg;  // beta1 0.9, beta2 0.95, eps 1e-8, weight decay 0.1
   AdamW cpu(ps, cfg);
   Mirror dev(ps, cfg.weight_decay);
@@ -169,6 +176,11 @@ TEST(CudaOptimizer, AdamWMatchesCpuBitsOverThreeSteps) {
       EXPECT_TRUE(same_bits(download(dev.value[i].data(), n), ps[i]->values())) << "param " << i;
       EXPECT_TRUE(same_bits(download(dev.m[i].data(), n), cpu.first_moment(i))) << "m " << i;
       EXPECT_TRUE(same_bits(download(dev.v[i].data(), n), cpu.second_moment(i))) << "v " << i;
+      if (i == 1 || i == 3) {
+        ASSERT_TRUE(ps[i]->bf16_value_current()) << "param " << i;
+        EXPECT_EQ(to_host(dev.value16[i].data(), static_cast<size_t>(n)), ps[i]->value16.to_host())
+            << "BF16 copy " << i;
+      }
     }
   }
 }

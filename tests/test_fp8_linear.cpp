@@ -10,9 +10,11 @@
 #include "test_util.h"
 
 #include "kernels/cpu/gemm.h"
+#include "nn/fusion.h"
 #include "nn/layernorm_linear.h"
 #include "nn/micro_batch.h"
 #include "nn/saved_activation.h"
+#include "train/adamw.h"
 
 namespace fp8lm {
 namespace {
@@ -180,6 +182,55 @@ TEST(Bf16Linear, WeightCastIsRedoneWhenTheWeightChanges) {
   const auto y2 = forward(kept);
   EXPECT_EQ(y2, forward(fresh));
   EXPECT_NE(y2, y1);
+}
+
+// AdamW writes a BF16 weight cast a Linear keeps in the pass that updates the weight, so the
+// cast stays current (bf16_from_float of every new value) and the next forward gives a fresh
+// Linear's output without casting; a skipped step leaves both as they were. Unfused
+// (--no-fusion) the optimizer leaves the cast stale, for the Linear to make again.
+TEST(Bf16Linear, TheOptimizerWritesTheKeptWeightCastInItsPass) {
+  const int64_t rows = 5, in = 40, out = 9;
+  const auto x = randn(static_cast<size_t>(rows * in), 1);
+  const GemmPrecision bf16(Precision::Bf16);
+  const auto forward = [&](Linear& lin) {
+    std::vector<float> y(static_cast<size_t>(rows * out));
+    lin.forward(x.data(), y.data(), rows);
+    return y;
+  };
+  for (const bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused" : "unfused");
+    const FusionScope fusion(fused);
+    Linear lin("fc", in, out, true);
+    Parameter& w = lin.weight();
+    w.set_values(randn(static_cast<size_t>(in * out), 2));
+    forward(lin);  // makes the kept cast
+    ASSERT_TRUE(w.bf16_value_current());
+    w.grad.upload(randn(static_cast<size_t>(in * out), 3), "gradient");
+    AdamW opt({&w, lin.bias()}, AdamWConfig{});
+    opt.step(1e-2f);
+    EXPECT_EQ(w.bf16_value_current(), fused);
+    EXPECT_EQ(lin.bias()->value16.size(), 0u) << "a bias no GEMM takes gets no copy";
+    if (fused) {
+      const std::vector<float> v = w.values();
+      const std::vector<bf16_t> v16 = w.value16.to_host();
+      for (size_t i = 0; i < v.size(); ++i)
+        ASSERT_EQ(v16[i], bf16_from_float(v[i])) << "value " << i;
+    }
+    Linear fresh("fc", in, out, true);
+    fresh.weight().set_values(w.values());
+    EXPECT_EQ(forward(lin), forward(fresh));
+
+    // A step decided on the backend that skips (a NaN loss) changes neither.
+    const std::vector<float> before = w.values();
+    const std::vector<bf16_t> before16 = w.value16.to_host();
+    const float nan_loss = std::nanf("");
+    opt.step_decided_on_backend(1e-2f, 0.0f, &nan_loss, 1);
+    EXPECT_EQ(w.values(), before);
+    EXPECT_EQ(w.bf16_value_current(), fused);
+    if (fused) {
+      EXPECT_EQ(w.value16.to_host(), before16);
+    }
+  }
 }
 
 }  // namespace

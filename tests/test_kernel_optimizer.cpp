@@ -2,7 +2,8 @@
 // (kernels/adamw_ops.h's adamw::update, one element at a time) bit for bit, with FP32 and BF16
 // gradients, lengths that end in a partial vector, with and without weight decay, and values
 // at the edges (zeros, subnormal and huge gradients, Inf and NaN): both take the same IEEE
-// operations in the same order, so nothing may differ, NaNs included; and grad_norm's partial
+// operations in the same order, so nothing may differ, NaNs included, nor the BF16 copy of the
+// new weights it writes where asked (bf16_from_float's bits); and grad_norm's partial
 // sums, eight chunks in the lanes of a vector, against its scalar loop.
 #include <gtest/gtest.h>
 
@@ -56,11 +57,20 @@ void expect_same_update(const std::vector<G>& g, float grad_scale, float decay) 
     }
     adamw::update(w[j], m[j], v[j], gj * grad_scale, h, decay);
   }
-  Vec w1 = w0, m1 = m0, v1 = v0;
-  cpu::avx512::adamw_update(w1.data(), m1.data(), v1.data(), g.data(), n, grad_scale, h, decay);
-  EXPECT_TRUE(test::same_bits(w1, w)) << "weights, n " << n;
-  EXPECT_TRUE(test::same_bits(m1, m)) << "first moments, n " << n;
-  EXPECT_TRUE(test::same_bits(v1, v)) << "second moments, n " << n;
+  // Without the BF16 copy, and with it (the weights' bf16_from_float, Inf and NaN included).
+  for (const bool copy : {false, true}) {
+    Vec w1 = w0, m1 = m0, v1 = v0;
+    std::vector<bf16_t> w16(g.size(), 0x7777);
+    cpu::avx512::adamw_update(w1.data(), m1.data(), v1.data(), g.data(), n, grad_scale, h, decay,
+                              copy ? w16.data() : nullptr);
+    EXPECT_TRUE(test::same_bits(w1, w)) << "weights, n " << n;
+    EXPECT_TRUE(test::same_bits(m1, m)) << "first moments, n " << n;
+    EXPECT_TRUE(test::same_bits(v1, v)) << "second moments, n " << n;
+    for (int64_t j = 0; j < n; ++j) {
+      const bf16_t want = copy ? bf16_from_float(w[j]) : bf16_t{0x7777};
+      ASSERT_EQ(w16[j], want) << "the BF16 copy at " << j << " of " << n << ", copy " << copy;
+    }
+  }
 }
 
 TEST(AdamWUpdate, Avx512GivesTheScalarTwinsBits) {

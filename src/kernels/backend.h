@@ -180,8 +180,8 @@ class Backend {
   // --- the optimizer ---
   // Over a table of tensors in backend memory (TE's multi-tensor apply, kernels/adamw_ops.h's
   // bits on every backend): *norm = the global gradient norm and *clip (optional) its clipping
-  // factor for max_norm; AdamW with each gradient times *grad_scale. total: the sum of the
-  // tensors' n.
+  // factor for max_norm; AdamW with each gradient times *grad_scale, writing the new values'
+  // BF16 copies where an entry has one (AdamWTensor::param16). total: the sum of the tensors' n.
   virtual void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* table, int n,
                          int64_t total) = 0;
   // With a decision (null: none), AdamW changes nothing when it skips and takes its bias

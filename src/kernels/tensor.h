@@ -108,6 +108,9 @@ struct AdamWTensor {
   float* v = nullptr;
   int64_t n = 0;
   float decay = 0.0f;  // the weight decay applied to this tensor (0: none)
+  // Where set, the new param's BF16 copy (bf16_from_float), written in the update's pass: a
+  // BF16 GEMM's weight operand (Parameter::value16) without a pass of its own.
+  bf16_t* param16 = nullptr;
   bool operator==(const AdamWTensor&) const = default;
 };
 

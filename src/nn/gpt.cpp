@@ -150,7 +150,7 @@ void GPT::set_fp8_state(const std::vector<Fp8Meta>& metas) {
 MemoryUse GPT::memory_use() const {
   MemoryUse m{bytes_of(normed_) + bytes_of(logits_) + bytes_of(dnormed_) + bytes_of(dacts_) +
                   bytes_of(probs_) + bytes_of(normed16_) + bytes_of(dlogits16_),
-              bytes_of(wte16_)};
+              bytes_of(head_weight().value16)};
   for (const auto& a : acts_) m.saved += bytes_of(a);
   for (const auto& layer : layers_) m += layer->memory_use();
   m += lnf_.memory_use();
@@ -171,11 +171,9 @@ void GPT::head_forward(int64_t rows) {
   GemmOperand x{normed_.data(), DType::F32}, w{head.data(), DType::F32};
   if (head_mode_ == Precision::Bf16) {
     normed16_.resize(normed_.size());
-    wte16_.resize(head.value.size());
     be_.fp32_to_bf16(normed16_.data(), normed_.data(), rows * d);
-    be_.fp32_to_bf16(wte16_.data(), head.data(), V * d);
     x = {normed16_.data(), DType::BF16};
-    w = {wte16_.data(), DType::BF16};
+    w = {head.bf16_value(), DType::BF16};
   }
   be_.gemm(Trans::N, Trans::T, rows, V, d, 1.0f, x, w, 0.0f, logits_.data());
 }
@@ -256,7 +254,7 @@ void GPT::backward(const GradientsReady& ready) {
     dlogits16_.resize(logits_.size());
     be_.fp32_to_bf16(dlogits16_.data(), dlogits, rows * V);
     g = {dlogits16_.data(), DType::BF16};
-    w = {wte16_.data(), DType::BF16};
+    w = {head.bf16_value(), DType::BF16};
     x = {normed16_.data(), DType::BF16};
   }
   be_.gemm(Trans::N, Trans::N, rows, d, V, 1.0f, g, w, 0.0f, dnormed_.data());

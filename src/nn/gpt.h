@@ -91,6 +91,7 @@ class GPT {
   Parameter& token_embedding() { return wte_; }
   // The LM head's weight [V, d]: the token embedding when tied.
   Parameter& head_weight() { return cfg_.tied_head ? wte_ : lm_head_; }
+  const Parameter& head_weight() const { return cfg_.tied_head ? wte_ : lm_head_; }
   ParameterList parameters();
   // Every GEMM's FP8 state (linears() order) as host copies, and replacing it.
   std::vector<Fp8Meta> fp8_state();
@@ -135,7 +136,7 @@ class GPT {
   void upload_targets(const int32_t* targets, int64_t rows);
   // The loss gradient's factor: that of the mean over loss_rows rows (0: these rows).
   static float grad_scale(int64_t rows, int64_t loss_rows);
-  BackendBuffer<bf16_t> normed16_{be_}, wte16_{be_}, dlogits16_{be_};
+  BackendBuffer<bf16_t> normed16_{be_}, dlogits16_{be_};
 };
 
 }  // namespace fp8lm

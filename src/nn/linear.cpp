@@ -208,15 +208,6 @@ const uint8_t* Linear::weight_fp8_for_backward() {
   return codes;
 }
 
-const bf16_t* Linear::weight_bf16() {
-  if (w16_version_ != weight_.version) {
-    w16_.resize(static_cast<size_t>(weight_.numel()));
-    be_.fp32_to_bf16(w16_.data(), weight_.data(), weight_.numel());
-    w16_version_ = weight_.version;
-  }
-  return w16_.data();
-}
-
 void Linear::requantize_weight(const Fp8Recipe& recipe) {
   recipe_ = recipe;
   if (recipe.block_scaled()) return requantize_block_weight();
@@ -300,7 +291,7 @@ bf16_t* Linear::begin_bf16_forward(int64_t rows) {
 
 void Linear::forward_bf16_input(float* y, int64_t rows, bool add_bias) {
   mode_ = Precision::Bf16;
-  forward_product(saved_input(), {weight_bf16(), DType::BF16}, y, rows, add_bias, false);
+  forward_product(saved_input(), {weight_.bf16_value(), DType::BF16}, y, rows, add_bias, false);
 }
 
 void Linear::forward_fp8_input(float* y, int64_t rows, bool add_bias) {
@@ -330,7 +321,7 @@ GemmOperand Linear::input_operand(const uint8_t* codes) {
 }
 
 GemmOperand Linear::weight_for_dgrad() {
-  if (mode_ == Precision::Bf16) return {weight_bf16(), DType::BF16};
+  if (mode_ == Precision::Bf16) return {weight_.bf16_value(), DType::BF16};
   if (mode_ == Precision::Fp8) return weight_operand(weight_fp8_for_backward());
   return {weight_.data(), DType::F32};
 }

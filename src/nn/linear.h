@@ -83,7 +83,7 @@ class Linear {
             bytes_of(qw_) + bytes_of(qw16_) + bytes_of(qw_t_) + bytes_of(qw_block_scales_) +
                 bytes_of(w_row_.operand) + bytes_of(w_col_.operand) + bytes_of(w_row_.codes) +
                 bytes_of(w_row_.scales) + bytes_of(w_col_.codes) + bytes_of(w_col_.scales) +
-                bytes_of(w16_)};
+                bytes_of(weight_.value16)};
   }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
@@ -142,7 +142,7 @@ class Linear {
   // as if nothing had run in between. FP8 weights (fp8_weights mode) are the weight itself.
   void invalidate_weight_cast() {
     if (!fp8_weights_) cast_version_ = ~uint64_t{0};
-    w_row_.version = w_col_.version = w16_version_ = ~uint64_t{0};
+    w_row_.version = w_col_.version = weight_.value16_version = ~uint64_t{0};
   }
   // ZeRO-1's FP8 all-gather (--fp8-weights): the weight as another rank cast it from the FP32
   // master that rank alone keeps (a per-tensor recipe's codes, scale, scale_inv and amax), so
@@ -153,7 +153,6 @@ class Linear {
   // The weight's FP8 codes for this GEMM (see qw_).
   const uint8_t* prepare_weight_fp8();
   const uint8_t* weight_fp8_for_backward();
-  const bf16_t* weight_bf16();
   // The input as forward kept it for this mode's GEMMs (and the weight gradient's).
   GemmOperand saved_input();
   // The weight for the input gradient, cast (BF16, FP8 at forward's scale) as forward used it.
@@ -217,11 +216,6 @@ class Linear {
   Fp8Recipe recipe_;
   const float* x_ = nullptr;        // fp32 mode
   BackendBuffer<bf16_t> x16_{be_};  // bf16 mode
-  // Under BF16 GEMMs, the weight rounded to BF16, kept while its version holds: forward and
-  // dgrad share one cast per step, and generation casts once, not per token (torch.autocast
-  // caches a weight's cast the same way). 2 bytes per parameter, as block recipes keep.
-  BackendBuffer<bf16_t> w16_{be_};
-  uint64_t w16_version_ = ~uint64_t{0};
   BackendBuffer<uint8_t> qx_{be_};  // fp8 mode: the input's codes
   // Backends whose FP8 GEMMs multiply the codes' values as BF16 (Backend::fp8_gemms_take_decoded,
   // the CPU): every cast also writes those values (Fp8Out::decoded), here for the input (kept

@@ -43,6 +43,14 @@ struct Parameter {
   bool decay = false;  // weight decay applies (matrices, not norms, biases or positions)
   // Bumped whenever value changes, so modules know their cached casts of it are stale.
   uint64_t version = 0;
+  // value rounded to BF16 (bf16_from_float), BF16 GEMMs' weight operand, current while
+  // value16_version is version: forward and dgrad share it, and generation makes it once, not
+  // per token (torch.autocast caches a weight's cast the same way). bf16_value() makes it on
+  // first use after value changed, unless the optimizer wrote it in the pass that changed value
+  // (AdamWTensor::param16), which saves a training step a pass over every weight. Empty until
+  // first asked for; then 2 bytes per value, as block recipes keep.
+  BackendBuffer<bf16_t> value16;
+  uint64_t value16_version = ~uint64_t{0};
 
   Parameter(std::string n, std::vector<int64_t> s, bool decays, Backend& backend = cpu_backend())
       : name(std::move(n)),
@@ -50,7 +58,8 @@ struct Parameter {
         value(backend, static_cast<size_t>(numel())),
         grad(backend, static_cast<size_t>(numel())),
         grad16(backend),
-        decay(decays) {
+        decay(decays),
+        value16(backend) {
     value.zero();
     grad.zero();
   }
@@ -64,6 +73,15 @@ struct Parameter {
     grad16.zero();
   }
   size_t grad_bytes() const { return grad.bytes() + grad16.bytes(); }
+  bool bf16_value_current() const { return value16.size() != 0 && value16_version == version; }
+  const bf16_t* bf16_value() {
+    if (!bf16_value_current()) {
+      value16.resize(static_cast<size_t>(numel()));
+      value.backend().fp32_to_bf16(value16.data(), value.data(), numel());
+      value16_version = version;
+    }
+    return value16.data();
+  }
   float* data() { return value.data(); }
   const float* data() const { return value.data(); }
   // The values as host copies, and replacing them (Error unless numel() of them).

@@ -59,6 +59,7 @@ void AdamW::refresh_table() {
   // The parameters' buffers as they are now (--fp8-weights moves gradients to BF16 after the
   // optimizer is made), uploaded again only when they changed.
   fresh_.clear();
+  copied_.clear();
   for (size_t i = begin_; i < end_; ++i) {
     Parameter& p = *params_[i];
     if (p.numel() == 0) continue;
@@ -69,6 +70,13 @@ void AdamW::refresh_table() {
     t.m = m_[i].data();
     t.v = v_[i].data();
     t.decay = p.decay ? cfg_.weight_decay : 0.0f;
+    // A BF16 copy a GEMM keeps (Parameter::value16) is refreshed in the update's pass while it
+    // is current: a skipped step leaves value and the copy as they were, still matching.
+    // --no-fusion leaves it to the GEMM's own cast.
+    if (fusion_enabled() && p.bf16_value_current()) {
+      t.param16 = p.value16.data();
+      copied_.push_back(&p);
+    }
     fresh_.push_back(t);
   }
   if (fresh_ == tensors_) return;
@@ -179,6 +187,7 @@ void AdamW::update(const AdamWHyper& h, const float* grad_scale, const StepDecis
       be_.adamw_step(table_.data() + k, 1, tensors_[k].n, h, grad_scale, decision);
   }
   for (Parameter* p : params_) ++p->version;
+  for (Parameter* p : copied_) p->value16_version = p->version;
 }
 
 void AdamW::zero_grad() {

@@ -27,7 +27,9 @@ class AdamW {
   AdamW(ParameterList params, AdamWConfig cfg, OptimizerShard shard = {});
   // One update with learning rate lr, each gradient multiplied by grad_scale as it is read
   // (gradient clipping folded in); bumps each parameter's version. Fused (the default): one
-  // pass over every parameter; unfused (--no-fusion): one per parameter. The same bits.
+  // pass over every parameter, which also rewrites a parameter's BF16 copy where it was current
+  // (Parameter::value16), so it stays current; unfused (--no-fusion): one per parameter, the
+  // copies left for their GEMMs to make again. The same bits.
   void step(float lr, float grad_scale = 1.0f);
   // The global gradient norm (the backend's, grad_norm's bits), read before a step so that a
   // non-finite one can skip it.
@@ -96,6 +98,7 @@ class AdamW {
   std::vector<BackendBuffer<float>> m_, v_;
   int64_t t_ = 0;
   std::vector<AdamWTensor> tensors_, fresh_;  // the table as uploaded, and as it is now
+  std::vector<Parameter*> copied_;            // those whose BF16 copy the table writes (param16)
   BackendBuffer<AdamWTensor> table_{be_};
   BackendBuffer<float> norm_clip_{be_};  // the norm and the step's gradient scale
   // Decided steps: the decision (its step count is t_ once the host has read every decision),

@@ -364,7 +364,9 @@ class CpuBackend final : public Backend {
   void adamw_step(const AdamWTensor* table, int n, int64_t total, const AdamWHyper& h,
                   const float* grad_scale, const StepDecision* decision) override {
     const HostOpScope op(OpKind::Optimizer);
-    count_traffic(total * 28);  // w, m, v read and written; g read
+    int64_t copies = 0;  // BF16 copies of the new weights written in the same pass
+    for (int k = 0; k < n; ++k) copies += table[k].param16 != nullptr ? table[k].n : 0;
+    count_traffic(total * 28 + copies * 2);  // w, m, v read and written; g read
     cpu::adamw_step(table, n, h, grad_scale == nullptr ? 1.0f : *grad_scale, decision);
   }
   void decide_step(StepDecision* d, const float* losses, int64_t rows, const float* norm,

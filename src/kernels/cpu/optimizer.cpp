@@ -54,13 +54,16 @@ bool use_avx512() {
 [[gnu::noinline]] void update_chunk(const Chunk& c, const AdamWHyper& h, float grad_scale) {
   const AdamWTensor& t = *c.t;
   with_gradient(t, [&](const auto* g) {
+    bf16_t* w16 = t.param16 != nullptr ? t.param16 + c.begin : nullptr;
     if (use_avx512()) {
       avx512::adamw_update(t.param + c.begin, t.m + c.begin, t.v + c.begin, g + c.begin,
-                           c.end - c.begin, grad_scale, h, t.decay);
+                           c.end - c.begin, grad_scale, h, t.decay, w16);
       return;
     }
-    for (int64_t j = c.begin; j < c.end; ++j)
+    for (int64_t j = c.begin; j < c.end; ++j) {
       adamw::update(t.param[j], t.m[j], t.v[j], value(g[j]) * grad_scale, h, t.decay);
+      if (w16 != nullptr) w16[j - c.begin] = bf16_from_float(t.param[j]);
+    }
   });
 }
 

@@ -20,9 +20,9 @@ __m512 load_gradient(const bf16_t* g, __mmask16 k) {  // BF16 is FP32's upper ha
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
 }
 
-template <class G>
+template <class G, bool kWritesBf16>
 void update(float* w, float* m, float* v, const G* g, int64_t n, float grad_scale,
-            const AdamWHyper& h, float decay) {
+            const AdamWHyper& h, float decay, bf16_t* w16) {
   const __m512 scale = _mm512_set1_ps(grad_scale), beta1 = _mm512_set1_ps(h.beta1),
                beta2 = _mm512_set1_ps(h.beta2), one_beta1 = _mm512_set1_ps(1.0f - h.beta1),
                one_beta2 = _mm512_set1_ps(1.0f - h.beta2), bc1 = _mm512_set1_ps(h.bc1),
@@ -43,7 +43,15 @@ void update(float* w, float* m, float* v, const G* g, int64_t n, float grad_scal
     store_live(k, m + j, mj);
     store_live(k, v + j, vj);
     store_live(k, w + j, wn);
+    if constexpr (kWritesBf16) isa::store_bf16(w16 + j, wn, k);
   }
+}
+
+template <class G>
+void update(float* w, float* m, float* v, const G* g, int64_t n, float grad_scale,
+            const AdamWHyper& h, float decay, bf16_t* w16) {
+  if (w16 != nullptr) return update<G, true>(w, m, v, g, n, grad_scale, h, decay, w16);
+  update<G, false>(w, m, v, g, n, grad_scale, h, decay, nullptr);
 }
 
 // Rows r[0..7] (eight floats each) transposed: r[k] holds element k of every row.
@@ -94,13 +102,13 @@ void sum_of_squares_8(double* partial, const float* const* g, const int64_t* n) 
 }
 
 void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float grad_scale,
-                  const AdamWHyper& h, float decay) {
-  update(w, m, v, g, n, grad_scale, h, decay);
+                  const AdamWHyper& h, float decay, bf16_t* w16) {
+  update(w, m, v, g, n, grad_scale, h, decay, w16);
 }
 
 void adamw_update(float* w, float* m, float* v, const bf16_t* g, int64_t n, float grad_scale,
-                  const AdamWHyper& h, float decay) {
-  update(w, m, v, g, n, grad_scale, h, decay);
+                  const AdamWHyper& h, float decay, bf16_t* w16) {
+  update(w, m, v, g, n, grad_scale, h, decay, w16);
 }
 
 }  // namespace fp8lm::cpu::avx512

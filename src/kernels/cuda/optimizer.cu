@@ -69,8 +69,10 @@ __global__ void adamw_kernel(const AdamWTensor* tensors, int n_tensors, AdamWHyp
   const AdamWHyper h = adamw::with_decision(hyper, decision);
   const float gs = grad_scale == nullptr ? 1.0f : *grad_scale;
   for_each_piece(tensors, n_tensors, [&](const AdamWTensor& t, int64_t b, int64_t e) {
-    for (int64_t j = b + threadIdx.x; j < e; j += blockDim.x)
+    for (int64_t j = b + threadIdx.x; j < e; j += blockDim.x) {
       adamw::update(t.param[j], t.m[j], t.v[j], __fmul_rn(t.grad[j], gs), h, t.decay);
+      if (t.param16 != nullptr) t.param16[j] = bf16_from_float(t.param[j]);
+    }
   });
 }
 

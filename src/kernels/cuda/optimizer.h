@@ -25,7 +25,8 @@ void grad_norm(float* norm, float* clip, float max_norm, const AdamWTensor* tens
                int64_t total_elements, void* scratch, cudaStream_t stream);
 
 // Every tensor: g = grad * *grad_scale (grad_scale nullptr: 1); AdamW as on the CPU, the same
-// bits; with a decision (optional), nothing when it skips (adamw::with_decision). tensors: a
+// bits, and each new param's BF16 copy where the entry has one (AdamWTensor::param16); with a
+// decision (optional), nothing when it skips (adamw::with_decision). tensors: a
 // device array of n_tensors entries; total_elements: the sum of their n (it sizes the launch).
 void adamw_step(const AdamWTensor* tensors, int n_tensors, int64_t total_elements,
                 const AdamWHyper& h, const float* grad_scale, const StepDecision* decision,
