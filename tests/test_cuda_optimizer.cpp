@@ -143,7 +143,9 @@ TEST(CudaOptimizer, AdamWMatchesCpuBitsOverThreeSteps) {
   const ParameterList ps = list_of(owned);
   // Two tensors with a BF16 copy kept (as a BF16 GEMM keeps its weight's), which the CPU's
   // fused AdamW writes in its pass.
-  for (const size_t i : {1u, 3u}) ps[i]->bf16_value();
+  const auto keeps_copy = [](size_t i) { return i == 1 || i == 3; };
+  for (size_t i = 0; i < ps.size(); ++i)
+    if (keeps_copy(i)) ps[i]->bf16_value();
   const AdamWConfig cfg;  // beta1 0.9, beta2 0.95, eps 1e-8, weight decay 0.1
   AdamW cpu(ps, cfg);
   Mirror dev(ps, cfg.weight_decay);
@@ -176,7 +178,7 @@ TEST(CudaOptimizer, AdamWMatchesCpuBitsOverThreeSteps) {
       EXPECT_TRUE(same_bits(download(dev.value[i].data(), n), ps[i]->values())) << "param " << i;
       EXPECT_TRUE(same_bits(download(dev.m[i].data(), n), cpu.first_moment(i))) << "m " << i;
       EXPECT_TRUE(same_bits(download(dev.v[i].data(), n), cpu.second_moment(i))) << "v " << i;
-      if (i == 1 || i == 3) {
+      if (keeps_copy(i)) {
         ASSERT_TRUE(ps[i]->bf16_value_current()) << "param " << i;
         EXPECT_EQ(to_host(dev.value16[i].data(), static_cast<size_t>(n)), ps[i]->value16.to_host())
             << "BF16 copy " << i;
