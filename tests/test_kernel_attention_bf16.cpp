@@ -6,6 +6,7 @@
 #include <xmmintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -156,6 +157,69 @@ TEST(AttentionBf16, Bf16PacksGiveTheFp32PacksBitsOnTheWidenedValues) {
       k->pack_row_pairs_bf16(got.data(), 48, b16.data(), stride, rows, hd);
       EXPECT_EQ(got, want) << "row pairs";
     }
+  }
+}
+
+// The FP32 packs round to nearest even as bf16_from_float does (a NaN made quiet) and flush
+// what is subnormal after the rounding: every set gives the generic set's pairs on the bit
+// patterns at the edges of that rule. The upper half of the rows holds FP32 subnormals too,
+// among them those that round up to the smallest normal BF16 (the pattern a conversion that
+// reads subnormal inputs as zero would get wrong); the lower half holds none, so sets with a
+// path for vectors free of them take it there, on NaNs, infinities, ties and FLT_MAX.
+TEST(AttentionBf16, Fp32PacksGiveTheGenericSetsBitsAtTheEdgesOfRounding) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  std::vector<const cpu::attention_tiles::Bf16Kernels*> sets{
+      &cpu::avx512::attention_bf16_fma_kernels()};
+  if (cpu_features().avx512_bf16) sets.push_back(&cpu::avx512::attention_bf16_kernels());
+  const auto& generic = cpu::attention_tiles::generic_bf16_kernels();
+  using cpu::attention_tiles::kKeyTile;
+  const uint32_t edges[] = {0x7f800001, 0xffc00001, 0x7f800000, 0xff800000, 0x7f7fffff,
+                            0x3f808000, 0x3f818000, 0x80000000, 0x00800000, 0x80800000};
+  const uint32_t subnormals[] = {0x00000001, 0x807f7fff, 0x007f8000, 0x807fffff, 0x00400000};
+  const int64_t rows = 64;
+  auto p = test::random_normal(rows * kKeyTile, 9);
+  for (int64_t i = 0; i < rows * kKeyTile; ++i) {
+    if (i % 5 == 0) p[i] = std::bit_cast<float>(edges[(i / 5) % 10]);
+    if (i >= rows / 2 * kKeyTile && i % 7 == 0)
+      p[i] = std::bit_cast<float>(subnormals[(i / 7) % 5]);
+  }
+  const size_t room = rows * kKeyTile * 2;
+  for (const auto* k : sets) {
+    for (const int64_t hd : {int64_t{9}, int64_t{64}}) {
+      SCOPED_TRACE("hd " + std::to_string(hd));
+      std::vector<uint32_t> want(room, 1), got(room, 1);
+      generic.pack_half_pairs(want.data(), 40, p.data(), kKeyTile, rows, hd);
+      k->pack_half_pairs(got.data(), 40, p.data(), kKeyTile, rows, hd);
+      EXPECT_EQ(got, want) << "half pairs";
+      generic.pack_tile_pairs(want.data(), p.data(), kKeyTile, rows, hd);
+      k->pack_tile_pairs(got.data(), p.data(), kKeyTile, rows, hd);
+      EXPECT_EQ(got, want) << "tile pairs";
+      generic.pack_row_pairs(want.data(), kKeyTile, p.data(), kKeyTile, rows, hd);
+      k->pack_row_pairs(got.data(), kKeyTile, p.data(), kKeyTile, rows, hd);
+      EXPECT_EQ(got, want) << "row pairs";
+    }
+    for (const cpu::attention_tiles::Visibility vis :
+         {cpu::attention_tiles::Visibility{64, 64}, cpu::attention_tiles::Visibility{1, 64}}) {
+      SCOPED_TRACE("visible from " + std::to_string(vis.first));
+      std::vector<uint32_t> want(room, 1), got(room, 1);
+      generic.pack_weight_rows(want.data(), p.data(), rows, vis);
+      k->pack_weight_rows(got.data(), p.data(), rows, vis);
+      EXPECT_EQ(got, want) << "weight rows";
+    }
+    std::vector<uint32_t> want(room, 1), got(room, 1);
+    generic.pack_weight_pairs(want.data(), p.data(), rows, {64, 64});
+    k->pack_weight_pairs(got.data(), p.data(), rows, {64, 64});
+    EXPECT_EQ(got, want) << "weight pairs";
+    // The carry itself: 0x007f8000 rounds up to BF16's smallest normal, 0x807fffff to its
+    // negative; 0x807f7fff rounds to a subnormal, flushed to -0.
+    std::vector<float> two_rows(32, 0.0f);  // two rows of 16, pairs taken down the columns
+    two_rows[0] = std::bit_cast<float>(0x007f8000u);
+    two_rows[1] = std::bit_cast<float>(0x807f7fffu);
+    two_rows[16] = std::bit_cast<float>(0x807fffffu);
+    uint32_t pair[2] = {1, 1};
+    k->pack_row_pairs(pair, 2, two_rows.data(), 16, 2, 2);
+    EXPECT_EQ(pair[0], 0x80800080u);
+    EXPECT_EQ(pair[1], 0x00008000u);
   }
 }
 

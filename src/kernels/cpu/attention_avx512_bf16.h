@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 
 #include "fp8/lanes_avx512.h"
@@ -62,16 +63,38 @@ inline __m512i pair_bits(__m512i lo, __m512i hi) {
   return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
 }
 
-// Lane-wise pairs (lo[i], hi[i]).
+// Lane-wise pairs (lo[i], hi[i]) of bf16_bits. With AVX512-BF16 (the VDPBF16PS set's build)
+// VCVTNE2PS2BF16 rounds both to nearest even and quiets a NaN as bf16_from_float does; it reads
+// a subnormal as a zero of its sign, which is bf16_bits' flush except where rounding would carry
+// a subnormal up to the smallest normal, so vectors with a subnormal lane take the integer
+// rounding. The rounded halves come back as [lo, hi]; one word permutation interleaves them.
 inline __m512i pairs(__m512 lo, __m512 hi) {
+#ifdef __AVX512BF16__
+  constexpr int kDenormal = 0x20;  // VFPCLASSPS's category
+  if ((_mm512_fpclass_ps_mask(lo, kDenormal) | _mm512_fpclass_ps_mask(hi, kDenormal)) == 0) {
+    const __m512i interleave =
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(interleave,
+                                    std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+  }
+#endif
   return pair_bits(bf16_bits(lo), bf16_bits(hi));
+}
+
+// Pairs (lo[i], hi[i]) of the live lanes of two runs of values (zero elsewhere).
+inline __m512i pairs_at(const float* lo, __mmask16 lo_lanes, const float* hi, __mmask16 hi_lanes) {
+  return pairs(isa::load_live(lo_lanes, lo), isa::load_live(hi_lanes, hi));
+}
+inline __m512i pairs_at(const bf16_t* lo, __mmask16 lo_lanes, const bf16_t* hi,
+                        __mmask16 hi_lanes) {
+  return pair_bits(bits_at(lo, lo_lanes), bits_at(hi, hi_lanes));
 }
 
 // Pairs i0..i0+15 of a row's half pairs (x[i], x[i + h]), masked to the h pairs and hd values.
 template <class Src>
 inline __m512i half_pairs_at(const Src* x, int64_t i0, int64_t h, int64_t hd) {
-  return pair_bits(bits_at(x + i0, first_lanes(h - i0)),
-                   bits_at(x + h + i0, first_lanes(hd - h - i0)));
+  return pairs_at(x + i0, first_lanes(h - i0), x + h + i0, first_lanes(hd - h - i0));
 }
 
 template <class Src>
@@ -114,9 +137,8 @@ void pack_row_pairs(uint32_t* dst, int64_t dst_stride, const Src* src, int64_t s
     const bool odd = 2 * m + 1 < n;
     for (int64_t d = 0; d < hd; d += 16) {
       const __mmask16 lanes = first_lanes(hd - d);
-      _mm512_mask_storeu_epi32(
-          dst + m * dst_stride + d, lanes,
-          pair_bits(bits_at(a + d, lanes), bits_at(a + src_stride + d, odd ? lanes : 0)));
+      _mm512_mask_storeu_epi32(dst + m * dst_stride + d, lanes,
+                               pairs_at(a + d, lanes, a + src_stride + d, odd ? lanes : 0));
     }
   }
 }
