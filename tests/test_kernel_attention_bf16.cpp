@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <utility>
@@ -173,13 +174,14 @@ TEST(AttentionBf16, Fp32PacksGiveTheGenericSetsBitsAtTheEdgesOfRounding) {
   if (cpu_features().avx512_bf16) sets.push_back(&cpu::avx512::attention_bf16_kernels());
   const auto& generic = cpu::attention_tiles::generic_bf16_kernels();
   using cpu::attention_tiles::kKeyTile;
-  const uint32_t edges[] = {0x7f800001, 0xffc00001, 0x7f800000, 0xff800000, 0x7f7fffff,
-                            0x3f808000, 0x3f818000, 0x80000000, 0x00800000, 0x80800000};
+  const uint32_t edges[] = {0x7f800001, 0xffc00001, 0x7fa00000, 0x7f800000, 0xff800000,
+                            0x7f7fffff, 0xff7fffff, 0x7f7f8000, 0x3f808000, 0x3f818000,
+                            0x80000000, 0x00800000, 0x80800000};
   const uint32_t subnormals[] = {0x00000001, 0x807f7fff, 0x007f8000, 0x807fffff, 0x00400000};
   const int64_t rows = 64;
   auto p = test::random_normal(rows * kKeyTile, 9);
   for (int64_t i = 0; i < rows * kKeyTile; ++i) {
-    if (i % 5 == 0) p[i] = std::bit_cast<float>(edges[(i / 5) % 10]);
+    if (i % 5 == 0) p[i] = std::bit_cast<float>(edges[(i / 5) % std::size(edges)]);
     if (i >= rows / 2 * kKeyTile && i % 7 == 0)
       p[i] = std::bit_cast<float>(subnormals[(i / 7) % 5]);
   }

@@ -21,6 +21,10 @@
 #include "kernels/cpu/attention_isa.h"
 
 namespace fp8lm::cpu::avx512::bf16_tiles {
+// Each including file keeps its own copies: the two are built for different instruction sets
+// (pairs() below takes AVX512-BF16's conversion where the build has it), and one definition
+// shared between them, whichever the linker kept, could run an instruction the CPU lacks.
+namespace {
 
 using attention_tiles::Bf16Kernels;
 using attention_tiles::kKeyTile;
@@ -377,4 +381,5 @@ Bf16Kernels kernels_with() {
                      accumulate_rows<Dot>,    accumulate_columns<Dot>};
 }
 
+}  // namespace
 }  // namespace fp8lm::cpu::avx512::bf16_tiles
