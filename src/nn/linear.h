@@ -139,10 +139,11 @@ class Linear {
   Fp8Weight fp8_weight();
   BlockCast fp8_weight_block_cast() const;
   // Forgets the cached weight cast, so the next forward casts (and records the weight's amax)
-  // as if nothing had run in between. FP8 weights (fp8_weights mode) are the weight itself.
+  // as if nothing had run in between. FP8 weights (fp8_weights mode) are the weight itself. The
+  // weight's BF16 copy (Parameter::value16) records nothing and stays while the weight does.
   void invalidate_weight_cast() {
     if (!fp8_weights_) cast_version_ = ~uint64_t{0};
-    w_row_.version = w_col_.version = weight_.value16_version = ~uint64_t{0};
+    w_row_.version = w_col_.version = ~uint64_t{0};
   }
   // ZeRO-1's FP8 all-gather (--fp8-weights): the weight as another rank cast it from the FP32
   // master that rank alone keeps (a per-tensor recipe's codes, scale, scale_inv and amax), so
